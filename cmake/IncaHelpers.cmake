@@ -1,0 +1,106 @@
+# One helper per kind of target, in the style of Abseil's AbseilHelpers.cmake.
+#
+#   inca_cc_library(NAME wire SRCS a.cc HDRS a.h DEPS inca::util)
+#       -> target inca_wire, alias inca::wire
+#   inca_cc_test(NAME wire_test SRCS a_test.cc DEPS inca::wire)
+#       -> GoogleTest binary, each TEST registered with CTest
+#   inca_cc_benchmark(NAME reduce_benchmark SRCS b.cc DEPS ...)
+#       -> Google Benchmark binary (not a test; run by scripts/bench.sh)
+#   inca_cc_fuzzer(NAME cais_parse_fuzz SRCS f.cc DEPS ... CORPUS dir)
+#       -> libFuzzer target when INCA_FUZZ=ON (clang), otherwise a corpus
+#          replayer; either way a bounded CTest entry runs it
+#   inca_cc_binary(NAME inca-demo SRCS main.cc DEPS ...)
+#
+# Include paths are set per target only: the public tree (include/) is
+# exported by inca::headers; src/ is visible to the project's own targets.
+
+include_guard(GLOBAL)
+
+function(inca_cc_library)
+  cmake_parse_arguments(L "" "NAME" "SRCS;HDRS;DEPS;COPTS" ${ARGN})
+  set(_t inca_${L_NAME})
+  if(L_SRCS)
+    add_library(${_t} STATIC ${L_SRCS} ${L_HDRS})
+    target_link_libraries(${_t} PUBLIC inca::headers ${L_DEPS})
+    target_compile_options(${_t} PRIVATE ${INCA_WARNING_FLAGS} ${L_COPTS})
+  else()
+    add_library(${_t} INTERFACE)
+    target_link_libraries(${_t} INTERFACE inca::headers ${L_DEPS})
+  endif()
+  add_library(inca::${L_NAME} ALIAS ${_t})
+endfunction()
+
+function(inca_cc_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT INCA_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
+  target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
+endfunction()
+
+function(inca_cc_benchmark)
+  cmake_parse_arguments(B "" "NAME" "SRCS;DEPS" ${ARGN})
+  if(NOT INCA_BUILD_BENCHMARKS)
+    return()
+  endif()
+  add_executable(${B_NAME} ${B_SRCS})
+  target_link_libraries(${B_NAME} PRIVATE ${B_DEPS} benchmark::benchmark)
+  target_compile_options(${B_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  set_target_properties(${B_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+  # A one-iteration smoke run keeps benchmarks compiling and crash-free;
+  # the numbers themselves come from scripts/bench.sh, never from tests.
+  if(INCA_BUILD_TESTS)
+    add_test(NAME ${B_NAME}.smoke
+             COMMAND ${B_NAME} --benchmark_min_time=0.001 --benchmark_filter=.
+                     --benchmark_format=console)
+    set_tests_properties(${B_NAME}.smoke PROPERTIES TIMEOUT 300 LABELS "smoke")
+  endif()
+endfunction()
+
+function(inca_cc_fuzzer)
+  cmake_parse_arguments(F "" "NAME;CORPUS;RUNS" "SRCS;DEPS" ${ARGN})
+  if(NOT F_RUNS)
+    set(F_RUNS 200000)
+  endif()
+  add_executable(${F_NAME} ${F_SRCS})
+  target_link_libraries(${F_NAME} PRIVATE ${F_DEPS})
+  target_compile_options(${F_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  if(INCA_FUZZ)
+    target_compile_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+    # Bounded in both count and time; new inputs go to a scratch dir so the
+    # checked-in corpus is only read.
+    add_test(NAME ${F_NAME}.fuzz
+             COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
+                     $<TARGET_FILE:${F_NAME}> -runs=${F_RUNS} -max_total_time=30
+                     -timeout=5 -rss_limit_mb=2048 -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/
+                     ${CMAKE_CURRENT_BINARY_DIR}/${F_NAME}_scratch ${F_CORPUS})
+    file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/${F_NAME}_scratch)
+    set_tests_properties(${F_NAME}.fuzz PROPERTIES TIMEOUT 120 LABELS "fuzz")
+  else()
+    # Without libFuzzer, link a driver that replays the corpus through the
+    # same entry point (as Envoy does), so every build exercises it.
+    target_link_libraries(${F_NAME} PRIVATE inca::fuzz_replay_main)
+    if(INCA_BUILD_TESTS)
+      add_test(NAME ${F_NAME}.replay COMMAND ${F_NAME} ${F_CORPUS})
+      set_tests_properties(${F_NAME}.replay PROPERTIES TIMEOUT 120 LABELS "fuzz")
+    endif()
+  endif()
+endfunction()
+
+function(inca_cc_binary)
+  cmake_parse_arguments(X "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${X_NAME} ${X_SRCS})
+  target_link_libraries(${X_NAME} PRIVATE ${X_DEPS})
+  target_compile_options(${X_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  set_target_properties(${X_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  install(TARGETS ${X_NAME} RUNTIME DESTINATION bin)
+endfunction()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Idempotent, non-interactive set-up: installs the Debian 12 packages inca
+# needs (only those missing), then configures and builds one CMake preset.
+#
+#   scripts/setup.sh [release|asan|fuzz] [extra cmake -D options...]
+#
+# Runs apt-get as root, or through sudo when not root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+preset="${1:-release}"
+shift || true
+
+packages=(
+  cmake ninja-build g++ clang libclang-rt-14-dev clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q </dev/null
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+fi
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake --preset "$preset" "$@" >/dev/null
+cmake --build "build/$preset" -j "$jobs"

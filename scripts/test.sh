@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Quick start, command 2: set up and run the whole test suite:
+#   1. release build (g++, warnings as errors): unit tests, benchmark smoke
+#      runs, fuzz corpus replays;
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. libFuzzer targets (clang), each run bounded in count and time;
+#   4. clang-format check of every C++ file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+failed=()
+run_stage() {
+  local name="$1"
+  shift
+  echo "=== $name"
+  if "$@"; then echo "=== $name: ok"; else echo "=== $name: FAILED"; failed+=("$name"); fi
+}
+
+scripts/setup.sh release -DINCA_WERROR=ON
+run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-failure
+
+scripts/setup.sh asan -DINCA_WERROR=ON
+run_stage "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan -j "$jobs" --output-on-failure
+
+scripts/setup.sh fuzz -DINCA_WERROR=ON
+run_stage "libFuzzer runs" ctest --test-dir build/fuzz -j "$jobs" --output-on-failure
+
+check_format() {
+  local files
+  mapfile -t files < <(git ls-files '*.h' '*.cc' 2>/dev/null || find include src tools -name '*.h' -o -name '*.cc')
+  clang-format --dry-run --Werror "${files[@]}"
+}
+run_stage "clang-format" check_format
+
+if ((${#failed[@]})); then
+  echo "FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "all test stages passed"
