@@ -1,0 +1,157 @@
+// The CAIS in-switch reducer: parse -> lookup -> compute -> deparse (CAIS
+// design write-up, after arXiv 2605.05628, section 3.2) as a pure
+// data-plane Program over a bounded slot memory ("SRAM").
+//
+// Stage contracts:
+//  parse    ParseCais() on the datagram; failures dropped with the parse
+//           error's DropReason. Packets carrying RESULT/FALLBACK flags are
+//           switch-originated and dropped on ingress.
+//  lookup   RuleTable::Lookup(group, layer, chunk); the ingress port must be
+//           one of the rule's input ports and the packet's op must match.
+//  compute  AllReduce/ReduceScatter: one slot per in-flight chunk keyed by
+//           (group, layer, seq_num, chunk); each input port contributes once;
+//           when all have, the result is emitted. AllGather/Broadcast are
+//           replicated without state.
+//  deparse  results are written once into a preallocated buffer and emitted
+//           to every egress port (multicast).
+//
+// Memory: `sram_bytes` are allocated once at Create() and cut into cells of
+// 2 x max_payload_bytes (room for f16/bf16 widened to f32 accumulators). A
+// pending chunk holds one cell, or one per input port in deterministic mode.
+// Completed chunks keep their result (one cell) for `result_hold_ns` so that
+// a host that lost the result can get it again, then become tombstones (keys
+// only, bounded) that answer late packets with a fallback notice.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "inca/cais/rule_table.h"
+#include "inca/dataplane/program.h"
+#include "inca/wire/cais.h"
+
+namespace inca::cais {
+
+namespace internal {
+class SlotPool;
+}
+
+struct CaisConfig {
+  // Total slot memory, allocated up front.
+  size_t sram_bytes = size_t{16} << 20;
+  // Admission of new chunks stops when pending cells would exceed this
+  // fraction of sram_bytes (CAIS write-up 5.5, tip 2). In (0, 1].
+  double sram_usage_limit = 0.75;
+  // At most this many chunks pending (being aggregated) at once.
+  uint32_t max_pending_chunks = 128;
+  // Largest CAIS payload accepted (bytes, multiple of 4). The default fits a
+  // 9000-byte jumbo frame: 9000 - 20 (IPv4) - 8 (UDP) - 20 (CAIS).
+  uint32_t max_payload_bytes = 8952;
+  // A chunk not complete this long after its first contribution is released
+  // and its input ports get a fallback notice (CAIS write-up 4.2 timeout_ms).
+  dp::TimeNs timeout_ns = 50 * dp::kNsPerMs;
+  // How long a completed chunk's result is kept for retransmissions.
+  dp::TimeNs result_hold_ns = 100 * dp::kNsPerMs;
+  // Results bitwise identical whatever the arrival order: contributions are
+  // stored per input port and reduced in ascending port order at completion.
+  // Costs one cell per input port per pending chunk instead of one.
+  bool deterministic = false;
+  // Rule table capacity.
+  size_t rule_capacity = RuleTable::kDefaultCapacity;
+  // Keys of closed (timed-out or evicted) chunks remembered to answer late
+  // packets with a fallback notice instead of opening a new slot.
+  size_t tombstone_capacity = 8192;
+
+  // InvalidArgument naming the field and the accepted range.
+  absl::Status Validate() const;
+  size_t cell_bytes() const;
+};
+
+struct SramUsage {
+  size_t sram_bytes = 0;
+  size_t cell_bytes = 0;
+  size_t cells_total = 0;
+  size_t cells_pending = 0;   // held by chunks being aggregated
+  size_t cells_retained = 0;  // held by completed results
+  uint32_t pending_chunks = 0;
+  uint32_t retained_chunks = 0;
+  uint32_t max_pending_chunks = 0;
+  size_t tombstones = 0;
+  double usage_limit = 0;
+  // Fraction of sram_bytes held by pending chunks (what admission checks).
+  double pending_usage() const {
+    return sram_bytes
+               ? static_cast<double>(cells_pending * cell_bytes) / static_cast<double>(sram_bytes)
+               : 0;
+  }
+  // Fraction of sram_bytes held by pending chunks and retained results.
+  double usage() const {
+    return sram_bytes ? static_cast<double>((cells_pending + cells_retained) * cell_bytes) /
+                            static_cast<double>(sram_bytes)
+                      : 0;
+  }
+};
+
+// Per-group figures (and the same for the whole switch in CaisCounters).
+struct GroupCounters {
+  uint64_t rx_packets = 0;        // packets that parsed and named this group
+  uint64_t contributions = 0;     // aggregated into a slot
+  uint64_t completed_chunks = 0;  // reductions finished and emitted
+  uint64_t reduced_bytes = 0;     // payload bytes folded into reductions
+  uint64_t replicated = 0;        // AllGather/Broadcast packets replicated
+  uint64_t results_resent = 0;    // result re-sent after completion
+  uint64_t timeouts = 0;          // chunks released by timeout
+  uint64_t fallback_notices = 0;  // fallback notices emitted
+  uint64_t evicted_results = 0;   // retained results dropped for memory/age
+  uint64_t dropped = 0;
+  std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
+};
+
+class CaisReducer final : public dp::Program {
+ public:
+  static absl::StatusOr<std::unique_ptr<CaisReducer>> Create(const CaisConfig& config);
+  ~CaisReducer() override;
+
+  std::string_view name() const override { return "cais"; }
+  const CaisConfig& config() const { return config_; }
+
+  RuleTable& rules() { return rules_; }
+  const RuleTable& rules() const { return rules_; }
+
+  SramUsage sram() const;
+  const GroupCounters& group(uint8_t group_id) const { return groups_[group_id]; }
+  const GroupCounters& totals() const { return totals_; }
+
+ private:
+  explicit CaisReducer(const CaisConfig& config);
+
+  dp::Outcome DoProcess(std::span<const uint8_t> packet, dp::PortId ingress, dp::TimeNs now,
+                        dp::PacketSink& out) override;
+  void DoAdvance(dp::TimeNs now, dp::PacketSink& out) override;
+
+  void Expire(dp::TimeNs now, dp::PacketSink& out);
+  dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
+  dp::Outcome Replicate(const wire::CaisPacketView& pkt, const Rule& rule, dp::PortId ingress,
+                        dp::PacketSink& out);
+  void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload);
+  void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
+  void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
+  void SendFallback(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
+  void Bump(uint8_t group, uint64_t GroupCounters::*field, uint64_t n = 1) {
+    groups_[group].*field += n;
+    totals_.*field += n;
+  }
+
+  CaisConfig config_;
+  RuleTable rules_;
+  std::unique_ptr<internal::SlotPool> pool_;
+  std::vector<uint8_t> out_buf_;   // header + max payload, reused per emission
+  std::vector<uint32_t> scratch_;  // deterministic-mode accumulator
+  std::array<GroupCounters, 256> groups_{};
+  GroupCounters totals_;
+};
+
+}  // namespace inca::cais

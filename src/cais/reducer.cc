@@ -1,0 +1,319 @@
+#include "inca/cais/reducer.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cais/slot_pool.h"
+#include "reduce/kernels.h"
+
+namespace inca::cais {
+
+using dp::DropReason;
+using dp::Outcome;
+using dp::PortId;
+using dp::TimeNs;
+using internal::kNoSlot;
+using internal::Slot;
+using internal::SlotKey;
+using internal::SlotPool;
+using internal::SlotState;
+using wire::CaisOp;
+using wire::CaisParseError;
+
+namespace {
+
+constexpr uint32_t kMaxUdpCaisPayload = 65507 - wire::kCaisHeaderBytes;
+
+DropReason FromParseError(CaisParseError e) {
+  switch (e) {
+    case CaisParseError::kOk: return DropReason::kNone;
+    case CaisParseError::kTooShort: return DropReason::kTooShort;
+    case CaisParseError::kBadVersion: return DropReason::kBadVersion;
+    case CaisParseError::kUnknownOp: return DropReason::kUnknownOp;
+    case CaisParseError::kUnknownReduceOp: return DropReason::kUnknownReduceOp;
+    case CaisParseError::kUnknownDType: return DropReason::kUnknownDType;
+    case CaisParseError::kUnknownFlags: return DropReason::kUnknownFlags;
+    case CaisParseError::kPayloadLenMismatch: return DropReason::kPayloadLenMismatch;
+    case CaisParseError::kChunkOutOfRange: return DropReason::kChunkOutOfRange;
+    case CaisParseError::kPayloadMisaligned: return DropReason::kPayloadMisaligned;
+    case CaisParseError::kEmptyPayload: return DropReason::kEmptyPayload;
+  }
+  return DropReason::kTooShort;
+}
+
+// The fields every contribution to one chunk must agree on.
+bool SameShape(const wire::CaisHeader& a, const wire::CaisHeader& b) {
+  return a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype &&
+         a.payload_len == b.payload_len && a.total_chunks == b.total_chunks;
+}
+
+}  // namespace
+
+size_t CaisConfig::cell_bytes() const {
+  return (size_t{max_payload_bytes} * 2 + 63) / 64 * 64;
+}
+
+absl::Status CaisConfig::Validate() const {
+  if (max_payload_bytes < 4 || max_payload_bytes > kMaxUdpCaisPayload ||
+      max_payload_bytes % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_payload_bytes ", max_payload_bytes,
+                                                   " must be a multiple of 4 between 4 and ",
+                                                   kMaxUdpCaisPayload / 4 * 4));
+  }
+  if (!(sram_usage_limit > 0.0 && sram_usage_limit <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sram_usage_limit ", sram_usage_limit, " must be in (0, 1]"));
+  }
+  if (sram_bytes < cell_bytes() ||
+      static_cast<double>(sram_bytes) * sram_usage_limit < static_cast<double>(cell_bytes())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sram_bytes ", sram_bytes, " x sram_usage_limit ", sram_usage_limit,
+        " must hold at least one slot cell of ", cell_bytes(),
+        " bytes (2 x max_payload_bytes); raise sram_bytes or lower max_payload_bytes"));
+  }
+  if (sram_bytes / cell_bytes() > (size_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("sram_bytes ", sram_bytes,
+                                                   " gives more than 2^24 cells; use at most ",
+                                                   (size_t{1} << 24) * cell_bytes(), " bytes"));
+  }
+  if (max_pending_chunks == 0) {
+    return absl::InvalidArgumentError("max_pending_chunks must be at least 1");
+  }
+  if (timeout_ns <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("timeout_ns ", timeout_ns, " must be positive"));
+  }
+  if (result_hold_ns < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("result_hold_ns ", result_hold_ns, " must not be negative"));
+  }
+  if (rule_capacity == 0 || rule_capacity > (size_t{1} << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rule_capacity ", rule_capacity, " must be between 1 and 1048576"));
+  }
+  if (tombstone_capacity > (size_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tombstone_capacity ", tombstone_capacity, " must be at most 16777216"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CaisReducer>> CaisReducer::Create(const CaisConfig& config) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  return std::unique_ptr<CaisReducer>(new CaisReducer(config));
+}
+
+CaisReducer::CaisReducer(const CaisConfig& config)
+    : config_(config),
+      rules_(config.rule_capacity),
+      pool_(std::make_unique<SlotPool>(config.sram_bytes, config.cell_bytes(),
+                                       config.max_pending_chunks, config.sram_usage_limit,
+                                       config.tombstone_capacity)),
+      out_buf_(wire::kCaisHeaderBytes + config.max_payload_bytes),
+      scratch_(config.cell_bytes() / 4) {}
+
+CaisReducer::~CaisReducer() = default;
+
+SramUsage CaisReducer::sram() const {
+  SramUsage u;
+  u.sram_bytes = config_.sram_bytes;
+  u.cell_bytes = pool_->cell_bytes();
+  u.cells_total = pool_->cells_total();
+  u.cells_pending = pool_->cells_pending();
+  u.cells_retained = pool_->cells_retained();
+  u.pending_chunks = pool_->pending_chunks();
+  u.retained_chunks = pool_->retained_chunks();
+  u.max_pending_chunks = config_.max_pending_chunks;
+  u.tombstones = pool_->tombstones();
+  u.usage_limit = config_.sram_usage_limit;
+  return u;
+}
+
+Outcome CaisReducer::Drop(int group, DropReason reason) {
+  const auto r = static_cast<size_t>(reason);
+  ++totals_.dropped;
+  ++totals_.drops_by_reason[r];
+  if (group >= 0) {
+    ++groups_[static_cast<size_t>(group)].dropped;
+    ++groups_[static_cast<size_t>(group)].drops_by_reason[r];
+  }
+  return Outcome::Dropped(reason);
+}
+
+void CaisReducer::DoAdvance(TimeNs now, dp::PacketSink& out) {
+  Expire(now, out);
+}
+
+void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
+  for (uint32_t i = pool_->oldest_pending();
+       i != kNoSlot && pool_->slot(i).since + config_.timeout_ns <= now;
+       i = pool_->oldest_pending()) {
+    const Slot& s = pool_->slot(i);
+    Bump(s.key.group, &GroupCounters::timeouts);
+    s.inputs.ForEach([&](PortId p) {
+      SendFallback(s.header, p, out);
+      Bump(s.key.group, &GroupCounters::fallback_notices);
+    });
+    pool_->Close(i);
+  }
+  for (uint32_t i = pool_->oldest_completed();
+       i != kNoSlot && pool_->slot(i).since + config_.result_hold_ns <= now;
+       i = pool_->oldest_completed()) {
+    Bump(pool_->slot(i).key.group, &GroupCounters::evicted_results);
+    pool_->Close(i);
+  }
+}
+
+void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
+  wire::CaisHeader n = h;
+  n.flags = wire::cais_flags::kFallback | wire::cais_flags::kResult;
+  n.payload_len = 0;
+  n.block = 0;
+  uint8_t buf[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(n, buf);
+  out.Emit(port, buf);
+}
+
+Outcome CaisReducer::Replicate(const wire::CaisPacketView& pkt, const Rule& rule, PortId ingress,
+                               dp::PacketSink& out) {
+  wire::CaisHeader h = pkt.header;
+  h.flags = wire::cais_flags::kResult;
+  h.block = h.op == CaisOp::kAllGather ? static_cast<uint8_t>(rule.input_ports.rank_of(ingress))
+                                       : uint8_t{0};
+  wire::SerializeCaisHeader(h, out_buf_);
+  std::memcpy(out_buf_.data() + wire::kCaisHeaderBytes, pkt.payload.data(), pkt.payload.size());
+  const std::span<const uint8_t> bytes(out_buf_.data(),
+                                       wire::kCaisHeaderBytes + pkt.payload.size());
+  rule.output_ports.ForEach([&](PortId p) {
+    if (p != ingress) out.Emit(p, bytes);
+  });
+  Bump(h.group_id, &GroupCounters::replicated);
+  return Outcome::Forwarded();
+}
+
+void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload) {
+  Slot& s = pool_->slot(i);
+  const size_t n = s.header.element_count();
+  if (config_.deterministic) {
+    std::memcpy(pool_->cell(i, s.inputs.rank_of(ingress)), payload.data(), payload.size());
+  } else if (s.arrived.empty()) {
+    reduce::LoadAcc(s.header.dtype, payload.data(), n, pool_->cell(i, 0));
+  } else {
+    reduce::ReduceInto(s.header.reduce_op, s.header.dtype, pool_->cell(i, 0), payload.data(), n);
+  }
+  s.arrived.add(ingress);
+}
+
+void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
+  Slot& s = pool_->slot(i);
+  const size_t n = s.header.element_count();
+  const void* acc = pool_->cell(i, 0);
+  if (config_.deterministic) {
+    // Lanes are in ascending input-port order: a fixed reduction order.
+    reduce::LoadAcc(s.header.dtype, pool_->cell(i, 0), n, scratch_.data());
+    for (int lane = 1; lane < s.ncells; ++lane) {
+      reduce::ReduceInto(s.header.reduce_op, s.header.dtype, scratch_.data(), pool_->cell(i, lane),
+                         n);
+    }
+    acc = scratch_.data();
+  }
+  wire::CaisHeader h = s.header;
+  h.flags = wire::cais_flags::kResult;
+  wire::SerializeCaisHeader(h, out_buf_);
+  uint8_t* payload = out_buf_.data() + wire::kCaisHeaderBytes;
+  reduce::StoreAcc(h.dtype, acc, n, payload);
+  // Keep the wire-format result in cell 0 for retransmissions.
+  std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
+  pool_->Complete(i, now);
+
+  const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);
+  if (h.op == CaisOp::kReduceScatter) {
+    const int nout = s.outputs.count();
+    const auto owner =
+        static_cast<int>(uint64_t{h.chunk_id} * static_cast<uint64_t>(nout) / h.total_chunks);
+    out.Emit(s.outputs.nth(owner), bytes);
+  } else {
+    s.outputs.ForEach([&](PortId p) { out.Emit(p, bytes); });
+  }
+  Bump(h.group_id, &GroupCounters::completed_chunks);
+}
+
+void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
+  const Slot& s = pool_->slot(i);
+  wire::CaisHeader h = s.header;
+  h.flags = wire::cais_flags::kResult;
+  wire::SerializeCaisHeader(h, out_buf_);
+  std::memcpy(out_buf_.data() + wire::kCaisHeaderBytes, pool_->cell(i, 0), h.payload_len);
+  out.Emit(port, std::span<const uint8_t>(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len));
+}
+
+Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress, TimeNs now,
+                               dp::PacketSink& out) {
+  Expire(now, out);
+
+  // --- parse ---
+  if (ingress >= dp::kMaxPorts) return Drop(-1, DropReason::kBadIngressPort);
+  wire::CaisPacketView pkt;
+  if (CaisParseError e = wire::ParseCais(datagram, &pkt); e != CaisParseError::kOk) {
+    return Drop(-1, FromParseError(e));
+  }
+  const wire::CaisHeader& h = pkt.header;
+  const uint8_t g = h.group_id;
+  Bump(g, &GroupCounters::rx_packets);
+  if (h.has_flag(wire::cais_flags::kResult | wire::cais_flags::kFallback)) {
+    return Drop(g, DropReason::kSwitchOriginated);
+  }
+
+  // --- lookup ---
+  const Rule* rule = rules_.Lookup(g, h.layer_id, h.chunk_id);
+  if (rule == nullptr) return Drop(g, DropReason::kNoRule);
+  if (!rule->input_ports.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
+  if (rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
+  if (h.payload_len > config_.max_payload_bytes) return Drop(g, DropReason::kPayloadTooLarge);
+
+  // --- compute ---
+  if (h.op == CaisOp::kAllGather || h.op == CaisOp::kBroadcast) {
+    return Replicate(pkt, *rule, ingress, out);
+  }
+  const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
+  uint32_t i = pool_->Find(key);
+  if (i != kNoSlot) {
+    Slot& s = pool_->slot(i);
+    if (!SameShape(s.header, h)) return Drop(g, DropReason::kShapeMismatch);
+    if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
+    if (s.state == SlotState::kCompleted) {
+      // A host that lost the result asks again: answer on its port only.
+      SendRetained(i, ingress, out);
+      Bump(g, &GroupCounters::results_resent);
+      return Outcome::Forwarded();
+    }
+    if (s.arrived.contains(ingress)) return Drop(g, DropReason::kDuplicate);
+  } else {
+    if (pool_->IsTombstoned(key)) {
+      // Too late: the chunk timed out or its result is gone.
+      SendFallback(h, ingress, out);
+      Bump(g, &GroupCounters::fallback_notices);
+      return Drop(g, DropReason::kChunkClosed);
+    }
+    const int ncells = config_.deterministic ? rule->input_ports.count() : 1;
+    const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
+      Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
+    });
+    if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
+    if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
+    Slot& s = pool_->slot(i);
+    s.header = h;
+    s.header.flags = 0;
+    s.header.block = 0;
+    s.inputs = rule->input_ports;
+    s.outputs = rule->output_ports;
+  }
+  Contribute(i, ingress, pkt.payload);
+  Bump(g, &GroupCounters::contributions);
+  Bump(g, &GroupCounters::reduced_bytes, h.payload_len);
+
+  // --- deparse ---
+  if (pool_->slot(i).arrived == pool_->slot(i).inputs) Finish(i, now, out);
+  return Outcome::Aggregated();
+}
+
+}  // namespace inca::cais

@@ -1,0 +1,699 @@
+#include "inca/cais/reducer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "inca/util/half.h"
+
+namespace inca::cais {
+namespace {
+
+using dp::DropReason;
+using dp::PortId;
+using dp::TimeNs;
+using dp::Verdict;
+using ::testing::HasSubstr;
+using wire::CaisHeader;
+using wire::CaisOp;
+using wire::DType;
+using wire::ReduceOp;
+namespace flags = wire::cais_flags;
+
+struct Emitted {
+  PortId port;
+  CaisHeader header;
+  std::vector<uint8_t> payload;
+};
+
+struct CaptureSink final : dp::PacketSink {
+  std::vector<Emitted> got;
+  void Emit(PortId port, std::span<const uint8_t> bytes) override {
+    wire::CaisPacketView v;
+    ASSERT_EQ(wire::ParseCais(bytes, &v), wire::CaisParseError::kOk);
+    got.push_back({port, v.header, std::vector<uint8_t>(v.payload.begin(), v.payload.end())});
+  }
+  std::vector<Emitted> Take() { return std::exchange(got, {}); }
+};
+
+std::vector<uint8_t> Packet(const CaisHeader& h, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> p(wire::kCaisHeaderBytes + payload.size());
+  CaisHeader hh = h;
+  hh.payload_len = static_cast<uint32_t>(payload.size());
+  wire::SerializeCaisHeader(hh, p);
+  std::copy(payload.begin(), payload.end(), p.begin() + wire::kCaisHeaderBytes);
+  return p;
+}
+
+CaisHeader Hdr(CaisOp op = CaisOp::kAllReduce, ReduceOp rop = ReduceOp::kSum, DType t = DType::kF32,
+               uint16_t chunk = 0, uint16_t total = 1, uint32_t seq = 0, uint8_t group = 0,
+               uint16_t layer = 5) {
+  CaisHeader h;
+  h.op = op;
+  h.reduce_op = rop;
+  h.dtype = t;
+  h.chunk_id = chunk;
+  h.total_chunks = total;
+  h.seq_num = seq;
+  h.group_id = group;
+  h.layer_id = layer;
+  return h;
+}
+
+std::vector<uint8_t> F32Bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+std::vector<float> AsF32(const std::vector<uint8_t>& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// --- scalar reference of the documented semantics --------------------------
+float Widen(DType t, const uint8_t* p) {
+  uint16_t h;
+  uint32_t u;
+  switch (t) {
+    case DType::kF16: std::memcpy(&h, p, 2); return F16ToF32(h);
+    case DType::kBF16: std::memcpy(&h, p, 2); return BF16ToF32(h);
+    default: std::memcpy(&u, p, 4); return std::bit_cast<float>(u);
+  }
+}
+float FOp(ReduceOp op, float a, float b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMax:
+      return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<float>::quiet_NaN()
+                                              : (a > b ? a : b);
+    case ReduceOp::kMin:
+      return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<float>::quiet_NaN()
+                                              : (a < b ? a : b);
+  }
+  return 0;
+}
+uint32_t IOp(ReduceOp op, uint32_t a, uint32_t b) {
+  const auto sa = static_cast<int32_t>(a), sb = static_cast<int32_t>(b);
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMax: return static_cast<uint32_t>(std::max(sa, sb));
+    case ReduceOp::kMin: return static_cast<uint32_t>(std::min(sa, sb));
+  }
+  return 0;
+}
+// Reduces `inputs` in the given order, returns the wire bytes of the result.
+std::vector<uint8_t> Reference(ReduceOp op, DType t, const std::vector<std::vector<uint8_t>>& in,
+                               const std::vector<int>& order) {
+  const size_t esz = wire::ElementBytes(t);
+  const size_t n = in[0].size() / esz;
+  std::vector<uint8_t> out(in[0].size());
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DType::kI32) {
+      uint32_t acc;
+      std::memcpy(&acc, &in[static_cast<size_t>(order[0])][i * 4], 4);
+      for (size_t k = 1; k < order.size(); ++k) {
+        uint32_t x;
+        std::memcpy(&x, &in[static_cast<size_t>(order[k])][i * 4], 4);
+        acc = IOp(op, acc, x);
+      }
+      std::memcpy(&out[i * 4], &acc, 4);
+    } else {
+      float acc = Widen(t, &in[static_cast<size_t>(order[0])][i * esz]);
+      for (size_t k = 1; k < order.size(); ++k) {
+        acc = FOp(op, acc, Widen(t, &in[static_cast<size_t>(order[k])][i * esz]));
+      }
+      if (t == DType::kF32) {
+        std::memcpy(&out[i * 4], &acc, 4);
+      } else {
+        const uint16_t h = t == DType::kF16 ? F32ToF16(acc) : F32ToBF16(acc);
+        std::memcpy(&out[i * 2], &h, 2);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> RandomPayload(DType t, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> fd(-4.0f, 4.0f);
+  std::uniform_int_distribution<int32_t> id(std::numeric_limits<int32_t>::min(),
+                                            std::numeric_limits<int32_t>::max());
+  std::vector<uint8_t> b(n * wire::ElementBytes(t));
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DType::kI32) {
+      const int32_t v = id(rng);
+      std::memcpy(&b[i * 4], &v, 4);
+    } else if (t == DType::kF32) {
+      const float v = fd(rng);
+      std::memcpy(&b[i * 4], &v, 4);
+    } else {
+      const float f = fd(rng);
+      const uint16_t h = t == DType::kF16 ? F32ToF16(f) : F32ToBF16(f);
+      std::memcpy(&b[i * 2], &h, 2);
+    }
+  }
+  return b;
+}
+
+bool NanAwareEqual(DType t, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return false;
+  const size_t esz = wire::ElementBytes(t);
+  for (size_t i = 0; i < a.size() / esz; ++i) {
+    if (t != DType::kI32) {
+      const float x = Widen(t, &a[i * esz]), y = Widen(t, &b[i * esz]);
+      if (std::isnan(x) && std::isnan(y)) continue;
+    }
+    if (std::memcmp(&a[i * esz], &b[i * esz], esz) != 0) return false;
+  }
+  return true;
+}
+
+class ReducerTest : public ::testing::Test {
+ protected:
+  void Make(CaisConfig cfg = {}) {
+    auto r = CaisReducer::Create(cfg);
+    ASSERT_TRUE(r.ok()) << r.status();
+    reducer_ = std::move(*r);
+  }
+  void AddRule(Rule rule) { ASSERT_TRUE(reducer_->rules().Add(rule).ok()); }
+  void AddAllReduce(PortMask ports, uint8_t group = 0, CaisOp op = CaisOp::kAllReduce) {
+    AddRule(Rule{RuleKey{group, std::nullopt, std::nullopt}, ports, ports, op});
+  }
+  dp::Outcome Send(PortId port, const std::vector<uint8_t>& pkt, TimeNs t = 0) {
+    return reducer_->Process(pkt, port, t, sink_);
+  }
+  void TearDown() override {
+    if (reducer_) {
+      EXPECT_TRUE(reducer_->counters().Conserved());
+      const auto& c = reducer_->counters();
+      EXPECT_EQ(reducer_->totals().dropped, c.dropped);
+      for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
+        EXPECT_EQ(reducer_->totals().drops_by_reason[r], c.drops_by_reason[r]) << r;
+      }
+    }
+  }
+  uint64_t Drops(DropReason r) const {
+    return reducer_->counters().drops_by_reason[static_cast<size_t>(r)];
+  }
+
+  std::unique_ptr<CaisReducer> reducer_;
+  CaptureSink sink_;
+};
+
+TEST_F(ReducerTest, SeedExampleAllReduceSumToEveryOutputPort) {
+  Make();
+  AddRule(Rule{RuleKey{0, 5, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, CaisOp::kAllReduce});
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7};
+  for (PortId p = 1; p <= 4; ++p) {
+    std::vector<float> v = x;
+    for (float& e : v) e *= static_cast<float>(p);
+    const auto o = Send(p, Packet(Hdr(), F32Bytes(v)));
+    EXPECT_EQ(o.verdict, Verdict::kAggregated);
+    if (p < 4) {
+      EXPECT_TRUE(sink_.got.empty());
+    }
+  }
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(out[k].port, k + 1);
+    EXPECT_TRUE(out[k].header.has_flag(flags::kResult));
+    EXPECT_FALSE(out[k].header.has_flag(flags::kFallback));
+    EXPECT_EQ(out[k].header.layer_id, 5);
+    const auto r = AsF32(out[k].payload);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(r[i], x[i] * 10) << i;
+  }
+  EXPECT_EQ(reducer_->totals().completed_chunks, 1u);
+  EXPECT_EQ(reducer_->group(0).contributions, 4u);
+  EXPECT_EQ(reducer_->group(0).reduced_bytes, 4u * 7 * 4);
+  EXPECT_EQ(reducer_->counters().tx_packets, 4u);
+  // The result stays retained, nothing pending.
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);
+  EXPECT_EQ(reducer_->sram().retained_chunks, 1u);
+}
+
+// Every op and type, every arrival order of 3 and 4 ports, both modes: the
+// result equals the reference reduced in arrival order (non-deterministic
+// mode) or in ascending port order (deterministic mode, bitwise for every
+// permutation).
+class ReducerOpTypeTest : public ReducerTest,
+                          public ::testing::WithParamInterface<std::tuple<ReduceOp, DType, bool>> {
+};
+
+TEST_P(ReducerOpTypeTest, AllPermutationsMatchReference) {
+  const auto [rop, t, deterministic] = GetParam();
+  CaisConfig cfg;
+  cfg.deterministic = deterministic;
+  Make(cfg);
+  std::mt19937 rng(42);
+  uint32_t seq = 0;
+  for (int nports : {3, 4}) {
+    PortMask ports;
+    for (int p = 0; p < nports; ++p) ports.add(static_cast<PortId>(10 + 3 * p));
+    reducer_->rules().Clear();
+    AddAllReduce(ports);
+    std::vector<std::vector<uint8_t>> in;
+    for (int p = 0; p < nports; ++p) in.push_back(RandomPayload(t, 37, rng));
+    if (t != DType::kI32 && rop != ReduceOp::kSum && rop != ReduceOp::kProduct) {
+      // Put a NaN and signed zeros into the mix for max/min.
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      const uint16_t h16 = t == DType::kF16 ? F32ToF16(nan) : F32ToBF16(nan);
+      if (t == DType::kF32) {
+        std::memcpy(&in[1][0], &nan, 4);
+      } else {
+        std::memcpy(&in[1][0], &h16, 2);
+      }
+    }
+    std::vector<int> order(static_cast<size_t>(nports));
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<int> ascending = order;
+    std::vector<uint8_t> first_result;
+    do {
+      ++seq;
+      for (int k : order) {
+        const auto o = Send(ports.nth(k), Packet(Hdr(CaisOp::kAllReduce, rop, t, 0, 1, seq),
+                                                 in[static_cast<size_t>(k)]));
+        ASSERT_EQ(o.verdict, Verdict::kAggregated) << dp::ToString(o.reason);
+      }
+      const auto out = sink_.Take();
+      ASSERT_EQ(out.size(), static_cast<size_t>(nports));
+      for (const auto& e : out) EXPECT_EQ(e.payload, out[0].payload);
+      const auto expect = Reference(rop, t, in, deterministic ? ascending : order);
+      EXPECT_TRUE(NanAwareEqual(t, out[0].payload, expect));
+      if (deterministic) {
+        if (first_result.empty()) first_result = out[0].payload;
+        EXPECT_EQ(out[0].payload, first_result) << "deterministic mode depends on arrival order";
+      }
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ReducerOpTypeTest,
+                         ::testing::Combine(::testing::Values(ReduceOp::kSum, ReduceOp::kMax,
+                                                              ReduceOp::kMin, ReduceOp::kProduct),
+                                            ::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kBF16, DType::kI32),
+                                            ::testing::Bool()),
+                         [](const auto& p) {
+                           return std::string(wire::ToString(std::get<0>(p.param))) + "_" +
+                                  std::string(wire::ToString(std::get<1>(p.param))) +
+                                  (std::get<2>(p.param) ? "_deterministic" : "_arrival");
+                         });
+
+TEST_F(ReducerTest, NonDeterministicFloatSumDependsOnOrderButDeterministicModeDoesNot) {
+  // 1e8 + 1 - 1e8 style cancellation: arrival order changes an f32 sum.
+  const std::vector<std::vector<uint8_t>> in = {F32Bytes({1e8f}), F32Bytes({1.0f}),
+                                                F32Bytes({-1e8f})};
+  std::map<bool, std::set<float>> seen;
+  for (bool det : {false, true}) {
+    CaisConfig cfg;
+    cfg.deterministic = det;
+    Make(cfg);
+    AddAllReduce({1, 2, 3});
+    std::vector<int> order = {0, 1, 2};
+    uint32_t seq = 0;
+    do {
+      ++seq;
+      for (int k : order)
+        Send(static_cast<PortId>(k + 1),
+             Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, seq),
+                    in[static_cast<size_t>(k)]));
+      seen[det].insert(AsF32(sink_.Take().at(0).payload)[0]);
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+  EXPECT_GT(seen[false].size(), 1u);
+  EXPECT_EQ(seen[true].size(), 1u);
+}
+
+TEST_F(ReducerTest, I32WrapsOnOverflow) {
+  Make();
+  AddAllReduce({1, 2});
+  const int32_t big = std::numeric_limits<int32_t>::max();
+  std::vector<uint8_t> a(4), b(4);
+  const int32_t one = 1;
+  std::memcpy(a.data(), &big, 4);
+  std::memcpy(b.data(), &one, 4);
+  Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kI32), a));
+  Send(2, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kI32), b));
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  int32_t r;
+  std::memcpy(&r, out[0].payload.data(), 4);
+  EXPECT_EQ(r, std::numeric_limits<int32_t>::min());
+}
+
+TEST_F(ReducerTest, DuplicateContributionIsNotCountedTwice) {
+  Make();
+  AddAllReduce({1, 2});
+  const auto p1 = Packet(Hdr(), F32Bytes({1, 1}));
+  EXPECT_EQ(Send(1, p1).verdict, Verdict::kAggregated);
+  auto retx = Hdr();
+  retx.flags = flags::kRetransmit;
+  const auto o = Send(1, Packet(retx, F32Bytes({1, 1})));
+  EXPECT_EQ(o.verdict, Verdict::kDropped);
+  EXPECT_EQ(o.reason, DropReason::kDuplicate);
+  EXPECT_TRUE(sink_.got.empty());
+  Send(2, Packet(Hdr(), F32Bytes({2, 2})));
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(AsF32(out[0].payload), (std::vector<float>{3, 3}));
+  EXPECT_EQ(reducer_->group(0).drops_by_reason[static_cast<size_t>(DropReason::kDuplicate)], 1u);
+}
+
+TEST_F(ReducerTest, RetransmissionAfterCompletionGetsResultOnThatPortOnly) {
+  Make();
+  AddAllReduce({1, 2, 3});
+  for (PortId p = 1; p <= 3; ++p) Send(p, Packet(Hdr(), F32Bytes({float(p)})), 100);
+  ASSERT_EQ(sink_.Take().size(), 3u);
+  auto retx = Hdr();
+  retx.flags = flags::kRetransmit;
+  const auto o = Send(2, Packet(retx, F32Bytes({2})), 200);
+  EXPECT_EQ(o.verdict, Verdict::kForwarded);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_TRUE(out[0].header.has_flag(flags::kResult));
+  EXPECT_FALSE(out[0].header.has_flag(flags::kRetransmit));
+  EXPECT_EQ(AsF32(out[0].payload), (std::vector<float>{6}));
+  EXPECT_EQ(reducer_->totals().results_resent, 1u);
+  // No double counting: still one completion, three contributions.
+  EXPECT_EQ(reducer_->totals().completed_chunks, 1u);
+  EXPECT_EQ(reducer_->totals().contributions, 3u);
+}
+
+TEST_F(ReducerTest, RetainedResultExpiresThenLatePacketGetsFallbackNotice) {
+  CaisConfig cfg;
+  cfg.result_hold_ns = 10 * dp::kNsPerMs;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  Send(1, Packet(Hdr(), F32Bytes({1})), 0);
+  Send(2, Packet(Hdr(), F32Bytes({2})), 0);
+  sink_.Take();
+  reducer_->Advance(10 * dp::kNsPerMs, sink_);
+  EXPECT_EQ(reducer_->sram().retained_chunks, 0u);
+  EXPECT_EQ(reducer_->totals().evicted_results, 1u);
+  const auto o = Send(1, Packet(Hdr(), F32Bytes({1})), 11 * dp::kNsPerMs);
+  EXPECT_EQ(o.reason, DropReason::kChunkClosed);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 1);
+  EXPECT_TRUE(out[0].header.has_flag(flags::kFallback));
+  EXPECT_EQ(out[0].header.payload_len, 0u);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);  // no new slot was opened
+}
+
+TEST_F(ReducerTest, TimeoutReleasesChunkAndNotifiesEveryInputPort) {
+  CaisConfig cfg;
+  cfg.timeout_ns = 50 * dp::kNsPerMs;
+  Make(cfg);
+  AddRule(
+      Rule{RuleKey{0, std::nullopt, std::nullopt}, {1, 2, 3}, {1, 2, 3, 7}, CaisOp::kAllReduce});
+  Send(1, Packet(Hdr(), F32Bytes({1})), 0);
+  Send(3, Packet(Hdr(), F32Bytes({3})), 20 * dp::kNsPerMs);
+  reducer_->Advance(49 * dp::kNsPerMs, sink_);
+  EXPECT_TRUE(sink_.got.empty());
+  EXPECT_EQ(reducer_->sram().pending_chunks, 1u);
+  reducer_->Advance(50 * dp::kNsPerMs, sink_);
+  auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 3u);
+  std::vector<PortId> ports;
+  for (const auto& e : out) {
+    ports.push_back(e.port);
+    EXPECT_TRUE(e.header.has_flag(flags::kFallback));
+    EXPECT_EQ(e.header.layer_id, 5);
+    EXPECT_TRUE(e.payload.empty());
+  }
+  EXPECT_EQ(ports, (std::vector<PortId>{1, 2, 3}));
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);
+  EXPECT_EQ(reducer_->sram().cells_pending, 0u);
+  EXPECT_EQ(reducer_->group(0).timeouts, 1u);
+  EXPECT_EQ(reducer_->group(0).fallback_notices, 3u);
+  // The straggler arrives late: it gets a notice too and no slot is opened.
+  const auto o = Send(2, Packet(Hdr(), F32Bytes({2})), 60 * dp::kNsPerMs);
+  EXPECT_EQ(o.reason, DropReason::kChunkClosed);
+  out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);
+}
+
+TEST_F(ReducerTest, TimeoutIsAlsoCheckedWhenPacketsArrive) {
+  CaisConfig cfg;
+  cfg.timeout_ns = 5;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 2), F32Bytes({1})), 0);
+  Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 1, 2), F32Bytes({1})), 10);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);  // chunk 0 notices to ports 1 and 2
+  EXPECT_EQ(out[0].header.chunk_id, 0);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 1u);
+}
+
+TEST_F(ReducerTest, MaxPendingChunksBoundsAdmission) {
+  CaisConfig cfg;
+  cfg.max_pending_chunks = 2;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  auto chunk = [](uint16_t c) {
+    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1}));
+  };
+  EXPECT_EQ(Send(1, chunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(1)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(2)).reason, DropReason::kSlotsExhausted);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 2u);
+  // Contributions to admitted chunks still flow; completing one frees room.
+  EXPECT_EQ(Send(2, chunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(2)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(reducer_->totals().drops_by_reason[static_cast<size_t>(DropReason::kSlotsExhausted)],
+            1u);
+}
+
+TEST_F(ReducerTest, SramUsageLimitBoundsAdmissionAndIsReported) {
+  CaisConfig cfg;
+  cfg.max_payload_bytes = 1024;  // cells of 2048 bytes
+  cfg.sram_bytes = 10 * 2048;    // 10 cells
+  cfg.sram_usage_limit = 0.75;   // at most 7 cells pending
+  cfg.deterministic = true;      // 3 cells per chunk with 3 input ports
+  Make(cfg);
+  AddAllReduce({1, 2, 3});
+  auto chunk = [](uint16_t c) {
+    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1, 2}));
+  };
+  EXPECT_EQ(Send(1, chunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(1)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(2)).reason, DropReason::kSramLimit);
+  const SramUsage u = reducer_->sram();
+  EXPECT_EQ(u.cells_total, 10u);
+  EXPECT_EQ(u.cell_bytes, 2048u);
+  EXPECT_EQ(u.cells_pending, 6u);
+  EXPECT_DOUBLE_EQ(u.pending_usage(), 0.6);
+  // Completion keeps one cell as the retained result and frees the others.
+  Send(2, chunk(0));
+  Send(3, chunk(0));
+  EXPECT_EQ(reducer_->sram().cells_pending, 3u);
+  EXPECT_EQ(reducer_->sram().cells_retained, 1u);
+  EXPECT_EQ(Send(1, chunk(2)).verdict, Verdict::kAggregated);
+}
+
+TEST_F(ReducerTest, RetainedResultsAreEvictedOldestFirstWhenCellsRunOut) {
+  CaisConfig cfg;
+  cfg.max_payload_bytes = 64;  // cells of 128 bytes
+  cfg.sram_bytes = 3 * 128;
+  cfg.sram_usage_limit = 1.0;
+  cfg.result_hold_ns = 1'000'000'000;
+  Make(cfg);
+  AddAllReduce({1});
+  for (uint16_t c = 0; c < 5; ++c) {
+    const auto o = Send(
+        1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({float(c)})),
+        c);
+    ASSERT_EQ(o.verdict, Verdict::kAggregated);  // single port: completes at once
+  }
+  EXPECT_EQ(reducer_->sram().retained_chunks, 3u);
+  EXPECT_EQ(reducer_->totals().evicted_results, 2u);
+  sink_.Take();
+  // Chunk 4 is still held; chunk 0 was evicted and is answered with a notice.
+  EXPECT_EQ(
+      Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 4, 8), F32Bytes({4})), 9)
+          .verdict,
+      Verdict::kForwarded);
+  EXPECT_EQ(
+      Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 8), F32Bytes({0})), 9)
+          .reason,
+      DropReason::kChunkClosed);
+}
+
+TEST_F(ReducerTest, LookupAndIngressFailuresAreNamed) {
+  Make();
+  AddRule(Rule{RuleKey{0, 5, std::nullopt}, {1, 2}, {1, 2}, CaisOp::kAllReduce});
+  const auto p = Packet(Hdr(), F32Bytes({1}));
+  EXPECT_EQ(Send(3, p).reason, DropReason::kPortNotInRule);
+  EXPECT_EQ(Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 0, 0, 6),
+                           F32Bytes({1})))
+                .reason,
+            DropReason::kNoRule);
+  EXPECT_EQ(Send(1, Packet(Hdr(CaisOp::kAllGather), F32Bytes({1}))).reason,
+            DropReason::kOpMismatch);
+  EXPECT_EQ(Send(dp::kMaxPorts, p).reason, DropReason::kBadIngressPort);
+  auto res = Hdr();
+  res.flags = flags::kResult;
+  EXPECT_EQ(Send(1, Packet(res, F32Bytes({1}))).reason, DropReason::kSwitchOriginated);
+  EXPECT_EQ(Send(1, std::vector<uint8_t>{1, 2, 3}).reason, DropReason::kTooShort);
+  auto bad = p;
+  bad[16] = 9;  // version
+  EXPECT_EQ(Send(1, bad).reason, DropReason::kBadVersion);
+  bad = p;
+  bad.pop_back();
+  EXPECT_EQ(Send(1, bad).reason, DropReason::kPayloadLenMismatch);
+  // Shape mismatch against the chunk's first contribution.
+  EXPECT_EQ(Send(1, p).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(2, Packet(Hdr(), F32Bytes({1, 2}))).reason, DropReason::kShapeMismatch);
+  EXPECT_EQ(Send(2, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kMax), F32Bytes({1}))).reason,
+            DropReason::kShapeMismatch);
+  EXPECT_EQ(reducer_->counters().dropped, 10u);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 1u);
+}
+
+TEST_F(ReducerTest, OversizedPayloadIsDropped) {
+  CaisConfig cfg;
+  cfg.max_payload_bytes = 16;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  EXPECT_EQ(Send(1, Packet(Hdr(), F32Bytes({1, 2, 3, 4, 5}))).reason, DropReason::kPayloadTooLarge);
+  EXPECT_EQ(Send(1, Packet(Hdr(), F32Bytes({1, 2, 3, 4}))).verdict, Verdict::kAggregated);
+}
+
+TEST_F(ReducerTest, AllGatherReplicatesWithBlockIndex) {
+  Make();
+  AddRule(Rule{RuleKey{2, std::nullopt, std::nullopt}, {4, 6, 9}, {4, 6, 9}, CaisOp::kAllGather});
+  auto h = Hdr(CaisOp::kAllGather, ReduceOp::kSum, DType::kF32, 0, 1, 0, 2);
+  EXPECT_EQ(Send(6, Packet(h, F32Bytes({6, 6}))).verdict, Verdict::kForwarded);
+  auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].port, 4);
+  EXPECT_EQ(out[1].port, 9);
+  for (const auto& e : out) {
+    EXPECT_EQ(e.header.block, 1);  // port 6 is the second input port
+    EXPECT_TRUE(e.header.has_flag(flags::kResult));
+    EXPECT_EQ(AsF32(e.payload), (std::vector<float>{6, 6}));
+  }
+  Send(9, Packet(h, F32Bytes({9})));
+  out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].header.block, 2);
+  EXPECT_EQ(reducer_->group(2).replicated, 2u);
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);  // stateless
+}
+
+TEST_F(ReducerTest, BroadcastFromRootReachesEveryOtherOutput) {
+  Make();
+  AddRule(Rule{RuleKey{1, 3, std::nullopt}, {2}, {1, 2, 3, 4}, CaisOp::kBroadcast});
+  auto h = Hdr(CaisOp::kBroadcast, ReduceOp::kSum, DType::kBF16, 0, 1, 0, 1, 3);
+  EXPECT_EQ(Send(2, Packet(h, std::vector<uint8_t>{1, 2, 3, 4})).verdict, Verdict::kForwarded);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].port, 1);
+  EXPECT_EQ(out[1].port, 3);
+  EXPECT_EQ(out[2].port, 4);
+  EXPECT_EQ(out[2].payload, (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Send(3, Packet(h, std::vector<uint8_t>{1, 2})).reason, DropReason::kPortNotInRule);
+}
+
+TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnly) {
+  Make();
+  AddAllReduce({1, 2, 3, 4}, 0, CaisOp::kReduceScatter);
+  std::vector<PortId> owners;
+  for (uint16_t c = 0; c < 8; ++c) {
+    for (PortId p = 1; p <= 4; ++p) {
+      Send(p, Packet(Hdr(CaisOp::kReduceScatter, ReduceOp::kSum, DType::kF32, c, 8),
+                     F32Bytes({float(p)})));
+    }
+    const auto out = sink_.Take();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(AsF32(out[0].payload)[0], 10.0f);
+    owners.push_back(out[0].port);
+  }
+  EXPECT_EQ(owners, (std::vector<PortId>{1, 1, 2, 2, 3, 3, 4, 4}));
+}
+
+TEST_F(ReducerTest, GroupsAndOperationsAreIsolated) {
+  Make();
+  AddAllReduce({1, 2}, 0);
+  AddAllReduce({1, 2}, 1);
+  // Same layer/chunk, different group or seq: separate slots.
+  Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 7, 0), F32Bytes({1})));
+  Send(1, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 7, 1), F32Bytes({10})));
+  Send(1,
+       Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 8, 0), F32Bytes({100})));
+  EXPECT_EQ(reducer_->sram().pending_chunks, 3u);
+  Send(2, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 7, 1), F32Bytes({20})));
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(AsF32(out[0].payload)[0], 30.0f);
+  EXPECT_EQ(reducer_->group(1).completed_chunks, 1u);
+  EXPECT_EQ(reducer_->group(0).completed_chunks, 0u);
+  EXPECT_EQ(reducer_->group(0).contributions, 2u);
+}
+
+TEST_F(ReducerTest, ManyChunksOfALargeTensor) {
+  // A 1 MiB f32 tensor in 8952-byte chunks across 4 ports.
+  CaisConfig cfg;
+  Make(cfg);
+  AddAllReduce({0, 1, 2, 3});
+  const size_t elems = (1 << 20) / 4, per = 8952 / 4;
+  const auto total = static_cast<uint16_t>((elems + per - 1) / per);
+  std::vector<float> result(elems, -1);
+  for (uint16_t c = 0; c < total; ++c) {
+    const size_t off = c * per, n = std::min(per, elems - off);
+    for (PortId p = 0; p < 4; ++p) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((off + i) % 1000) + p;
+      Send(p, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, total), F32Bytes(v)));
+    }
+    for (const auto& e : sink_.Take()) {
+      if (e.port != 0) continue;
+      const auto r = AsF32(e.payload);
+      std::copy(r.begin(), r.end(), result.begin() + static_cast<long>(e.header.chunk_id * per));
+    }
+  }
+  for (size_t i = 0; i < elems; ++i) {
+    ASSERT_EQ(result[i], 4.0f * static_cast<float>(i % 1000) + 6.0f) << i;
+  }
+  EXPECT_EQ(reducer_->totals().completed_chunks, total);
+}
+
+TEST(CaisConfigTest, InvalidConfigsAreRejectedWithFieldNames) {
+  auto bad = [](auto mutate, std::string_view field) {
+    CaisConfig c;
+    mutate(c);
+    auto r = CaisReducer::Create(c);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(field));
+  };
+  bad([](CaisConfig& c) { c.max_payload_bytes = 6; }, "max_payload_bytes");
+  bad([](CaisConfig& c) { c.max_payload_bytes = 70000; }, "max_payload_bytes");
+  bad([](CaisConfig& c) { c.sram_usage_limit = 0; }, "sram_usage_limit");
+  bad([](CaisConfig& c) { c.sram_usage_limit = 1.5; }, "sram_usage_limit");
+  bad([](CaisConfig& c) { c.sram_bytes = 100; }, "sram_bytes");
+  bad([](CaisConfig& c) { c.max_pending_chunks = 0; }, "max_pending_chunks");
+  bad([](CaisConfig& c) { c.timeout_ns = 0; }, "timeout_ns");
+  bad([](CaisConfig& c) { c.result_hold_ns = -1; }, "result_hold_ns");
+  bad([](CaisConfig& c) { c.rule_capacity = 0; }, "rule_capacity");
+  EXPECT_TRUE(CaisReducer::Create(CaisConfig{}).ok());
+}
+
+}  // namespace
+}  // namespace inca::cais

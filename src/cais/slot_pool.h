@@ -1,0 +1,163 @@
+// Bounded slot memory of the CAIS reducer (the software "SRAM").
+//
+// Owns: a cell arena allocated once (sram_bytes / cell_bytes cells of
+// cell_bytes, 64-byte aligned), slot records (one per cell at most), the
+// key -> slot index, two age-ordered intrusive lists (pending chunks by
+// admission time, completed chunks by completion time) and a bounded FIFO of
+// tombstones (keys of closed chunks). Nothing grows after construction.
+// Not thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "inca/cais/port_mask.h"
+#include "inca/dataplane/program.h"
+#include "inca/wire/cais.h"
+
+namespace inca::cais::internal {
+
+// Identifies one chunk of one operation.
+struct SlotKey {
+  uint8_t group = 0;
+  uint16_t layer = 0;
+  uint32_t seq = 0;
+  uint16_t chunk = 0;
+
+  friend bool operator==(const SlotKey&, const SlotKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const SlotKey& k) {
+    return H::combine(std::move(h), k.group, k.layer, k.seq, k.chunk);
+  }
+};
+
+enum class SlotState : uint8_t { kFree, kPending, kCompleted };
+
+inline constexpr uint32_t kNoSlot = UINT32_MAX;
+
+struct Slot {
+  SlotKey key;
+  SlotState state = SlotState::kFree;
+  wire::CaisHeader header;  // of the first contribution, flags cleared
+  PortMask inputs;          // rule's input ports at admission
+  PortMask outputs;         // rule's output ports at admission
+  PortMask arrived;         // input ports that have contributed
+  dp::TimeNs since = 0;     // admission (pending) or completion (completed) time
+  uint32_t prev = kNoSlot;  // age-ordered list links
+  uint32_t next = kNoSlot;
+  uint8_t ncells = 0;
+  std::array<uint32_t, dp::kMaxPorts> cells{};
+};
+
+class SlotPool {
+ public:
+  enum class Admit : uint8_t { kOk, kSlotsExhausted, kSramLimit };
+
+  SlotPool(size_t sram_bytes, size_t cell_bytes, uint32_t max_pending, double usage_limit,
+           size_t tombstone_capacity);
+  ~SlotPool();
+  SlotPool(const SlotPool&) = delete;
+  SlotPool& operator=(const SlotPool&) = delete;
+
+  uint32_t Find(const SlotKey& key) const noexcept;
+  bool IsTombstoned(const SlotKey& key) const noexcept { return tombstones_.contains(key); }
+
+  // Admits a new pending chunk holding `ncells` cells. When free cells run
+  // short, the oldest completed results are evicted first (each reported
+  // through `on_evict(slot)` before it is freed and tombstoned).
+  template <typename OnEvict>
+  Admit Allocate(const SlotKey& key, int ncells, dp::TimeNs now, uint32_t* slot_out,
+                 OnEvict&& on_evict);
+
+  // Pending -> completed. Keeps the first cell (which must then hold the
+  // result in wire format) and frees the rest.
+  void Complete(uint32_t slot, dp::TimeNs now);
+
+  // Frees the slot and remembers its key as a tombstone.
+  void Close(uint32_t slot);
+
+  Slot& slot(uint32_t i) { return slots_[i]; }
+  const Slot& slot(uint32_t i) const { return slots_[i]; }
+  uint8_t* cell(uint32_t slot, int i) {
+    return arena_ + size_t{slots_[slot].cells[static_cast<size_t>(i)]} * cell_bytes_;
+  }
+
+  uint32_t oldest_pending() const { return pending_.head; }
+  uint32_t oldest_completed() const { return completed_.head; }
+
+  size_t cell_bytes() const { return cell_bytes_; }
+  size_t cells_total() const { return cells_total_; }
+  size_t cells_pending() const { return cells_pending_; }
+  size_t cells_retained() const { return cells_retained_; }
+  uint32_t pending_chunks() const { return pending_.size; }
+  uint32_t retained_chunks() const { return completed_.size; }
+  size_t tombstones() const { return tombstones_.size(); }
+
+ private:
+  struct List {
+    uint32_t head = kNoSlot;
+    uint32_t tail = kNoSlot;
+    uint32_t size = 0;
+  };
+  void PushBack(List& l, uint32_t i);
+  void Unlink(List& l, uint32_t i);
+  void FreeCells(Slot& s, int from);
+  void AddTombstone(const SlotKey& key);
+
+  size_t cell_bytes_;
+  size_t cells_total_;
+  uint32_t max_pending_;
+  size_t pending_cell_limit_;  // floor(usage_limit * sram_bytes / cell_bytes)
+  uint8_t* arena_ = nullptr;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_cells_;
+  std::vector<uint32_t> free_slots_;
+  absl::flat_hash_map<SlotKey, uint32_t> index_;
+  List pending_;
+  List completed_;
+  size_t cells_pending_ = 0;
+  size_t cells_retained_ = 0;
+  // Tombstones: FIFO ring of (key, serial); the map holds the latest serial.
+  std::vector<std::pair<SlotKey, uint64_t>> tomb_ring_;
+  size_t tomb_head_ = 0;
+  size_t tomb_count_ = 0;
+  uint64_t tomb_serial_ = 0;
+  absl::flat_hash_map<SlotKey, uint64_t> tombstones_;
+};
+
+template <typename OnEvict>
+SlotPool::Admit SlotPool::Allocate(const SlotKey& key, int ncells, dp::TimeNs now,
+                                   uint32_t* slot_out, OnEvict&& on_evict) {
+  const size_t need = static_cast<size_t>(ncells);
+  if (pending_.size >= max_pending_) return Admit::kSlotsExhausted;
+  if (cells_pending_ + need > pending_cell_limit_) return Admit::kSramLimit;
+  while (free_cells_.size() < need && completed_.head != kNoSlot) {
+    const uint32_t victim = completed_.head;
+    on_evict(victim);
+    Close(victim);
+  }
+  if (free_cells_.size() < need || free_slots_.empty()) return Admit::kSramLimit;
+
+  const uint32_t i = free_slots_.back();
+  free_slots_.pop_back();
+  Slot& s = slots_[i];
+  s.key = key;
+  s.state = SlotState::kPending;
+  s.since = now;
+  s.arrived = PortMask();
+  s.ncells = static_cast<uint8_t>(ncells);
+  for (size_t c = 0; c < need; ++c) {
+    s.cells[c] = free_cells_.back();
+    free_cells_.pop_back();
+  }
+  cells_pending_ += need;
+  PushBack(pending_, i);
+  index_.emplace(key, i);
+  *slot_out = i;
+  return Admit::kOk;
+}
+
+}  // namespace inca::cais::internal
