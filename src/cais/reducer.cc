@@ -90,6 +90,10 @@ absl::Status CaisConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("rule_capacity ", rule_capacity, " must be between 1 and 1048576"));
   }
+  if (rate_window_ns <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rate_window_ns ", rate_window_ns, " must be positive"));
+  }
   if (tombstone_capacity > (size_t{1} << 24)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tombstone_capacity ", tombstone_capacity, " must be at most 16777216"));
@@ -143,12 +147,36 @@ void CaisReducer::DoAdvance(TimeNs now, dp::PacketSink& out) {
   Expire(now, out);
 }
 
+void CaisReducer::UpdateRates(TimeNs now) {
+  if (!rate_started_) {
+    rate_started_ = true;
+    rate_start_ = now;
+    return;
+  }
+  const TimeNs dt = now - rate_start_;
+  if (dt < config_.rate_window_ns) return;
+  const double per_s = 1e9 / static_cast<double>(dt);
+  const uint64_t packets = counters().rx_packets;
+  rates_.reductions_per_s =
+      static_cast<double>(totals_.completed_chunks - rate_base_chunks_) * per_s;
+  rates_.reduced_bytes_per_s =
+      static_cast<double>(totals_.reduced_bytes - rate_base_bytes_) * per_s;
+  rates_.packets_per_s = static_cast<double>(packets - rate_base_packets_) * per_s;
+  rates_.window_end_ns = now;
+  rate_start_ = now;
+  rate_base_chunks_ = totals_.completed_chunks;
+  rate_base_bytes_ = totals_.reduced_bytes;
+  rate_base_packets_ = packets;
+}
+
 void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
+  UpdateRates(now);
   for (uint32_t i = pool_->oldest_pending();
        i != kNoSlot && pool_->slot(i).since + config_.timeout_ns <= now;
        i = pool_->oldest_pending()) {
     const Slot& s = pool_->slot(i);
     Bump(s.key.group, &GroupCounters::timeouts);
+    ReleaseCells(s.key.group, s.ncells);
     s.inputs.ForEach([&](PortId p) {
       SendFallback(s.header, p, out);
       Bump(s.key.group, &GroupCounters::fallback_notices);
@@ -159,6 +187,7 @@ void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
        i != kNoSlot && pool_->slot(i).since + config_.result_hold_ns <= now;
        i = pool_->oldest_completed()) {
     Bump(pool_->slot(i).key.group, &GroupCounters::evicted_results);
+    ReleaseCells(pool_->slot(i).key.group, pool_->slot(i).ncells);
     pool_->Close(i);
   }
 }
@@ -223,6 +252,7 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   reduce::StoreAcc(h.dtype, acc, n, payload);
   // Keep the wire-format result in cell 0 for retransmissions.
   std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
+  ReleaseCells(h.group_id, s.ncells - 1u);
   pool_->Complete(i, now);
 
   const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);
@@ -297,9 +327,11 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     const int ncells = config_.deterministic ? rule->input_ports.count() : 1;
     const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
       Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
+      ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
     });
     if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
     if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
+    Bump(g, &GroupCounters::sram_cells, static_cast<uint64_t>(ncells));
     Slot& s = pool_->slot(i);
     s.header = h;
     s.header.flags = 0;

@@ -88,6 +88,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(static_cast<double>(u.cells_pending * u.cell_bytes) <=
           cfg.sram_usage_limit * static_cast<double>(cfg.sram_bytes));
     Check(u.tombstones <= cfg.tombstone_capacity);
+    Check(sw.totals().sram_cells == u.cells_pending + u.cells_retained);
+    uint64_t per_group = 0;
+    for (int g = 0; g < 256; ++g) per_group += sw.group(static_cast<uint8_t>(g)).sram_cells;
+    Check(per_group == sw.totals().sram_cells);
   }
   // Everything pending eventually times out and everything retained expires.
   now += cfg.timeout_ns + cfg.result_hold_ns;
@@ -96,5 +100,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(sw.sram().retained_chunks == 0);
   Check(sw.sram().cells_pending == 0 && sw.sram().cells_retained == 0);
   Check(sw.counters().Conserved());
+  Check(sw.totals().sram_cells == 0);
   return 0;
 }

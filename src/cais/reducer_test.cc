@@ -504,7 +504,11 @@ TEST_F(ReducerTest, SramUsageLimitBoundsAdmissionAndIsReported) {
   Send(3, chunk(0));
   EXPECT_EQ(reducer_->sram().cells_pending, 3u);
   EXPECT_EQ(reducer_->sram().cells_retained, 1u);
+  EXPECT_EQ(reducer_->group(0).sram_cells, 4u);
   EXPECT_EQ(Send(1, chunk(2)).verdict, Verdict::kAggregated);
+  reducer_->Advance(1'000'000'000, sink_);  // everything times out or expires
+  EXPECT_EQ(reducer_->group(0).sram_cells, 0u);
+  EXPECT_EQ(reducer_->totals().sram_cells, 0u);
 }
 
 TEST_F(ReducerTest, RetainedResultsAreEvictedOldestFirstWhenCellsRunOut) {
@@ -674,6 +678,29 @@ TEST_F(ReducerTest, ManyChunksOfALargeTensor) {
   EXPECT_EQ(reducer_->totals().completed_chunks, total);
 }
 
+TEST_F(ReducerTest, RatesAreMeasuredOverInjectedTimeWindows) {
+  CaisConfig cfg;
+  cfg.rate_window_ns = 100 * dp::kNsPerMs;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  // 10 chunks of 8 bytes from 2 ports in the first 100 ms.
+  for (uint16_t c = 0; c < 10; ++c) {
+    for (PortId p = 1; p <= 2; ++p) {
+      Send(p, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 10), F32Bytes({1, 2})),
+           c * 10 * dp::kNsPerMs);
+    }
+  }
+  EXPECT_EQ(reducer_->rates().reductions_per_s, 0.0);  // no full window yet
+  reducer_->Advance(100 * dp::kNsPerMs, sink_);
+  EXPECT_DOUBLE_EQ(reducer_->rates().reductions_per_s, 100.0);
+  EXPECT_DOUBLE_EQ(reducer_->rates().reduced_bytes_per_s, 20 * 8 * 10.0);
+  EXPECT_DOUBLE_EQ(reducer_->rates().packets_per_s, 200.0);
+  // An idle window brings them back to zero.
+  reducer_->Advance(250 * dp::kNsPerMs, sink_);
+  EXPECT_EQ(reducer_->rates().reductions_per_s, 0.0);
+  EXPECT_EQ(reducer_->rates().window_end_ns, 250 * dp::kNsPerMs);
+}
+
 TEST(CaisConfigTest, InvalidConfigsAreRejectedWithFieldNames) {
   auto bad = [](auto mutate, std::string_view field) {
     CaisConfig c;
@@ -692,6 +719,7 @@ TEST(CaisConfigTest, InvalidConfigsAreRejectedWithFieldNames) {
   bad([](CaisConfig& c) { c.timeout_ns = 0; }, "timeout_ns");
   bad([](CaisConfig& c) { c.result_hold_ns = -1; }, "result_hold_ns");
   bad([](CaisConfig& c) { c.rule_capacity = 0; }, "rule_capacity");
+  bad([](CaisConfig& c) { c.rate_window_ns = 0; }, "rate_window_ns");
   EXPECT_TRUE(CaisReducer::Create(CaisConfig{}).ok());
 }
 

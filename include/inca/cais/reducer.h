@@ -64,6 +64,8 @@ struct CaisConfig {
   // Keys of closed (timed-out or evicted) chunks remembered to answer late
   // packets with a fallback notice instead of opening a new slot.
   size_t tombstone_capacity = 8192;
+  // Length of the window over which rates() are measured.
+  dp::TimeNs rate_window_ns = 100 * dp::kNsPerMs;
 
   // InvalidArgument naming the field and the accepted range.
   absl::Status Validate() const;
@@ -108,6 +110,18 @@ struct GroupCounters {
   uint64_t evicted_results = 0;   // retained results dropped for memory/age
   uint64_t dropped = 0;
   std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
+  // Gauge, not a counter: slot cells this group holds now (pending chunks
+  // and retained results); x SramUsage::cell_bytes for bytes.
+  uint64_t sram_cells = 0;
+};
+
+// Throughput over the last complete measurement window (rate_window_ns of
+// injected time). All zero until one window has passed.
+struct CaisRates {
+  double reductions_per_s = 0;     // chunks completed
+  double reduced_bytes_per_s = 0;  // contribution payload bytes folded in
+  double packets_per_s = 0;        // packets received
+  dp::TimeNs window_end_ns = 0;
 };
 
 class CaisReducer final : public dp::Program {
@@ -124,6 +138,7 @@ class CaisReducer final : public dp::Program {
   SramUsage sram() const;
   const GroupCounters& group(uint8_t group_id) const { return groups_[group_id]; }
   const GroupCounters& totals() const { return totals_; }
+  const CaisRates& rates() const { return rates_; }
 
  private:
   explicit CaisReducer(const CaisConfig& config);
@@ -133,6 +148,7 @@ class CaisReducer final : public dp::Program {
   void DoAdvance(dp::TimeNs now, dp::PacketSink& out) override;
 
   void Expire(dp::TimeNs now, dp::PacketSink& out);
+  void UpdateRates(dp::TimeNs now);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
   dp::Outcome Replicate(const wire::CaisPacketView& pkt, const Rule& rule, dp::PortId ingress,
                         dp::PacketSink& out);
@@ -140,6 +156,10 @@ class CaisReducer final : public dp::Program {
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
   void SendFallback(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
+  void ReleaseCells(uint8_t group, uint64_t n) {
+    groups_[group].sram_cells -= n;
+    totals_.sram_cells -= n;
+  }
   void Bump(uint8_t group, uint64_t GroupCounters::*field, uint64_t n = 1) {
     groups_[group].*field += n;
     totals_.*field += n;
@@ -152,6 +172,10 @@ class CaisReducer final : public dp::Program {
   std::vector<uint32_t> scratch_;  // deterministic-mode accumulator
   std::array<GroupCounters, 256> groups_{};
   GroupCounters totals_;
+  CaisRates rates_;
+  bool rate_started_ = false;
+  dp::TimeNs rate_start_ = 0;
+  uint64_t rate_base_chunks_ = 0, rate_base_bytes_ = 0, rate_base_packets_ = 0;
 };
 
 }  // namespace inca::cais
