@@ -42,9 +42,17 @@ DropReason FromParseError(CaisParseError e) {
 }
 
 // The fields every contribution to one chunk must agree on.
-bool SameShape(const wire::CaisHeader& a, const wire::CaisHeader& b) {
+// (A result request carries no payload, so its length is not compared.)
+bool SameShape(const wire::CaisHeader& a, const wire::CaisHeader& b, bool request) {
   return a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype &&
-         a.payload_len == b.payload_len && a.total_chunks == b.total_chunks;
+         (request || a.payload_len == b.payload_len) && a.total_chunks == b.total_chunks &&
+         (a.op != CaisOp::kBroadcast || a.block == b.block);
+}
+
+// AllGather and Broadcast chunks have one contributor: their data is
+// multicast and retained like a reduction result.
+bool IsSingleContributor(CaisOp op) {
+  return op == CaisOp::kAllGather || op == CaisOp::kBroadcast;
 }
 
 }  // namespace
@@ -202,27 +210,12 @@ void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::Packe
   out.Emit(port, buf);
 }
 
-Outcome CaisReducer::Replicate(const wire::CaisPacketView& pkt, const Rule& rule, PortId ingress,
-                               dp::PacketSink& out) {
-  wire::CaisHeader h = pkt.header;
-  h.flags = wire::cais_flags::kResult;
-  h.block = h.op == CaisOp::kAllGather ? static_cast<uint8_t>(rule.input_ports.rank_of(ingress))
-                                       : uint8_t{0};
-  wire::SerializeCaisHeader(h, out_buf_);
-  std::memcpy(out_buf_.data() + wire::kCaisHeaderBytes, pkt.payload.data(), pkt.payload.size());
-  const std::span<const uint8_t> bytes(out_buf_.data(),
-                                       wire::kCaisHeaderBytes + pkt.payload.size());
-  rule.output_ports.ForEach([&](PortId p) {
-    if (p != ingress) out.Emit(p, bytes);
-  });
-  Bump(h.group_id, &GroupCounters::replicated);
-  return Outcome::Forwarded();
-}
-
 void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload) {
   Slot& s = pool_->slot(i);
   const size_t n = s.header.element_count();
-  if (config_.deterministic) {
+  if (IsSingleContributor(s.header.op)) {
+    std::memcpy(pool_->cell(i, 0), payload.data(), payload.size());
+  } else if (config_.deterministic) {
     std::memcpy(pool_->cell(i, s.inputs.rank_of(ingress)), payload.data(), payload.size());
   } else if (s.arrived.empty()) {
     reduce::LoadAcc(s.header.dtype, payload.data(), n, pool_->cell(i, 0));
@@ -236,7 +229,8 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   Slot& s = pool_->slot(i);
   const size_t n = s.header.element_count();
   const void* acc = pool_->cell(i, 0);
-  if (config_.deterministic) {
+  const bool single = IsSingleContributor(s.header.op);
+  if (config_.deterministic && !single) {
     // Lanes are in ascending input-port order: a fixed reduction order.
     reduce::LoadAcc(s.header.dtype, pool_->cell(i, 0), n, scratch_.data());
     for (int lane = 1; lane < s.ncells; ++lane) {
@@ -249,9 +243,14 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   h.flags = wire::cais_flags::kResult;
   wire::SerializeCaisHeader(h, out_buf_);
   uint8_t* payload = out_buf_.data() + wire::kCaisHeaderBytes;
-  reduce::StoreAcc(h.dtype, acc, n, payload);
-  // Keep the wire-format result in cell 0 for retransmissions.
-  std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
+  if (single) {
+    std::memcpy(payload, acc, h.payload_len);  // data, not a reduction
+    Bump(h.group_id, &GroupCounters::replicated);
+  } else {
+    reduce::StoreAcc(h.dtype, acc, n, payload);
+    // Keep the wire-format result in cell 0 for retransmissions.
+    std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
+  }
   ReleaseCells(h.group_id, s.ncells - 1u);
   pool_->Complete(i, now);
 
@@ -297,24 +296,40 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   const Rule* rule = rules_.Lookup(g, h.layer_id, h.chunk_id);
   if (rule == nullptr) return Drop(g, DropReason::kNoRule);
   if (!rule->input_ports.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
-  if (rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
+  if (rule->op && *rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
   if (h.payload_len > config_.max_payload_bytes) return Drop(g, DropReason::kPayloadTooLarge);
 
   // --- compute ---
-  if (h.op == CaisOp::kAllGather || h.op == CaisOp::kBroadcast) {
-    return Replicate(pkt, *rule, ingress, out);
+  const bool request = pkt.payload.empty();  // RETRANSMIT with no data
+  const bool single = IsSingleContributor(h.op);
+  PortMask contributors = rule->input_ports;
+  uint8_t block = 0;
+  if (single) {
+    // AllGather: chunk c belongs to input port floor(c * N_in / total);
+    // Broadcast: to the root, named by `block`.
+    const int n_in = rule->input_ports.count();
+    const uint64_t idx = h.op == CaisOp::kAllGather
+                             ? uint64_t{h.chunk_id} * static_cast<uint64_t>(n_in) / h.total_chunks
+                             : h.block;
+    if (idx >= static_cast<uint64_t>(n_in)) return Drop(g, DropReason::kNotContributor);
+    block = static_cast<uint8_t>(idx);
+    contributors = PortMask{rule->input_ports.nth(static_cast<int>(idx))};
   }
   const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
   uint32_t i = pool_->Find(key);
   if (i != kNoSlot) {
     Slot& s = pool_->slot(i);
-    if (!SameShape(s.header, h)) return Drop(g, DropReason::kShapeMismatch);
-    if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
+    if (!SameShape(s.header, h, request)) return Drop(g, DropReason::kShapeMismatch);
     if (s.state == SlotState::kCompleted) {
-      // A host that lost the result asks again: answer on its port only.
+      // A host that lost the result (or a contributor awaiting its echo)
+      // asks again: answer on its port only.
       SendRetained(i, ingress, out);
       Bump(g, &GroupCounters::results_resent);
       return Outcome::Forwarded();
+    }
+    if (request) return Drop(g, DropReason::kNotReady);
+    if (!s.inputs.contains(ingress)) {
+      return Drop(g, single ? DropReason::kNotContributor : DropReason::kPortNotInRule);
     }
     if (s.arrived.contains(ingress)) return Drop(g, DropReason::kDuplicate);
   } else {
@@ -324,7 +339,9 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       Bump(g, &GroupCounters::fallback_notices);
       return Drop(g, DropReason::kChunkClosed);
     }
-    const int ncells = config_.deterministic ? rule->input_ports.count() : 1;
+    if (request) return Drop(g, DropReason::kNotReady);
+    if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
+    const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
     const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
       Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
       ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
@@ -335,8 +352,8 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     Slot& s = pool_->slot(i);
     s.header = h;
     s.header.flags = 0;
-    s.header.block = 0;
-    s.inputs = rule->input_ports;
+    s.header.block = block;
+    s.inputs = contributors;
     s.outputs = rule->output_ports;
   }
   Contribute(i, ingress, pkt.payload);

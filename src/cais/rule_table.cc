@@ -44,10 +44,10 @@ uint64_t RuleTable::Pack(uint8_t group, std::optional<uint16_t> layer,
 }
 
 absl::Status RuleTable::Validate(const Rule& rule) {
-  if (static_cast<uint8_t>(rule.op) >= wire::kCaisOpCount) {
+  if (rule.op && static_cast<uint8_t>(*rule.op) >= wire::kCaisOpCount) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown op type ", static_cast<int>(rule.op),
-                     "; use allreduce, allgather, broadcast or reducescatter"));
+        absl::StrCat("unknown op type ", static_cast<int>(*rule.op),
+                     "; use allreduce, allgather, broadcast, reducescatter or any"));
   }
   if (rule.input_ports.empty()) {
     return absl::InvalidArgumentError(

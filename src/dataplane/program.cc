@@ -28,6 +28,8 @@ std::string_view ToString(DropReason reason) {
     case DropReason::kSlotsExhausted: return "slots_exhausted";
     case DropReason::kSramLimit: return "sram_limit";
     case DropReason::kChunkClosed: return "chunk_closed";
+    case DropReason::kNotContributor: return "not_contributor";
+    case DropReason::kNotReady: return "not_ready";
     case DropReason::kCount: break;
   }
   return "unknown";

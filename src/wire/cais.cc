@@ -95,7 +95,12 @@ CaisParseError ParseImpl(std::span<const uint8_t> datagram, CaisWireHeader* raw,
 
   const auto t = static_cast<DType>(dtype);
   if (payload_len % ElementBytes(t) != 0) return CaisParseError::kPayloadMisaligned;
-  if (payload_len == 0 && (w.flags & cais_flags::kFallback) == 0) {
+  // Empty payloads: fallback notices, and result requests (RETRANSMIT
+  // without RESULT) from hosts that lost a result.
+  const bool notice = (w.flags & cais_flags::kFallback) != 0;
+  const bool request =
+      (w.flags & (cais_flags::kRetransmit | cais_flags::kResult)) == cais_flags::kRetransmit;
+  if (payload_len == 0 && !notice && !request) {
     return CaisParseError::kEmptyPayload;
   }
 
@@ -183,8 +188,10 @@ std::string ErrorMessage(CaisParseError e, const CaisWireHeader& w, size_t size)
                           " element size");
     }
     case CaisParseError::kEmptyPayload:
-      return absl::StrCat(name, ": payload_len 0 without the FALLBACK flag (flags ", Hex2(w.flags),
-                          ")");
+      return absl::StrCat(name,
+                          ": payload_len 0 without the FALLBACK flag or a RETRANSMIT request "
+                          "(flags ",
+                          Hex2(w.flags), ")");
   }
   return std::string(name);
 }

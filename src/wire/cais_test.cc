@@ -350,13 +350,21 @@ TEST(CaisMalformed, PayloadMisalignedFourByteTypes) {
   }
 }
 
-TEST(CaisMalformed, EmptyPayloadRejectedWithoutFallback) {
-  for (uint8_t f : {uint8_t{0}, cais_flags::kResult, cais_flags::kRetransmit,
+TEST(CaisMalformed, EmptyPayloadRejectedUnlessNoticeOrRequest) {
+  for (uint8_t f : {uint8_t{0}, cais_flags::kResult,
                     static_cast<uint8_t>(cais_flags::kResult | cais_flags::kRetransmit)}) {
     CaisHeader h = Valid(0);
     h.flags = f;
     EXPECT_EQ(Parse(Datagram(h, 0)), CaisParseError::kEmptyPayload) << int{f};
   }
+}
+
+TEST(CaisMalformed, EmptyPayloadAcceptedAsResultRequest) {
+  CaisHeader h = Valid(0);
+  h.flags = cais_flags::kRetransmit;
+  CaisPacketView v;
+  ASSERT_EQ(ParseCais(Datagram(h, 0), &v), CaisParseError::kOk);
+  EXPECT_TRUE(v.payload.empty());
 }
 
 TEST(CaisMalformed, EmptyPayloadAcceptedWithFallback) {
@@ -482,8 +490,9 @@ TEST(CaisStatus, Messages) {
               HasSubstr("payload_len 6 is not a multiple of the 4-byte f32 element size"));
 
   h = Valid(0);
-  EXPECT_THAT(StatusMessage(Datagram(h, 0)),
-              HasSubstr("empty_payload: payload_len 0 without the FALLBACK flag"));
+  EXPECT_THAT(
+      StatusMessage(Datagram(h, 0)),
+      HasSubstr("empty_payload: payload_len 0 without the FALLBACK flag or a RETRANSMIT request"));
 }
 
 // ---------------------------------------------------------------------------

@@ -150,8 +150,6 @@ class CaisReducer final : public dp::Program {
   void Expire(dp::TimeNs now, dp::PacketSink& out);
   void UpdateRates(dp::TimeNs now);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
-  dp::Outcome Replicate(const wire::CaisPacketView& pkt, const Rule& rule, dp::PortId ingress,
-                        dp::PacketSink& out);
   void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload);
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);

@@ -35,7 +35,10 @@ struct Rule {
   RuleKey key;
   PortMask input_ports;
   PortMask output_ports;
-  wire::CaisOp op = wire::CaisOp::kAllReduce;
+  // The collective this rule serves; nullopt = any (the packet's op_type
+  // decides). Groups formed by JOIN use `any`, so one rule serves every
+  // collective of the group.
+  std::optional<wire::CaisOp> op = wire::CaisOp::kAllReduce;
 
   friend bool operator==(const Rule&, const Rule&) = default;
 };

@@ -73,6 +73,8 @@ enum class DropReason : uint8_t {
   kSlotsExhausted,   // max_pending_chunks reached
   kSramLimit,        // sram_usage_limit reached
   kChunkClosed,      // chunk timed out / result evicted: fallback notice sent
+  kNotContributor,   // AllGather/Broadcast data from a port that does not own the chunk
+  kNotReady,         // result request for a chunk the switch has not completed yet
   kCount,
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);

@@ -115,7 +115,7 @@ enum class CaisParseError : uint8_t {
   kPayloadLenMismatch,  // payload_len != datagram length - header
   kChunkOutOfRange,     // chunk_id >= total_chunks (includes total_chunks == 0)
   kPayloadMisaligned,   // payload_len not a multiple of the element size
-  kEmptyPayload,        // payload_len == 0 without the FALLBACK flag
+  kEmptyPayload,        // payload_len == 0, not a FALLBACK notice nor a RETRANSMIT request
 };
 std::string_view ToString(CaisParseError e);
 
