@@ -9,9 +9,11 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "inca/wire/cais.h"
+#include "inca/wire/mgmt.h"
 
 namespace {
 
@@ -25,6 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace inca::wire;
   const std::span<const uint8_t> in =
       size == 0 ? std::span<const uint8_t>() : std::span<const uint8_t>(data, size);
+
+  // The same bytes as a management datagram: parse, and if accepted, the
+  // encoding must reproduce them exactly.
+  MgmtMessage mm;
+  if (ParseMgmt(in, &mm)) {
+    std::vector<uint8_t> again;
+    SerializeMgmt(mm, &again);
+    Check(again.size() == size && std::memcmp(again.data(), data, size) == 0);
+  }
 
   CaisPacketView v;
   const CaisParseError e = ParseCais(in, &v);
@@ -51,7 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(v.header.chunk_id < v.header.total_chunks);
   Check(v.header.version == kCaisVersion);
   Check(v.header.payload_len % ElementBytes(v.header.dtype) == 0);
-  Check(v.header.payload_len != 0 || v.header.has_flag(cais_flags::kFallback));
+  // Empty only for fallback notices and result requests (RETRANSMIT, no RESULT).
+  Check(v.header.payload_len != 0 || v.header.has_flag(cais_flags::kFallback) ||
+        (v.header.has_flag(cais_flags::kRetransmit) && !v.header.has_flag(cais_flags::kResult)));
   Check(s->header == v.header);
   Check(s->payload.data() == v.payload.data() && s->payload.size() == v.payload.size());
 

@@ -1,0 +1,78 @@
+// Management datagrams between hosts and inca-switchd: joining a group
+// (which assigns the host's endpoint a switch port and installs the group's
+// rule), liveness pings, leaving. They share the switch's UDP port with
+// CAIS data and are told apart by byte 0: 0xCA is never a valid CAIS
+// op_type. Layout: docs/protocol.md, "Management datagrams".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace inca::wire {
+
+inline constexpr uint8_t kMgmtMagic = 0xCA;
+inline constexpr uint8_t kMgmtVersion = 1;
+inline constexpr size_t kMgmtHeaderBytes = 24;
+inline constexpr uint16_t kAnyPort = 0xFFFF;
+
+enum class MgmtType : uint8_t {
+  kJoin = 1,        // host -> switch
+  kJoinReply = 2,   // switch -> host
+  kPing = 3,        // host -> switch
+  kPong = 4,        // switch -> host
+  kLeave = 5,       // host -> switch
+  kLeaveReply = 6,  // switch -> host
+};
+
+enum class MgmtStatus : uint8_t {
+  kOk = 0,       // JOIN: group complete, rule installed ("ready"); PONG: member known
+  kPending = 1,  // JOIN: waiting for the rest of the group; resend JOIN
+  kRefused = 2,  // see MgmtReason
+  kUnknown = 3,  // PONG/LEAVE: this endpoint is not a member (e.g. switch restarted)
+};
+
+enum class MgmtReason : uint8_t {
+  kNone = 0,
+  kBadRequest = 1,         // world_size 0 or > 64, rank >= world_size, bad port
+  kWorldSizeMismatch = 2,  // group already forming with another world_size
+  kRankTaken = 3,          // another endpoint holds this rank
+  kNoFreePort = 4,         // all 64 switch ports in use
+  kGroupConflict = 5,      // a statically configured rule owns this group
+  kPortTaken = 6,          // requested port held by another endpoint
+};
+
+std::string_view ToString(MgmtType t);
+std::string_view ToString(MgmtStatus s);
+std::string_view ToString(MgmtReason r);
+
+struct MgmtMessage {
+  MgmtType type = MgmtType::kPing;
+  MgmtStatus status = MgmtStatus::kOk;  // replies only
+  MgmtReason reason = MgmtReason::kNone;
+  uint8_t group_id = 0;
+  uint32_t nonce = 0;  // chosen by the host, echoed in the reply
+  uint16_t rank = 0;
+  uint16_t world_size = 0;
+  uint16_t port = kAnyPort;  // JOIN: requested port; JOIN_REPLY: assigned port
+  uint32_t seq_base = 0;     // JOIN_REPLY ok: first seq_num of the group's epoch
+  // JOIN_REPLY ok: switch port of each rank, in rank order (world_size entries).
+  std::vector<uint16_t> rank_ports;
+
+  friend bool operator==(const MgmtMessage&, const MgmtMessage&) = default;
+};
+
+inline bool IsMgmtDatagram(std::span<const uint8_t> d) {
+  return !d.empty() && d[0] == kMgmtMagic;
+}
+
+// Returns false for anything malformed (wrong magic/version/type, short,
+// rank_ports length disagreeing with world_size, trailing bytes).
+bool ParseMgmt(std::span<const uint8_t> datagram, MgmtMessage* out);
+
+// Appends the encoding of `m` to `out` (cleared first).
+void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out);
+
+}  // namespace inca::wire

@@ -1,0 +1,115 @@
+#include "inca/wire/mgmt.h"
+
+#include <cstring>
+
+#include "inca/util/endian.h"
+
+namespace inca::wire {
+
+namespace {
+// Wire layout, big-endian fields.
+struct MgmtWire {
+  uint8_t magic;
+  uint8_t version;
+  uint8_t type;
+  uint8_t status;
+  Be32 nonce;
+  uint8_t group_id;
+  uint8_t reason;
+  Be16 rank;
+  Be16 world_size;
+  Be16 port;
+  Be32 seq_base;
+  Be16 rank_port_count;
+  Be16 reserved;
+};
+static_assert(sizeof(MgmtWire) == kMgmtHeaderBytes);
+}  // namespace
+
+std::string_view ToString(MgmtType t) {
+  switch (t) {
+    case MgmtType::kJoin: return "join";
+    case MgmtType::kJoinReply: return "join_reply";
+    case MgmtType::kPing: return "ping";
+    case MgmtType::kPong: return "pong";
+    case MgmtType::kLeave: return "leave";
+    case MgmtType::kLeaveReply: return "leave_reply";
+  }
+  return "unknown";
+}
+
+std::string_view ToString(MgmtStatus s) {
+  switch (s) {
+    case MgmtStatus::kOk: return "ok";
+    case MgmtStatus::kPending: return "pending";
+    case MgmtStatus::kRefused: return "refused";
+    case MgmtStatus::kUnknown: return "unknown_member";
+  }
+  return "unknown";
+}
+
+std::string_view ToString(MgmtReason r) {
+  switch (r) {
+    case MgmtReason::kNone: return "none";
+    case MgmtReason::kBadRequest: return "bad_request";
+    case MgmtReason::kWorldSizeMismatch: return "world_size_mismatch";
+    case MgmtReason::kRankTaken: return "rank_taken";
+    case MgmtReason::kNoFreePort: return "no_free_port";
+    case MgmtReason::kGroupConflict: return "group_conflict";
+    case MgmtReason::kPortTaken: return "port_taken";
+  }
+  return "unknown";
+}
+
+bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
+  if (d.size() < kMgmtHeaderBytes) return false;
+  MgmtWire w;
+  std::memcpy(&w, d.data(), sizeof(w));
+  if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
+  if (w.type < 1 || w.type > 6 || w.status > 3 || w.reason > 6) return false;
+  const size_t n = w.rank_port_count.value();
+  if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
+  if (n != 0 && n != w.world_size.value()) return false;
+  MgmtMessage m;
+  m.type = static_cast<MgmtType>(w.type);
+  m.status = static_cast<MgmtStatus>(w.status);
+  m.reason = static_cast<MgmtReason>(w.reason);
+  m.group_id = w.group_id;
+  m.nonce = w.nonce.value();
+  m.rank = w.rank.value();
+  m.world_size = w.world_size.value();
+  m.port = w.port.value();
+  m.seq_base = w.seq_base.value();
+  m.rank_ports.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Be16 p;
+    std::memcpy(&p, d.data() + kMgmtHeaderBytes + 2 * i, 2);
+    m.rank_ports[i] = p.value();
+  }
+  *out = std::move(m);
+  return true;
+}
+
+void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
+  MgmtWire w{};
+  w.magic = kMgmtMagic;
+  w.version = kMgmtVersion;
+  w.type = static_cast<uint8_t>(m.type);
+  w.status = static_cast<uint8_t>(m.status);
+  w.nonce.set(m.nonce);
+  w.group_id = m.group_id;
+  w.reason = static_cast<uint8_t>(m.reason);
+  w.rank.set(m.rank);
+  w.world_size.set(m.world_size);
+  w.port.set(m.port);
+  w.seq_base.set(m.seq_base);
+  w.rank_port_count.set(static_cast<uint16_t>(m.rank_ports.size()));
+  out->resize(kMgmtHeaderBytes + 2 * m.rank_ports.size());
+  std::memcpy(out->data(), &w, sizeof(w));
+  for (size_t i = 0; i < m.rank_ports.size(); ++i) {
+    Be16 p(m.rank_ports[i]);
+    std::memcpy(out->data() + kMgmtHeaderBytes + 2 * i, &p, 2);
+  }
+}
+
+}  // namespace inca::wire

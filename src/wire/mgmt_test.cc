@@ -1,0 +1,72 @@
+#include "inca/wire/mgmt.h"
+
+#include <gtest/gtest.h>
+
+namespace inca::wire {
+namespace {
+
+MgmtMessage Reply() {
+  MgmtMessage m;
+  m.type = MgmtType::kJoinReply;
+  m.status = MgmtStatus::kOk;
+  m.group_id = 7;
+  m.nonce = 0xDEADBEEF;
+  m.rank = 2;
+  m.world_size = 3;
+  m.port = 5;
+  m.seq_base = 0x01020304;
+  m.rank_ports = {4, 9, 5};
+  return m;
+}
+
+TEST(MgmtTest, RoundTripAndLayout) {
+  std::vector<uint8_t> b;
+  SerializeMgmt(Reply(), &b);
+  ASSERT_EQ(b.size(), kMgmtHeaderBytes + 6);
+  EXPECT_EQ(b[0], kMgmtMagic);
+  EXPECT_EQ(b[1], kMgmtVersion);
+  EXPECT_EQ(b[2], 2);                    // type
+  EXPECT_EQ(b[4], 0xDE);                 // nonce, big-endian
+  EXPECT_EQ(b[8], 7);                    // group
+  EXPECT_EQ(b[16], 0x01);                // seq_base, big-endian
+  EXPECT_EQ(b[21], 3);                   // rank_port_count low byte
+  EXPECT_EQ(b[kMgmtHeaderBytes + 3], 9); // second rank's port
+  MgmtMessage m;
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m, Reply());
+  EXPECT_TRUE(IsMgmtDatagram(b));
+}
+
+TEST(MgmtTest, MalformedIsRejected) {
+  std::vector<uint8_t> good;
+  SerializeMgmt(Reply(), &good);
+  MgmtMessage m;
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(ParseMgmt({good.data(), n}, &m)) << n;  // every truncation
+  }
+  auto bad = good;
+  bad.push_back(0);  // trailing byte
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[1] = 2;  // version
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[2] = 9;  // type
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[13] = 4;  // world_size disagrees with the port list
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[0] = 0;  // a CAIS packet, not management
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  EXPECT_FALSE(IsMgmtDatagram(bad));
+}
+
+TEST(MgmtTest, NamesAreStable) {
+  EXPECT_EQ(ToString(MgmtType::kJoin), "join");
+  EXPECT_EQ(ToString(MgmtStatus::kPending), "pending");
+  EXPECT_EQ(ToString(MgmtReason::kRankTaken), "rank_taken");
+}
+
+}  // namespace
+}  // namespace inca::wire
