@@ -14,6 +14,7 @@ shift || true
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
+  libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
 )
 
 missing=()
