@@ -54,7 +54,7 @@ struct CaisConfig {
   // and its input ports get a fallback notice (CAIS write-up 4.2 timeout_ms).
   dp::TimeNs timeout_ns = 50 * dp::kNsPerMs;
   // How long a completed chunk's result is kept for retransmissions.
-  dp::TimeNs result_hold_ns = 100 * dp::kNsPerMs;
+  dp::TimeNs result_hold_ns = 1000 * dp::kNsPerMs;
   // Results bitwise identical whatever the arrival order: contributions are
   // stored per input port and reduced in ascending port order at completion.
   // Costs one cell per input port per pending chunk instead of one.

@@ -1,0 +1,502 @@
+#include "switchd/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "switchd/endpoint.h"
+#include "switchd/string_compat.h"
+
+namespace inca::switchd {
+
+namespace {
+
+constexpr size_t kMaxSocketBufferBytes = size_t{1} << 30;
+constexpr uint32_t kMaxBatchSize = 1024;
+
+// Where a node came from, for error messages: " (line N)".
+std::string Where(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return "";
+  return absl::StrCat(" (line ", m.line + 1, ")");
+}
+
+absl::string_view KindOf(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar: return "a scalar";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Undefined: break;
+  }
+  return "an undefined value";
+}
+
+absl::Status KeyError(absl::string_view source, absl::string_view key, const YAML::Node& n,
+                      absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": key '", key, "'", Where(n), ": ", what));
+}
+
+absl::Status WrongType(absl::string_view source, absl::string_view key, const YAML::Node& n,
+                       absl::string_view want) {
+  std::string got = n.IsScalar() ? absl::StrCat("'", n.Scalar(), "'") : std::string(KindOf(n));
+  return KeyError(source, key, n, absl::StrCat("expected ", want, ", got ", got));
+}
+
+// Reads one typed value out of a node. `source` and `key` name it in errors.
+class Reader {
+ public:
+  explicit Reader(absl::string_view source) : source_(source) {}
+
+  absl::Status Uint(const YAML::Node& n, absl::string_view key, uint64_t lo, uint64_t hi,
+                    uint64_t* out) const {
+    uint64_t v = 0;
+    if (!n.IsScalar() || n.Scalar().empty() ||
+        n.Scalar().find_first_not_of("0123456789") != std::string::npos ||
+        !absl::SimpleAtoi(n.Scalar(), &v)) {
+      return WrongType(source_, key, n, "a non-negative integer");
+    }
+    if (v < lo || v > hi) {
+      return KeyError(source_, key, n,
+                      absl::StrCat("value ", v, " out of range [", lo, ", ", hi, "]"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status UintAs(const YAML::Node& n, absl::string_view key, uint64_t lo, uint64_t hi,
+                      T* out) const {
+    uint64_t v = 0;
+    if (absl::Status s = Uint(n, key, lo, hi, &v); !s.ok()) return s;
+    *out = static_cast<T>(v);
+    return absl::OkStatus();
+  }
+
+  // A finite number; `range` describes the accepted set for the message.
+  absl::Status Number(const YAML::Node& n, absl::string_view key,
+                      const std::function<bool(double)>& in_range, absl::string_view range,
+                      double* out) const {
+    double v = 0;
+    if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !std::isfinite(v)) {
+      return WrongType(source_, key, n, "a number");
+    }
+    if (!in_range(v)) {
+      return KeyError(source_, key, n, absl::StrCat("value ", v, " out of range ", range));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(const YAML::Node& n, absl::string_view key, bool* out) const {
+    if (n.IsScalar()) {
+      const std::string s = absl::AsciiStrToLower(n.Scalar());
+      if (s == "true" || s == "yes" || s == "on") {
+        *out = true;
+        return absl::OkStatus();
+      }
+      if (s == "false" || s == "no" || s == "off") {
+        *out = false;
+        return absl::OkStatus();
+      }
+    }
+    return WrongType(source_, key, n, "true or false");
+  }
+
+  absl::Status String(const YAML::Node& n, absl::string_view key, std::string* out) const {
+    if (!n.IsScalar()) return WrongType(source_, key, n, "a string");
+    *out = n.Scalar();
+    return absl::OkStatus();
+  }
+
+  // An integer in [0, 65535] or "*" (nullopt).
+  absl::Status IdOrWildcard(const YAML::Node& n, absl::string_view key,
+                            std::optional<uint16_t>* out) const {
+    if (n.IsScalar() && n.Scalar() == "*") {
+      *out = std::nullopt;
+      return absl::OkStatus();
+    }
+    uint16_t v = 0;
+    if (!n.IsScalar() || n.Scalar().find_first_not_of("0123456789") != std::string::npos) {
+      return WrongType(source_, key, n, "an integer in [0, 65535] or \"*\"");
+    }
+    if (absl::Status s = UintAs(n, key, 0, 65535, &v); !s.ok()) return s;
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status Ports(const YAML::Node& n, absl::string_view key, cais::PortMask* out) const {
+    if (!n.IsSequence()) return WrongType(source_, key, n, "a list of ports");
+    cais::PortMask mask;
+    for (size_t i = 0; i < n.size(); ++i) {
+      dp::PortId p = 0;
+      if (absl::Status s = UintAs(n[i], absl::StrCat(key, "[", i, "]"), 0, dp::kMaxPorts - 1, &p);
+          !s.ok()) {
+        return s;
+      }
+      mask.add(p);
+    }
+    if (mask.empty()) return KeyError(source_, key, n, "needs at least one port");
+    *out = mask;
+    return absl::OkStatus();
+  }
+
+  // Calls `handlers[key]` for every key of mapping `n` (named `where`);
+  // unknown and duplicate keys are errors.
+  absl::Status Map(
+      const YAML::Node& n, absl::string_view where,
+      const absl::flat_hash_map<std::string,
+                                std::function<absl::Status(const YAML::Node&, const std::string&)>>&
+          handlers) const {
+    if (!n.IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": ", where, Where(n), ": expected a mapping, got ", KindOf(n)));
+    }
+    absl::flat_hash_set<std::string> seen;
+    for (const auto& kv : n) {
+      // Copies: yaml-cpp's iterator hands out proxies that die with the iterator.
+      const YAML::Node k = kv.first;
+      const YAML::Node v = kv.second;
+      if (!k.IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source_, ": ", where, Where(k), ": keys must be plain names"));
+      }
+      const std::string name = k.Scalar();
+      auto h = handlers.find(name);
+      if (h == handlers.end()) {
+        std::vector<std::string> known;
+        for (const auto& [key, unused] : handlers) known.push_back(key);
+        std::sort(known.begin(), known.end());
+        return absl::InvalidArgumentError(
+            absl::StrCat(source_, ": unknown key '", name, "' in ", where, Where(k),
+                         "; known keys: ", absl::StrJoin(known, ", ")));
+      }
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source_, ": duplicate key '", name, "' in ", where, Where(k)));
+      }
+      if (absl::Status s = h->second(v, name); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::string_view source() const { return source_; }
+
+ private:
+  absl::string_view source_;
+};
+
+using Handlers =
+    absl::flat_hash_map<std::string,
+                        std::function<absl::Status(const YAML::Node&, const std::string&)>>;
+
+absl::Status ParseStaticPort(const Reader& r, const YAML::Node& n, size_t index, StaticPort* out) {
+  const std::string where = absl::StrCat("ports[", index, "]");
+  bool has_port = false;
+  bool has_endpoint = false;
+  Handlers h;
+  h["port"] = [&](const YAML::Node& v, const std::string& k) {
+    has_port = true;
+    return r.UintAs(v, absl::StrCat(where, ".", k), 0, dp::kMaxPorts - 1, &out->port);
+  };
+  h["endpoint"] = [&](const YAML::Node& v, const std::string& k) {
+    has_endpoint = true;
+    const std::string key = absl::StrCat(where, ".", k);
+    if (absl::Status s = r.String(v, key, &out->endpoint); !s.ok()) return s;
+    if (auto ep = Endpoint::Parse(out->endpoint); !ep.ok()) {
+      return KeyError(r.source(), key, v, ep.status().message());
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = r.Map(n, where, h); !s.ok()) return s;
+  if (!has_port || !has_endpoint) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.source(), ": ", where, Where(n), ": needs both 'port' and 'endpoint'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais::Rule* out) {
+  const std::string where = absl::StrCat("rules[", index, "]");
+  bool has_group = false;
+  bool has_inputs = false;
+  bool has_outputs = false;
+  out->key.layer_id = std::nullopt;
+  out->key.chunk_id = std::nullopt;
+  out->op = wire::CaisOp::kAllReduce;
+  auto key = [&](const std::string& k) { return absl::StrCat(where, ".", k); };
+  Handlers h;
+  h["group_id"] = [&](const YAML::Node& v, const std::string& k) {
+    has_group = true;
+    return r.UintAs(v, key(k), 0, 255, &out->key.group_id);
+  };
+  h["layer_id"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.IdOrWildcard(v, key(k), &out->key.layer_id);
+  };
+  h["chunk_id"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.IdOrWildcard(v, key(k), &out->key.chunk_id);
+  };
+  h["input_ports"] = [&](const YAML::Node& v, const std::string& k) {
+    has_inputs = true;
+    return r.Ports(v, key(k), &out->input_ports);
+  };
+  h["output_ports"] = [&](const YAML::Node& v, const std::string& k) {
+    has_outputs = true;
+    return r.Ports(v, key(k), &out->output_ports);
+  };
+  h["op_type"] = [&](const YAML::Node& v, const std::string& k) {
+    std::string name;
+    if (absl::Status s = r.String(v, key(k), &name); !s.ok()) return s;
+    auto op = ParseOpType(name);
+    if (!op.ok()) return KeyError(r.source(), key(k), v, op.status().message());
+    out->op = *op;
+    return absl::OkStatus();
+  };
+  if (absl::Status s = r.Map(n, where, h); !s.ok()) return s;
+  if (!has_group || !has_inputs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.source(), ": ", where, Where(n), ": needs 'group_id' and 'input_ports'"));
+  }
+  if (!has_outputs) out->output_ports = out->input_ports;
+  return absl::OkStatus();
+}
+
+absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c) {
+  bool has_chunk_size = false;
+  bool has_max_payload = false;
+  auto ms_to_ns = [](double ms) { return static_cast<dp::TimeNs>(std::llround(ms * 1e6)); };
+  Handlers h;
+  h["listen"] = [&](const YAML::Node& v, const std::string& k) {
+    if (absl::Status s = r.String(v, k, &c->listen); !s.ok()) return s;
+    if (auto hp = SplitHostPort(c->listen); !hp.ok()) {
+      return KeyError(r.source(), k, v, hp.status().message());
+    }
+    return absl::OkStatus();
+  };
+  h["sram_bytes"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, 1, uint64_t{1} << 40, &c->cais.sram_bytes);
+  };
+  h["sram_usage_limit"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x > 0 && x <= 1; }, "(0, 1]", &c->cais.sram_usage_limit);
+  };
+  h["max_pending_chunks"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, 1, uint32_t{1} << 24, &c->cais.max_pending_chunks);
+  };
+  auto payload = [&](const YAML::Node& v, const std::string& k) {
+    if (has_chunk_size && has_max_payload) {
+      return KeyError(r.source(), k, v,
+                      "chunk_size and max_payload_bytes are the same setting; give one");
+    }
+    uint32_t bytes = 0;
+    if (absl::Status s = r.UintAs(v, k, 4, 65487, &bytes); !s.ok()) return s;
+    if (bytes % 4 != 0) {
+      return KeyError(r.source(), k, v, absl::StrCat("value ", bytes, " must be a multiple of 4"));
+    }
+    c->cais.max_payload_bytes = bytes;
+    return absl::OkStatus();
+  };
+  h["max_payload_bytes"] = [&](const YAML::Node& v, const std::string& k) {
+    has_max_payload = true;
+    return payload(v, k);
+  };
+  h["chunk_size"] = [&](const YAML::Node& v, const std::string& k) {
+    has_chunk_size = true;
+    return payload(v, k);
+  };
+  h["timeout_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    double ms = 0;
+    if (absl::Status s = r.Number(
+            v, k, [](double x) { return x >= 0.001 && x <= 3.6e6; }, "[0.001, 3600000]", &ms);
+        !s.ok()) {
+      return s;
+    }
+    c->cais.timeout_ns = ms_to_ns(ms);
+    return absl::OkStatus();
+  };
+  h["result_hold_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    double ms = 0;
+    if (absl::Status s = r.Number(
+            v, k, [](double x) { return x >= 0 && x <= 3.6e6; }, "[0, 3600000]", &ms);
+        !s.ok()) {
+      return s;
+    }
+    c->cais.result_hold_ns = ms_to_ns(ms);
+    return absl::OkStatus();
+  };
+  h["deterministic"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Bool(v, k, &c->cais.deterministic);
+  };
+  h["ports"] = [&](const YAML::Node& v, const std::string& k) {
+    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {port, endpoint}");
+    c->ports.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      StaticPort p;
+      if (absl::Status s = ParseStaticPort(r, v[i], i, &p); !s.ok()) return s;
+      c->ports.push_back(p);
+    }
+    return absl::OkStatus();
+  };
+  h["rules"] = [&](const YAML::Node& v, const std::string& k) {
+    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of rules");
+    c->rules.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      cais::Rule rule;
+      if (absl::Status s = ParseRule(r, v[i], i, &rule); !s.ok()) return s;
+      c->rules.push_back(rule);
+    }
+    return absl::OkStatus();
+  };
+  h["socket_buffer_bytes"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, 0, kMaxSocketBufferBytes, &c->socket_buffer_bytes);
+  };
+  h["batch_size"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, 1, kMaxBatchSize, &c->batch_size);
+  };
+  auto probability = [&](double* out) {
+    return [&r, out](const YAML::Node& v, const std::string& k) {
+      return r.Number(
+          v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", out);
+    };
+  };
+  h["ingress_loss"] = probability(&c->ingress_loss);
+  h["egress_loss"] = probability(&c->egress_loss);
+  h["loss_seed"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Uint(v, k, 0, UINT64_MAX, &c->loss_seed);
+  };
+  h["log_level"] = [&](const YAML::Node& v, const std::string& k) {
+    if (absl::Status s = r.String(v, k, &c->log_level); !s.ok()) return s;
+    if (!IsValidLogLevel(c->log_level)) {
+      return KeyError(r.source(), k, v,
+                      absl::StrCat("unknown level '", c->log_level,
+                                   "'; use trace, debug, info, warn, error, critical or off"));
+    }
+    return absl::OkStatus();
+  };
+  h["stats_interval_s"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
+  };
+  return r.Map(root, "the top level", h);
+}
+
+}  // namespace
+
+bool IsValidLogLevel(std::string_view level) {
+  for (std::string_view l : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    if (level == l) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name_sv) {
+  const absl::string_view name = Av(name_sv);
+  if (name == "allreduce") return std::optional<wire::CaisOp>(wire::CaisOp::kAllReduce);
+  if (name == "allgather") return std::optional<wire::CaisOp>(wire::CaisOp::kAllGather);
+  if (name == "broadcast") return std::optional<wire::CaisOp>(wire::CaisOp::kBroadcast);
+  if (name == "reducescatter") return std::optional<wire::CaisOp>(wire::CaisOp::kReduceScatter);
+  if (name == "any") return std::optional<wire::CaisOp>(std::nullopt);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown op_type '", name, "'; use allreduce, allgather, broadcast, reducescatter or any"));
+}
+
+absl::Status SwitchdConfig::Validate() const {
+  if (auto hp = SplitHostPort(listen); !hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("listen: ", hp.status().message()));
+  }
+  if (absl::Status s = cais.Validate(); !s.ok()) return s;
+  if (socket_buffer_bytes > kMaxSocketBufferBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("socket_buffer_bytes ", socket_buffer_bytes,
+                                                   " out of range [0, ", kMaxSocketBufferBytes,
+                                                   "]"));
+  }
+  if (batch_size < 1 || batch_size > kMaxBatchSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size ", batch_size, " out of range [1, ", kMaxBatchSize, "]"));
+  }
+  for (auto [name, p] : {std::pair<const char*, double>{"ingress_loss", ingress_loss},
+                         {"egress_loss", egress_loss}}) {
+    if (!(p >= 0 && p <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " ", p, " out of range [0, 1]"));
+    }
+  }
+  if (!IsValidLogLevel(log_level)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log_level '", log_level,
+                     "' unknown; use trace, debug, info, warn, error, critical or off"));
+  }
+  if (!(stats_interval_s >= 0 && stats_interval_s <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stats_interval_s ", stats_interval_s, " out of range [0, 86400]"));
+  }
+  absl::flat_hash_set<dp::PortId> port_numbers;
+  absl::flat_hash_set<Endpoint> endpoints;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const StaticPort& p = ports[i];
+    if (p.port >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ports[", i, "].port ", p.port, " out of range [0, 63]"));
+    }
+    auto ep = Endpoint::Parse(p.endpoint);
+    if (!ep.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ports[", i, "].endpoint: ", ep.status().message()));
+    }
+    if (!port_numbers.insert(p.port).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ports[", i, "].port ", p.port, " is listed twice"));
+    }
+    if (!endpoints.insert(*ep).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ports[", i, "].endpoint ", p.endpoint, " is listed twice"));
+    }
+  }
+  cais::RuleTable table(rules.size() + 1);
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (absl::Status s = table.Add(rules[i]); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("rules[", i, "]: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplySwitchdConfigYaml(std::string_view yaml, std::string_view source_sv,
+                                    SwitchdConfig* config) {
+  const absl::string_view source = Av(source_sv);
+  // yaml-cpp reports syntax errors by exception; they stop here.
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    if (root.IsNull()) return absl::OkStatus();  // empty document: all defaults
+    return ParseTop(Reader(source), root, config);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": YAML error at line ", e.mark.line + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<SwitchdConfig> LoadSwitchdConfigYaml(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open config file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path));
+  SwitchdConfig config;
+  if (absl::Status s = ApplySwitchdConfigYaml(text.str(), path, &config); !s.ok()) return s;
+  if (absl::Status s = config.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
+  return config;
+}
+
+}  // namespace inca::switchd

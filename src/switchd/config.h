@@ -1,0 +1,77 @@
+// inca-switchd configuration: defaults, YAML loading, validation.
+// Every key is documented in config/switchd.example.yaml and docs/switchd.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inca/cais/reducer.h"
+#include "inca/cais/rule_table.h"
+#include "inca/dataplane/program.h"
+
+namespace inca::switchd {
+
+// A switch port wired to a fixed endpoint (never released).
+struct StaticPort {
+  dp::PortId port = 0;
+  std::string endpoint;  // "HOST:PORT" or "[IPV6]:PORT", numeric
+};
+
+struct SwitchdConfig {
+  // Where the switch listens: "HOST:PORT" or "[IPV6]:PORT" (port 0 picks an
+  // ephemeral port; see SwitchServer::local_port()).
+  std::string listen = "127.0.0.1:9410";
+  // Reduction core: sram_bytes, sram_usage_limit, max_pending_chunks,
+  // max_payload_bytes (a.k.a. chunk_size), timeout, result hold, deterministic.
+  cais::CaisConfig cais;
+  std::vector<StaticPort> ports;
+  // Static rules; a group named here cannot be formed by JOIN.
+  std::vector<cais::Rule> rules;
+  // SO_RCVBUF / SO_SNDBUF requested (best effort; 0 = kernel default). The
+  // sizes granted are reported by the server.
+  size_t socket_buffer_bytes = size_t{8} << 20;
+  // Datagrams per recvmmsg/sendmmsg call.
+  uint32_t batch_size = 64;
+  // Loss injection on CAIS data (not management): probability in [0, 1]
+  // that a datagram is dropped on ingress (before the reducer) or on egress
+  // (after). 1.0 drops everything. Deterministic for a given loss_seed.
+  double ingress_loss = 0.0;
+  double egress_loss = 0.0;
+  uint64_t loss_seed = 1;
+  // trace, debug, info, warn, error, critical, off.
+  std::string log_level = "info";
+  // Seconds between stats log lines; 0 = none.
+  double stats_interval_s = 0.0;
+
+  // Checks everything but name resolution: CaisConfig::Validate(), ranges,
+  // static ports (0..63, unique ports and endpoints, parseable), static rules
+  // (RuleTable::Validate, ports 0..63, unique keys). InvalidArgument naming
+  // the key.
+  absl::Status Validate() const;
+};
+
+// Reads, parses and validates a YAML file. Unknown keys, wrong types and
+// out-of-range values are InvalidArgument naming the key (and line); an
+// unreadable file is NotFound / InvalidArgument with the path.
+absl::StatusOr<SwitchdConfig> LoadSwitchdConfigYaml(const std::string& path);
+
+// The same from YAML text; `source` names it in error messages. Keys absent
+// from the text keep the values already in `*config`, so defaults (or an
+// earlier layer) show through. On error `*config` may be partly updated.
+absl::Status ApplySwitchdConfigYaml(std::string_view yaml, std::string_view source,
+                                    SwitchdConfig* config);
+
+// "allreduce", "allgather", "broadcast", "reducescatter" -> the op; "any" ->
+// nullopt. InvalidArgument otherwise.
+absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name);
+
+// Validates a log level name (see SwitchdConfig::log_level).
+bool IsValidLogLevel(std::string_view level);
+
+}  // namespace inca::switchd

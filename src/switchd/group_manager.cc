@@ -1,0 +1,229 @@
+#include "switchd/group_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "switchd/string_compat.h"
+
+namespace inca::switchd {
+
+using wire::MgmtMessage;
+using wire::MgmtReason;
+using wire::MgmtStatus;
+using wire::MgmtType;
+
+namespace {
+
+cais::RuleKey GroupKey(uint8_t group_id) {
+  return cais::RuleKey{group_id, std::nullopt, std::nullopt};
+}
+
+MgmtMessage ReplyTo(const MgmtMessage& m, MgmtType type) {
+  MgmtMessage r;
+  r.type = type;
+  r.group_id = m.group_id;
+  r.nonce = m.nonce;
+  r.rank = m.rank;
+  r.world_size = m.world_size;
+  r.port = wire::kAnyPort;
+  return r;
+}
+
+}  // namespace
+
+std::vector<uint16_t> GroupState::rank_ports() const {
+  std::vector<uint16_t> v;
+  v.reserve(ranks.size());
+  for (const auto& r : ranks) v.push_back(r ? r->port : wire::kAnyPort);
+  return v;
+}
+
+GroupManager::GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start)
+    : ports_(ports), rules_(rules), next_seq_base_(seq_start) {}
+
+absl::Status GroupManager::AddStaticRule(const cais::Rule& rule) {
+  if (groups_[rule.key.group_id]) {
+    return absl::FailedPreconditionError("group " + std::to_string(rule.key.group_id) +
+                                         " was formed by JOIN; it cannot also have static rules");
+  }
+  if (absl::Status s = rules_->Add(rule); !s.ok()) return s;
+  static_groups_.set(rule.key.group_id);
+  return absl::OkStatus();
+}
+
+size_t GroupManager::groups_formed() const {
+  size_t n = 0;
+  for (const auto& g : groups_) n += (g && g->formed) ? 1 : 0;
+  return n;
+}
+
+size_t GroupManager::groups_forming() const {
+  size_t n = 0;
+  for (const auto& g : groups_) n += (g && !g->formed) ? 1 : 0;
+  return n;
+}
+
+std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request, const Endpoint& from,
+                                                dp::TimeNs now) {
+  switch (request.type) {
+    case MgmtType::kJoin: return Join(request, from, now);
+    case MgmtType::kLeave: return Leave(request, from);
+    case MgmtType::kPing: return Ping(request, from, now);
+    case MgmtType::kJoinReply:
+    case MgmtType::kPong:
+    case MgmtType::kLeaveReply: break;
+  }
+  return std::nullopt;
+}
+
+GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from) {
+  auto& g = groups_[group_id];
+  if (!g || rank >= g->ranks.size()) return nullptr;
+  auto& slot = g->ranks[rank];
+  return (slot && slot->endpoint == from) ? &*slot : nullptr;
+}
+
+void GroupManager::Unref(dp::PortId port) {
+  if (port_refs_[port] > 0 && --port_refs_[port] == 0) {
+    if (ports_->Release(port)) spdlog::debug("event=port_released port={}", port);
+  }
+}
+
+void GroupManager::Dissolve(uint8_t group_id, const char* why) {
+  auto& g = groups_[group_id];
+  if (!g) return;
+  if (g->formed) {
+    // Only this manager installs (group, *, *) for a formed group.
+    (void)rules_->Delete(GroupKey(group_id));
+  }
+  for (const auto& r : g->ranks) {
+    if (r) Unref(r->port);
+  }
+  spdlog::info("event=group_dissolved group={} world_size={} reason={}", group_id, g->world_size,
+               why);
+  g.reset();
+}
+
+MgmtMessage GroupManager::Join(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+  MgmtMessage reply = ReplyTo(m, MgmtType::kJoinReply);
+  auto refuse = [&](MgmtReason reason) {
+    reply.status = MgmtStatus::kRefused;
+    reply.reason = reason;
+    spdlog::warn("event=join_refused group={} rank={} world_size={} endpoint={} reason={}",
+                 m.group_id, m.rank, m.world_size, from.ToString(), wire::ToString(reason));
+    return reply;
+  };
+  if (m.world_size == 0 || m.world_size > dp::kMaxPorts || m.rank >= m.world_size ||
+      (m.port != wire::kAnyPort && m.port >= dp::kMaxPorts)) {
+    return refuse(MgmtReason::kBadRequest);
+  }
+  if (static_groups_[m.group_id]) return refuse(MgmtReason::kGroupConflict);
+  auto& g = groups_[m.group_id];
+  if (g && g->world_size != m.world_size) {
+    reply.world_size = g->world_size;  // tells the host what the group expects
+    return refuse(MgmtReason::kWorldSizeMismatch);
+  }
+
+  auto current = [&](const GroupMember& member) {
+    reply.port = member.port;
+    if (g->formed) {
+      reply.status = MgmtStatus::kOk;
+      reply.seq_base = g->seq_base;
+      reply.rank_ports = g->rank_ports();
+    } else {
+      reply.status = MgmtStatus::kPending;
+    }
+    return reply;
+  };
+
+  if (g) {
+    auto& slot = g->ranks[m.rank];
+    if (slot && slot->endpoint == from) {  // a resend: same answer
+      slot->last_seen = now;
+      return current(*slot);
+    }
+    if (slot) return refuse(MgmtReason::kRankTaken);
+    for (const auto& r : g->ranks) {
+      if (r && r->endpoint == from) return refuse(MgmtReason::kBadRequest);  // two ranks, one port
+    }
+  }
+
+  auto port = ports_->Bind(from, m.port);
+  if (!port.ok()) return refuse(MgmtReason::kNoFreePort);
+  if (!g) {
+    g.emplace();
+    g->group_id = m.group_id;
+    g->world_size = m.world_size;
+    g->ranks.resize(m.world_size);
+  }
+  ++port_refs_[*port];
+  g->ranks[m.rank] = GroupMember{from, *port, now, now};
+  ++g->joined;
+  spdlog::info("event=member_joined group={} rank={} world_size={} joined={} endpoint={} port={}",
+               m.group_id, m.rank, m.world_size, g->joined, from.ToString(), *port);
+
+  if (g->joined == g->world_size) {
+    cais::PortMask ports;
+    for (const auto& r : g->ranks) ports.add(r->port);
+    cais::Rule rule{GroupKey(m.group_id), ports, ports, std::nullopt};
+    if (absl::Status s = rules_->Add(rule); !s.ok()) {
+      // Undo this JOIN: the group stays as it was.
+      g->ranks[m.rank].reset();
+      --g->joined;
+      Unref(*port);
+      if (g->joined == 0) g.reset();
+      spdlog::warn("event=rule_install_failed group={} error=\"{}\"", m.group_id, Sv(s.message()));
+      return refuse(MgmtReason::kGroupConflict);
+    }
+    g->formed = true;
+    g->formed_at = now;
+    g->seq_base = next_seq_base_;
+    next_seq_base_ += kSeqBaseStride;  // wraps modulo 2^32
+    spdlog::info("event=group_formed group={} world_size={} ports={} seq_base={}", m.group_id,
+                 g->world_size, ports.ToString(), g->seq_base);
+  }
+  return current(*g->ranks[m.rank]);
+}
+
+MgmtMessage GroupManager::Leave(const MgmtMessage& m, const Endpoint& from) {
+  MgmtMessage reply = ReplyTo(m, MgmtType::kLeaveReply);
+  GroupMember* member = FindMember(m.group_id, m.rank, from);
+  if (member == nullptr) {
+    reply.status = MgmtStatus::kUnknown;
+    return reply;
+  }
+  auto& g = groups_[m.group_id];
+  reply.status = MgmtStatus::kOk;
+  reply.world_size = g->world_size;
+  spdlog::info("event=member_left group={} rank={} endpoint={} port={}", m.group_id, m.rank,
+               from.ToString(), member->port);
+  if (g->formed) {
+    Dissolve(m.group_id, "member_left");
+  } else {
+    const dp::PortId port = member->port;
+    g->ranks[m.rank].reset();
+    --g->joined;
+    Unref(port);
+    if (g->joined == 0) g.reset();
+  }
+  return reply;
+}
+
+MgmtMessage GroupManager::Ping(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+  MgmtMessage reply = ReplyTo(m, MgmtType::kPong);
+  GroupMember* member = FindMember(m.group_id, m.rank, from);
+  if (member == nullptr) {
+    reply.status = MgmtStatus::kUnknown;
+    return reply;
+  }
+  member->last_seen = now;
+  const auto& g = groups_[m.group_id];
+  reply.status = MgmtStatus::kOk;
+  reply.world_size = g->world_size;
+  reply.port = member->port;
+  reply.seq_base = g->formed ? g->seq_base : 0;
+  return reply;
+}
+
+}  // namespace inca::switchd

@@ -1,0 +1,117 @@
+// Group membership for inca-switchd: answers the management datagrams of
+// include/inca/wire/mgmt.h (JOIN, PING, LEAVE) and keeps the port table and
+// the reducer's rule table in step with the groups hosts form.
+//
+// Pure logic: no sockets, no clock (time is passed in), no randomness (the
+// first seq_base is passed in). Not thread-safe: the switch's I/O thread
+// owns it, like the reducer whose RuleTable it edits.
+//
+// JOIN (group, rank, world_size, requested port), checked in this order:
+//   bad_request          world_size 0 or > 64, rank >= world_size, requested
+//                        port >= 64 (other than kAnyPort), or the endpoint
+//                        already holds another rank of this group
+//   group_conflict       a static rule (configuration) names this group
+//   world_size_mismatch  the group is forming/formed with another world_size
+//   rank_taken           another endpoint holds this rank
+//   no_free_port         the endpoint has no port and all 64 are bound
+// Otherwise the endpoint is a member with a port (the one it holds, e.g.
+// static or from another group; else the requested port if free; else the
+// lowest free). While ranks are missing the reply is PENDING (with the port);
+// the JOIN that completes the group installs
+//   Rule{RuleKey{group, *, *}, ports, ports, op = any}
+// picks the group's seq_base and replies OK with rank_ports (each rank's
+// port, in rank order) and seq_base. A repeated JOIN from a member gets the
+// current answer again (PENDING or the same OK): JOIN is idempotent.
+//
+// seq_base: a counter that starts at the constructor's `seq_start` (the
+// switch passes a random value) and advances by kSeqBaseStride per group
+// formation, so a re-formed group never reuses recent sequence numbers.
+//
+// LEAVE from a member: a formed group is dissolved (rule deleted, every
+// member dropped; the others learn it from PONG unknown and must re-JOIN);
+// a forming group just loses that member. LEAVE_REPLY ok, or unknown for a
+// non-member. PING from a member: PONG ok; otherwise PONG unknown. A member
+// is identified by (group, rank, source endpoint). Replies echo nonce,
+// group and rank. Dynamic ports are released once their endpoint is in no
+// group; static ports never are.
+#pragma once
+
+#include <array>
+#include <bitset>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "inca/cais/rule_table.h"
+#include "inca/dataplane/program.h"
+#include "inca/wire/mgmt.h"
+#include "switchd/endpoint.h"
+#include "switchd/port_table.h"
+
+namespace inca::switchd {
+
+inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
+
+struct GroupMember {
+  Endpoint endpoint;
+  dp::PortId port = 0;
+  dp::TimeNs joined_at = 0;
+  dp::TimeNs last_seen = 0;  // last JOIN or PING
+};
+
+struct GroupState {
+  uint8_t group_id = 0;
+  uint16_t world_size = 0;
+  std::vector<std::optional<GroupMember>> ranks;  // world_size entries
+  uint16_t joined = 0;                            // ranks present
+  bool formed = false;                            // all ranks joined, rule installed
+  uint32_t seq_base = 0;                          // valid when formed
+  dp::TimeNs formed_at = 0;
+
+  // Port of each rank in rank order (formed groups).
+  std::vector<uint16_t> rank_ports() const;
+};
+
+class GroupManager {
+ public:
+  // `ports` and `rules` must outlive the manager.
+  GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start);
+
+  // Installs a rule from configuration and marks its group static: JOINs for
+  // it are refused with group_conflict. The rule table's status otherwise.
+  absl::Status AddStaticRule(const cais::Rule& rule);
+
+  // Handles one management request from `from` at `now`; returns the reply to
+  // send back to `from`. Reply types (JOIN_REPLY, PONG, LEAVE_REPLY) arriving
+  // at the switch get no reply: nullopt.
+  std::optional<wire::MgmtMessage> Handle(const wire::MgmtMessage& request, const Endpoint& from,
+                                          dp::TimeNs now);
+
+  // The group forming or formed under `group_id`, or nullptr.
+  const GroupState* group(uint8_t group_id) const {
+    return groups_[group_id] ? &*groups_[group_id] : nullptr;
+  }
+  bool is_static_group(uint8_t group_id) const { return static_groups_[group_id]; }
+  size_t groups_formed() const;
+  size_t groups_forming() const;
+  uint32_t next_seq_base() const { return next_seq_base_; }
+
+ private:
+  wire::MgmtMessage Join(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
+  wire::MgmtMessage Leave(const wire::MgmtMessage& m, const Endpoint& from);
+  wire::MgmtMessage Ping(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
+  // The member at (group, rank) if it is `from`, else nullptr.
+  GroupMember* FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from);
+  void Unref(dp::PortId port);
+  void Dissolve(uint8_t group_id, const char* why);
+
+  PortTable* ports_;
+  cais::RuleTable* rules_;
+  std::array<std::optional<GroupState>, 256> groups_;
+  std::bitset<256> static_groups_;
+  std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
+  uint32_t next_seq_base_;
+};
+
+}  // namespace inca::switchd

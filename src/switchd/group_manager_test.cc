@@ -1,0 +1,352 @@
+#include "switchd/group_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace inca::switchd {
+namespace {
+
+using ::testing::ElementsAre;
+using wire::kAnyPort;
+using wire::MgmtMessage;
+using wire::MgmtReason;
+using wire::MgmtStatus;
+using wire::MgmtType;
+
+Endpoint Ep(int host, int port = 1000) {
+  auto e = Endpoint::Parse("10.0." + std::to_string(host / 256) + "." + std::to_string(host % 256) +
+                           ":" + std::to_string(port));
+  EXPECT_TRUE(e.ok());
+  return *e;
+}
+
+class GroupManagerTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSeqStart = 1000;
+  void SetUp() override { spdlog::set_level(spdlog::level::off); }
+
+  MgmtMessage Join(uint8_t group, uint16_t rank, uint16_t world, const Endpoint& from,
+                   uint16_t port = kAnyPort, uint32_t nonce = 7) {
+    MgmtMessage m;
+    m.type = MgmtType::kJoin;
+    m.group_id = group;
+    m.rank = rank;
+    m.world_size = world;
+    m.port = port;
+    m.nonce = nonce;
+    auto r = gm_.Handle(m, from, ++now_);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(MgmtMessage{});
+  }
+  MgmtMessage Simple(MgmtType type, uint8_t group, uint16_t rank, const Endpoint& from,
+                     uint32_t nonce = 9) {
+    MgmtMessage m;
+    m.type = type;
+    m.group_id = group;
+    m.rank = rank;
+    m.nonce = nonce;
+    auto r = gm_.Handle(m, from, ++now_);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(MgmtMessage{});
+  }
+  // Forms `group` of `world` ranks from endpoints host0.. host0+world-1.
+  MgmtMessage Form(uint8_t group, uint16_t world, int host0) {
+    MgmtMessage last;
+    for (uint16_t r = 0; r < world; ++r) last = Join(group, r, world, Ep(host0 + r));
+    return last;
+  }
+  const cais::Rule* GroupRule(uint8_t group) const { return rules_.Lookup(group, 12, 34); }
+
+  PortTable ports_;
+  cais::RuleTable rules_;
+  GroupManager gm_{&ports_, &rules_, kSeqStart};
+  dp::TimeNs now_ = 0;
+};
+
+TEST_F(GroupManagerTest, FormsGroupWhenLastRankJoins) {
+  MgmtMessage r0 = Join(0, 0, 3, Ep(1));
+  EXPECT_EQ(r0.type, MgmtType::kJoinReply);
+  EXPECT_EQ(r0.status, MgmtStatus::kPending);
+  EXPECT_EQ(r0.port, 0);
+  EXPECT_TRUE(r0.rank_ports.empty());
+  EXPECT_EQ(GroupRule(0), nullptr);
+  EXPECT_EQ(Join(0, 1, 3, Ep(2)).status, MgmtStatus::kPending);
+  ASSERT_NE(gm_.group(0), nullptr);
+  EXPECT_FALSE(gm_.group(0)->formed);
+  EXPECT_EQ(gm_.groups_forming(), 1u);
+
+  MgmtMessage r2 = Join(0, 2, 3, Ep(3));
+  EXPECT_EQ(r2.status, MgmtStatus::kOk);
+  EXPECT_EQ(r2.reason, MgmtReason::kNone);
+  EXPECT_EQ(r2.port, 2);
+  EXPECT_THAT(r2.rank_ports, ElementsAre(0, 1, 2));
+  EXPECT_EQ(r2.seq_base, kSeqStart);
+  EXPECT_EQ(gm_.next_seq_base(), kSeqStart + kSeqBaseStride);
+  EXPECT_EQ(gm_.groups_formed(), 1u);
+  EXPECT_EQ(gm_.groups_forming(), 0u);
+
+  const cais::Rule* rule = GroupRule(0);
+  ASSERT_NE(rule, nullptr);
+  EXPECT_EQ(rule->key, (cais::RuleKey{0, std::nullopt, std::nullopt}));
+  EXPECT_EQ(rule->input_ports, (cais::PortMask{0, 1, 2}));
+  EXPECT_EQ(rule->output_ports, (cais::PortMask{0, 1, 2}));
+  EXPECT_FALSE(rule->op.has_value());  // any collective
+
+  // Earlier members asking again get the same OK.
+  MgmtMessage again = Join(0, 0, 3, Ep(1));
+  EXPECT_EQ(again.status, MgmtStatus::kOk);
+  EXPECT_EQ(again.port, 0);
+  EXPECT_EQ(again.rank_ports, r2.rank_ports);
+  EXPECT_EQ(again.seq_base, r2.seq_base);
+  EXPECT_EQ(gm_.next_seq_base(), kSeqStart + kSeqBaseStride);  // no re-formation
+}
+
+TEST_F(GroupManagerTest, RepliesEchoRequest) {
+  MgmtMessage r = Join(9, 1, 2, Ep(1), kAnyPort, 0xDEADBEEF);
+  EXPECT_EQ(r.type, MgmtType::kJoinReply);
+  EXPECT_EQ(r.group_id, 9);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.nonce, 0xDEADBEEFu);
+  // The reply encodes and parses (ParseMgmt checks rank_ports vs world_size).
+  r = Join(9, 0, 2, Ep(2), kAnyPort, 5);
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(r, &bytes);
+  MgmtMessage parsed;
+  ASSERT_TRUE(wire::ParseMgmt(bytes, &parsed));
+  EXPECT_EQ(parsed, r);
+}
+
+TEST_F(GroupManagerTest, RankPortsFollowRankOrderNotJoinOrder) {
+  Join(1, 2, 3, Ep(1));  // port 0
+  Join(1, 0, 3, Ep(2));  // port 1
+  MgmtMessage r = Join(1, 1, 3, Ep(3), /*port=*/40);
+  EXPECT_EQ(r.status, MgmtStatus::kOk);
+  EXPECT_THAT(r.rank_ports, ElementsAre(1, 40, 0));
+}
+
+TEST_F(GroupManagerTest, BadRequests) {
+  EXPECT_EQ(Join(0, 0, 0, Ep(1)).reason, MgmtReason::kBadRequest);   // world 0
+  EXPECT_EQ(Join(0, 0, 65, Ep(1)).reason, MgmtReason::kBadRequest);  // world > 64
+  EXPECT_EQ(Join(0, 3, 3, Ep(1)).reason, MgmtReason::kBadRequest);   // rank >= world
+  EXPECT_EQ(Join(0, 0, 3, Ep(1), 64).reason, MgmtReason::kBadRequest);
+  EXPECT_EQ(Join(0, 0, 3, Ep(1), 0xFFFE).reason, MgmtReason::kBadRequest);
+  MgmtMessage r = Join(0, 0, 0, Ep(1));
+  EXPECT_EQ(r.status, MgmtStatus::kRefused);
+  EXPECT_EQ(r.port, kAnyPort);
+  EXPECT_TRUE(r.rank_ports.empty());
+  EXPECT_EQ(gm_.group(0), nullptr);                                // nothing created
+  EXPECT_EQ(ports_.size(), 0u);                                    // nothing bound
+  EXPECT_EQ(Join(0, 63, 64, Ep(1)).status, MgmtStatus::kPending);  // the largest valid
+}
+
+TEST_F(GroupManagerTest, WorldSizeMismatch) {
+  Join(0, 0, 4, Ep(1));
+  MgmtMessage r = Join(0, 1, 3, Ep(2));
+  EXPECT_EQ(r.status, MgmtStatus::kRefused);
+  EXPECT_EQ(r.reason, MgmtReason::kWorldSizeMismatch);
+  EXPECT_EQ(r.world_size, 4);  // what the group expects
+  EXPECT_FALSE(ports_.Lookup(Ep(2)).has_value());
+  EXPECT_EQ(gm_.group(0)->joined, 1);
+}
+
+TEST_F(GroupManagerTest, RankTakenWhileFormingAndFormed) {
+  Join(0, 0, 2, Ep(1));
+  EXPECT_EQ(Join(0, 0, 2, Ep(2)).reason, MgmtReason::kRankTaken);
+  EXPECT_FALSE(ports_.Lookup(Ep(2)).has_value());
+  Join(0, 1, 2, Ep(3));
+  EXPECT_EQ(Join(0, 1, 2, Ep(2)).reason, MgmtReason::kRankTaken);
+  EXPECT_EQ(Join(0, 1, 2, Ep(2)).status, MgmtStatus::kRefused);
+}
+
+TEST_F(GroupManagerTest, OneEndpointCannotHoldTwoRanksOfAGroup) {
+  Join(0, 0, 3, Ep(1));
+  EXPECT_EQ(Join(0, 1, 3, Ep(1)).reason, MgmtReason::kBadRequest);
+  EXPECT_EQ(gm_.group(0)->joined, 1);
+}
+
+TEST_F(GroupManagerTest, RepeatedJoinIsIdempotent) {
+  MgmtMessage a = Join(0, 0, 2, Ep(1), 5);
+  MgmtMessage b = Join(0, 0, 2, Ep(1), 9);  // a different request port changes nothing
+  EXPECT_EQ(a.status, MgmtStatus::kPending);
+  EXPECT_EQ(b.status, MgmtStatus::kPending);
+  EXPECT_EQ(a.port, 5);
+  EXPECT_EQ(b.port, 5);
+  EXPECT_EQ(gm_.group(0)->joined, 1);
+  EXPECT_EQ(ports_.size(), 1u);
+}
+
+TEST_F(GroupManagerTest, PortChoice) {
+  ASSERT_TRUE(ports_.AddStatic(10, Ep(100)).ok());
+  EXPECT_EQ(Join(0, 0, 4, Ep(1), 7).port, 7);     // requested and free
+  EXPECT_EQ(Join(0, 1, 4, Ep(2), 7).port, 0);     // requested taken: lowest free
+  EXPECT_EQ(Join(0, 2, 4, Ep(100), 3).port, 10);  // a static endpoint keeps its port
+  EXPECT_EQ(Join(1, 0, 2, Ep(1), 20).port, 7);    // same endpoint, other group: same port
+  MgmtMessage r = Join(0, 3, 4, Ep(3));
+  EXPECT_THAT(r.rank_ports, ElementsAre(7, 0, 10, 1));
+}
+
+TEST_F(GroupManagerTest, NoFreePort) {
+  EXPECT_EQ(Form(0, 64, 1).status, MgmtStatus::kOk);
+  EXPECT_EQ(ports_.size(), 64u);
+  MgmtMessage r = Join(1, 0, 2, Ep(500));
+  EXPECT_EQ(r.reason, MgmtReason::kNoFreePort);
+  EXPECT_EQ(gm_.group(1), nullptr);
+  // A member of group 0 can still join another group on its own port.
+  EXPECT_EQ(Join(1, 0, 2, Ep(1)).status, MgmtStatus::kPending);
+}
+
+TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {
+  cais::Rule rule{cais::RuleKey{5, 3, std::nullopt}, cais::PortMask{1, 2}, cais::PortMask{1, 2},
+                  wire::CaisOp::kAllReduce};
+  ASSERT_TRUE(gm_.AddStaticRule(rule).ok());
+  EXPECT_TRUE(gm_.is_static_group(5));
+  EXPECT_EQ(Join(5, 0, 1, Ep(1)).reason, MgmtReason::kGroupConflict);
+  EXPECT_EQ(Join(5, 0, 2, Ep(2)).reason, MgmtReason::kGroupConflict);
+  EXPECT_EQ(gm_.group(5), nullptr);
+  EXPECT_EQ(ports_.size(), 0u);
+  EXPECT_EQ(gm_.AddStaticRule(rule).code(), absl::StatusCode::kAlreadyExists);
+  // A group formed by JOIN cannot take static rules afterwards.
+  Form(6, 1, 10);
+  EXPECT_EQ(gm_.AddStaticRule(cais::Rule{cais::RuleKey{6, 1, 1}, cais::PortMask{0},
+                                         cais::PortMask{0}, std::nullopt})
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(GroupManagerTest, ExistingRuleForKeyRefusesFormationAndUndoes) {
+  // Installed behind the manager's back (not static): found at formation.
+  ASSERT_TRUE(rules_
+                  .Add(cais::Rule{cais::RuleKey{2, std::nullopt, std::nullopt}, cais::PortMask{9},
+                                  cais::PortMask{9}, std::nullopt})
+                  .ok());
+  EXPECT_EQ(Join(2, 0, 2, Ep(1)).status, MgmtStatus::kPending);
+  MgmtMessage r = Join(2, 1, 2, Ep(2));
+  EXPECT_EQ(r.status, MgmtStatus::kRefused);
+  EXPECT_EQ(r.reason, MgmtReason::kGroupConflict);
+  ASSERT_NE(gm_.group(2), nullptr);
+  EXPECT_EQ(gm_.group(2)->joined, 1);
+  EXPECT_FALSE(gm_.group(2)->formed);
+  EXPECT_FALSE(ports_.Lookup(Ep(2)).has_value());  // its port was released again
+}
+
+TEST_F(GroupManagerTest, SeqBaseAdvancesPerFormationAndWraps) {
+  GroupManager gm(&ports_, &rules_, 0xFFF00000u);
+  MgmtMessage m;
+  m.type = MgmtType::kJoin;
+  m.world_size = 1;
+  m.group_id = 1;
+  EXPECT_EQ(gm.Handle(m, Ep(1), 1)->seq_base, 0xFFF00000u);
+  m.group_id = 2;
+  EXPECT_EQ(gm.Handle(m, Ep(2), 2)->seq_base, 0u);  // + 2^20, modulo 2^32
+  EXPECT_EQ(gm.next_seq_base(), kSeqBaseStride);
+}
+
+TEST_F(GroupManagerTest, LeaveDissolvesFormedGroup) {
+  Form(0, 3, 1);
+  const uint32_t first_seq = gm_.group(0)->seq_base;
+  MgmtMessage r = Simple(MgmtType::kLeave, 0, 1, Ep(2), 77);
+  EXPECT_EQ(r.type, MgmtType::kLeaveReply);
+  EXPECT_EQ(r.status, MgmtStatus::kOk);
+  EXPECT_EQ(r.nonce, 77u);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(gm_.group(0), nullptr);
+  EXPECT_EQ(GroupRule(0), nullptr);
+  EXPECT_EQ(ports_.size(), 0u);  // every member's dynamic port released
+  // The others find out from PING and must JOIN again.
+  EXPECT_EQ(Simple(MgmtType::kPing, 0, 0, Ep(1)).status, MgmtStatus::kUnknown);
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 0, Ep(1)).status, MgmtStatus::kUnknown);
+  // Re-formed, possibly with another world size, on a fresh seq_base.
+  MgmtMessage again = Form(0, 2, 1);
+  EXPECT_EQ(again.status, MgmtStatus::kOk);
+  EXPECT_EQ(again.seq_base, first_seq + kSeqBaseStride);
+  EXPECT_NE(GroupRule(0), nullptr);
+}
+
+TEST_F(GroupManagerTest, LeaveWhileFormingRemovesOnlyThatMember) {
+  Join(0, 0, 3, Ep(1));
+  Join(0, 1, 3, Ep(2));
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 0, Ep(1)).status, MgmtStatus::kOk);
+  ASSERT_NE(gm_.group(0), nullptr);
+  EXPECT_EQ(gm_.group(0)->joined, 1);
+  EXPECT_FALSE(ports_.Lookup(Ep(1)).has_value());
+  EXPECT_EQ(Simple(MgmtType::kPing, 0, 1, Ep(2)).status, MgmtStatus::kOk);
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 1, Ep(2)).status, MgmtStatus::kOk);
+  EXPECT_EQ(gm_.group(0), nullptr);  // empty: forgotten, so any world size may start it
+  EXPECT_EQ(Join(0, 0, 5, Ep(3)).status, MgmtStatus::kPending);
+}
+
+TEST_F(GroupManagerTest, LeaveAndPingFromNonMembers) {
+  Form(0, 2, 1);
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 0, Ep(9)).status, MgmtStatus::kUnknown);  // stranger
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 1, Ep(1)).status, MgmtStatus::kUnknown);  // wrong rank
+  EXPECT_EQ(Simple(MgmtType::kLeave, 0, 7, Ep(1)).status, MgmtStatus::kUnknown);  // no such rank
+  EXPECT_EQ(Simple(MgmtType::kLeave, 3, 0, Ep(1)).status, MgmtStatus::kUnknown);  // no group
+  EXPECT_EQ(Simple(MgmtType::kPing, 0, 0, Ep(9)).status, MgmtStatus::kUnknown);
+  EXPECT_EQ(Simple(MgmtType::kPing, 4, 0, Ep(1)).status, MgmtStatus::kUnknown);
+  EXPECT_TRUE(gm_.group(0)->formed);  // untouched
+}
+
+TEST_F(GroupManagerTest, PingFromMember) {
+  Form(0, 2, 1);
+  const dp::TimeNs before = gm_.group(0)->ranks[1]->last_seen;
+  MgmtMessage r = Simple(MgmtType::kPing, 0, 1, Ep(2), 1234);
+  EXPECT_EQ(r.type, MgmtType::kPong);
+  EXPECT_EQ(r.status, MgmtStatus::kOk);
+  EXPECT_EQ(r.nonce, 1234u);
+  EXPECT_EQ(r.group_id, 0);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.port, 1);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.seq_base, gm_.group(0)->seq_base);
+  EXPECT_GT(gm_.group(0)->ranks[1]->last_seen, before);
+}
+
+TEST_F(GroupManagerTest, RepliesAreNotAnswered) {
+  for (MgmtType t : {MgmtType::kJoinReply, MgmtType::kPong, MgmtType::kLeaveReply}) {
+    MgmtMessage m;
+    m.type = t;
+    EXPECT_FALSE(gm_.Handle(m, Ep(1), 1).has_value());
+  }
+  EXPECT_EQ(ports_.size(), 0u);
+}
+
+TEST_F(GroupManagerTest, PortsSharedAcrossGroupsAreReleasedWithTheLastGroup) {
+  Form(1, 2, 1);         // Ep(1) port 0, Ep(2) port 1
+  Join(2, 0, 2, Ep(1));  // Ep(1) again: port 0
+  EXPECT_EQ(Join(2, 1, 2, Ep(3)).rank_ports, (std::vector<uint16_t>{0, 2}));
+  Simple(MgmtType::kLeave, 1, 0, Ep(1));  // dissolves group 1
+  EXPECT_EQ(ports_.Lookup(Ep(1)), 0);     // still in group 2
+  EXPECT_FALSE(ports_.Lookup(Ep(2)).has_value());
+  Simple(MgmtType::kLeave, 2, 0, Ep(1));
+  EXPECT_FALSE(ports_.Lookup(Ep(1)).has_value());
+  EXPECT_EQ(ports_.size(), 0u);
+}
+
+TEST_F(GroupManagerTest, StaticPortsSurviveLeave) {
+  ASSERT_TRUE(ports_.AddStatic(30, Ep(1)).ok());
+  EXPECT_EQ(Form(0, 1, 1).port, 30);
+  Simple(MgmtType::kLeave, 0, 0, Ep(1));
+  EXPECT_EQ(ports_.Lookup(Ep(1)), 30);
+}
+
+TEST_F(GroupManagerTest, ManyGroupsAndReformationsKeepPortsBalanced) {
+  for (int round = 0; round < 50; ++round) {
+    const uint8_t g = static_cast<uint8_t>(round % 7);
+    const uint16_t world = static_cast<uint16_t>(1 + round % 5);
+    ASSERT_EQ(Form(g, world, round * 10).status, MgmtStatus::kOk) << round;
+    Simple(MgmtType::kLeave, g, 0, Ep(round * 10));
+    ASSERT_EQ(gm_.group(g), nullptr);
+  }
+  EXPECT_EQ(ports_.size(), 0u);
+  EXPECT_EQ(rules_.size(), 0u);
+  EXPECT_EQ(gm_.next_seq_base(), kSeqStart + 50 * kSeqBaseStride);
+}
+
+}  // namespace
+}  // namespace inca::switchd

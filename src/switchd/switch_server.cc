@@ -1,0 +1,319 @@
+#include "switchd/switch_server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "inca/wire/cais.h"
+#include "inca/wire/mgmt.h"
+#include "switchd/string_compat.h"
+
+namespace inca::switchd {
+
+namespace {
+
+// Large enough for any UDP datagram, so nothing is silently cut short.
+constexpr size_t kRecvSlotBytes = 65536;
+
+}  // namespace
+
+bool SwitchCounters::Conserved() const {
+  const bool ingress =
+      datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets;
+  const bool egress =
+      reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors;
+  return ingress && egress && reducer.Conserved() && mgmt_malformed <= mgmt_rx;
+}
+
+std::string SwitchCounters::ToJson() const {
+  std::string s = absl::StrCat(
+      "{\"datagrams_rx\":", datagrams_rx, ",\"mgmt_rx\":", mgmt_rx,
+      ",\"mgmt_malformed\":", mgmt_malformed, ",\"unknown_sender\":", unknown_sender,
+      ",\"injected_ingress_loss\":", injected_ingress_loss, ",\"rx_truncated\":", rx_truncated,
+      ",\"injected_egress_loss\":", injected_egress_loss, ",\"egress_unmapped\":", egress_unmapped,
+      ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
+      ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
+      ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
+      ",\"groups_forming\":", groups_forming);
+  absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
+                  ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
+                  ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
+                  ",\"tx_packets\":", reducer.tx_packets, ",\"tx_bytes\":", reducer.tx_bytes,
+                  ",\"drops\":{");
+  bool first = true;
+  for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
+    if (reducer.drops_by_reason[r] == 0) continue;
+    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
+                    "\":", reducer.drops_by_reason[r]);
+    first = false;
+  }
+  absl::StrAppend(&s, "}},\"cais\":{\"contributions\":", cais.contributions,
+                  ",\"completed_chunks\":", cais.completed_chunks,
+                  ",\"reduced_bytes\":", cais.reduced_bytes, ",\"replicated\":", cais.replicated,
+                  ",\"results_resent\":", cais.results_resent, ",\"timeouts\":", cais.timeouts,
+                  ",\"fallback_notices\":", cais.fallback_notices,
+                  ",\"evicted_results\":", cais.evicted_results, "}");
+  absl::StrAppend(
+      &s, ",\"sram\":{\"sram_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
+      ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,
+      ",\"cells_retained\":", sram.cells_retained, ",\"pending_chunks\":", sram.pending_chunks,
+      ",\"retained_chunks\":", sram.retained_chunks, ",\"tombstones\":", sram.tombstones, "}");
+  absl::StrAppend(&s, ",\"conserved\":", Conserved() ? "true" : "false", "}");
+  return s;
+}
+
+std::string SwitchCounters::ToLogString() const {
+  return absl::StrCat(
+      "datagrams_rx=", datagrams_rx, " mgmt_rx=", mgmt_rx, " unknown_sender=", unknown_sender,
+      " injected_ingress_loss=", injected_ingress_loss, " reducer_rx=", reducer.rx_packets,
+      " aggregated=", reducer.aggregated, " forwarded=", reducer.forwarded,
+      " dropped=", reducer.dropped, " completed_chunks=", cais.completed_chunks,
+      " timeouts=", cais.timeouts, " fallback_notices=", cais.fallback_notices,
+      " reducer_tx=", reducer.tx_packets, " datagrams_tx=", datagrams_tx,
+      " injected_egress_loss=", injected_egress_loss, " egress_unmapped=", egress_unmapped,
+      " send_errors=", send_errors, " pending_chunks=", sram.pending_chunks,
+      " retained_chunks=", sram.retained_chunks, " groups_formed=", groups_formed,
+      " ports_bound=", ports_bound, " conserved=", Conserved() ? "true" : "false");
+}
+
+// Hands the reducer's output to SwitchServer::Egress.
+class SwitchServer::Sink final : public dp::PacketSink {
+ public:
+  explicit Sink(SwitchServer* server) : server_(server) {}
+  void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
+    server_->Egress(egress, packet);
+  }
+
+ private:
+  SwitchServer* server_;
+};
+
+absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const SwitchdConfig& config) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  auto listen = Endpoint::Resolve(config.listen);
+  if (!listen.ok()) return listen.status();
+  auto reducer = cais::CaisReducer::Create(config.cais);
+  if (!reducer.ok()) return reducer.status();
+  auto socket = BindUdp(*listen, config.socket_buffer_bytes);
+  if (!socket.ok()) return socket.status();
+  auto wakeup = Wakeup::Create();
+  if (!wakeup.ok()) return wakeup.status();
+  const uint32_t seq_start = static_cast<uint32_t>(std::random_device{}());
+  std::unique_ptr<SwitchServer> server(new SwitchServer(
+      config, std::move(*reducer), std::move(*socket), std::move(*wakeup), seq_start));
+  for (const StaticPort& p : config.ports) {
+    auto ep = Endpoint::Parse(p.endpoint);  // validated above
+    if (!ep.ok()) return ep.status();
+    if (absl::Status s = server->AddStaticPort(p.port, *ep); !s.ok()) return s;
+  }
+  for (const cais::Rule& r : config.rules) {
+    if (absl::Status s = server->AddStaticRule(r); !s.ok()) return s;
+  }
+  server->Publish();
+  return server;
+}
+
+SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
+                           UdpSocket socket, Wakeup wakeup, uint32_t seq_start)
+    : config_(config),
+      reducer_(std::move(reducer)),
+      socket_(std::move(socket)),
+      wakeup_(std::move(wakeup)),
+      groups_(&ports_, &reducer_->rules(), seq_start),
+      sink_(std::make_unique<Sink>(this)),
+      rx_(config.batch_size, kRecvSlotBytes),
+      tx_(config.batch_size, wire::kCaisHeaderBytes + config.cais.max_payload_bytes,
+          socket_.family),
+      loss_rng_(config.loss_seed) {}
+
+SwitchServer::~SwitchServer() = default;
+
+absl::Status SwitchServer::AddStaticPort(dp::PortId port, const Endpoint& endpoint) {
+  if (absl::Status s = ports_.AddStatic(port, endpoint); !s.ok()) return s;
+  spdlog::info("event=static_port port={} endpoint={}", port, endpoint.ToString());
+  return absl::OkStatus();
+}
+
+absl::Status SwitchServer::AddStaticRule(const cais::Rule& rule) {
+  if (absl::Status s = groups_.AddStaticRule(rule); !s.ok()) return s;
+  spdlog::info("event=static_rule key=\"{}\" inputs={} outputs={} op={}", rule.key.ToString(),
+               rule.input_ports.ToString(), rule.output_ports.ToString(),
+               rule.op ? wire::ToString(*rule.op) : "any");
+  rule.output_ports.ForEach([&](dp::PortId p) {
+    if (ports_.endpoint(p) == nullptr) {
+      spdlog::warn("event=static_rule_unmapped_port key=\"{}\" port={}", rule.key.ToString(), p);
+    }
+  });
+  return absl::OkStatus();
+}
+
+dp::TimeNs SwitchServer::Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool SwitchServer::Lose(double p) {
+  if (p <= 0) return false;
+  if (p >= 1) return true;
+  // 53 random bits -> [0, 1): the same sequence for a seed on every platform.
+  return static_cast<double>(loss_rng_() >> 11) * 0x1.0p-53 < p;
+}
+
+void SwitchServer::Stop() noexcept {
+  stop_.store(true);
+  wakeup_.Notify();
+}
+
+SwitchCounters SwitchServer::counters() const {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  return snapshot_;
+}
+
+void SwitchServer::Publish() {
+  live_.reducer = reducer_->counters();
+  live_.cais = reducer_->totals();
+  live_.sram = reducer_->sram();
+  live_.ports_bound = ports_.size();
+  live_.groups_formed = groups_.groups_formed();
+  live_.groups_forming = groups_.groups_forming();
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  snapshot_ = live_;
+}
+
+void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
+  const Endpoint* to = ports_.endpoint(port);
+  if (to == nullptr) {
+    ++live_.egress_unmapped;
+    return;
+  }
+  if (Lose(config_.egress_loss)) {
+    ++live_.injected_egress_loss;
+    return;
+  }
+  if (tx_.full()) FlushTx();
+  if (!tx_.Add(*to, packet)) ++live_.send_errors;  // address not reachable from this socket
+}
+
+void SwitchServer::FlushTx() {
+  if (tx_.empty()) return;
+  const SendBatch::Result r = tx_.Flush(socket_.fd.get());
+  live_.datagrams_tx += r.sent;
+  live_.send_errors += r.failed;
+  if (r.failed > 0) {
+    spdlog::debug("event=send_error count={} error=\"{}\"", r.failed, std::strerror(r.last_errno));
+  }
+}
+
+void SwitchServer::HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
+                              socklen_t from_len, const Endpoint& source, dp::TimeNs now) {
+  ++live_.mgmt_rx;
+  wire::MgmtMessage request;
+  if (!wire::ParseMgmt(datagram, &request)) {
+    ++live_.mgmt_malformed;
+    return;
+  }
+  std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
+  if (!reply) return;
+  wire::SerializeMgmt(*reply, &mgmt_buf_);
+  ssize_t n;
+  do {
+    n = ::sendto(socket_.fd.get(), mgmt_buf_.data(), mgmt_buf_.size(), 0,
+                 reinterpret_cast<const sockaddr*>(&from), from_len);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    ++live_.mgmt_send_errors;
+    spdlog::warn("event=mgmt_send_error endpoint={} error=\"{}\"", source.ToString(),
+                 std::strerror(errno));
+  } else {
+    ++live_.mgmt_tx;
+  }
+}
+
+void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
+  ++live_.datagrams_rx;
+  if (rx_.truncated(i)) ++live_.rx_truncated;
+  const std::span<const uint8_t> d = rx_.data(i);
+  const Endpoint source = Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
+  if (wire::IsMgmtDatagram(d)) {
+    HandleMgmt(d, rx_.source(i), rx_.source_len(i), source, now);
+    return;
+  }
+  const std::optional<dp::PortId> port = ports_.Lookup(source);
+  if (!port) {
+    ++live_.unknown_sender;
+    return;
+  }
+  if (Lose(config_.ingress_loss)) {
+    ++live_.injected_ingress_loss;
+    return;
+  }
+  reducer_->Process(d, *port, now, *sink_);
+}
+
+absl::Status SwitchServer::Run() {
+  if (running_.exchange(true)) return absl::FailedPreconditionError("SwitchServer already running");
+  spdlog::info(
+      "event=switch_started listen={} rcvbuf_bytes={} sndbuf_bytes={} batch_size={} "
+      "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
+      "result_hold_ms={} deterministic={} ingress_loss={} egress_loss={}",
+      socket_.local.ToString(), socket_.rcvbuf_bytes, socket_.sndbuf_bytes, config_.batch_size,
+      config_.cais.sram_bytes, config_.cais.max_payload_bytes, config_.cais.max_pending_chunks,
+      static_cast<double>(config_.cais.timeout_ns) / 1e6,
+      static_cast<double>(config_.cais.result_hold_ns) / 1e6, config_.cais.deterministic,
+      config_.ingress_loss, config_.egress_loss);
+  if (config_.socket_buffer_bytes > 0 && socket_.rcvbuf_bytes < config_.socket_buffer_bytes) {
+    spdlog::warn(
+        "event=socket_buffer_capped requested={} rcvbuf_bytes={} sndbuf_bytes={} "
+        "hint=\"raise net.core.rmem_max/wmem_max or run with CAP_NET_ADMIN\"",
+        config_.socket_buffer_bytes, socket_.rcvbuf_bytes, socket_.sndbuf_bytes);
+  }
+  const dp::TimeNs stats_every = static_cast<dp::TimeNs>(config_.stats_interval_s * 1e9);
+  dp::TimeNs next_stats = Now() + stats_every;
+  absl::Status status;
+  pollfd fds[2] = {{socket_.fd.get(), POLLIN, 0}, {wakeup_.fd(), POLLIN, 0}};
+  bool busy = false;  // last receive filled the batch: more is probably waiting
+  while (!stop_.load()) {
+    bool readable = busy;
+    if (!busy) {
+      const int r = ::poll(fds, 2, /*timeout_ms=*/1);
+      if (r < 0 && errno != EINTR) {
+        status = absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
+        break;
+      }
+      if (r > 0 && (fds[1].revents & POLLIN) != 0) wakeup_.Drain();
+      readable = r > 0 && (fds[0].revents & (POLLIN | POLLERR)) != 0;
+    }
+    busy = false;
+    if (readable) {
+      const int n = rx_.Receive(socket_.fd.get());
+      if (n < 0) {
+        spdlog::debug("event=recv_error error=\"{}\"", std::strerror(-n));
+      } else if (n > 0) {
+        const dp::TimeNs now = Now();
+        for (size_t i = 0; i < static_cast<size_t>(n); ++i) HandleDatagram(i, now);
+        FlushTx();
+        busy = static_cast<size_t>(n) == rx_.capacity();
+      }
+    }
+    const dp::TimeNs now = Now();
+    reducer_->Advance(now, *sink_);
+    FlushTx();
+    Publish();
+    if (stats_every > 0 && now >= next_stats) {
+      next_stats = now + stats_every;
+      spdlog::info("event=stats {}", counters().ToLogString());
+    }
+  }
+  FlushTx();
+  Publish();
+  spdlog::info("event=switch_stopped {}", counters().ToLogString());
+  running_.store(false);
+  return status;
+}
+
+}  // namespace inca::switchd

@@ -1,0 +1,146 @@
+// inca-switchd's server: binds the pure CaisReducer to one UDP socket.
+//
+// Per received datagram (recvmmsg batches), in order:
+//   management (byte 0 = 0xCA)   -> GroupManager; the reply goes back to the
+//                                   source (mgmt_rx; malformed: mgmt_malformed,
+//                                   no reply)
+//   source endpoint has no port  -> dropped (unknown_sender)
+//   ingress loss injection       -> dropped (injected_ingress_loss)
+//   otherwise                    -> CaisReducer::Process(bytes, port, now)
+// Every packet the reducer emits goes to its egress port's endpoint: none
+// bound -> egress_unmapped; egress loss injection -> injected_egress_loss;
+// else queued for sendmmsg (datagrams_tx, or send_errors when the kernel
+// refuses it). Queued packets are sent when the batch fills and at the end
+// of each receive batch. The reducer's Advance() runs at least once a
+// millisecond (poll timeout 1 ms), so chunk timeouts fire without traffic.
+//
+// Conservation (SwitchCounters::Conserved()):
+//   datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets
+//   reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors
+//   and the reducer's own ProgramCounters::Conserved().
+//
+// Threading: Run() owns the reducer, port table and groups on the calling
+// thread. Stop() and counters() may be called from any thread (Stop() also
+// from a signal handler). The "before Run" accessors are not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inca/cais/reducer.h"
+#include "switchd/config.h"
+#include "switchd/endpoint.h"
+#include "switchd/group_manager.h"
+#include "switchd/port_table.h"
+#include "switchd/udp_io.h"
+
+namespace inca::switchd {
+
+struct SwitchCounters {
+  // Ingress.
+  uint64_t datagrams_rx = 0;           // datagrams read from the socket
+  uint64_t mgmt_rx = 0;                // management datagrams (all of them)
+  uint64_t mgmt_malformed = 0;         // of mgmt_rx: not parseable; ignored
+  uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
+  uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
+  uint64_t rx_truncated = 0;           // datagrams longer than the receive slot (still handled)
+  // Egress.
+  uint64_t injected_egress_loss = 0;  // reducer output dropped by loss injection
+  uint64_t egress_unmapped = 0;       // reducer output to a port with no endpoint
+  uint64_t datagrams_tx = 0;          // reducer output handed to the kernel
+  uint64_t send_errors = 0;           // reducer output the kernel refused
+  uint64_t mgmt_tx = 0;               // management replies sent
+  uint64_t mgmt_send_errors = 0;      // management replies the kernel refused
+  // Gauges.
+  uint64_t ports_bound = 0;
+  uint64_t groups_formed = 0;
+  uint64_t groups_forming = 0;
+  // The reduction core.
+  dp::ProgramCounters reducer;
+  cais::GroupCounters cais;  // switch-wide totals
+  cais::SramUsage sram;
+
+  // The three equations in the file comment.
+  bool Conserved() const;
+  // One JSON object on one line (non-zero drop reasons only).
+  std::string ToJson() const;
+  // key=value pairs for log lines.
+  std::string ToLogString() const;
+};
+
+class SwitchServer {
+ public:
+  // Validates `config`, creates the reducer, binds the socket, installs the
+  // static ports and rules. InvalidArgument for bad configuration,
+  // Unavailable when the socket cannot be bound.
+  static absl::StatusOr<std::unique_ptr<SwitchServer>> Create(const SwitchdConfig& config);
+  ~SwitchServer();
+  SwitchServer(const SwitchServer&) = delete;
+  SwitchServer& operator=(const SwitchServer&) = delete;
+
+  // Serves until Stop(). Returns OK after Stop(), an error if the socket
+  // fails, FailedPrecondition if already running. Returns at once if Stop()
+  // came first. Call from one thread at a time.
+  absl::Status Run();
+
+  // Asks Run() to return (within about a millisecond). Async-signal-safe;
+  // any thread; idempotent.
+  void Stop() noexcept;
+
+  // A copy of the counters, refreshed once per loop iteration and at exit.
+  // Thread-safe.
+  SwitchCounters counters() const;
+
+  uint16_t local_port() const { return socket_.local.port(); }
+  const Endpoint& local_endpoint() const { return socket_.local; }
+  size_t rcvbuf_bytes() const { return socket_.rcvbuf_bytes; }
+  size_t sndbuf_bytes() const { return socket_.sndbuf_bytes; }
+
+  // Before Run() (or after it returns) only: not thread-safe.
+  absl::Status AddStaticPort(dp::PortId port, const Endpoint& endpoint);
+  absl::Status AddStaticRule(const cais::Rule& rule);
+  const GroupManager& groups() const { return groups_; }
+  const PortTable& ports() const { return ports_; }
+  const cais::CaisReducer& reducer() const { return *reducer_; }
+
+ private:
+  class Sink;
+
+  SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
+               UdpSocket socket, Wakeup wakeup, uint32_t seq_start);
+
+  void HandleDatagram(size_t i, dp::TimeNs now);
+  void HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
+                  socklen_t from_len, const Endpoint& source, dp::TimeNs now);
+  void Egress(dp::PortId port, std::span<const uint8_t> packet);
+  void FlushTx();
+  bool Lose(double p);
+  void Publish();
+  static dp::TimeNs Now();
+
+  SwitchdConfig config_;
+  std::unique_ptr<cais::CaisReducer> reducer_;
+  UdpSocket socket_;
+  Wakeup wakeup_;
+  PortTable ports_;
+  GroupManager groups_;
+  std::unique_ptr<Sink> sink_;
+  RecvBatch rx_;
+  SendBatch tx_;
+  std::vector<uint8_t> mgmt_buf_;
+  std::mt19937_64 loss_rng_;
+  SwitchCounters live_;  // owned by the Run() thread
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  mutable std::mutex snapshot_mu_;
+  SwitchCounters snapshot_;  // guarded by snapshot_mu_
+};
+
+}  // namespace inca::switchd

@@ -1,0 +1,70 @@
+// udp-forwarder: the plain UDP forwarding baseline for benchmarks. It does
+// what inca-switchd's I/O path does (recvmmsg, sendmmsg, same batch size and
+// socket buffers) without the reducer, so benchmarks can report the switch
+// against it.
+//
+// Every datagram received is sent to every --forward target, or, with no
+// targets, reflected back to its sender. Threading as SwitchServer: Run()
+// on one thread; Stop() (async-signal-safe) and counters() from any.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "switchd/endpoint.h"
+#include "switchd/udp_io.h"
+
+namespace inca::switchd {
+
+struct UdpForwarderConfig {
+  std::string listen = "127.0.0.1:9420";  // HOST:PORT; port 0 = ephemeral
+  std::vector<std::string> forward;       // HOST:PORT targets; empty = reflect
+  uint32_t batch_size = 64;               // 1..1024
+  size_t socket_buffer_bytes = size_t{8} << 20;
+};
+
+struct UdpForwarderCounters {
+  uint64_t datagrams_rx = 0;
+  uint64_t datagrams_tx = 0;
+  uint64_t send_errors = 0;
+  std::string ToJson() const;
+};
+
+class UdpForwarder {
+ public:
+  // InvalidArgument for bad endpoints or batch size; Unavailable if the
+  // socket cannot be bound.
+  static absl::StatusOr<std::unique_ptr<UdpForwarder>> Create(const UdpForwarderConfig& config);
+
+  // Forwards until Stop(). OK after Stop(); an error if the socket fails.
+  absl::Status Run();
+  void Stop() noexcept;
+  UdpForwarderCounters counters() const;
+
+  uint16_t local_port() const { return socket_.local.port(); }
+  size_t rcvbuf_bytes() const { return socket_.rcvbuf_bytes; }
+  size_t sndbuf_bytes() const { return socket_.sndbuf_bytes; }
+
+ private:
+  UdpForwarder(const UdpForwarderConfig& config, UdpSocket socket, Wakeup wakeup,
+               std::vector<Endpoint> targets);
+  void Flush();
+
+  UdpSocket socket_;
+  Wakeup wakeup_;
+  std::vector<Endpoint> targets_;
+  RecvBatch rx_;
+  SendBatch tx_;
+  UdpForwarderCounters live_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  UdpForwarderCounters snapshot_;  // guarded by mu_
+};
+
+}  // namespace inca::switchd

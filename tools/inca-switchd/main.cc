@@ -1,0 +1,144 @@
+// inca-switchd: the CAIS in-switch reduction core served over UDP. Parses
+// flags and the YAML config (flags win), runs the server until SIGINT or
+// SIGTERM, prints the final counters as one JSON line on stdout. Logs go to
+// stderr. Behaviour lives in src/switchd; flags and keys: docs/switchd.md.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cmath>
+#include <iostream>
+
+#include "switchd/config.h"
+#include "switchd/switch_server.h"
+
+namespace {
+
+std::atomic<inca::switchd::SwitchServer*> g_server{nullptr};
+
+extern "C" void OnSignal(int /*signo*/) {
+  if (auto* s = g_server.load()) s->Stop();  // async-signal-safe
+}
+
+inca::dp::TimeNs MsToNs(double ms) {
+  return static_cast<inca::dp::TimeNs>(std::llround(ms * 1e6));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  inca::switchd::SwitchdConfig c;  // defaults; flags below override file values
+  std::string config_path;
+  std::string listen = c.listen;
+  std::string log_level = c.log_level;
+  size_t sram_bytes = c.cais.sram_bytes;
+  double sram_usage_limit = c.cais.sram_usage_limit;
+  uint32_t max_pending_chunks = c.cais.max_pending_chunks;
+  uint32_t chunk_size = c.cais.max_payload_bytes;
+  double timeout_ms = static_cast<double>(c.cais.timeout_ns) / 1e6;
+  double result_hold_ms = static_cast<double>(c.cais.result_hold_ns) / 1e6;
+  bool deterministic = false;
+  double ingress_loss = 0, egress_loss = 0, stats_interval_s = 0;
+  uint64_t loss_seed = c.loss_seed;
+  size_t socket_buffer_bytes = c.socket_buffer_bytes;
+  uint32_t batch_size = c.batch_size;
+
+  CLI::App app{"inca-switchd: CAIS in-network reduction switch over UDP (docs/switchd.md)"};
+  app.add_option("--config", config_path, "YAML config file (config/switchd.example.yaml)");
+  auto* f_listen =
+      app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
+  auto* f_sram =
+      app.add_option("--sram-bytes", sram_bytes, "slot memory bytes")->capture_default_str();
+  auto* f_limit = app.add_option("--sram-usage-limit", sram_usage_limit, "admission limit, (0, 1]")
+                      ->capture_default_str();
+  auto* f_pending =
+      app.add_option("--max-pending-chunks", max_pending_chunks, "chunks aggregating at once")
+          ->capture_default_str();
+  auto* f_chunk =
+      app.add_option("--chunk-size", chunk_size, "largest CAIS payload (bytes, multiple of 4)")
+          ->capture_default_str();
+  auto* f_timeout = app.add_option("--timeout-ms", timeout_ms, "chunk timeout")
+                        ->check(CLI::Range(0.001, 3.6e6))
+                        ->capture_default_str();
+  auto* f_hold =
+      app.add_option("--result-hold-ms", result_hold_ms, "how long results are kept for resends")
+          ->check(CLI::Range(0.0, 3.6e6))
+          ->capture_default_str();
+  auto* f_det =
+      app.add_flag("--deterministic", deterministic, "bitwise-reproducible reduction order");
+  auto* f_iloss = app.add_option("--ingress-loss", ingress_loss,
+                                 "drop probability of CAIS datagrams in, [0, 1]");
+  auto* f_eloss = app.add_option("--egress-loss", egress_loss,
+                                 "drop probability of CAIS datagrams out, [0, 1]");
+  auto* f_seed =
+      app.add_option("--loss-seed", loss_seed, "loss injection seed")->capture_default_str();
+  auto* f_log = app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
+                    ->capture_default_str();
+  auto* f_stats = app.add_option("--stats-interval-s", stats_interval_s,
+                                 "seconds between stats log lines; 0 = off");
+  auto* f_sockbuf = app.add_option("--socket-buffer-bytes", socket_buffer_bytes,
+                                   "SO_RCVBUF/SO_SNDBUF requested (best effort)")
+                        ->capture_default_str();
+  auto* f_batch = app.add_option("--batch-size", batch_size, "datagrams per recvmmsg/sendmmsg")
+                      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "inca-switchd: " << e.what() << "\n";
+    return 2;
+  }
+
+  if (!config_path.empty()) {
+    auto loaded = inca::switchd::LoadSwitchdConfigYaml(config_path);
+    if (!loaded.ok()) {
+      std::cerr << "inca-switchd: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    c = *loaded;
+  }
+  if (*f_listen) c.listen = listen;
+  if (*f_sram) c.cais.sram_bytes = sram_bytes;
+  if (*f_limit) c.cais.sram_usage_limit = sram_usage_limit;
+  if (*f_pending) c.cais.max_pending_chunks = max_pending_chunks;
+  if (*f_chunk) c.cais.max_payload_bytes = chunk_size;
+  if (*f_timeout) c.cais.timeout_ns = MsToNs(timeout_ms);
+  if (*f_hold) c.cais.result_hold_ns = MsToNs(result_hold_ms);
+  if (*f_det) c.cais.deterministic = deterministic;
+  if (*f_iloss) c.ingress_loss = ingress_loss;
+  if (*f_eloss) c.egress_loss = egress_loss;
+  if (*f_seed) c.loss_seed = loss_seed;
+  if (*f_log) c.log_level = log_level;
+  if (*f_stats) c.stats_interval_s = stats_interval_s;
+  if (*f_sockbuf) c.socket_buffer_bytes = socket_buffer_bytes;
+  if (*f_batch) c.batch_size = batch_size;
+  if (absl::Status s = c.Validate(); !s.ok()) {
+    std::cerr << "inca-switchd: " << s.message() << "\n";
+    return 2;
+  }
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("inca-switchd"));
+  spdlog::set_level(spdlog::level::from_str(c.log_level));
+  auto server = inca::switchd::SwitchServer::Create(c);
+  if (!server.ok()) {
+    std::cerr << "inca-switchd: " << server.status().message() << "\n";
+    return 2;
+  }
+  g_server.store(server->get());
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const absl::Status run = (*server)->Run();
+  std::cout << (*server)->counters().ToJson() << std::endl;
+  g_server.store(nullptr);
+  if (!run.ok()) {
+    std::cerr << "inca-switchd: " << run.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
