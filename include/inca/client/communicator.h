@@ -1,0 +1,133 @@
+// The CAIS client: collectives among the ranks of one group, through an
+// inca switch when it is there and willing, through Gloo on the hosts when
+// it is not. See docs/design/cais-client.md.
+//
+// Collective contract (as in MPI/NCCL): every rank of the group calls the
+// same operations in the same order with matching sizes and types. Calls on
+// one Communicator are executed in issue order by its progress thread; the
+// blocking forms wait for their operation, the async forms return a Work.
+// A Communicator is thread-safe for issuing operations. Buffers passed to an
+// async operation must stay valid and untouched until its Work completes.
+//
+// Errors: every call returns within a bounded time (host_timeout_ms plus
+// switch_timeout_ms per 65,535 chunks at most) with the right result or an
+// absl::Status saying what failed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inca/wire/cais.h"
+
+namespace inca {
+
+using wire::DType;
+using wire::ReduceOp;
+
+struct CommunicatorOptions {
+  int rank = 0;
+  int world_size = 1;
+  uint8_t group_id = 0;
+  // inca-switchd address; empty = no switch, host path only.
+  std::string switch_address = "127.0.0.1:9410";
+  // Rendezvous store for the host path ("host:port"). Rank 0 serves it when
+  // serve_store is set; every rank connects to it.
+  std::string store_address = "127.0.0.1:29500";
+  bool serve_store = true;
+  // Switch port to ask for when joining (0..63), or -1 for any. Asking for
+  // port = rank makes the switch's ascending-port reduction order the rank
+  // order (deterministic mode then reduces in rank order).
+  int switch_port = -1;
+  // Use the switch when it is there (false: host path until SetOffload).
+  bool offload = true;
+  // Local IP the data socket and Gloo bind to.
+  std::string bind_ip = "127.0.0.1";
+  // Tensor payload bytes per packet (the CAIS write-up's chunk_size).
+  // Must fit the switch's max payload and the path MTU.
+  uint32_t chunk_size = 8952;
+  // Packets in flight per rank (the write-up's max_pending_chunks).
+  uint32_t max_pending_chunks = 64;
+  // Retransmission timeout: initial and cap of the exponential backoff.
+  int retransmit_timeout_ms = 5;
+  int max_retransmit_timeout_ms = 100;
+  // An operation that makes no progress through the switch for this long
+  // goes to the host path (the write-up's 5.5 tip 4: seconds at most).
+  int switch_timeout_ms = 1000;
+  // How long Create() waits for the group to form at the switch before
+  // starting on the host path.
+  int join_timeout_ms = 3000;
+  // While on the host path, how often to try the switch again.
+  int rejoin_interval_ms = 500;
+  // Gloo connection/operation timeout.
+  int host_timeout_ms = 60000;
+  // Results of the last operation are kept (up to this size) so a rank that
+  // lost the end of an operation when the switch died can be served by its
+  // peers.
+  size_t recovery_cache_bytes = size_t{256} << 20;
+  // Validates; InvalidArgument names the field.
+  absl::Status Validate() const;
+};
+
+// Reads rank/world size/addresses the way torchrun sets them (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus INCA_SWITCH (switch address,
+// "none" for host only) and INCA_OFFLOAD=0 (start on the host path).
+absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions base = {});
+
+struct CommunicatorStats {
+  uint64_t ops = 0;
+  uint64_t ops_switch = 0;  // completed entirely through the switch
+  uint64_t ops_host = 0;    // completed (at least partly) on the host path
+  uint64_t chunks_sent = 0;
+  uint64_t chunks_retransmitted = 0;
+  uint64_t result_requests = 0;
+  uint64_t fallback_notices = 0;
+  uint64_t chunks_recovered_on_host = 0;
+  uint64_t served_peers = 0;  // times this rank's cache completed a peer's op
+  uint64_t rejoins = 0;       // times offload resumed after a host period
+  bool offload_active = false;
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation finished; returns its status.
+  virtual absl::Status Wait() = 0;
+  virtual bool Done() const = 0;
+};
+
+class Communicator {
+ public:
+  // Connects the host path (Gloo, through the store) and joins the switch.
+  // Every rank of the group must call Create.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const CommunicatorOptions& options);
+  virtual ~Communicator() = default;
+
+  // In place: data[i] = op over all ranks of data[i].
+  virtual absl::Status AllReduce(void* data, size_t count, DType type, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type,
+                                               ReduceOp op) = 0;
+  // out (world_size * count elements) = every rank's `in` (count elements),
+  // in rank order.
+  virtual absl::Status AllGather(const void* in, void* out, size_t count, DType type) = 0;
+  virtual std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count,
+                                               DType type) = 0;
+  // data on every rank = data on `root`.
+  virtual absl::Status Broadcast(void* data, size_t count, DType type, int root) = 0;
+  virtual std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root) = 0;
+  // Waits for every operation issued so far.
+  virtual absl::Status Synchronize() = 0;
+
+  // Ask to use (true) or avoid (false) the switch. Takes effect for the
+  // whole group within about switch_timeout_ms: the ranks agree on it.
+  virtual void SetOffload(bool enabled) = 0;
+
+  virtual CommunicatorStats stats() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+};
+
+}  // namespace inca

@@ -1,0 +1,598 @@
+// Communicator: the progress thread, the switch/host decision and the host
+// recovery protocol. Design: docs/design/cais-client.md.
+#include "inca/client/communicator.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/switch_transport.h"
+#include "hostpath/host_group.h"
+#include "hostpath/tcp_store.h"
+
+namespace inca {
+
+using client::SwitchOp;
+using client::SwitchTransport;
+using wire::CaisOp;
+
+absl::Status CommunicatorOptions::Validate() const {
+  if (world_size < 1 || world_size > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size ", world_size, " must be between 1 and 64"));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " must be in [0, world_size=", world_size, ")"));
+  }
+  if (chunk_size < 4 || chunk_size % 4 != 0 || chunk_size > 65472) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk_size ", chunk_size,
+        " must be a multiple of 4 between 4 and 65472 (one UDP datagram with the 20-byte "
+        "CAIS header); 8952 fits a 9000-byte jumbo frame, 1452 a 1500-byte MTU"));
+  }
+  if (max_pending_chunks < 1 || max_pending_chunks > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_pending_chunks ", max_pending_chunks, " must be 1..65535"));
+  }
+  if (switch_port < -1 || switch_port > 63) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("switch_port ", switch_port, " must be -1 (any) or 0..63"));
+  }
+  if (retransmit_timeout_ms < 1 || max_retransmit_timeout_ms < retransmit_timeout_ms ||
+      switch_timeout_ms < 1 || join_timeout_ms < 0 || rejoin_interval_ms < 1 ||
+      host_timeout_ms <= switch_timeout_ms) {
+    return absl::InvalidArgumentError(
+        "timeouts: need 1 <= retransmit_timeout_ms <= max_retransmit_timeout_ms, "
+        "switch_timeout_ms >= 1, join_timeout_ms >= 0, rejoin_interval_ms >= 1 and "
+        "host_timeout_ms > switch_timeout_ms");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions o) {
+  auto get_int = [](const char* name, int* out) -> absl::Status {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtoi(v, out)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "' is not an integer"));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = get_int("RANK", &o.rank); !s.ok()) return s;
+  if (auto s = get_int("WORLD_SIZE", &o.world_size); !s.ok()) return s;
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (addr != nullptr || port != nullptr) {
+    // inca's store listens one port above torch's, so both can run.
+    int p = 29500;
+    if (port != nullptr && !absl::SimpleAtoi(port, &p)) {
+      return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT='", port, "' is not a port"));
+    }
+    o.store_address = absl::StrCat(addr ? addr : "127.0.0.1", ":", p + 1);
+  }
+  if (const char* sw = std::getenv("INCA_SWITCH")) {
+    o.switch_address = std::string(sw) == "none" ? "" : sw;
+  }
+  if (const char* off = std::getenv("INCA_OFFLOAD")) o.offload = std::string(off) != "0";
+  if (auto s = o.Validate(); !s.ok()) return s;
+  return o;
+}
+
+namespace {
+
+class WorkImpl final : public Work {
+ public:
+  absl::Status Wait() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+  bool Done() const override {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  void Finish(absl::Status s) {
+    {
+      std::lock_guard lock(mu_);
+      status_ = std::move(s);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+// Fixed-size record every rank contributes when entering host recovery.
+struct AgreeRecord {
+  uint64_t op_index;
+  uint32_t total_chunks;
+  uint32_t flags;
+};
+constexpr uint32_t kReady = 1;       // joined and willing to use the switch
+constexpr uint32_t kCacheValid = 2;  // holds the result of op_index - 1
+constexpr uint32_t kHaveChunks = 4;  // received some chunks of op_index from the switch
+
+class CommunicatorImpl final : public Communicator {
+ public:
+  explicit CommunicatorImpl(const CommunicatorOptions& o) : o_(o) {}
+  ~CommunicatorImpl() override {
+    // Collective: a rank that finished the last operation through the switch
+    // stays until every peer that could not has been served (see Finalize).
+    if (thread_.joinable() && transport_) (void)Enqueue([this] { return Finalize(); })->Wait();
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (transport_) transport_->Leave();
+  }
+
+  absl::Status Init() {
+    if (o_.rank == 0 && o_.serve_store) {
+      auto server = hostpath::TcpStoreServer::Start(o_.store_address);
+      if (!server.ok()) {
+        return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the store at ",
+                                                   o_.store_address, ": ",
+                                                   server.status().message()));
+      }
+      store_server_ = std::move(*server);
+    }
+    auto store = hostpath::TcpStore::Connect(o_.store_address,
+                                             std::chrono::milliseconds(o_.host_timeout_ms));
+    if (!store.ok()) return store.status();
+    hostpath::HostGroupOptions ho;
+    ho.rank = o_.rank;
+    ho.world_size = o_.world_size;
+    ho.bind_ip = o_.bind_ip;
+    ho.store_prefix = absl::StrCat("inca/g", o_.group_id);
+    ho.timeout = std::chrono::milliseconds(o_.host_timeout_ms);
+    auto host = hostpath::HostGroup::Create(ho, *store);
+    if (!host.ok()) return host.status();
+    host_ = std::move(*host);
+
+    want_offload_ = o_.offload;
+    bool ready = false;
+    if (!o_.switch_address.empty()) {
+      auto t = SwitchTransport::Create(o_);
+      if (!t.ok()) return t.status();
+      transport_ = std::move(*t);
+      ready = transport_->Join(std::chrono::milliseconds(o_.join_timeout_ms));
+      last_join_ = std::chrono::steady_clock::now();
+    }
+    // Start on the switch only if every rank joined it.
+    std::vector<uint8_t> all(static_cast<size_t>(o_.world_size));
+    uint8_t mine = ready && want_offload_ ? 1 : 0;
+    if (auto s = host_->AllGather(&mine, all.data(), 1); !s.ok()) return s;
+    switch_mode_ = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
+    thread_ = std::thread([this] { Loop(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduce(void* data, size_t count, DType type, ReduceOp op) override {
+    return AllReduceAsync(data, count, type, op)->Wait();
+  }
+  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type, ReduceOp op) override {
+    return Enqueue([=, this] {
+      SwitchOp s;
+      s.op = CaisOp::kAllReduce;
+      s.type = type;
+      s.reduce = op;
+      s.data = static_cast<uint8_t*>(data);
+      s.count = count;
+      return RunPieces(s);
+    });
+  }
+  absl::Status AllGather(const void* in, void* out, size_t count, DType type) override {
+    return AllGatherAsync(in, out, count, type)->Wait();
+  }
+  std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count,
+                                       DType type) override {
+    return Enqueue([=, this] {
+      SwitchOp s;
+      s.op = CaisOp::kAllGather;
+      s.type = type;
+      s.in = static_cast<const uint8_t*>(in);
+      s.out = static_cast<uint8_t*>(out);
+      s.count = count;
+      s.block_stride_bytes = count * wire::ElementBytes(type);
+      return RunPieces(s);
+    });
+  }
+  absl::Status Broadcast(void* data, size_t count, DType type, int root) override {
+    return BroadcastAsync(data, count, type, root)->Wait();
+  }
+  std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root) override {
+    if (root < 0 || root >= o_.world_size) {
+      auto w = std::make_shared<WorkImpl>();
+      w->Finish(absl::InvalidArgumentError(
+          absl::StrCat("broadcast root ", root, " must be in [0, ", o_.world_size, ")")));
+      return w;
+    }
+    return Enqueue([=, this] {
+      // Through the switch a broadcast is an AllReduce-sum in which the
+      // other ranks contribute negative zeros (x + -0 == x bit for bit): every
+      // rank takes part, so no rank can finish an operation without the
+      // others (the recovery protocol relies on that), and each link still
+      // carries the tensor once.
+      SwitchOp s;
+      s.op = CaisOp::kAllReduce;
+      s.reduce = ReduceOp::kSum;
+      s.broadcast = true;
+      s.type = type;
+      s.data = static_cast<uint8_t*>(data);
+      s.count = count;
+      s.root = root;
+      return RunPieces(s);
+    });
+  }
+  absl::Status Synchronize() override {
+    return Enqueue([] { return absl::OkStatus(); })->Wait();
+  }
+  void SetOffload(bool enabled) override { want_offload_ = enabled; }
+
+  CommunicatorStats stats() const override {
+    std::lock_guard lock(stats_mu_);
+    CommunicatorStats s = stats_;
+    s.offload_active = switch_mode_;
+    return s;
+  }
+  int rank() const override { return o_.rank; }
+  int world_size() const override { return o_.world_size; }
+
+ private:
+  std::shared_ptr<Work> Enqueue(std::function<absl::Status()> fn) {
+    auto w = std::make_shared<WorkImpl>();
+    {
+      std::lock_guard lock(mu_);
+      queue_.emplace_back(std::move(fn), w);
+    }
+    cv_.notify_one();
+    return w;
+  }
+
+  void Loop() {
+    for (;;) {
+      std::pair<std::function<absl::Status()>, std::shared_ptr<WorkImpl>> item;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, drained
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      item.second->Finish(item.first());
+    }
+  }
+
+  // Splits an operation into pieces of at most 65,535 chunks.
+  absl::Status RunPieces(const SwitchOp& whole) {
+    Bump(&CommunicatorStats::ops);
+    if (whole.count == 0) return absl::OkStatus();
+    const size_t esize = wire::ElementBytes(whole.type);
+    const size_t per = o_.chunk_size / esize;
+    const uint64_t max_chunks =
+        whole.op == CaisOp::kAllGather ? 65535 / static_cast<uint64_t>(o_.world_size) : 65535;
+    const size_t piece = static_cast<size_t>(max_chunks) * per;
+    bool any_host = false;
+    for (size_t off = 0; off < whole.count; off += piece) {
+      SwitchOp s = whole;
+      s.count = std::min(piece, whole.count - off);
+      if (s.op == CaisOp::kAllGather) {
+        s.in = whole.in + off * esize;
+        s.out = whole.out + off * esize;
+      } else {
+        s.data = whole.data + off * esize;
+      }
+      bool used_host = false;
+      if (s.broadcast && o_.rank != s.root) FillNegativeZero(s);
+      if (auto st = RunOne(s, &used_host); !st.ok()) return st;
+      any_host = any_host || used_host;
+    }
+    Bump(any_host ? &CommunicatorStats::ops_host : &CommunicatorStats::ops_switch);
+    return absl::OkStatus();
+  }
+
+  static void FillNegativeZero(const SwitchOp& s) {
+    const size_t esize = wire::ElementBytes(s.type);
+    const uint32_t pattern = s.type == DType::kI32   ? 0u
+                             : s.type == DType::kF32 ? 0x80000000u
+                                                     : 0x8000u;
+    for (size_t i = 0; i < s.count; ++i) std::memcpy(s.data + i * esize, &pattern, esize);
+  }
+
+  absl::Status RunOne(SwitchOp& s, bool* used_host) {
+    ++op_index_;
+    const uint64_t total = client::ChunkCount(s, o_.chunk_size, o_.world_size);
+    if (switch_mode_ && want_offload_ && transport_ && transport_->ready()) {
+      s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
+      client::SwitchPhaseResult r = transport_->Run(s);
+      {
+        std::lock_guard lock(stats_mu_);
+        stats_.chunks_sent += r.sent;
+        stats_.chunks_retransmitted += r.retransmitted;
+        stats_.result_requests += r.requests;
+        stats_.fallback_notices += r.notices;
+      }
+      if (r.complete) {
+        if (debug_) {
+          std::fprintf(stderr,
+                       "inca rank %d: op %lu done on the switch: %u chunks, sent %lu, %lu "
+                       "retransmits, %lu requests\n",
+                       o_.rank, static_cast<unsigned long>(op_index_), r.total_chunks,
+                       static_cast<unsigned long>(r.sent),
+                       static_cast<unsigned long>(r.retransmitted),
+                       static_cast<unsigned long>(r.requests));
+        }
+        Cache(s);
+        return absl::OkStatus();
+      }
+      if (debug_) {
+        size_t have = 0;
+        for (uint8_t h : r.have) have += h;
+        std::fprintf(stderr,
+                     "inca rank %d: op %lu seq %u left the switch: %zu/%u chunks, %lu notices, "
+                     "%lu retransmits, %lu requests\n",
+                     o_.rank, static_cast<unsigned long>(op_index_), s.seq, have, r.total_chunks,
+                     static_cast<unsigned long>(r.notices),
+                     static_cast<unsigned long>(r.retransmitted),
+                     static_cast<unsigned long>(r.requests));
+      }
+      // Lost the switch for this op (timeout or hand-back): recover on hosts.
+      transport_->MarkStale();
+      switch_mode_ = false;
+      *used_host = true;
+      return Recover(s, r.have);
+    }
+    *used_host = true;
+    if (!transport_) return HostOnly(s);  // no switch configured: nothing to agree on
+    MaybeRejoin();
+    return Recover(s, std::vector<uint8_t>(total, 0));
+  }
+
+  // Plain Gloo, used when no switch is configured at all (--backend gloo):
+  // without a switch, ranks cannot disagree about an operation.
+  absl::Status HostOnly(const SwitchOp& s) {
+    const size_t bytes = s.count * wire::ElementBytes(s.type);
+    absl::Status st = s.broadcast ? host_->Broadcast(s.data, bytes, s.root)
+                      : s.op == CaisOp::kAllGather
+                          ? host_->AllGather(s.in, s.out, bytes)
+                          : host_->AllReduce(s.data, s.count, s.type, s.reduce);
+    return st;
+  }
+
+  void MaybeRejoin() {
+    if (!transport_ || transport_->ready() || !want_offload_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_join_ < std::chrono::milliseconds(o_.rejoin_interval_ms)) return;
+    last_join_ = now;
+    transport_->Join(std::chrono::milliseconds(20));
+  }
+
+  size_t ResultBytes(const SwitchOp& s) const {
+    const size_t b = s.count * wire::ElementBytes(s.type);
+    return s.op == CaisOp::kAllGather ? b * static_cast<size_t>(o_.world_size) : b;
+  }
+
+  // Keeps this op's result so a peer that lost its end can be served.
+  void Cache(const SwitchOp& s) {
+    const size_t bytes = ResultBytes(s);
+    cache_valid_ = bytes <= o_.recovery_cache_bytes;
+    cache_op_ = op_index_;
+    if (!cache_valid_) return;
+    cache_.resize(bytes);
+    if (s.op == CaisOp::kAllGather) {
+      const size_t b = s.count * wire::ElementBytes(s.type);
+      for (int r = 0; r < o_.world_size; ++r) {
+        std::memcpy(cache_.data() + static_cast<size_t>(r) * b,
+                    s.out + static_cast<size_t>(r) * s.block_stride_bytes, b);
+      }
+    } else {
+      std::memcpy(cache_.data(), s.data, bytes);
+    }
+  }
+
+  // Host recovery; every rank that could not finish an op through the switch
+  // ends up here. See docs/design/cais-client.md, "Recovery".
+  absl::Status Recover(const SwitchOp& s, const std::vector<uint8_t>& have) {
+    const size_t n = static_cast<size_t>(o_.world_size);
+    for (;;) {
+      MaybeRejoin();
+      AgreeRecord mine{op_index_, static_cast<uint32_t>(have.size()), 0};
+      if (transport_ && transport_->ready() && want_offload_) mine.flags |= kReady;
+      if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
+      if (std::any_of(have.begin(), have.end(), [](uint8_t h) { return h != 0; })) {
+        mine.flags |= kHaveChunks;
+      }
+      std::vector<AgreeRecord> all(n);
+      if (auto st = host_->AllGather(&mine, all.data(), sizeof(AgreeRecord)); !st.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("host path lost while recovering: ", st.message()));
+      }
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (const auto& a : all) {
+        lo = std::min(lo, a.op_index);
+        hi = std::max(hi, a.op_index);
+      }
+      if (lo != hi) {
+        // Some ranks finished op `lo` through the switch, others did not:
+        // the lowest rank ahead that kept the result broadcasts it.
+        int server = -1;
+        for (size_t r = 0; r < n; ++r) {
+          if (all[r].op_index == hi && (all[r].flags & kCacheValid) != 0) {
+            server = static_cast<int>(r);
+            break;
+          }
+        }
+        if (server < 0) {
+          if (op_index_ == lo) {
+            switch_mode_ = false;
+            return absl::DataLossError(
+                "the switch was lost while peers had already finished this operation, and "
+                "none kept its result (recovery_cache_bytes too small)");
+          }
+          continue;  // the ranks behind give up on their op; agree again on ours
+        }
+        if (op_index_ == lo) {
+          std::vector<uint8_t> tmp(ResultBytes(s));
+          if (auto st = host_->Broadcast(tmp.data(), tmp.size(), server); !st.ok()) return st;
+          Restore(s, tmp);
+          Cache(s);
+          switch_mode_ = false;  // the others are on the host path for the next op
+          Bump(&CommunicatorStats::chunks_recovered_on_host, have.size());
+          return absl::OkStatus();
+        }
+        std::vector<uint8_t> served = cache_;
+        if (auto st = host_->Broadcast(served.data(), served.size(), server); !st.ok()) return st;
+        if (o_.rank == server) Bump(&CommunicatorStats::served_peers);
+        continue;
+      }
+      // Everyone is at this op.
+      const bool any_chunks = std::any_of(all.begin(), all.end(), [](const AgreeRecord& a) {
+        return (a.flags & kHaveChunks) != 0;
+      });
+      const size_t bytes = s.count * wire::ElementBytes(s.type);
+      absl::Status st = s.broadcast                  ? host_->Broadcast(s.data, bytes, s.root)
+                        : s.op == CaisOp::kAllGather ? host_->AllGather(s.in, s.out, bytes)
+                        : any_chunks                 ? RecoverAllReduce(s, have)
+                                     : host_->AllReduce(s.data, s.count, s.type, s.reduce);
+      if (!st.ok()) return st;
+      Cache(s);
+      const bool resume = std::all_of(all.begin(), all.end(),
+                                      [](const AgreeRecord& a) { return (a.flags & kReady) != 0; });
+      if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
+      switch_mode_ = resume;
+      return absl::OkStatus();
+    }
+  }
+
+  // One more agreement round, at op_index + 1, in which this rank serves
+  // peers still recovering the last operation; returns once every rank
+  // has reached it.
+  absl::Status Finalize() {
+    ++op_index_;
+    const size_t n = static_cast<size_t>(o_.world_size);
+    for (int round = 0; round < 4 * o_.world_size + 4; ++round) {
+      AgreeRecord mine{op_index_, 0, 0};
+      if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
+      std::vector<AgreeRecord> all(n);
+      if (auto st = host_->AllGather(&mine, all.data(), sizeof(AgreeRecord)); !st.ok()) return st;
+      uint64_t lo = UINT64_MAX;
+      for (const auto& a : all) lo = std::min(lo, a.op_index);
+      if (lo == op_index_) return absl::OkStatus();
+      int server = -1;
+      for (size_t r = 0; r < n; ++r) {
+        if (all[r].op_index == op_index_ && (all[r].flags & kCacheValid) != 0) {
+          server = static_cast<int>(r);
+          break;
+        }
+      }
+      if (server < 0) continue;  // the lagging ranks fail their op; agree again
+      std::vector<uint8_t> served = cache_;
+      if (auto st = host_->Broadcast(served.data(), served.size(), server); !st.ok()) return st;
+      if (o_.rank == server) Bump(&CommunicatorStats::served_peers);
+    }
+    return absl::DeadlineExceededError("peers did not reach the end of the last operation");
+  }
+
+  void Restore(const SwitchOp& s, const std::vector<uint8_t>& result) {
+    if (s.op == CaisOp::kAllGather) {
+      const size_t b = s.count * wire::ElementBytes(s.type);
+      for (int r = 0; r < o_.world_size; ++r) {
+        std::memcpy(s.out + static_cast<size_t>(r) * s.block_stride_bytes,
+                    result.data() + static_cast<size_t>(r) * b, b);
+      }
+    } else {
+      std::memcpy(s.data, result.data(), result.size());
+    }
+  }
+
+  // Chunks some rank got from the switch are broadcast from it; the rest
+  // are reduced from the inputs, which those chunks still hold.
+  absl::Status RecoverAllReduce(const SwitchOp& s, const std::vector<uint8_t>& have) {
+    const size_t n = static_cast<size_t>(o_.world_size);
+    const size_t total = have.size();
+    std::vector<uint8_t> all(n * total);
+    if (total > 0) {
+      if (auto st = host_->AllGather(have.data(), all.data(), total); !st.ok()) return st;
+    }
+    const size_t esize = wire::ElementBytes(s.type);
+    const size_t per = o_.chunk_size / esize;
+    auto source = [&](size_t c) -> int {
+      for (size_t r = 0; r < n; ++r) {
+        if (all[r * total + c] != 0) return static_cast<int>(r);
+      }
+      return -1;
+    };
+    size_t recovered = 0;
+    for (size_t c = 0; c < total;) {
+      const int src = source(c);
+      size_t end = c + 1;
+      while (end < total && source(end) == src) ++end;
+      const size_t first = c * per, last = std::min(s.count, end * per);
+      uint8_t* p = s.data + first * esize;
+      const absl::Status st = src < 0 ? host_->AllReduce(p, last - first, s.type, s.reduce)
+                                      : host_->Broadcast(p, (last - first) * esize, src);
+      if (!st.ok()) return st;
+      if (src < 0) recovered += end - c;
+      c = end;
+    }
+    Bump(&CommunicatorStats::chunks_recovered_on_host, recovered);
+    return absl::OkStatus();
+  }
+
+  void Bump(uint64_t CommunicatorStats::*field, uint64_t n = 1) {
+    std::lock_guard lock(stats_mu_);
+    stats_.*field += n;
+  }
+
+  CommunicatorOptions o_;
+  const bool debug_ = std::getenv("INCA_DEBUG") != nullptr;
+  std::unique_ptr<hostpath::TcpStoreServer> store_server_;
+  std::unique_ptr<hostpath::HostGroup> host_;
+  std::unique_ptr<SwitchTransport> transport_;
+  std::chrono::steady_clock::time_point last_join_{};
+
+  // Progress-thread state.
+  std::atomic<bool> switch_mode_{false};
+  std::atomic<bool> want_offload_{true};
+  uint64_t op_index_ = 0;
+  std::vector<uint8_t> cache_;
+  uint64_t cache_op_ = 0;
+  bool cache_valid_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::function<absl::Status()>, std::shared_ptr<WorkImpl>>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+
+  mutable std::mutex stats_mu_;
+  CommunicatorStats stats_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const CommunicatorOptions& options) {
+  if (auto s = options.Validate(); !s.ok()) return s;
+  auto c = std::make_unique<CommunicatorImpl>(options);
+  if (auto s = c->Init(); !s.ok()) return s;
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+}  // namespace inca

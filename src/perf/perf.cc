@@ -1,0 +1,344 @@
+#include "perf/perf.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <map>
+#include <ostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "inca/client/communicator.h"
+#include "inca/util/half.h"
+#include "testing/process.h"
+
+namespace inca::perf {
+
+namespace {
+
+using wire::DType;
+using wire::ReduceOp;
+
+// Exact-valued inputs: every partial sum/product/min/max is representable
+// in every type (even bf16), so results must match the reference bit for
+// bit whatever the reduction order.
+double InputValue(ReduceOp op, int rank, uint64_t i) {
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<double>(static_cast<int64_t>(i % 7) - 3) * (rank + 1);
+    case ReduceOp::kProduct: {
+      const double mag = (i + static_cast<uint64_t>(rank)) % 3 == 0 ? 2.0 : 1.0;
+      return (i + static_cast<uint64_t>(rank)) % 5 == 0 ? -mag : mag;
+    }
+    default:
+      return static_cast<double>(
+          static_cast<int64_t>((i * 31 + static_cast<uint64_t>(rank) * 17) % 101) - 50);
+  }
+}
+
+void Store(DType t, uint8_t* p, double v) {
+  switch (t) {
+    case DType::kF32: {
+      const auto f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DType::kI32: {
+      const auto x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::kF16: {
+      const uint16_t h = F32ToF16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::kBF16: {
+      const uint16_t h = F32ToBF16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+  }
+}
+
+double Reduce(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+  }
+  return 0;
+}
+
+struct Record {
+  uint32_t index;
+  uint32_t host_ops;  // operations of this size that used the host path
+  uint64_t wrong;
+  double mean_us;
+};
+
+int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
+             const std::string& switch_addr, int store_port, int fd) {
+  CommunicatorOptions co;
+  co.rank = rank;
+  co.world_size = o.ranks;
+  co.switch_address = switch_addr;
+  co.store_address = absl::StrCat("127.0.0.1:", store_port);
+  co.chunk_size = o.chunk_size;
+  co.max_pending_chunks = o.window;
+  co.switch_port = rank;
+  auto comm = Communicator::Create(co);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "cais-perf rank %d: %s\n", rank,
+                 std::string(comm.status().message()).c_str());
+    return 4;
+  }
+  const size_t esize = wire::ElementBytes(o.type);
+  const auto n = static_cast<uint64_t>(o.ranks);
+  for (uint32_t k = 0; k < sizes.size(); ++k) {
+    const uint64_t bytes = sizes[k];
+    // As nccl-tests: AllGather's size is the gathered (output) size.
+    const uint64_t count = o.op == Collective::kAllGather ? bytes / esize / n : bytes / esize;
+    const uint64_t out_count = o.op == Collective::kAllGather ? count * n : count;
+    std::vector<uint8_t> in(count * esize), out(out_count * esize);
+    auto fill = [&] {
+      for (uint64_t i = 0; i < count; ++i)
+        Store(o.type, &in[i * esize], InputValue(o.reduce, rank, i));
+    };
+    auto run = [&]() -> absl::Status {
+      switch (o.op) {
+        case Collective::kAllReduce: return (*comm)->AllReduce(in.data(), count, o.type, o.reduce);
+        case Collective::kAllGather:
+          return (*comm)->AllGather(in.data(), out.data(), count, o.type);
+        case Collective::kBroadcast: return (*comm)->Broadcast(in.data(), count, o.type, o.root);
+      }
+      return absl::OkStatus();
+    };
+    const uint64_t host_before = (*comm)->stats().ops_host;
+    fill();
+    for (int w = 0; w < o.warmup; ++w) {
+      if (auto s = run(); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int it = 0; it < o.iters; ++it) {
+      if (auto s = run(); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+    }
+    const double mean_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        std::max(1, o.iters);
+    uint64_t wrong = 0;
+    if (o.check) {
+      fill();
+      if (auto s = run(); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+      std::vector<uint8_t> expect(out_count * esize);
+      for (uint64_t i = 0; i < out_count; ++i) {
+        double v;
+        if (o.op == Collective::kAllReduce) {
+          v = InputValue(o.reduce, 0, i);
+          for (int r = 1; r < o.ranks; ++r) v = Reduce(o.reduce, v, InputValue(o.reduce, r, i));
+        } else if (o.op == Collective::kAllGather) {
+          v = InputValue(o.reduce, static_cast<int>(i / count), i % count);
+        } else {
+          v = InputValue(o.reduce, o.root, i);
+        }
+        Store(o.type, &expect[i * esize], v);
+      }
+      const std::vector<uint8_t>& got = o.op == Collective::kAllGather ? out : in;
+      for (uint64_t i = 0; i < out_count; ++i) {
+        if (std::memcmp(&got[i * esize], &expect[i * esize], esize) != 0) ++wrong;
+      }
+    }
+    const Record rec{k, static_cast<uint32_t>((*comm)->stats().ops_host - host_before), wrong,
+                     mean_us};
+    if (write(fd, &rec, sizeof(rec)) != sizeof(rec)) return 6;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseSize(const std::string& s) {
+  if (s.empty()) return absl::InvalidArgumentError("empty size");
+  uint64_t mult = 1;
+  std::string digits = s;
+  switch (absl::ascii_toupper(static_cast<unsigned char>(s.back()))) {
+    case 'K': mult = 1024; break;
+    case 'M': mult = 1024 * 1024; break;
+    case 'G': mult = uint64_t{1024} * 1024 * 1024; break;
+    default: break;
+  }
+  if (mult != 1) digits.pop_back();
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(digits, &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size '", s, "' is not like 1024, 64K, 8M or 1G"));
+  }
+  return v * mult;
+}
+
+absl::StatusOr<Collective> ParseCollective(const std::string& s) {
+  if (s == "allreduce") return Collective::kAllReduce;
+  if (s == "allgather") return Collective::kAllGather;
+  if (s == "broadcast") return Collective::kBroadcast;
+  return absl::InvalidArgumentError(
+      absl::StrCat("op '", s, "' is not one of allreduce, allgather, broadcast"));
+}
+
+absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
+  if (o.ranks < 1 || o.ranks > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--ranks ", o.ranks, " must be 1..64"));
+  }
+  if (o.min_bytes == 0 || o.max_bytes < o.min_bytes || !(o.factor > 1.0)) {
+    return absl::InvalidArgumentError("need 0 < -b <= -e and -f > 1");
+  }
+  if (o.root < 0 || o.root >= o.ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("--root ", o.root, " must be < --ranks"));
+  }
+  const size_t esize = wire::ElementBytes(o.type);
+  const uint64_t unit =
+      esize * (o.op == Collective::kAllGather ? static_cast<uint64_t>(o.ranks) : 1);
+  std::vector<uint64_t> sizes;
+  for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0001;
+       b *= o.factor) {
+    const uint64_t s = std::max<uint64_t>(unit, static_cast<uint64_t>(b) / unit * unit);
+    if (sizes.empty() || sizes.back() != s) sizes.push_back(s);
+  }
+
+  testing::Process switchd;
+  std::string switch_addr;
+  if (o.use_switch) {
+    switch_addr = o.switch_address;
+    if (switch_addr.empty()) {
+      switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+      // Ranks sharing a few cores arrive at a collective far apart; a chunk
+      // timeout above that skew keeps them on the switch (flags may override).
+      std::vector<std::string> args = {"--listen", switch_addr, "--log-level", "warn"};
+      if (std::find(o.switchd_args.begin(), o.switchd_args.end(), "--timeout-ms") ==
+          o.switchd_args.end()) {
+        args.insert(args.end(), {"--timeout-ms", "1000"});
+      }
+      args.insert(args.end(), o.switchd_args.begin(), o.switchd_args.end());
+      switchd = testing::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
+      if (!switchd.running() || !testing::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {
+        return absl::UnavailableError(
+            absl::StrCat("could not start ", o.switchd_path, " on ", switch_addr));
+      }
+    }
+  }
+  const int store_port = testing::FreeLoopbackPort(false);
+
+  std::vector<int> fds(static_cast<size_t>(o.ranks));
+  std::vector<testing::Process> procs;
+  for (int r = 0; r < o.ranks; ++r) {
+    int p[2];
+    if (pipe(p) != 0) return absl::InternalError("pipe failed");
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(p[0]);
+      _exit(RankMain(o, sizes, r, switch_addr, store_port, p[1]));
+    }
+    close(p[1]);
+    fds[static_cast<size_t>(r)] = p[0];
+    procs.emplace_back(pid);
+  }
+
+  const char* op_name = o.op == Collective::kAllReduce   ? "allreduce"
+                        : o.op == Collective::kAllGather ? "allgather"
+                                                         : "broadcast";
+  out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend "
+      << (o.use_switch ? absl::StrCat("switch ", switch_addr,
+                                      o.switch_address.empty() ? " (started by cais-perf)" : "")
+                       : std::string("gloo (host path only)"))
+      << ", " << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk "
+      << o.chunk_size << " B, window " << o.window << ", iters " << o.iters << "\n"
+      << "#\n"
+      << "#        size        count   type  redop      time    algbw    busbw  #wrong  path\n"
+      << "#         (B)   (elements)                    (us)   (GB/s)   (GB/s)\n";
+  std::map<uint32_t, std::vector<Record>> got;
+  std::vector<PerfRow> rows;
+  const double n = o.ranks;
+  const double bus = o.op == Collective::kAllReduce   ? 2 * (n - 1) / n
+                     : o.op == Collective::kAllGather ? (n - 1) / n
+                                                      : 1.0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  size_t open_fds = fds.size();
+  while (open_fds > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> pfds;
+    for (int fd : fds) pfds.push_back({fd, POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), 200) <= 0) continue;
+    for (size_t r = 0; r < fds.size(); ++r) {
+      if (fds[r] < 0 || (pfds[r].revents & (POLLIN | POLLHUP)) == 0) continue;
+      Record rec;
+      const ssize_t k = read(fds[r], &rec, sizeof(rec));
+      if (k != sizeof(rec)) {
+        close(fds[r]);
+        fds[r] = -1;
+        --open_fds;
+        continue;
+      }
+      got[rec.index].push_back(rec);
+      while (got.count(static_cast<uint32_t>(rows.size())) &&
+             got[static_cast<uint32_t>(rows.size())].size() == fds.size()) {
+        const auto& recs = got[static_cast<uint32_t>(rows.size())];
+        PerfRow row;
+        row.bytes = sizes[rows.size()];
+        row.count = row.bytes / esize;
+        uint32_t host = 0;
+        for (const auto& x : recs) {
+          row.time_us = std::max(row.time_us, x.mean_us);
+          row.wrong += x.wrong;
+          host = std::max(host, x.host_ops);
+        }
+        row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e3);
+        row.busbw_gbps = row.algbw_gbps * bus;
+        row.path = !o.use_switch ? "host" : host == 0 ? "switch" : "host/mixed";
+        out << std::setw(13) << row.bytes << std::setw(13) << row.count << std::setw(7)
+            << wire::ToString(o.type) << std::setw(7) << wire::ToString(o.reduce) << std::fixed
+            << std::setprecision(1) << std::setw(10) << row.time_us << std::setprecision(3)
+            << std::setw(9) << row.algbw_gbps << std::setw(9) << row.busbw_gbps << std::setw(8)
+            << row.wrong << "  " << row.path << std::endl;
+        rows.push_back(row);
+      }
+    }
+  }
+  bool failed = false;
+  for (size_t r = 0; r < procs.size(); ++r) {
+    const int code = procs[r].Wait(std::chrono::seconds(5));
+    if (code != 0) {
+      failed = true;
+      out << "# rank " << r << " " << (code < 0 ? "did not finish" : absl::StrCat("exited ", code))
+          << "\n";
+    }
+  }
+  if (switchd.running()) {
+    switchd.Signal(SIGTERM);
+    switchd.Wait(std::chrono::seconds(5));
+  }
+  if (failed || rows.size() != sizes.size()) {
+    return absl::InternalError(
+        absl::StrCat("cais-perf: ", rows.size(), " of ", sizes.size(), " sizes completed"));
+  }
+  uint64_t wrong = 0;
+  for (const auto& r : rows) wrong += r.wrong;
+  out << "# " << (wrong == 0 ? "all results correct" : absl::StrCat(wrong, " wrong elements"))
+      << "\n";
+  return rows;
+}
+
+}  // namespace inca::perf

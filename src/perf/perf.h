@@ -1,0 +1,58 @@
+// cais-perf: an nccl-tests-style benchmark and checker for the CAIS client.
+// The launcher forks the ranks (and starts inca-switchd when no switch is
+// given), every rank runs each size, checks every element against an exact
+// reference, and the launcher prints one row per size.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "inca/wire/cais.h"
+
+namespace inca::perf {
+
+enum class Collective { kAllReduce, kAllGather, kBroadcast };
+
+struct PerfOptions {
+  Collective op = Collective::kAllReduce;
+  int ranks = 4;
+  uint64_t min_bytes = 1024;
+  uint64_t max_bytes = uint64_t{64} << 20;
+  double factor = 4;
+  int iters = 10;
+  int warmup = 2;
+  wire::DType type = wire::DType::kF32;
+  wire::ReduceOp reduce = wire::ReduceOp::kSum;
+  int root = 0;
+  bool use_switch = true;                 // --backend switch|gloo
+  std::string switch_address;             // empty: start inca-switchd
+  std::string switchd_path;               // inca-switchd binary (default: beside cais-perf)
+  std::vector<std::string> switchd_args;  // extra flags for a started switch
+  uint32_t chunk_size = 8952;
+  uint32_t window = 64;
+  bool check = true;
+  int timeout_s = 600;
+};
+
+// "1K" -> 1024, "64M", "2G", "4096".
+absl::StatusOr<uint64_t> ParseSize(const std::string& s);
+absl::StatusOr<Collective> ParseCollective(const std::string& s);
+
+struct PerfRow {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  double time_us = 0;  // slowest rank's mean per operation
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  uint64_t wrong = 0;  // summed over ranks
+  std::string path;    // switch, host or mixed
+};
+
+// Runs the whole benchmark; prints the table to `out` as rows complete.
+// Call before this process starts any thread (it forks).
+absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& options, std::ostream& out);
+
+}  // namespace inca::perf

@@ -1,0 +1,143 @@
+#include "testing/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "client/switch_transport.h"
+#include "inca/wire/mgmt.h"
+
+extern char** environ;
+
+namespace inca::testing {
+
+int FreeLoopbackPort(bool udp) {
+  const int fd = socket(AF_INET, udp ? SOCK_DGRAM : SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+Process& Process::operator=(Process&& o) noexcept {
+  if (this != &o) {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    pid_ = o.pid_;
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+Process::~Process() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+Process Process::Spawn(const std::string& path, const std::vector<std::string>& args,
+                       bool quiet_stdout) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet_stdout) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return Process();
+  return Process(pid);
+}
+
+void Process::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int Process::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
+                          std::chrono::milliseconds timeout) {
+  std::vector<Process> procs;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = fn(r);
+      } catch (...) {
+        code = 3;
+      }
+      _exit(code);
+    }
+    procs.emplace_back(pid);
+  }
+  std::vector<int> codes;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto& p : procs) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    codes.push_back(p.Wait(std::max(left, std::chrono::milliseconds(0))));
+  }
+  return codes;  // Process destructors kill any still running
+}
+
+bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout) {
+  auto sa = client::ParseIpv4Endpoint(address);
+  if (!sa.ok()) return false;
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  wire::MgmtMessage ping;
+  ping.type = wire::MgmtType::kPing;
+  ping.nonce = 7;
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(ping, &bytes);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool ok = false;
+  while (!ok && std::chrono::steady_clock::now() < deadline) {
+    sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa));
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) > 0) {
+      uint8_t buf[256];
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      wire::MgmtMessage m;
+      ok = n > 0 && wire::ParseMgmt({buf, static_cast<size_t>(n)}, &m) &&
+           m.type == wire::MgmtType::kPong;
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace inca::testing

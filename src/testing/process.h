@@ -1,0 +1,50 @@
+// Helpers for multi-process tests and launchers: fork ranks, spawn a
+// program, find free loopback ports. POSIX only. fork() is called before
+// the caller starts any thread (documented on each function).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace inca::testing {
+
+// A UDP or TCP port on 127.0.0.1 that was free a moment ago.
+int FreeLoopbackPort(bool udp);
+
+// A spawned child process, killed (SIGKILL) on destruction if still running.
+class Process {
+ public:
+  Process() = default;
+  explicit Process(pid_t pid) : pid_(pid) {}
+  Process(Process&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Process& operator=(Process&& o) noexcept;
+  ~Process();
+
+  // Starts `path` with `args`; with quiet_stdout its stdout goes to /dev/null.
+  static Process Spawn(const std::string& path, const std::vector<std::string>& args,
+                       bool quiet_stdout = false);
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  void Signal(int sig);
+  // Waits up to `timeout`; returns the exit code, 128+signal, or -1 on
+  // timeout (the process is then still running).
+  int Wait(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Forks `n` children running fn(rank); the child exits with fn's return
+// value. Call before creating threads in this process. Waits up to
+// `timeout` for all; children still running then are killed (exit -1).
+std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
+                          std::chrono::milliseconds timeout);
+
+// Sends a management PING to a switch until it answers or `timeout` passes.
+bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout);
+
+}  // namespace inca::testing

@@ -1,0 +1,440 @@
+// End-to-end: inca-switchd as a real process, ranks as forked processes,
+// the CAIS client over loopback UDP with Gloo behind it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "inca/client/communicator.h"
+#include "inca/util/half.h"
+#include "testing/process.h"
+
+namespace inca {
+namespace {
+
+using testing::Process;
+using wire::DType;
+using wire::ReduceOp;
+
+constexpr auto kRankTimeout = std::chrono::seconds(240);
+
+struct Cluster {
+  Process switchd;
+  std::string switch_addr;
+  int store_port = 0;
+
+  explicit Cluster(std::vector<std::string> extra = {}, bool start = true) {
+    switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+    store_port = testing::FreeLoopbackPort(false);
+    if (start) Start(extra);
+  }
+  void Start(std::vector<std::string> extra = {}) {
+    // Chunk timeout above the skew of ranks sharing two cores (tests that
+    // exercise timeouts pass their own).
+    std::vector<std::string> args = {"--listen", switch_addr, "--log-level", "warn"};
+    if (std::find(extra.begin(), extra.end(), "--timeout-ms") == extra.end()) {
+      args.insert(args.end(), {"--timeout-ms", "2000"});
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    switchd = Process::Spawn(INCA_SWITCHD_PATH, args, /*quiet_stdout=*/true);
+    ASSERT_TRUE(switchd.running());
+    ASSERT_TRUE(testing::WaitForSwitch(switch_addr, std::chrono::seconds(10)));
+  }
+  CommunicatorOptions Options(int rank, int n) const {
+    CommunicatorOptions o;
+    o.rank = rank;
+    o.world_size = n;
+    o.switch_address = switch_addr;
+    o.store_address = absl::StrCat("127.0.0.1:", store_port);
+    o.switch_port = rank;
+    o.join_timeout_ms = 5000;
+    return o;
+  }
+};
+
+// Exact-valued inputs (see src/perf/perf.cc): any order gives the same bits.
+double Value(ReduceOp op, int rank, size_t i) {
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<double>(static_cast<int>(i % 7) - 3) * (rank + 1);
+    case ReduceOp::kProduct:
+      return ((i + rank) % 3 == 0 ? 2.0 : 1.0) * ((i + rank) % 5 == 0 ? -1 : 1);
+    default: return static_cast<double>(static_cast<int>((i * 31 + rank * 17) % 101) - 50);
+  }
+}
+void Put(DType t, uint8_t* p, double v) {
+  if (t == DType::kF32) {
+    const auto f = static_cast<float>(v);
+    std::memcpy(p, &f, 4);
+  } else if (t == DType::kI32) {
+    const auto x = static_cast<int32_t>(v);
+    std::memcpy(p, &x, 4);
+  } else {
+    const uint16_t h =
+        t == DType::kF16 ? F32ToF16(static_cast<float>(v)) : F32ToBF16(static_cast<float>(v));
+    std::memcpy(p, &h, 2);
+  }
+}
+double Fold(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+  }
+  return 0;
+}
+
+// Runs AllReduce, AllGather and Broadcast of `count` elements on one rank
+// and checks them exactly. Returns the number of wrong elements.
+uint64_t CheckAll(Communicator& c, DType t, ReduceOp op, size_t count, int root) {
+  const size_t es = wire::ElementBytes(t);
+  const int n = c.world_size(), me = c.rank();
+  uint64_t wrong = 0;
+  std::vector<uint8_t> buf(count * es), want(count * es);
+  for (size_t i = 0; i < count; ++i) {
+    Put(t, &buf[i * es], Value(op, me, i));
+    double v = Value(op, 0, i);
+    for (int r = 1; r < n; ++r) v = Fold(op, v, Value(op, r, i));
+    Put(t, &want[i * es], v);
+  }
+  if (auto s = c.AllReduce(buf.data(), count, t, op); !s.ok()) {
+    std::fprintf(stderr, "allreduce: %s\n", std::string(s.message()).c_str());
+    return count + 1;
+  }
+  for (size_t i = 0; i < count * es; i += es) wrong += std::memcmp(&buf[i], &want[i], es) != 0;
+  if (wrong)
+    std::fprintf(stderr, "rank %d: allreduce %zu elements: %lu wrong\n", me, count,
+                 static_cast<unsigned long>(wrong));
+  const uint64_t after_allreduce = wrong;
+
+  std::vector<uint8_t> in(count * es), out(count * es * static_cast<size_t>(n));
+  for (size_t i = 0; i < count; ++i) Put(t, &in[i * es], Value(ReduceOp::kMax, me, i));
+  if (auto s = c.AllGather(in.data(), out.data(), count, t); !s.ok()) {
+    std::fprintf(stderr, "allgather: %s\n", std::string(s.message()).c_str());
+    return count + 1;
+  }
+  std::vector<uint8_t> e(es);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      Put(t, e.data(), Value(ReduceOp::kMax, r, i));
+      wrong += std::memcmp(&out[(static_cast<size_t>(r) * count + i) * es], e.data(), es) != 0;
+    }
+  }
+  if (wrong != after_allreduce)
+    std::fprintf(stderr, "rank %d: allgather %zu elements: %lu wrong\n", me, count,
+                 static_cast<unsigned long>(wrong - after_allreduce));
+  const uint64_t after_allgather = wrong;
+  for (size_t i = 0; i < count; ++i)
+    Put(t, &buf[i * es], me == root ? Value(ReduceOp::kMin, root, i) : 1e9);
+  if (auto s = c.Broadcast(buf.data(), count, t, root); !s.ok()) {
+    std::fprintf(stderr, "broadcast: %s\n", std::string(s.message()).c_str());
+    return count + 1;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Put(t, e.data(), Value(ReduceOp::kMin, root, i));
+    wrong += std::memcmp(&buf[i * es], e.data(), es) != 0;
+  }
+  if (wrong != after_allgather)
+    std::fprintf(stderr, "rank %d: broadcast %zu elements: %lu wrong\n", me, count,
+                 static_cast<unsigned long>(wrong - after_allgather));
+  return wrong;
+}
+
+int Fail(const char* what, const absl::Status& s) {
+  std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
+  return 10;
+}
+
+void ExpectAllZero(const std::vector<int>& codes) {
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+class RanksTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RanksTest, EveryOpAndTypeThroughTheSwitch) {
+  const int n = GetParam();
+  Cluster cl;
+  ExpectAllZero(testing::RunRanks(
+      n,
+      [&](int rank) {
+        auto c = Communicator::Create(cl.Options(rank, n));
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = 0;
+        for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
+            for (size_t count : {size_t{1}, size_t{777}, size_t{70000}}) {
+              wrong +=
+                  CheckAll(**c, t, op, count, static_cast<int>(count % static_cast<size_t>(n)));
+            }
+          }
+        }
+        const CommunicatorStats st = (*c)->stats();
+        if (st.ops_host != 0) {
+          std::fprintf(stderr, "rank %d: %lu ops used the host path\n", rank,
+                       static_cast<unsigned long>(st.ops_host));
+          return 11;
+        }
+        return wrong == 0 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RanksTest, ::testing::Values(2, 4, 8));
+
+TEST(CollectivesTest, LargeTensorsUpTo64MiB) {
+  Cluster cl;
+  ExpectAllZero(testing::RunRanks(
+      2,
+      [&](int rank) {
+        auto c = Communicator::Create(cl.Options(rank, 2));
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = 0;
+        for (size_t mib : {1, 16, 64}) {
+          wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, (mib << 20) / 4, 1);
+        }
+        const CommunicatorStats st = (*c)->stats();
+        std::fprintf(stderr, "rank %d: wrong %lu, host ops %lu, notices %lu, retransmits %lu\n",
+                     rank, static_cast<unsigned long>(wrong),
+                     static_cast<unsigned long>(st.ops_host),
+                     static_cast<unsigned long>(st.fallback_notices),
+                     static_cast<unsigned long>(st.chunks_retransmitted));
+        return wrong == 0 && st.ops_host == 0 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, OperationsBeyond65535ChunksAreSplitIntoPieces) {
+  // 256-byte chunks: 5M f32 elements need 78,125 chunks (two pieces); an
+  // AllGather of 1M elements per rank over 2 ranks needs 31,250 per block.
+  Cluster cl({"--chunk-size", "256"});
+  ExpectAllZero(testing::RunRanks(
+      2,
+      [&](int rank) {
+        auto o = cl.Options(rank, 2);
+        o.chunk_size = 256;
+        o.max_pending_chunks = 256;
+        auto c = Communicator::Create(o);
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = CheckAll(**c, DType::kF32, ReduceOp::kSum, 5'000'000, 1);
+        const CommunicatorStats st = (*c)->stats();
+        std::fprintf(stderr, "rank %d: chunks sent %lu, host ops %lu\n", rank,
+                     static_cast<unsigned long>(st.chunks_sent),
+                     static_cast<unsigned long>(st.ops_host));
+        return wrong == 0 && st.chunks_sent > 65535 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, DeterministicModeIsBitwiseTheRankOrderReduction) {
+  Cluster cl({"--deterministic"});
+  const int n = 4;
+  const size_t count = 50000;
+  ExpectAllZero(testing::RunRanks(
+      n,
+      [&](int rank) {
+        auto c = Communicator::Create(cl.Options(rank, n));
+        if (!c.ok()) return Fail("create", c.status());
+        auto input = [](int r, size_t i) {
+          std::mt19937 g(static_cast<uint32_t>(r * 1000003 + i));
+          return std::uniform_real_distribution<float>(-1e3f, 1e3f)(g);
+        };
+        std::vector<float> x(count);
+        for (size_t i = 0; i < count; ++i) x[i] = input(rank, i);
+        if (auto s = (*c)->AllReduce(x.data(), count, DType::kF32, ReduceOp::kSum); !s.ok()) {
+          return Fail("allreduce", s);
+        }
+        for (size_t i = 0; i < count; ++i) {
+          float v = input(0, i);  // ascending port order == rank order here
+          for (int r = 1; r < n; ++r) v += input(r, i);
+          if (std::memcmp(&v, &x[i], 4) != 0) return 12;
+        }
+        return 0;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, LossOfFivePercentEachWay) {
+  Cluster cl({"--ingress-loss", "0.05", "--egress-loss", "0.05"});
+  ExpectAllZero(testing::RunRanks(
+      4,
+      [&](int rank) {
+        auto o = cl.Options(rank, 4);
+        auto c = Communicator::Create(o);
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = 0;
+        for (int it = 0; it < 3; ++it) {
+          for (DType t : {DType::kF32, DType::kBF16}) {
+            wrong += CheckAll(**c, t, ReduceOp::kSum, 300000, it % 4);
+          }
+        }
+        const CommunicatorStats st = (*c)->stats();
+        if (st.chunks_retransmitted + st.result_requests == 0) return 13;  // loss was recovered
+        return wrong == 0 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, OnePercentLoss) {
+  Cluster cl({"--ingress-loss", "0.01", "--egress-loss", "0.01"});
+  ExpectAllZero(testing::RunRanks(
+      8,
+      [&](int rank) {
+        auto c = Communicator::Create(cl.Options(rank, 8));
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = 0;
+        for (int it = 0; it < 3; ++it)
+          wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 200000, it);
+        return wrong == 0 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, SwitchKilledMidRunRanksFinishOnGloo) {
+  Cluster cl;
+  int progress[2];
+  ASSERT_EQ(pipe(progress), 0);
+  const int n = 4, ops = 40;
+  std::vector<int> codes;
+  // Kill the switch once rank 0 reports 10 completed operations.
+  codes = [&] {
+    auto fn = [&](int rank) {
+      close(progress[0]);
+      auto c = Communicator::Create(cl.Options(rank, n));
+      if (!c.ok()) return Fail("create", c.status());
+      uint64_t wrong = 0;
+      for (int k = 0; k < ops; ++k) {
+        wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 100000 + static_cast<size_t>(k), k % n);
+        if (rank == 0 && k == 9) {
+          const char b = 1;
+          if (write(progress[1], &b, 1) != 1) return 14;
+        }
+      }
+      const CommunicatorStats st = (*c)->stats();
+      if (st.ops_switch == 0 || st.ops_host == 0) {
+        std::fprintf(stderr, "rank %d: switch ops %lu host ops %lu\n", rank,
+                     static_cast<unsigned long>(st.ops_switch),
+                     static_cast<unsigned long>(st.ops_host));
+        return 15;
+      }
+      return wrong == 0 ? 0 : 12;
+    };
+    // Fork first (no threads yet), then wait for the signal and kill.
+    std::vector<Process> procs;
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) _exit(fn(r));
+      procs.emplace_back(pid);
+    }
+    close(progress[1]);
+    char b = 0;
+    EXPECT_EQ(read(progress[0], &b, 1), 1);
+    cl.switchd.Signal(SIGKILL);
+    cl.switchd.Wait(std::chrono::seconds(5));
+    std::vector<int> out;
+    for (auto& p : procs) out.push_back(p.Wait(kRankTimeout));
+    return out;
+  }();
+  close(progress[0]);
+  ExpectAllZero(codes);
+}
+
+TEST(CollectivesTest, OffloadResumesWhenTheSwitchComesBack) {
+  Cluster cl;
+  int progress[2];
+  ASSERT_EQ(pipe(progress), 0);
+  const int n = 2;
+  std::vector<Process> procs;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(progress[0]);
+      auto o = cl.Options(r, n);
+      o.rejoin_interval_ms = 100;
+      o.switch_timeout_ms = 300;
+      auto c = Communicator::Create(o);
+      if (!c.ok()) _exit(Fail("create", c.status()));
+      uint64_t wrong = 0;
+      bool told = false;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      // Phase 1: until the switch is gone (we see host ops); phase 2: until
+      // offload resumes; bounded by the deadline.
+      while (std::chrono::steady_clock::now() < deadline) {
+        wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 5000, 0);
+        const CommunicatorStats st = (*c)->stats();
+        if (r == 0 && !told && st.ops_switch >= 5) {
+          const char b = 1;
+          if (write(progress[1], &b, 1) != 1) _exit(14);
+          told = true;
+        }
+        if (st.rejoins > 0 && st.offload_active && st.ops_host > 0) break;
+      }
+      const CommunicatorStats st = (*c)->stats();
+      _exit(wrong == 0 && st.rejoins > 0 ? 0 : 16);
+    }
+    procs.emplace_back(pid);
+  }
+  close(progress[1]);
+  char b = 0;
+  ASSERT_EQ(read(progress[0], &b, 1), 1);
+  cl.switchd.Signal(SIGKILL);
+  cl.switchd.Wait(std::chrono::seconds(5));
+  cl.Start();  // same address: the ranks rejoin
+  for (size_t r = 0; r < procs.size(); ++r) EXPECT_EQ(procs[r].Wait(kRankTimeout), 0) << r;
+  close(progress[0]);
+}
+
+TEST(CollectivesTest, NoSwitchMeansHostPathWithRightResults) {
+  Cluster cl({}, /*start=*/false);  // nothing listens at switch_addr
+  ExpectAllZero(testing::RunRanks(
+      3,
+      [&](int rank) {
+        auto o = cl.Options(rank, 3);
+        o.join_timeout_ms = 200;
+        auto c = Communicator::Create(o);
+        if (!c.ok()) return Fail("create", c.status());
+        const uint64_t wrong = CheckAll(**c, DType::kBF16, ReduceOp::kMax, 12345, 2);
+        const CommunicatorStats st = (*c)->stats();
+        return wrong == 0 && st.ops_switch == 0 && !st.offload_active ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
+  Cluster cl;
+  ExpectAllZero(testing::RunRanks(
+      2,
+      [&](int rank) {
+        auto o = cl.Options(rank, 2);
+        o.switch_timeout_ms = 300;
+        auto c = Communicator::Create(o);
+        if (!c.ok()) return Fail("create", c.status());
+        uint64_t wrong = CheckAll(**c, DType::kF32, ReduceOp::kSum, 1000, 0);
+        if ((*c)->stats().ops_host != 0) return 17;
+        (*c)->SetOffload(false);
+        for (int k = 0; k < 3; ++k) wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 1000, 1);
+        const CommunicatorStats st = (*c)->stats();
+        return wrong == 0 && st.ops_host >= 9 && !st.offload_active ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CaisPerfTest, ReportsCorrectResultsForBothBackends) {
+  for (const char* backend : {"switch", "gloo"}) {
+    Process p =
+        Process::Spawn(INCA_CAIS_PERF_PATH,
+                       {"--op", "allreduce", "--ranks", "2", "-b", "4K", "-e", "64K", "-f", "4",
+                        "--backend", backend, "--iters", "2", "--switchd", INCA_SWITCHD_PATH});
+    EXPECT_EQ(p.Wait(std::chrono::seconds(120)), 0) << backend;
+  }
+}
+
+}  // namespace
+}  // namespace inca

@@ -1,0 +1,83 @@
+// cais-perf: nccl-tests-style benchmark of CAIS collectives through an
+// inca switch or Gloo. Logic: src/perf.
+//   cais-perf --op allreduce --ranks 8 -b 1K -e 64M -f 4 --backend switch
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "perf/perf.h"
+
+int main(int argc, char** argv) {
+  inca::perf::PerfOptions o;
+  std::string op = "allreduce", backend = "switch", begin = "1K", end = "64M", type = "f32",
+              redop = "sum";
+  CLI::App app{"cais-perf: CAIS collective benchmark and checker (nccl-tests style)"};
+  app.add_option("--op", op, "allreduce | allgather | broadcast");
+  app.add_option("--ranks,-n", o.ranks, "ranks to start on this host")->check(CLI::Range(1, 64));
+  app.add_option("-b,--minbytes", begin, "smallest size (1K, 8M, ...)");
+  app.add_option("-e,--maxbytes", end, "largest size");
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows");
+  app.add_option("--backend", backend, "switch | gloo");
+  app.add_option("--switch", o.switch_address,
+                 "use this inca-switchd (HOST:PORT) instead of starting one");
+  app.add_option("--switchd", o.switchd_path, "inca-switchd binary to start");
+  app.add_option("--switchd-arg", o.switchd_args, "extra flag for the started switch (repeatable)");
+  app.add_option("--type,-d", type, "f32 | f16 | bf16 | i32");
+  app.add_option("--redop,-o", redop, "sum | max | min | product");
+  app.add_option("--root", o.root, "broadcast root");
+  app.add_option("--iters,-i", o.iters, "timed iterations per size")->check(CLI::PositiveNumber);
+  app.add_option("--warmup,-w", o.warmup, "warm-up iterations per size")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
+  app.add_option("--window", o.window, "packets in flight per rank (max_pending_chunks)");
+  app.add_flag("!--no-check", o.check, "skip the result check");
+  app.add_option("--timeout-s", o.timeout_s, "give up after this long");
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const auto& status) {
+    std::cerr << "cais-perf: " << status.message() << "\n";
+    return 2;
+  };
+  auto c = inca::perf::ParseCollective(op);
+  if (!c.ok()) return fail(c.status());
+  o.op = *c;
+  auto b = inca::perf::ParseSize(begin);
+  if (!b.ok()) return fail(b.status());
+  auto e = inca::perf::ParseSize(end);
+  if (!e.ok()) return fail(e.status());
+  o.min_bytes = *b;
+  o.max_bytes = *e;
+  if (backend != "switch" && backend != "gloo") {
+    std::cerr << "cais-perf: --backend must be switch or gloo\n";
+    return 2;
+  }
+  o.use_switch = backend == "switch";
+  const std::map<std::string, inca::wire::DType> types = {{"f32", inca::wire::DType::kF32},
+                                                          {"f16", inca::wire::DType::kF16},
+                                                          {"bf16", inca::wire::DType::kBF16},
+                                                          {"i32", inca::wire::DType::kI32}};
+  const std::map<std::string, inca::wire::ReduceOp> ops = {
+      {"sum", inca::wire::ReduceOp::kSum},
+      {"max", inca::wire::ReduceOp::kMax},
+      {"min", inca::wire::ReduceOp::kMin},
+      {"product", inca::wire::ReduceOp::kProduct}};
+  if (!types.count(type) || !ops.count(redop)) {
+    std::cerr << "cais-perf: --type must be f32|f16|bf16|i32 and --redop sum|max|min|product\n";
+    return 2;
+  }
+  o.type = types.at(type);
+  o.reduce = ops.at(redop);
+  if (o.switchd_path.empty()) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    o.switchd_path = (self.parent_path() / "inca-switchd").string();
+  }
+  auto rows = inca::perf::RunPerf(o, std::cout);
+  if (!rows.ok()) return fail(rows.status()), 1;
+  for (const auto& r : *rows) {
+    if (r.wrong != 0) return 1;
+  }
+  return 0;
+}
