@@ -2,8 +2,8 @@
 #
 #   inca_cc_library(NAME wire SRCS a.cc HDRS a.h DEPS inca::util)
 #       -> target inca_wire, alias inca::wire
-#   inca_cc_test(NAME wire_test SRCS a_test.cc DEPS inca::wire)
-#       -> GoogleTest binary, each TEST registered with CTest
+#   inca_cc_test(NAME wire_test SRCS a_test.cc DEPS inca::wire [SERIAL])
+#       -> GoogleTest binary, each TEST registered with CTest (SERIAL: run alone)
 #   inca_cc_benchmark(NAME reduce_benchmark SRCS b.cc DEPS ...)
 #       -> Google Benchmark binary (not a test; run by scripts/bench.sh)
 #   inca_cc_fuzzer(NAME cais_parse_fuzz SRCS f.cc DEPS ... CORPUS dir)
@@ -31,7 +31,7 @@ function(inca_cc_library)
 endfunction()
 
 function(inca_cc_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT INCA_BUILD_TESTS)
     return()
   endif()
@@ -41,9 +41,20 @@ function(inca_cc_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
+  set(_serial FALSE)
+  if(T_SERIAL)
+    # Multi-process tests that time themselves against other processes run
+    # alone, so a parallel ctest does not starve their ranks of CPU.
+    set(_serial TRUE)
+  endif()
+  # One label per test (gtest_discover_tests cannot pass lists through).
+  set(_label unit)
+  if(T_LABELS)
+    set(_label ${T_LABELS})
+  endif()
   gtest_discover_tests(${T_NAME}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${_label} RUN_SERIAL ${_serial})
 endfunction()
 
 function(inca_cc_benchmark)

@@ -67,6 +67,7 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   std::memcpy(&w, d.data(), sizeof(w));
   if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
   if (w.type < 1 || w.type > 6 || w.status > 3 || w.reason > 6) return false;
+  if (w.reserved.value() != 0) return false;
   const size_t n = w.rank_port_count.value();
   if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
   if (n != 0 && n != w.world_size.value()) return false;

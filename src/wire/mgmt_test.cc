@@ -25,12 +25,12 @@ TEST(MgmtTest, RoundTripAndLayout) {
   ASSERT_EQ(b.size(), kMgmtHeaderBytes + 6);
   EXPECT_EQ(b[0], kMgmtMagic);
   EXPECT_EQ(b[1], kMgmtVersion);
-  EXPECT_EQ(b[2], 2);                    // type
-  EXPECT_EQ(b[4], 0xDE);                 // nonce, big-endian
-  EXPECT_EQ(b[8], 7);                    // group
-  EXPECT_EQ(b[16], 0x01);                // seq_base, big-endian
-  EXPECT_EQ(b[21], 3);                   // rank_port_count low byte
-  EXPECT_EQ(b[kMgmtHeaderBytes + 3], 9); // second rank's port
+  EXPECT_EQ(b[2], 2);                     // type
+  EXPECT_EQ(b[4], 0xDE);                  // nonce, big-endian
+  EXPECT_EQ(b[8], 7);                     // group
+  EXPECT_EQ(b[16], 0x01);                 // seq_base, big-endian
+  EXPECT_EQ(b[21], 3);                    // rank_port_count low byte
+  EXPECT_EQ(b[kMgmtHeaderBytes + 3], 9);  // second rank's port
   MgmtMessage m;
   ASSERT_TRUE(ParseMgmt(b, &m));
   EXPECT_EQ(m, Reply());
@@ -55,6 +55,9 @@ TEST(MgmtTest, MalformedIsRejected) {
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
   bad[13] = 4;  // world_size disagrees with the port list
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[23] = 1;  // reserved must be zero
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
   bad[0] = 0;  // a CAIS packet, not management
