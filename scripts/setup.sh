@@ -15,6 +15,8 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libcpp-httplib-dev libz3-dev chromium
 )
 
 missing=()

@@ -125,6 +125,25 @@ CaisReducer::CaisReducer(const CaisConfig& config)
 
 CaisReducer::~CaisReducer() = default;
 
+absl::Status CaisReducer::UpdateConfig(const CaisConfig& c) {
+  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  const char* fixed = c.sram_bytes != config_.sram_bytes                   ? "sram_bytes"
+                      : c.max_payload_bytes != config_.max_payload_bytes   ? "max_payload_bytes"
+                      : c.deterministic != config_.deterministic           ? "deterministic"
+                      : c.rule_capacity != config_.rule_capacity           ? "rule_capacity"
+                      : c.tombstone_capacity != config_.tombstone_capacity ? "tombstone_capacity"
+                                                                           : nullptr;
+  if (fixed != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(fixed,
+                     " sizes the switch's memory and cannot change while it runs; "
+                     "restart the switch with the new value"));
+  }
+  config_ = c;
+  pool_->SetLimits(c.max_pending_chunks, c.sram_usage_limit, c.sram_bytes);
+  return absl::OkStatus();
+}
+
 SramUsage CaisReducer::sram() const {
   SramUsage u;
   u.sram_bytes = config_.sram_bytes;
@@ -252,6 +271,7 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
   }
   ReleaseCells(h.group_id, s.ncells - 1u);
+  Bump(h.group_id, &GroupCounters::pending_ns_total, static_cast<uint64_t>(now - s.since));
   pool_->Complete(i, now);
 
   const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);

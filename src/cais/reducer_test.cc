@@ -741,6 +741,28 @@ TEST_F(ReducerTest, RatesAreMeasuredOverInjectedTimeWindows) {
   EXPECT_EQ(reducer_->rates().window_end_ns, 250 * dp::kNsPerMs);
 }
 
+TEST_F(ReducerTest, UpdateConfigChangesLimitsButNotMemory) {
+  CaisConfig cfg;
+  cfg.max_pending_chunks = 1;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  auto chunk = [](uint16_t c) {
+    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1}));
+  };
+  EXPECT_EQ(Send(1, chunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, chunk(1)).reason, DropReason::kSlotsExhausted);
+  cfg.max_pending_chunks = 2;
+  ASSERT_TRUE(reducer_->UpdateConfig(cfg).ok());
+  EXPECT_EQ(Send(1, chunk(1)).verdict, Verdict::kAggregated);
+  cfg.sram_bytes *= 2;
+  const absl::Status s = reducer_->UpdateConfig(cfg);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("sram_bytes"));
+  cfg = reducer_->config();
+  cfg.sram_usage_limit = 2;
+  EXPECT_EQ(reducer_->UpdateConfig(cfg).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CaisConfigTest, InvalidConfigsAreRejectedWithFieldNames) {
   auto bad = [](auto mutate, std::string_view field) {
     CaisConfig c;

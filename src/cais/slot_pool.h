@@ -85,6 +85,13 @@ class SlotPool {
     return arena_ + size_t{slots_[slot].cells[static_cast<size_t>(i)]} * cell_bytes_;
   }
 
+  // Changes the admission limits; chunks already admitted are unaffected.
+  void SetLimits(uint32_t max_pending, double usage_limit, size_t sram_bytes) {
+    max_pending_ = max_pending;
+    pending_cell_limit_ =
+        static_cast<size_t>(usage_limit * static_cast<double>(sram_bytes)) / cell_bytes_;
+  }
+
   uint32_t oldest_pending() const { return pending_.head; }
   uint32_t oldest_completed() const { return completed_.head; }
 

@@ -256,7 +256,13 @@ void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
 }
 
 absl::Status SwitchServer::Run() {
-  if (running_.exchange(true)) return absl::FailedPreconditionError("SwitchServer already running");
+  {
+    // Waits for a control task running on a caller's thread to finish.
+    std::lock_guard lock(tasks_mu_);
+    if (running_.exchange(true)) {
+      return absl::FailedPreconditionError("SwitchServer already running");
+    }
+  }
   spdlog::info(
       "event=switch_started listen={} rcvbuf_bytes={} sndbuf_bytes={} batch_size={} "
       "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
@@ -303,6 +309,7 @@ absl::Status SwitchServer::Run() {
     const dp::TimeNs now = Now();
     reducer_->Advance(now, *sink_);
     FlushTx();
+    RunTasks();
     Publish();
     if (stats_every > 0 && now >= next_stats) {
       next_stats = now + stats_every;
@@ -312,8 +319,45 @@ absl::Status SwitchServer::Run() {
   FlushTx();
   Publish();
   spdlog::info("event=switch_stopped {}", counters().ToLogString());
-  running_.store(false);
+  {
+    std::lock_guard lock(tasks_mu_);
+    running_.store(false);
+  }
+  RunTasks();  // anything queued before running_ turned false
   return status;
+}
+
+void SwitchServer::RunTasks() {
+  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks;
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks.swap(tasks_);
+  }
+  if (tasks.empty()) return;
+  std::lock_guard exec(exec_mu_);
+  Control c{*reducer_, ports_, groups_, config_};
+  for (auto& [fn, done] : tasks) {
+    fn(c);
+    done.set_value();
+  }
+}
+
+void SwitchServer::Execute(const std::function<void(Control&)>& fn) {
+  std::future<void> done;
+  {
+    std::lock_guard lock(tasks_mu_);
+    if (!running_.load()) {
+      std::lock_guard exec(exec_mu_);
+      Control c{*reducer_, ports_, groups_, config_};
+      fn(c);
+      return;
+    }
+    std::promise<void> p;
+    done = p.get_future();
+    tasks_.emplace_back(fn, std::move(p));
+  }
+  wakeup_.Notify();
+  done.wait();
 }
 
 }  // namespace inca::switchd

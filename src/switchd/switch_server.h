@@ -26,6 +26,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -105,6 +108,19 @@ class SwitchServer {
   // Before Run() (or after it returns) only: not thread-safe.
   absl::Status AddStaticPort(dp::PortId port, const Endpoint& endpoint);
   absl::Status AddStaticRule(const cais::Rule& rule);
+  // Mutable state handed to Execute() callbacks.
+  struct Control {
+    cais::CaisReducer& reducer;
+    PortTable& ports;
+    GroupManager& groups;
+    SwitchdConfig& config;
+  };
+  // Runs `fn` on the switch thread between packet batches and waits for it
+  // (before Run() starts or after it returns: on the calling thread). The
+  // only safe way to change rules, ports, groups or limits while Run() is
+  // active. Thread-safe; must not be called from inside `fn`.
+  void Execute(const std::function<void(Control&)>& fn);
+
   const GroupManager& groups() const { return groups_; }
   const PortTable& ports() const { return ports_; }
   const cais::CaisReducer& reducer() const { return *reducer_; }
@@ -136,6 +152,11 @@ class SwitchServer {
   std::vector<uint8_t> mgmt_buf_;
   std::mt19937_64 loss_rng_;
   SwitchCounters live_;  // owned by the Run() thread
+
+  void RunTasks();
+  std::mutex exec_mu_;  // held while a control task runs
+  std::mutex tasks_mu_;
+  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};

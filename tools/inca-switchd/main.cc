@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "switchd/config.h"
+#include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
 
 namespace {
@@ -83,6 +84,12 @@ int main(int argc, char** argv) {
                         ->capture_default_str();
   auto* f_batch = app.add_option("--batch-size", batch_size, "datagrams per recvmmsg/sendmmsg")
                       ->capture_default_str();
+  std::string control_listen = "127.0.0.1:50051", control_token;
+  app.add_option("--control-listen", control_listen,
+                 "gRPC control API HOST:PORT (port 0 = any free; 'off' = none)")
+      ->capture_default_str();
+  app.add_option("--control-token", control_token, "bearer token the control API requires")
+      ->envname("INCA_TOKEN");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -125,6 +132,17 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     std::cerr << "inca-switchd: " << server.status().message() << "\n";
     return 2;
+  }
+  inca::switchd::ControlService control;
+  if (control_listen != "off") {
+    auto started = inca::switchd::StartControlService(server->get(), control_listen, control_token);
+    if (!started.ok()) {
+      std::cerr << "inca-switchd: " << started.status().message() << "\n";
+      return 2;
+    }
+    control = std::move(*started);
+    spdlog::info("event=control_listening port={} token={}", control.server->port(),
+                 control_token.empty() ? "none" : "required");
   }
   g_server.store(server->get());
   struct sigaction sa = {};

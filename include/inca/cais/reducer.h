@@ -108,6 +108,7 @@ struct GroupCounters {
   uint64_t timeouts = 0;          // chunks released by timeout
   uint64_t fallback_notices = 0;  // fallback notices emitted
   uint64_t evicted_results = 0;   // retained results dropped for memory/age
+  uint64_t pending_ns_total = 0;  // sum over completed chunks of their time pending (ns)
   uint64_t dropped = 0;
   std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
   // Gauge, not a counter: slot cells this group holds now (pending chunks
@@ -131,6 +132,13 @@ class CaisReducer final : public dp::Program {
 
   std::string_view name() const override { return "cais"; }
   const CaisConfig& config() const { return config_; }
+
+  // Changes the limits that may change while traffic flows:
+  // sram_usage_limit, max_pending_chunks, timeout_ns, result_hold_ns,
+  // rate_window_ns. Every other field of `config` must equal the current
+  // one (FailedPrecondition names the first that differs: those size memory
+  // at Create()). InvalidArgument as Create() for bad values.
+  absl::Status UpdateConfig(const CaisConfig& config);
 
   RuleTable& rules() { return rules_; }
   const RuleTable& rules() const { return rules_; }

@@ -1,0 +1,104 @@
+// The control API of an inca switch: one C++ interface returning status
+// values. The gRPC service (proto/inca/control/v1/control.proto), cais-cli
+// and the dashboard are thin adapters over it; RemoteControl implements it
+// over gRPC, so tools drive a local or a remote switch the same way.
+//
+// Thread-safety: implementations are safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inca/cais/rule_table.h"
+
+namespace inca::control {
+
+struct PortInfo {
+  uint16_t port = 0;
+  std::string endpoint;  // "ip:port"
+  bool is_static = false;
+};
+
+struct GroupInfo {
+  uint8_t group_id = 0;
+  uint16_t world_size = 0;
+  std::vector<uint16_t> rank_ports;  // in rank order
+  bool formed = false;
+  uint32_t seq_base = 0;
+  std::string source;  // "join" (formed by hosts) or "control" (created here)
+};
+
+struct GroupStats {
+  uint8_t group_id = 0;
+  uint64_t rx_packets = 0;
+  uint64_t completed_chunks = 0;
+  uint64_t reduced_bytes = 0;
+  uint64_t timeouts = 0;
+  uint64_t fallback_notices = 0;
+  uint64_t dropped = 0;
+  uint64_t sram_cells = 0;
+};
+
+// The figures of the CAIS write-up's `cais-cli show-stats` (4.4) and more.
+struct Stats {
+  double sram_usage = 0;          // pending + retained, fraction of sram_bytes
+  double sram_pending_usage = 0;  // pending only (what admission checks)
+  uint64_t sram_bytes = 0;
+  double reductions_per_s = 0;
+  double reduced_bytes_per_s = 0;
+  uint64_t completed_chunks = 0;
+  uint64_t timeouts = 0;
+  uint64_t fallback_notices = 0;
+  double fallback_ratio = 0;      // timeouts / (completed_chunks + timeouts)
+  double avg_queue_delay_us = 0;  // mean first-contribution-to-completion time
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;
+  uint64_t unknown_sender = 0;
+  std::map<std::string, uint64_t> drops;  // by reason name, non-zero only
+  std::vector<GroupStats> groups;         // groups with traffic
+  bool conserved = true;
+};
+
+// Configuration keys (GetConfig/SetConfig), the CAIS write-up's names:
+//   timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit,
+//   offload_threshold           -- changeable at run time
+//   chunk_size, sram_bytes, deterministic, controller_port -- read-only
+//   (they size memory or sockets; restart the switch to change them)
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  virtual absl::Status AddRule(const cais::Rule& rule) = 0;
+  virtual absl::Status DeleteRule(const cais::RuleKey& key) = 0;
+  virtual absl::StatusOr<std::vector<cais::Rule>> DumpRules() = 0;
+
+  virtual absl::StatusOr<std::vector<PortInfo>> ListPorts() = 0;
+  // Binds a switch port to a host endpoint ("ip:port") statically.
+  virtual absl::Status RegisterPort(uint16_t port, const std::string& endpoint) = 0;
+
+  // Installs the rule (group, *, *) over `ports` for every op.
+  virtual absl::StatusOr<GroupInfo> CreateGroup(uint8_t group_id,
+                                                const std::vector<uint16_t>& ports) = 0;
+  virtual absl::Status DestroyGroup(uint8_t group_id) = 0;
+  virtual absl::StatusOr<std::vector<GroupInfo>> ListGroups() = 0;
+
+  virtual absl::StatusOr<std::map<std::string, std::string>> GetConfig() = 0;
+  // All-or-nothing: every key is validated before any is applied.
+  virtual absl::Status SetConfig(const std::map<std::string, std::string>& values) = 0;
+
+  virtual absl::StatusOr<Stats> GetStats() = 0;
+  virtual absl::Status Health() = 0;
+};
+
+// A ControlPlane that talks to a switch's gRPC control service at `target`
+// ("host:port"). `token` is sent as a bearer token when non-empty.
+absl::StatusOr<std::unique_ptr<ControlPlane>> ConnectControl(const std::string& target,
+                                                             const std::string& token,
+                                                             int timeout_ms = 3000);
+
+}  // namespace inca::control

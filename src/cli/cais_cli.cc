@@ -1,0 +1,328 @@
+#include "cli/cais_cli.h"
+
+#include <CLI/CLI.hpp>
+#include <iomanip>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "inca/control/control_plane.h"
+
+namespace inca::cli {
+
+namespace {
+
+constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
+
+struct UsageError {
+  std::string message;
+};
+
+std::vector<uint16_t> ParsePorts(const std::string& s, const char* flag) {
+  std::vector<uint16_t> out;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+    uint32_t p = 0;
+    if (!absl::SimpleAtoi(part, &p) || p > 63) {
+      throw UsageError{absl::StrCat(flag, ": '", std::string(part),
+                                    "' is not a port number 0..63 (use e.g. 1,2,3,4)")};
+    }
+    out.push_back(static_cast<uint16_t>(p));
+  }
+  if (out.empty()) throw UsageError{absl::StrCat(flag, " needs at least one port")};
+  return out;
+}
+
+std::optional<uint16_t> ParseIdOrWildcard(const std::string& s, const char* flag) {
+  if (s == "*" || s == "any" || s.empty()) return std::nullopt;
+  uint32_t v = 0;
+  if (!absl::SimpleAtoi(s, &v) || v > 65535) {
+    throw UsageError{absl::StrCat(flag, ": '", s, "' must be 0..65535 or * (wildcard)")};
+  }
+  return static_cast<uint16_t>(v);
+}
+
+std::optional<wire::CaisOp> ParseOp(const std::string& s) {
+  if (s == "allreduce") return wire::CaisOp::kAllReduce;
+  if (s == "allgather") return wire::CaisOp::kAllGather;
+  if (s == "broadcast") return wire::CaisOp::kBroadcast;
+  if (s == "reducescatter") return wire::CaisOp::kReduceScatter;
+  if (s == "any") return std::nullopt;
+  throw UsageError{absl::StrCat("--op-type '", s,
+                                "' must be allreduce, allgather, broadcast, reducescatter or any")};
+}
+
+std::string OpName(const std::optional<wire::CaisOp>& op) {
+  return op ? std::string(wire::ToString(*op)) : "any";
+}
+
+std::string Id(const std::optional<uint16_t>& v) {
+  return v ? absl::StrCat(*v) : "*";
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+std::string Device(std::string d) {
+  if (d.find(':') == std::string::npos) d += ":50051";
+  return d;
+}
+
+int Report(const absl::Status& s, std::ostream& err) {
+  if (s.ok()) return kOk;
+  err << "cais-cli: " << s.message() << "\n";
+  return (s.code() == absl::StatusCode::kUnavailable ||
+          s.code() == absl::StatusCode::kDeadlineExceeded)
+             ? kUnreachable
+             : kRefused;
+}
+
+}  // namespace
+
+int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"cais-cli: manage an inca CAIS switch through its control API"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string device = "127.0.0.1:50051", token;
+  bool json = false;
+  int timeout_ms = 3000;
+  app.add_option("--device", device, "switch control API, HOST[:PORT] (default port 50051)");
+  app.add_option("--token", token, "bearer token, if the switch requires one")
+      ->envname("INCA_TOKEN");
+  app.add_flag("--json", json, "machine-readable output");
+  app.add_option("--timeout-ms", timeout_ms, "per-request deadline");
+
+  std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
+  auto* add = app.add_subcommand("add-rule", "install a reduction rule");
+  add->add_option("--group-id", group, "tensor-parallel group (0..255)")->required();
+  add->add_option("--layer-id", layer, "layer (0..65535 or *)");
+  add->add_option("--chunk-id", chunk, "chunk (0..65535 or *)");
+  add->add_option("--input-ports", in_ports, "ports that contribute, e.g. 1,2,3,4")->required();
+  add->add_option("--output-ports", out_ports, "ports that receive results")->required();
+  add->add_option("--op-type", op, "allreduce | allgather | broadcast | reducescatter | any");
+  auto* del = app.add_subcommand("del-rule", "remove the rule with exactly this key");
+  del->add_option("--group-id", group)->required();
+  del->add_option("--layer-id", layer);
+  del->add_option("--chunk-id", chunk);
+  auto* dump = app.add_subcommand("dump-rules", "list installed rules");
+  auto* stats = app.add_subcommand("show-stats", "SRAM usage, throughput, queue delay, fallbacks");
+  std::vector<std::string> settings;
+  auto* conf = app.add_subcommand("configure", "show or set configuration (key=value ...)");
+  conf->add_option("settings", settings, "e.g. timeout_ms=80 offload_threshold=0.3");
+  auto* groups = app.add_subcommand("groups", "list, create or destroy groups");
+  std::string gaction = "list", gports;
+  groups->add_option("action", gaction, "list | create | destroy");
+  groups->add_option("--group-id", group);
+  groups->add_option("--ports", gports, "create: ports in rank order");
+  auto* ports = app.add_subcommand("ports", "list ports or register one");
+  std::string paction = "list", endpoint, port_s;
+  ports->add_option("action", paction, "list | register");
+  ports->add_option("--port", port_s);
+  ports->add_option("--endpoint", endpoint, "register: host IP:PORT");
+  auto* health = app.add_subcommand("health", "check the switch answers");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      out << app.help();
+      return kOk;
+    }
+    err << "cais-cli: " << e.what() << "\n";
+    return kUsage;
+  }
+
+  try {
+    auto plane = control::ConnectControl(Device(device), token, timeout_ms);
+    if (!plane.ok()) {
+      err << "cais-cli: " << plane.status().message() << "\n";
+      return kUsage;
+    }
+    control::ControlPlane& cp = **plane;
+    auto group_id = [&]() -> uint8_t {
+      uint32_t g = 0;
+      if (!absl::SimpleAtoi(group, &g) || g > 255) {
+        throw UsageError{absl::StrCat("--group-id '", group, "' must be 0..255")};
+      }
+      return static_cast<uint8_t>(g);
+    };
+    if (*add) {
+      cais::Rule r;
+      r.key = {group_id(), ParseIdOrWildcard(layer, "--layer-id"),
+               ParseIdOrWildcard(chunk, "--chunk-id")};
+      for (uint16_t p : ParsePorts(in_ports, "--input-ports")) r.input_ports.add(p);
+      for (uint16_t p : ParsePorts(out_ports, "--output-ports")) r.output_ports.add(p);
+      r.op = ParseOp(op);
+      const absl::Status s = cp.AddRule(r);
+      if (s.ok()) out << (json ? "{\"ok\":true}" : "added rule " + r.key.ToString()) << "\n";
+      return Report(s, err);
+    }
+    if (*del) {
+      const cais::RuleKey k{group_id(), ParseIdOrWildcard(layer, "--layer-id"),
+                            ParseIdOrWildcard(chunk, "--chunk-id")};
+      const absl::Status s = cp.DeleteRule(k);
+      if (s.ok()) out << (json ? "{\"ok\":true}" : "deleted rule " + k.ToString()) << "\n";
+      return Report(s, err);
+    }
+    if (*dump) {
+      auto rules = cp.DumpRules();
+      if (!rules.ok()) return Report(rules.status(), err);
+      if (json) {
+        std::vector<std::string> items;
+        for (const auto& r : *rules) {
+          items.push_back(absl::StrCat("{\"group_id\":", r.key.group_id, ",\"layer_id\":\"",
+                                       Id(r.key.layer_id), "\",\"chunk_id\":\"", Id(r.key.chunk_id),
+                                       "\",\"input_ports\":[", r.input_ports.ToString(),
+                                       "],\"output_ports\":[", r.output_ports.ToString(),
+                                       "],\"op_type\":\"", OpName(r.op), "\"}"));
+        }
+        out << "[" << absl::StrJoin(items, ",") << "]\n";
+      } else {
+        out << "group  layer  chunk  input-ports       output-ports      op-type\n";
+        for (const auto& r : *rules) {
+          out << std::left << std::setw(7) << static_cast<int>(r.key.group_id) << std::setw(7)
+              << Id(r.key.layer_id) << std::setw(7) << Id(r.key.chunk_id) << std::setw(18)
+              << r.input_ports.ToString() << std::setw(18) << r.output_ports.ToString()
+              << OpName(r.op) << "\n";
+        }
+        out << rules->size() << " rule(s)\n";
+      }
+      return kOk;
+    }
+    if (*stats) {
+      auto st = cp.GetStats();
+      if (!st.ok()) return Report(st.status(), err);
+      if (json) {
+        std::vector<std::string> drops;
+        for (const auto& [k, v] : st->drops) drops.push_back(absl::StrCat("\"", k, "\":", v));
+        out << "{\"device\":\"" << JsonEscape(Device(device))
+            << "\",\"sram_usage\":" << st->sram_usage
+            << ",\"sram_pending_usage\":" << st->sram_pending_usage
+            << ",\"reduce_throughput_ops_per_s\":" << st->reductions_per_s
+            << ",\"reduced_bytes_per_s\":" << st->reduced_bytes_per_s
+            << ",\"avg_queue_delay_us\":" << st->avg_queue_delay_us
+            << ",\"fallback_ratio\":" << st->fallback_ratio
+            << ",\"completed_chunks\":" << st->completed_chunks << ",\"timeouts\":" << st->timeouts
+            << ",\"rx_packets\":" << st->rx_packets << ",\"tx_packets\":" << st->tx_packets
+            << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
+            << absl::StrJoin(drops, ",") << "}}\n";
+      } else {
+        auto rate = [](double v) {
+          std::ostringstream o;
+          o << std::fixed << std::setprecision(1);
+          if (v >= 1e6) {
+            o << v / 1e6 << "M";
+          } else if (v >= 1e3) {
+            o << v / 1e3 << "K";
+          } else {
+            o << v;
+          }
+          return o.str();
+        };
+        out << std::fixed << std::setprecision(1) << "Device: " << Device(device) << "\n"
+            << "SRAM Usage: " << 100 * st->sram_usage << "% (pending "
+            << 100 * st->sram_pending_usage << "% of " << st->sram_bytes / 1024 << " KiB)\n"
+            << "Reduce Throughput: " << rate(st->reductions_per_s) << " ops/sec ("
+            << rate(st->reduced_bytes_per_s) << "B/s)\n"
+            << "Avg Queue Delay: " << st->avg_queue_delay_us << "us\n"
+            << "Fallback Ratio: " << 100 * st->fallback_ratio << "%"
+            << (st->fallback_ratio > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "")
+            << "\n"
+            << "Packets: rx " << st->rx_packets << ", tx " << st->tx_packets << ", completed "
+            << st->completed_chunks << " chunks, " << st->timeouts << " timeouts"
+            << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
+        for (const auto& [k, v] : st->drops) out << "Dropped " << k << ": " << v << "\n";
+      }
+      return kOk;
+    }
+    if (*conf) {
+      if (!settings.empty()) {
+        std::map<std::string, std::string> values;
+        for (const auto& kv : settings) {
+          const size_t eq = kv.find('=');
+          if (eq == std::string::npos || eq == 0) {
+            throw UsageError{absl::StrCat("'", kv, "' must be key=value, e.g. timeout_ms=80")};
+          }
+          values[kv.substr(0, eq)] = kv.substr(eq + 1);
+        }
+        if (auto s = cp.SetConfig(values); !s.ok()) return Report(s, err);
+      }
+      auto c = cp.GetConfig();
+      if (!c.ok()) return Report(c.status(), err);
+      if (json) {
+        std::vector<std::string> items;
+        for (const auto& [k, v] : *c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
+        out << "{" << absl::StrJoin(items, ",") << "}\n";
+      } else {
+        for (const auto& [k, v] : *c) out << k << " = " << v << "\n";
+      }
+      return kOk;
+    }
+    if (*groups) {
+      if (gaction == "create") {
+        auto g = cp.CreateGroup(group_id(), ParsePorts(gports, "--ports"));
+        if (!g.ok()) return Report(g.status(), err);
+        out << "created group " << static_cast<int>(g->group_id) << " over ports "
+            << absl::StrJoin(g->rank_ports, ",") << "\n";
+        return kOk;
+      }
+      if (gaction == "destroy") {
+        const absl::Status s = cp.DestroyGroup(group_id());
+        if (s.ok()) out << "destroyed group " << group << "\n";
+        return Report(s, err);
+      }
+      if (gaction != "list") throw UsageError{"groups action must be list, create or destroy"};
+      auto gs = cp.ListGroups();
+      if (!gs.ok()) return Report(gs.status(), err);
+      for (const auto& g : *gs) {
+        if (json) {
+          out << "{\"group_id\":" << static_cast<int>(g.group_id)
+              << ",\"world_size\":" << g.world_size
+              << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
+              << "\",\"rank_ports\":[" << absl::StrJoin(g.rank_ports, ",") << "]}\n";
+        } else {
+          out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
+              << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
+              << absl::StrJoin(g.rank_ports, ",") << "\n";
+        }
+      }
+      return kOk;
+    }
+    if (*ports) {
+      if (paction == "register") {
+        uint32_t p = 0;
+        if (!absl::SimpleAtoi(port_s, &p) || p > 63) {
+          throw UsageError{"--port must be 0..63"};
+        }
+        const absl::Status s = cp.RegisterPort(static_cast<uint16_t>(p), endpoint);
+        if (s.ok()) out << "port " << p << " -> " << endpoint << "\n";
+        return Report(s, err);
+      }
+      auto ps = cp.ListPorts();
+      if (!ps.ok()) return Report(ps.status(), err);
+      for (const auto& p : *ps) {
+        out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "")
+            << "\n";
+      }
+      return kOk;
+    }
+    if (*health) {
+      const absl::Status s = cp.Health();
+      if (s.ok()) out << (json ? "{\"status\":\"serving\"}" : "serving") << "\n";
+      return Report(s, err);
+    }
+  } catch (const UsageError& e) {
+    err << "cais-cli: " << e.message << "\n";
+    return kUsage;
+  }
+  return kUsage;
+}
+
+}  // namespace inca::cli

@@ -1,0 +1,201 @@
+// cais-cli against a real SwitchServer with its embedded control service.
+#include "cli/cais_cli.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "inca/wire/cais.h"
+#include "switchd/switch_control.h"
+#include "switchd/switch_server.h"
+
+namespace inca::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class CaisCliTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& token = "") {
+    switchd::SwitchdConfig c;
+    c.listen = "127.0.0.1:0";
+    auto s = switchd::SwitchServer::Create(c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto svc = switchd::StartControlService(server_.get(), "127.0.0.1:0", token);
+    ASSERT_TRUE(svc.ok()) << svc.status();
+    control_ = std::move(*svc);
+    device_ = absl::StrCat("127.0.0.1:", control_.server->port());
+    thread_ = std::thread([this] { (void)server_->Run(); });
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->Stop();
+      thread_.join();
+      control_ = {};
+    }
+  }
+  // Runs cais-cli with `args` (then --device), returns the exit code.
+  int Cli(std::vector<std::string> args, bool with_device = true) {
+    if (with_device) {
+      args.push_back("--device");
+      args.push_back(device_);
+    }
+    std::vector<const char*> argv = {"cais-cli"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    out_.str("");
+    err_.str("");
+    return RunCaisCli(static_cast<int>(argv.size()), argv.data(), out_, err_);
+  }
+
+  std::unique_ptr<switchd::SwitchServer> server_;
+  switchd::ControlService control_;
+  std::thread thread_;
+  std::string device_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(CaisCliTest, SeedCommandsWorkAsWritten) {
+  Start();
+  ASSERT_EQ(
+      Cli({"add-rule", "--group-id", "0", "--layer-id", "5", "--chunk-id", "0", "--input-ports",
+           "1,2,3,4", "--output-ports", "1,2,3,4", "--op-type", "allreduce"}),
+      0)
+      << err_.str();
+  ASSERT_EQ(Cli({"dump-rules"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(),
+              HasSubstr("0      5      0      1,2,3,4           1,2,3,4           allreduce"));
+  ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
+  for (const char* line : {"Device: ", "SRAM Usage: ", "Reduce Throughput: ", "Avg Queue Delay: ",
+                           "Fallback Ratio: "}) {
+    EXPECT_THAT(out_.str(), HasSubstr(line));
+  }
+}
+
+TEST_F(CaisCliTest, WildcardsDeleteAndJson) {
+  Start();
+  ASSERT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "0,1", "--output-ports", "0,1",
+                 "--op-type", "any"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(Cli({"dump-rules", "--json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"group_id\":3,\"layer_id\":\"*\",\"chunk_id\":\"*\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"op_type\":\"any\""));
+  EXPECT_EQ(Cli({"del-rule", "--group-id", "3"}), 0) << err_.str();
+  EXPECT_EQ(Cli({"del-rule", "--group-id", "3"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("no rule for group 3 layer * chunk *"));
+}
+
+TEST_F(CaisCliTest, ErrorsAreOneLineWithExitCodes) {
+  Start();
+  const std::vector<std::string> rule = {"add-rule", "--group-id",    "0",   "--layer-id",
+                                         "5",        "--input-ports", "1,2", "--output-ports",
+                                         "1,2"};
+  ASSERT_EQ(Cli(rule), 0);
+  EXPECT_EQ(Cli(rule), 1);  // refused by the switch
+  EXPECT_THAT(err_.str(), HasSubstr("already installed"));
+  const std::string e = err_.str();
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1);
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "0", "--input-ports", "1,99", "--output-ports", "1"}),
+            2);  // bad usage
+  EXPECT_THAT(err_.str(), HasSubstr("'99' is not a port number"));
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "0", "--input-ports", "1", "--output-ports", "1",
+                 "--op-type", "gather"}),
+            2);
+  EXPECT_EQ(Cli({"frobnicate"}), 2);
+}
+
+TEST_F(CaisCliTest, ConfigureValidatesKeys) {
+  Start();
+  ASSERT_EQ(Cli({"configure", "timeout_ms=80", "offload_threshold=0.3"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("timeout_ms = 80"));
+  EXPECT_THAT(out_.str(), HasSubstr("offload_threshold = 0.3"));
+  EXPECT_EQ(server_->reducer().config().timeout_ns, 80'000'000);
+  EXPECT_EQ(Cli({"configure", "bogus=1"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown key 'bogus'"));
+  EXPECT_EQ(Cli({"configure", "chunk_size=1024"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("restart"));
+  EXPECT_EQ(Cli({"configure", "sram_usage_limit=1.5"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("sram_usage_limit"));
+  EXPECT_EQ(Cli({"configure", "timeout_ms"}), 2);
+}
+
+TEST_F(CaisCliTest, TokenIsEnforced) {
+  Start("t0ken");
+  EXPECT_EQ(Cli({"dump-rules"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("requires a token"));
+  EXPECT_EQ(Cli({"dump-rules", "--token", "t0ken"}), 0) << err_.str();
+}
+
+TEST_F(CaisCliTest, UnreachableDevice) {
+  Start();
+  const std::string dead = absl::StrCat("127.0.0.1:", control_.server->port());
+  control_ = {};  // stop the control service
+  EXPECT_EQ(Cli({"health", "--device", dead, "--timeout-ms", "300"}, false), 3);
+  EXPECT_THAT(err_.str(), HasSubstr("cannot reach"));
+}
+
+TEST_F(CaisCliTest, RulesInstalledByTheCliReduceRealPackets) {
+  Start();
+  // Two hosts, registered as switch ports 1 and 2, then a group over them.
+  int fd[2];
+  for (int i = 0; i < 2; ++i) {
+    fd[i] = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd[i], reinterpret_cast<sockaddr*>(&a), &len);
+    ASSERT_EQ(Cli({"ports", "register", "--port", absl::StrCat(i + 1), "--endpoint",
+                   absl::StrCat("127.0.0.1:", ntohs(a.sin_port))}),
+              0)
+        << err_.str();
+  }
+  ASSERT_EQ(Cli({"groups", "create", "--group-id", "9", "--ports", "1,2"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"groups"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("group 9: 2 ranks, formed (control), ports 1,2"));
+  sockaddr_in sw{};
+  sw.sin_family = AF_INET;
+  sw.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sw.sin_port = htons(server_->local_port());
+  for (int i = 0; i < 2; ++i) {
+    wire::CaisHeader h;
+    h.group_id = 9;
+    h.payload_len = 4;
+    std::vector<uint8_t> pkt(wire::kCaisHeaderBytes + 4);
+    wire::SerializeCaisHeader(h, pkt);
+    const float v = static_cast<float>(i + 1);
+    std::memcpy(&pkt[wire::kCaisHeaderBytes], &v, 4);
+    sendto(fd[i], pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&sw), sizeof(sw));
+  }
+  for (int i = 0; i < 2; ++i) {
+    pollfd p{fd[i], POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1);
+    uint8_t buf[64];
+    const ssize_t n = recv(fd[i], buf, sizeof(buf), 0);
+    ASSERT_EQ(n, static_cast<ssize_t>(wire::kCaisHeaderBytes + 4));
+    float r;
+    std::memcpy(&r, buf + wire::kCaisHeaderBytes, 4);
+    EXPECT_EQ(r, 3.0f);
+    close(fd[i]);
+  }
+  ASSERT_EQ(Cli({"show-stats", "--json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"completed_chunks\":1"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("\"conserved\":false")));
+  EXPECT_EQ(Cli({"groups", "destroy", "--group-id", "9"}), 0) << err_.str();
+}
+
+}  // namespace
+}  // namespace inca::cli

@@ -1,0 +1,164 @@
+#include "control/convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace inca::control {
+
+namespace {
+pb::OpType OpToProto(const std::optional<wire::CaisOp>& op) {
+  if (!op) return pb::OP_ANY;
+  switch (*op) {
+    case wire::CaisOp::kAllReduce: return pb::OP_ALLREDUCE;
+    case wire::CaisOp::kAllGather: return pb::OP_ALLGATHER;
+    case wire::CaisOp::kBroadcast: return pb::OP_BROADCAST;
+    case wire::CaisOp::kReduceScatter: return pb::OP_REDUCESCATTER;
+  }
+  return pb::OP_ANY;
+}
+
+absl::Status PortsFromProto(const google::protobuf::RepeatedField<uint32_t>& in, const char* what,
+                            cais::PortMask* out) {
+  for (uint32_t p : in) {
+    if (p >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " port ", p, " is out of range; ports are 0..63"));
+    }
+    out->add(static_cast<dp::PortId>(p));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+void ToProto(const cais::RuleKey& k, pb::RuleKey* out) {
+  out->set_group_id(k.group_id);
+  if (k.layer_id) out->set_layer_id(*k.layer_id);
+  if (k.chunk_id) out->set_chunk_id(*k.chunk_id);
+}
+
+absl::Status FromProto(const pb::RuleKey& k, cais::RuleKey* out) {
+  if (k.group_id() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_id ", k.group_id(), " is out of range; groups are 0..255"));
+  }
+  if (k.has_layer_id() && k.layer_id() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_id ", k.layer_id(), " is out of range; layers are 0..65535"));
+  }
+  if (k.has_chunk_id() && k.chunk_id() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_id ", k.chunk_id(), " is out of range; chunks are 0..65535"));
+  }
+  out->group_id = static_cast<uint8_t>(k.group_id());
+  out->layer_id = k.has_layer_id() ? std::optional<uint16_t>(static_cast<uint16_t>(k.layer_id()))
+                                   : std::nullopt;
+  out->chunk_id = k.has_chunk_id() ? std::optional<uint16_t>(static_cast<uint16_t>(k.chunk_id()))
+                                   : std::nullopt;
+  return absl::OkStatus();
+}
+
+void ToProto(const cais::Rule& r, pb::Rule* out) {
+  ToProto(r.key, out->mutable_key());
+  r.input_ports.ForEach([&](dp::PortId p) { out->add_input_ports(p); });
+  r.output_ports.ForEach([&](dp::PortId p) { out->add_output_ports(p); });
+  out->set_op(OpToProto(r.op));
+}
+
+absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
+  if (auto s = FromProto(r.key(), &out->key); !s.ok()) return s;
+  out->input_ports = {};
+  out->output_ports = {};
+  if (auto s = PortsFromProto(r.input_ports(), "input", &out->input_ports); !s.ok()) return s;
+  if (auto s = PortsFromProto(r.output_ports(), "output", &out->output_ports); !s.ok()) return s;
+  switch (r.op()) {
+    case pb::OP_ANY: out->op = std::nullopt; break;
+    case pb::OP_ALLREDUCE: out->op = wire::CaisOp::kAllReduce; break;
+    case pb::OP_ALLGATHER: out->op = wire::CaisOp::kAllGather; break;
+    case pb::OP_BROADCAST: out->op = wire::CaisOp::kBroadcast; break;
+    case pb::OP_REDUCESCATTER: out->op = wire::CaisOp::kReduceScatter; break;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown op type ", r.op()));
+  }
+  return absl::OkStatus();
+}
+
+void ToProto(const GroupInfo& g, pb::Group* out) {
+  out->set_group_id(g.group_id);
+  out->set_world_size(g.world_size);
+  for (uint16_t p : g.rank_ports) out->add_rank_ports(p);
+  out->set_formed(g.formed);
+  out->set_seq_base(g.seq_base);
+  out->set_source(g.source);
+}
+
+GroupInfo FromProto(const pb::Group& g) {
+  GroupInfo out;
+  out.group_id = static_cast<uint8_t>(g.group_id());
+  out.world_size = static_cast<uint16_t>(g.world_size());
+  for (uint32_t p : g.rank_ports()) out.rank_ports.push_back(static_cast<uint16_t>(p));
+  out.formed = g.formed();
+  out.seq_base = g.seq_base();
+  out.source = g.source();
+  return out;
+}
+
+void ToProto(const Stats& s, pb::Stats* out) {
+  out->set_sram_usage(s.sram_usage);
+  out->set_sram_pending_usage(s.sram_pending_usage);
+  out->set_sram_bytes(s.sram_bytes);
+  out->set_reductions_per_s(s.reductions_per_s);
+  out->set_reduced_bytes_per_s(s.reduced_bytes_per_s);
+  out->set_completed_chunks(s.completed_chunks);
+  out->set_timeouts(s.timeouts);
+  out->set_fallback_notices(s.fallback_notices);
+  out->set_fallback_ratio(s.fallback_ratio);
+  out->set_avg_queue_delay_us(s.avg_queue_delay_us);
+  out->set_rx_packets(s.rx_packets);
+  out->set_tx_packets(s.tx_packets);
+  out->set_unknown_sender(s.unknown_sender);
+  out->set_conserved(s.conserved);
+  for (const auto& [k, v] : s.drops) (*out->mutable_drops())[k] = v;
+  for (const auto& g : s.groups) {
+    pb::GroupStats* o = out->add_groups();
+    o->set_group_id(g.group_id);
+    o->set_rx_packets(g.rx_packets);
+    o->set_completed_chunks(g.completed_chunks);
+    o->set_reduced_bytes(g.reduced_bytes);
+    o->set_timeouts(g.timeouts);
+    o->set_fallback_notices(g.fallback_notices);
+    o->set_dropped(g.dropped);
+    o->set_sram_cells(g.sram_cells);
+  }
+}
+
+Stats FromProto(const pb::Stats& s) {
+  Stats out;
+  out.sram_usage = s.sram_usage();
+  out.sram_pending_usage = s.sram_pending_usage();
+  out.sram_bytes = s.sram_bytes();
+  out.reductions_per_s = s.reductions_per_s();
+  out.reduced_bytes_per_s = s.reduced_bytes_per_s();
+  out.completed_chunks = s.completed_chunks();
+  out.timeouts = s.timeouts();
+  out.fallback_notices = s.fallback_notices();
+  out.fallback_ratio = s.fallback_ratio();
+  out.avg_queue_delay_us = s.avg_queue_delay_us();
+  out.rx_packets = s.rx_packets();
+  out.tx_packets = s.tx_packets();
+  out.unknown_sender = s.unknown_sender();
+  out.conserved = s.conserved();
+  for (const auto& [k, v] : s.drops()) out.drops[k] = v;
+  for (const auto& g : s.groups()) {
+    GroupStats o;
+    o.group_id = static_cast<uint8_t>(g.group_id());
+    o.rx_packets = g.rx_packets();
+    o.completed_chunks = g.completed_chunks();
+    o.reduced_bytes = g.reduced_bytes();
+    o.timeouts = g.timeouts();
+    o.fallback_notices = g.fallback_notices();
+    o.dropped = g.dropped();
+    o.sram_cells = g.sram_cells();
+    out.groups.push_back(o);
+  }
+  return out;
+}
+
+}  // namespace inca::control

@@ -1,0 +1,23 @@
+// Conversions between the C++ control types and their protobuf messages.
+#pragma once
+
+#include "absl/status/status.h"
+#include "inca/control/control_plane.h"
+#include "inca/control/v1/control.pb.h"
+
+namespace inca::control {
+
+namespace pb = ::inca::control::v1;
+
+void ToProto(const cais::Rule& r, pb::Rule* out);
+// InvalidArgument for ids or ports out of range (ports 0..63, group 0..255,
+// layer/chunk 0..65535).
+absl::Status FromProto(const pb::Rule& r, cais::Rule* out);
+void ToProto(const cais::RuleKey& k, pb::RuleKey* out);
+absl::Status FromProto(const pb::RuleKey& k, cais::RuleKey* out);
+void ToProto(const GroupInfo& g, pb::Group* out);
+GroupInfo FromProto(const pb::Group& g);
+void ToProto(const Stats& s, pb::Stats* out);
+Stats FromProto(const pb::Stats& s);
+
+}  // namespace inca::control

@@ -1,0 +1,215 @@
+#include "control/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "control/convert.h"
+#include "inca/control/v1/control.grpc.pb.h"
+
+namespace inca::control {
+
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+class Service final : public pb::Control::Service {
+ public:
+  Service(ControlPlane* plane, std::string token) : plane_(plane), token_(std::move(token)) {}
+
+  grpc::Status AddRule(grpc::ServerContext* ctx, const pb::AddRuleRequest* req,
+                       pb::AddRuleResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    cais::Rule rule;
+    if (auto s = FromProto(req->rule(), &rule); !s.ok()) return ToGrpc(s);
+    return ToGrpc(plane_->AddRule(rule));
+  }
+  grpc::Status DeleteRule(grpc::ServerContext* ctx, const pb::DeleteRuleRequest* req,
+                          pb::DeleteRuleResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    cais::RuleKey key;
+    if (auto s = FromProto(req->key(), &key); !s.ok()) return ToGrpc(s);
+    return ToGrpc(plane_->DeleteRule(key));
+  }
+  grpc::Status DumpRules(grpc::ServerContext* ctx, const pb::DumpRulesRequest*,
+                         pb::DumpRulesResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto rules = plane_->DumpRules();
+    if (!rules.ok()) return ToGrpc(rules.status());
+    for (const auto& r : *rules) ToProto(r, resp->add_rules());
+    return grpc::Status::OK;
+  }
+  grpc::Status ListPorts(grpc::ServerContext* ctx, const pb::ListPortsRequest*,
+                         pb::ListPortsResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto ports = plane_->ListPorts();
+    if (!ports.ok()) return ToGrpc(ports.status());
+    for (const auto& p : *ports) {
+      pb::Port* o = resp->add_ports();
+      o->set_port(p.port);
+      o->set_endpoint(p.endpoint);
+      o->set_is_static(p.is_static);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status RegisterPort(grpc::ServerContext* ctx, const pb::RegisterPortRequest* req,
+                            pb::RegisterPortResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->port() >= dp::kMaxPorts) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("port ", req->port(), " is out of range; ports are 0..63")));
+    }
+    return ToGrpc(plane_->RegisterPort(static_cast<uint16_t>(req->port()), req->endpoint()));
+  }
+  grpc::Status CreateGroup(grpc::ServerContext* ctx, const pb::CreateGroupRequest* req,
+                           pb::CreateGroupResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->group_id() > 255) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("group_id ", req->group_id(), " is out of range; groups are 0..255")));
+    }
+    std::vector<uint16_t> ports;
+    for (uint32_t p : req->ports()) {
+      if (p >= dp::kMaxPorts) {
+        return ToGrpc(absl::InvalidArgumentError(
+            absl::StrCat("port ", p, " is out of range; ports are 0..63")));
+      }
+      ports.push_back(static_cast<uint16_t>(p));
+    }
+    auto g = plane_->CreateGroup(static_cast<uint8_t>(req->group_id()), ports);
+    if (!g.ok()) return ToGrpc(g.status());
+    ToProto(*g, resp->mutable_group());
+    return grpc::Status::OK;
+  }
+  grpc::Status DestroyGroup(grpc::ServerContext* ctx, const pb::DestroyGroupRequest* req,
+                            pb::DestroyGroupResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->group_id() > 255) {
+      return ToGrpc(absl::InvalidArgumentError("group_id is out of range; groups are 0..255"));
+    }
+    return ToGrpc(plane_->DestroyGroup(static_cast<uint8_t>(req->group_id())));
+  }
+  grpc::Status ListGroups(grpc::ServerContext* ctx, const pb::ListGroupsRequest*,
+                          pb::ListGroupsResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto groups = plane_->ListGroups();
+    if (!groups.ok()) return ToGrpc(groups.status());
+    for (const auto& g : *groups) ToProto(g, resp->add_groups());
+    return grpc::Status::OK;
+  }
+  grpc::Status GetConfig(grpc::ServerContext* ctx, const pb::GetConfigRequest*,
+                         pb::GetConfigResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto c = plane_->GetConfig();
+    if (!c.ok()) return ToGrpc(c.status());
+    for (const auto& [k, v] : *c) (*resp->mutable_values())[k] = v;
+    return grpc::Status::OK;
+  }
+  grpc::Status SetConfig(grpc::ServerContext* ctx, const pb::SetConfigRequest* req,
+                         pb::SetConfigResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    std::map<std::string, std::string> values(req->values().begin(), req->values().end());
+    if (auto s = plane_->SetConfig(values); !s.ok()) return ToGrpc(s);
+    auto c = plane_->GetConfig();
+    if (!c.ok()) return ToGrpc(c.status());
+    for (const auto& [k, v] : *c) (*resp->mutable_values())[k] = v;
+    return grpc::Status::OK;
+  }
+  grpc::Status GetStats(grpc::ServerContext* ctx, const pb::GetStatsRequest*,
+                        pb::Stats* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto s = plane_->GetStats();
+    if (!s.ok()) return ToGrpc(s.status());
+    ToProto(*s, resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamStats(grpc::ServerContext* ctx, const pb::StreamStatsRequest* req,
+                           grpc::ServerWriter<pb::Stats>* writer) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    const auto interval = std::chrono::milliseconds(
+        req->interval_ms() == 0 ? 1000 : std::max<uint32_t>(req->interval_ms(), 10));
+    for (uint32_t n = 0; req->count() == 0 || n < req->count(); ++n) {
+      if (ctx->IsCancelled()) break;
+      auto s = plane_->GetStats();
+      if (!s.ok()) return ToGrpc(s.status());
+      pb::Stats msg;
+      ToProto(*s, &msg);
+      if (!writer->Write(msg)) break;
+      if (req->count() != 0 && n + 1 == req->count()) break;
+      std::this_thread::sleep_for(interval);  // paces the stream, bounded by cancellation
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest*,
+                      pb::HealthResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (auto s = plane_->Health(); !s.ok()) return ToGrpc(s);
+    resp->set_status("serving");
+    resp->set_version("inca 0.1.0, control API v1");
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status Authorize(grpc::ServerContext* ctx) const {
+    if (token_.empty()) return grpc::Status::OK;
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    const std::string want = "Bearer " + token_;
+    if (it == md.end() || std::string(it->second.data(), it->second.size()) != want) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this switch requires a token: pass --token (or INCA_TOKEN)");
+    }
+    return grpc::Status::OK;
+  }
+
+  ControlPlane* plane_;
+  std::string token_;
+};
+
+}  // namespace
+
+struct ControlServer::Impl {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+ControlServer::ControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ControlServer::~ControlServer() {
+  if (impl_ && impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+}
+
+int ControlServer::port() const {
+  return impl_->port;
+}
+
+absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
+    const ControlServerOptions& options, ControlPlane* plane) {
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<Service>(plane, options.token);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port);
+  builder.RegisterService(impl->service.get());
+  builder.SetMaxReceiveMessageSize(1 << 20);
+  // gRPC enables SO_REUSEPORT by default, which would let a second switch
+  // silently share the port (the write-up's 5.3 port conflict): refuse it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the control API on ", options.listen,
+                     " (port in use?); choose another with --control-listen HOST:PORT "
+                     "(the CAIS write-up's controller_port)"));
+  }
+  return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));
+}
+
+}  // namespace inca::control

@@ -1,0 +1,163 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "control/grpc_server.h"
+#include "inca/control/control_plane.h"
+
+namespace inca::control {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An in-memory ControlPlane: just a rule table and a config map.
+class FakePlane final : public ControlPlane {
+ public:
+  absl::Status AddRule(const cais::Rule& r) override { return rules_.Add(r); }
+  absl::Status DeleteRule(const cais::RuleKey& k) override { return rules_.Delete(k); }
+  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return rules_.Dump(); }
+  absl::StatusOr<std::vector<PortInfo>> ListPorts() override {
+    return std::vector<PortInfo>{{3, "127.0.0.1:7000", true}};
+  }
+  absl::Status RegisterPort(uint16_t, const std::string& ep) override {
+    if (ep.empty()) return absl::InvalidArgumentError("endpoint is empty");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GroupInfo> CreateGroup(uint8_t g, const std::vector<uint16_t>& ports) override {
+    GroupInfo info;
+    info.group_id = g;
+    info.world_size = static_cast<uint16_t>(ports.size());
+    info.rank_ports = ports;
+    info.formed = true;
+    info.source = "control";
+    return info;
+  }
+  absl::Status DestroyGroup(uint8_t) override { return absl::NotFoundError("no such group"); }
+  absl::StatusOr<std::vector<GroupInfo>> ListGroups() override { return std::vector<GroupInfo>{}; }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override { return config_; }
+  absl::Status SetConfig(const std::map<std::string, std::string>& v) override {
+    for (const auto& [k, val] : v) {
+      if (k != "timeout_ms") return absl::InvalidArgumentError("unknown key " + k);
+      config_[k] = val;
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Stats> GetStats() override {
+    Stats s;
+    s.sram_usage = 0.5;
+    s.completed_chunks = 42;
+    s.drops["duplicate"] = 3;
+    s.groups.push_back({7, 10, 9, 100, 1, 2, 3, 4});
+    return s;
+  }
+  absl::Status Health() override { return absl::OkStatus(); }
+
+ private:
+  cais::RuleTable rules_{16};
+  std::map<std::string, std::string> config_{{"timeout_ms", "50"}};
+};
+
+struct Served {
+  FakePlane plane;
+  std::unique_ptr<ControlServer> server;
+  std::unique_ptr<ControlPlane> client;
+  explicit Served(std::string token = "", std::string client_token = "") {
+    ControlServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.token = token;
+    auto s = ControlServer::Start(o, &plane);
+    EXPECT_TRUE(s.ok()) << s.status();
+    server = std::move(*s);
+    client = *ConnectControl(absl::StrCat("127.0.0.1:", server->port()), client_token);
+  }
+};
+
+TEST(ControlGrpcTest, RulesRoundTripThroughTheService) {
+  Served sv;
+  const cais::Rule seed{{0, 5, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, wire::CaisOp::kAllReduce};
+  ASSERT_TRUE(sv.client->AddRule(seed).ok());
+  const cais::Rule wild{{1, std::nullopt, std::nullopt}, {0, 1}, {0, 1}, std::nullopt};
+  ASSERT_TRUE(sv.client->AddRule(wild).ok());
+  auto rules = sv.client->DumpRules();
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_EQ(rules->size(), 2u);
+  EXPECT_EQ((*rules)[0], seed);
+  EXPECT_EQ((*rules)[1], wild);  // wildcards and op "any" survive the trip
+  ASSERT_TRUE(sv.client->DeleteRule(seed.key).ok());
+  EXPECT_EQ(sv.client->DumpRules()->size(), 1u);
+}
+
+TEST(ControlGrpcTest, StatusCodesAndMessagesPassThrough) {
+  Served sv;
+  const cais::Rule r{{0, 5, 0}, {1}, {1}, wire::CaisOp::kAllReduce};
+  ASSERT_TRUE(sv.client->AddRule(r).ok());
+  absl::Status s = sv.client->AddRule(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(s.message(), HasSubstr("delete it first"));
+  s = sv.client->DeleteRule({0, 9, 9});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  s = sv.client->SetConfig({{"bogus", "1"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("bogus"));
+  ASSERT_TRUE(sv.client->SetConfig({{"timeout_ms", "80"}}).ok());
+  EXPECT_EQ(sv.client->GetConfig()->at("timeout_ms"), "80");
+}
+
+TEST(ControlGrpcTest, StatsAndGroupsConvert) {
+  Served sv;
+  auto st = sv.client->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->completed_chunks, 42u);
+  EXPECT_EQ(st->drops.at("duplicate"), 3u);
+  ASSERT_EQ(st->groups.size(), 1u);
+  EXPECT_EQ(st->groups[0].sram_cells, 4u);
+  auto g = sv.client->CreateGroup(9, {4, 5, 6});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->rank_ports, (std::vector<uint16_t>{4, 5, 6}));
+  EXPECT_EQ(g->source, "control");
+  EXPECT_TRUE(sv.client->Health().ok());
+}
+
+TEST(ControlGrpcTest, TokenIsRequiredWhenConfigured) {
+  Served without("s3cret", "");
+  absl::Status s = without.client->Health();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(s.message(), HasSubstr("token"));
+  EXPECT_EQ(without.client->DumpRules().status().code(), absl::StatusCode::kUnauthenticated);
+  Served wrong("s3cret", "guess");
+  EXPECT_EQ(wrong.client->Health().code(), absl::StatusCode::kUnauthenticated);
+  Served right("s3cret", "s3cret");
+  EXPECT_TRUE(right.client->Health().ok());
+}
+
+TEST(ControlGrpcTest, InvalidInputFromTheWireIsRejectedWithReason) {
+  Served sv;
+  cais::Rule bad{{0, 5, 0}, {}, {1}, wire::CaisOp::kAllReduce};
+  const absl::Status s = sv.client->AddRule(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no input ports"));
+}
+
+TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {
+  Served sv;
+  ControlServerOptions o;
+  o.listen = absl::StrCat("127.0.0.1:", sv.server->port());
+  FakePlane other;
+  auto second = ControlServer::Start(o, &other);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr("--control-listen"));
+
+  sv.server.reset();  // nothing listens there now
+  auto gone = ConnectControl(o.listen, "", 300);
+  ASSERT_TRUE(gone.ok());
+  const absl::Status s = (*gone)->Health();
+  EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable ||
+              s.code() == absl::StatusCode::kDeadlineExceeded)
+      << s;
+  EXPECT_THAT(s.message(), HasSubstr("cannot reach"));
+  EXPECT_EQ(ConnectControl("nocolon", "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace inca::control

@@ -1,0 +1,165 @@
+// ConnectControl: a ControlPlane over the gRPC control service.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "control/convert.h"
+#include "inca/control/control_plane.h"
+#include "inca/control/v1/control.grpc.pb.h"
+
+namespace inca::control {
+
+namespace {
+
+class RemoteControl final : public ControlPlane {
+ public:
+  RemoteControl(std::string target, std::string token, int timeout_ms)
+      : target_(std::move(target)),
+        token_(std::move(token)),
+        timeout_ms_(timeout_ms),
+        stub_(pb::Control::NewStub(
+            grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()))) {}
+
+  absl::Status AddRule(const cais::Rule& rule) override {
+    pb::AddRuleRequest req;
+    ToProto(rule, req.mutable_rule());
+    pb::AddRuleResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->AddRule(c, req, &resp); });
+  }
+  absl::Status DeleteRule(const cais::RuleKey& key) override {
+    pb::DeleteRuleRequest req;
+    ToProto(key, req.mutable_key());
+    pb::DeleteRuleResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->DeleteRule(c, req, &resp); });
+  }
+  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override {
+    pb::DumpRulesRequest req;
+    pb::DumpRulesResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->DumpRules(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    std::vector<cais::Rule> out;
+    for (const auto& r : resp.rules()) {
+      cais::Rule rule;
+      if (auto s = FromProto(r, &rule); !s.ok()) return s;
+      out.push_back(rule);
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<PortInfo>> ListPorts() override {
+    pb::ListPortsRequest req;
+    pb::ListPortsResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->ListPorts(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    std::vector<PortInfo> out;
+    for (const auto& p : resp.ports()) {
+      out.push_back({static_cast<uint16_t>(p.port()), p.endpoint(), p.is_static()});
+    }
+    return out;
+  }
+  absl::Status RegisterPort(uint16_t port, const std::string& endpoint) override {
+    pb::RegisterPortRequest req;
+    req.set_port(port);
+    req.set_endpoint(endpoint);
+    pb::RegisterPortResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->RegisterPort(c, req, &resp); });
+  }
+  absl::StatusOr<GroupInfo> CreateGroup(uint8_t group_id,
+                                        const std::vector<uint16_t>& ports) override {
+    pb::CreateGroupRequest req;
+    req.set_group_id(group_id);
+    for (uint16_t p : ports) req.add_ports(p);
+    pb::CreateGroupResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->CreateGroup(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return FromProto(resp.group());
+  }
+  absl::Status DestroyGroup(uint8_t group_id) override {
+    pb::DestroyGroupRequest req;
+    req.set_group_id(group_id);
+    pb::DestroyGroupResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->DestroyGroup(c, req, &resp); });
+  }
+  absl::StatusOr<std::vector<GroupInfo>> ListGroups() override {
+    pb::ListGroupsRequest req;
+    pb::ListGroupsResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->ListGroups(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    std::vector<GroupInfo> out;
+    for (const auto& g : resp.groups()) out.push_back(FromProto(g));
+    return out;
+  }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override {
+    pb::GetConfigRequest req;
+    pb::GetConfigResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->GetConfig(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return std::map<std::string, std::string>(resp.values().begin(), resp.values().end());
+  }
+  absl::Status SetConfig(const std::map<std::string, std::string>& values) override {
+    pb::SetConfigRequest req;
+    for (const auto& [k, v] : values) (*req.mutable_values())[k] = v;
+    pb::SetConfigResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->SetConfig(c, req, &resp); });
+  }
+  absl::StatusOr<Stats> GetStats() override {
+    pb::GetStatsRequest req;
+    pb::Stats resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->GetStats(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return FromProto(resp);
+  }
+  absl::Status Health() override {
+    pb::HealthRequest req;
+    pb::HealthResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->Health(c, req, &resp); });
+  }
+
+ private:
+  template <typename F>
+  absl::Status Call(F&& f) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
+    if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+    const grpc::Status s = f(&ctx);
+    if (s.ok()) return absl::OkStatus();
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("cannot reach the switch's control API at ", target_, ": ",
+                                       s.error_message()));
+    }
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  }
+
+  std::string target_;
+  std::string token_;
+  int timeout_ms_;
+  std::unique_ptr<pb::Control::Stub> stub_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ControlPlane>> ConnectControl(const std::string& target,
+                                                             const std::string& token,
+                                                             int timeout_ms) {
+  if (target.empty() || target.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", target, "' must be HOST:PORT, e.g. 127.0.0.1:50051"));
+  }
+  return std::unique_ptr<ControlPlane>(new RemoteControl(target, token, timeout_ms));
+}
+
+}  // namespace inca::control

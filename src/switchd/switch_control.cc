@@ -1,0 +1,301 @@
+#include "switchd/switch_control.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace inca::switchd {
+
+namespace {
+
+std::string Fmt(double v) {
+  return absl::StrCat(v);
+}
+
+// Parses one config value; the message names the key and the range.
+absl::Status ParseDouble(const std::string& key, const std::string& v, double lo, double hi,
+                         double* out) {
+  double d = 0;
+  if (!absl::SimpleAtod(v, &d) || !(d >= lo && d <= hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, "='", v, "' must be a number in [", lo, ", ", hi, "]"));
+  }
+  *out = d;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SwitchControl::SwitchControl(SwitchServer* server, int controller_port)
+    : server_(server), controller_port_(controller_port) {}
+
+double SwitchControl::offload_threshold() const {
+  std::lock_guard lock(mu_);
+  return offload_threshold_;
+}
+
+absl::Status SwitchControl::AddRule(const cais::Rule& rule) {
+  absl::Status s;
+  server_->Execute([&](SwitchServer::Control& c) { s = c.reducer.rules().Add(rule); });
+  return s;
+}
+
+absl::Status SwitchControl::DeleteRule(const cais::RuleKey& key) {
+  absl::Status s;
+  server_->Execute([&](SwitchServer::Control& c) { s = c.reducer.rules().Delete(key); });
+  return s;
+}
+
+absl::StatusOr<std::vector<cais::Rule>> SwitchControl::DumpRules() {
+  std::vector<cais::Rule> rules;
+  server_->Execute([&](SwitchServer::Control& c) { rules = c.reducer.rules().Dump(); });
+  return rules;
+}
+
+absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
+  std::vector<control::PortInfo> out;
+  server_->Execute([&](SwitchServer::Control& c) {
+    for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
+      if (const Endpoint* e = c.ports.endpoint(p)) {
+        out.push_back({p, e->ToString(), c.ports.is_static(p)});
+      }
+    }
+  });
+  return out;
+}
+
+absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpoint) {
+  if (port >= dp::kMaxPorts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+  }
+  auto ep = Endpoint::Parse(endpoint);
+  if (!ep.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("endpoint '", endpoint, "' must be IP:PORT: ", ep.status().message()));
+  }
+  absl::Status s;
+  server_->Execute(
+      [&](SwitchServer::Control& c) { s = c.ports.AddStatic(static_cast<dp::PortId>(port), *ep); });
+  return s;
+}
+
+absl::StatusOr<control::GroupInfo> SwitchControl::CreateGroup(uint8_t group_id,
+                                                              const std::vector<uint16_t>& ports) {
+  if (ports.empty()) {
+    return absl::InvalidArgumentError("a group needs at least one port");
+  }
+  cais::PortMask mask;
+  for (uint16_t p : ports) {
+    if (p >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("port ", p, " is out of range; ports are 0..63"));
+    }
+    if (mask.contains(p)) {
+      return absl::InvalidArgumentError(absl::StrCat("port ", p, " is listed twice"));
+    }
+    mask.add(p);
+  }
+  absl::Status s;
+  server_->Execute([&](SwitchServer::Control& c) {
+    if (c.groups.group(group_id) != nullptr) {
+      s = absl::AlreadyExistsError(absl::StrCat(
+          "group ", group_id, " is being formed by hosts (JOIN); pick another group id"));
+      return;
+    }
+    s = c.reducer.rules().Add({{group_id, std::nullopt, std::nullopt}, mask, mask, std::nullopt});
+  });
+  if (!s.ok()) return s;
+  {
+    std::lock_guard lock(mu_);
+    control_groups_[group_id] = ports;
+  }
+  control::GroupInfo g;
+  g.group_id = group_id;
+  g.world_size = static_cast<uint16_t>(ports.size());
+  g.rank_ports = ports;
+  g.formed = true;
+  g.source = "control";
+  return g;
+}
+
+absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (control_groups_.count(group_id) == 0) {
+      bool joined = false;
+      server_->Execute(
+          [&](SwitchServer::Control& c) { joined = c.groups.group(group_id) != nullptr; });
+      return joined ? absl::FailedPreconditionError(absl::StrCat(
+                          "group ", group_id,
+                          " was formed by hosts (JOIN); it dissolves when a member leaves"))
+                    : absl::NotFoundError(absl::StrCat("no group ", group_id));
+    }
+    control_groups_.erase(group_id);
+  }
+  absl::Status s;
+  server_->Execute([&](SwitchServer::Control& c) {
+    s = c.reducer.rules().Delete({group_id, std::nullopt, std::nullopt});
+  });
+  return s;
+}
+
+absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
+  std::vector<control::GroupInfo> out;
+  server_->Execute([&](SwitchServer::Control& c) {
+    for (int g = 0; g < 256; ++g) {
+      const GroupState* st = c.groups.group(static_cast<uint8_t>(g));
+      if (st == nullptr) continue;
+      control::GroupInfo info;
+      info.group_id = st->group_id;
+      info.world_size = st->world_size;
+      if (st->formed) info.rank_ports = st->rank_ports();
+      info.formed = st->formed;
+      info.seq_base = st->seq_base;
+      info.source = "join";
+      out.push_back(info);
+    }
+  });
+  std::lock_guard lock(mu_);
+  for (const auto& [g, ports] : control_groups_) {
+    control::GroupInfo info;
+    info.group_id = g;
+    info.world_size = static_cast<uint16_t>(ports.size());
+    info.rank_ports = ports;
+    info.formed = true;
+    info.source = "control";
+    out.push_back(info);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.group_id < b.group_id; });
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
+  cais::CaisConfig c;
+  server_->Execute([&](SwitchServer::Control& ctl) { c = ctl.reducer.config(); });
+  std::map<std::string, std::string> out;
+  out["timeout_ms"] = Fmt(static_cast<double>(c.timeout_ns) / 1e6);
+  out["result_hold_ms"] = Fmt(static_cast<double>(c.result_hold_ns) / 1e6);
+  out["max_pending_chunks"] = absl::StrCat(c.max_pending_chunks);
+  out["sram_usage_limit"] = Fmt(c.sram_usage_limit);
+  out["chunk_size"] = absl::StrCat(c.max_payload_bytes);
+  out["sram_bytes"] = absl::StrCat(c.sram_bytes);
+  out["deterministic"] = c.deterministic ? "true" : "false";
+  out["controller_port"] = absl::StrCat(controller_port_);
+  out["offload_threshold"] = Fmt(offload_threshold());
+  return out;
+}
+
+absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& values) {
+  cais::CaisConfig c;
+  server_->Execute([&](SwitchServer::Control& ctl) { c = ctl.reducer.config(); });
+  double threshold = offload_threshold();
+  for (const auto& [key, v] : values) {
+    double d = 0;
+    absl::Status s;
+    if (key == "timeout_ms") {
+      s = ParseDouble(key, v, 0.001, 3.6e6, &d);
+      c.timeout_ns = static_cast<dp::TimeNs>(d * 1e6);
+    } else if (key == "result_hold_ms") {
+      s = ParseDouble(key, v, 0, 3.6e6, &d);
+      c.result_hold_ns = static_cast<dp::TimeNs>(d * 1e6);
+    } else if (key == "max_pending_chunks") {
+      s = ParseDouble(key, v, 1, 1 << 24, &d);
+      if (s.ok() && d != static_cast<double>(static_cast<uint32_t>(d))) {
+        s = absl::InvalidArgumentError(absl::StrCat(key, "='", v, "' must be an integer"));
+      }
+      c.max_pending_chunks = static_cast<uint32_t>(d);
+    } else if (key == "sram_usage_limit") {
+      s = ParseDouble(key, v, 0, 1, &d);
+      c.sram_usage_limit = d;
+    } else if (key == "offload_threshold") {
+      s = ParseDouble(key, v, 0, 1e9, &d);
+      threshold = d;
+    } else if (key == "chunk_size" || key == "sram_bytes" || key == "deterministic" ||
+               key == "controller_port") {
+      s = absl::FailedPreconditionError(absl::StrCat(
+          key, " is fixed while the switch runs; restart inca-switchd with the new value"));
+    } else {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "unknown key '", key,
+          "'; known: timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit, "
+          "offload_threshold (and read-only chunk_size, sram_bytes, deterministic, "
+          "controller_port)"));
+    }
+    if (!s.ok()) return s;
+  }
+  absl::Status s;
+  server_->Execute([&](SwitchServer::Control& ctl) {
+    s = ctl.reducer.UpdateConfig(c);
+    if (s.ok()) ctl.config.cais = c;
+  });
+  if (!s.ok()) return s;
+  std::lock_guard lock(mu_);
+  offload_threshold_ = threshold;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<control::Stats> SwitchControl::GetStats() {
+  control::Stats st;
+  server_->Execute([&](SwitchServer::Control& c) {
+    const cais::CaisReducer& r = c.reducer;
+    const cais::SramUsage u = r.sram();
+    const cais::GroupCounters& t = r.totals();
+    st.sram_usage = u.usage();
+    st.sram_pending_usage = u.pending_usage();
+    st.sram_bytes = u.sram_bytes;
+    st.reductions_per_s = r.rates().reductions_per_s;
+    st.reduced_bytes_per_s = r.rates().reduced_bytes_per_s;
+    st.completed_chunks = t.completed_chunks;
+    st.timeouts = t.timeouts;
+    st.fallback_notices = t.fallback_notices;
+    const uint64_t decided = t.completed_chunks + t.timeouts;
+    st.fallback_ratio =
+        decided ? static_cast<double>(t.timeouts) / static_cast<double>(decided) : 0.0;
+    st.avg_queue_delay_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
+                                                     static_cast<double>(t.completed_chunks) / 1e3
+                                               : 0.0;
+    st.rx_packets = r.counters().rx_packets;
+    st.tx_packets = r.counters().tx_packets;
+    st.conserved = r.counters().Conserved();
+    for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
+      if (t.drops_by_reason[i] != 0) {
+        st.drops[std::string(dp::ToString(static_cast<dp::DropReason>(i)))] = t.drops_by_reason[i];
+      }
+    }
+    for (int g = 0; g < 256; ++g) {
+      const cais::GroupCounters& gc = r.group(static_cast<uint8_t>(g));
+      if (gc.rx_packets == 0 && gc.sram_cells == 0) continue;
+      st.groups.push_back({static_cast<uint8_t>(g), gc.rx_packets, gc.completed_chunks,
+                           gc.reduced_bytes, gc.timeouts, gc.fallback_notices, gc.dropped,
+                           gc.sram_cells});
+    }
+  });
+  st.unknown_sender = server_->counters().unknown_sender;
+  return st;
+}
+
+absl::Status SwitchControl::Health() {
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ControlService> StartControlService(SwitchServer* server, const std::string& listen,
+                                                   const std::string& token) {
+  ControlService svc;
+  // The plane reports the port actually bound; construct it after binding.
+  auto plane = std::make_unique<SwitchControl>(server, 0);
+  control::ControlServerOptions o;
+  o.listen = listen;
+  o.token = token;
+  auto grpc_server = control::ControlServer::Start(o, plane.get());
+  if (!grpc_server.ok()) return grpc_server.status();
+  plane->set_controller_port((*grpc_server)->port());
+  svc.plane = std::move(plane);
+  svc.server = std::move(*grpc_server);
+  return svc;
+}
+
+}  // namespace inca::switchd

@@ -1,0 +1,60 @@
+// SwitchControl: the ControlPlane of one inca-switchd process. Every call
+// runs on the switch thread through SwitchServer::Execute, so it is safe
+// while traffic flows.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "control/grpc_server.h"
+#include "inca/control/control_plane.h"
+#include "switchd/switch_server.h"
+
+namespace inca::switchd {
+
+class SwitchControl final : public control::ControlPlane {
+ public:
+  // `server` must outlive this object. `controller_port` is reported as the
+  // read-only config key of that name.
+  SwitchControl(SwitchServer* server, int controller_port);
+
+  absl::Status AddRule(const cais::Rule& rule) override;
+  absl::Status DeleteRule(const cais::RuleKey& key) override;
+  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override;
+  absl::StatusOr<std::vector<control::PortInfo>> ListPorts() override;
+  absl::Status RegisterPort(uint16_t port, const std::string& endpoint) override;
+  absl::StatusOr<control::GroupInfo> CreateGroup(uint8_t group_id,
+                                                 const std::vector<uint16_t>& ports) override;
+  absl::Status DestroyGroup(uint8_t group_id) override;
+  absl::StatusOr<std::vector<control::GroupInfo>> ListGroups() override;
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override;
+  absl::Status SetConfig(const std::map<std::string, std::string>& values) override;
+  absl::StatusOr<control::Stats> GetStats() override;
+  absl::Status Health() override;
+
+  double offload_threshold() const;
+  void set_controller_port(int port) { controller_port_ = port; }
+
+ private:
+  SwitchServer* server_;
+  int controller_port_;
+  mutable std::mutex mu_;
+  double offload_threshold_ = 0.2;                           // the write-up's default (3.3)
+  std::map<uint8_t, std::vector<uint16_t>> control_groups_;  // created here
+};
+
+// The embedded control service of an inca-switchd: a SwitchControl and the
+// gRPC server in front of it. Destroy before the SwitchServer.
+struct ControlService {
+  std::unique_ptr<SwitchControl> plane;
+  std::unique_ptr<control::ControlServer> server;
+};
+
+// Serves the control API for `server` on `listen` (loopback by default;
+// port 0 = ephemeral). `token` non-empty = bearer token required.
+absl::StatusOr<ControlService> StartControlService(SwitchServer* server, const std::string& listen,
+                                                   const std::string& token);
+
+}  // namespace inca::switchd
