@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
-  libcpp-httplib-dev libz3-dev chromium
+  libcpp-httplib-dev libz3-dev chromium pkgconf
 )
 
 missing=()

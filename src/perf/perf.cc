@@ -228,8 +228,8 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
       switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
       // Ranks sharing a few cores arrive at a collective far apart; a chunk
       // timeout above that skew keeps them on the switch (flags may override).
-      std::vector<std::string> args = {"--listen", switch_addr,        "--log-level",
-                                       "warn",     "--control-listen", "127.0.0.1:0"};
+      std::vector<std::string> args = {"--listen",         switch_addr,   "--log-level",   "warn",
+                                       "--control-listen", "127.0.0.1:0", "--http-listen", "off"};
       if (std::find(o.switchd_args.begin(), o.switchd_args.end(), "--timeout-ms") ==
           o.switchd_args.end()) {
         args.insert(args.end(), {"--timeout-ms", "1000"});

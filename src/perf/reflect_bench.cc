@@ -104,12 +104,12 @@ absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostr
   for (int which = 0; which < 2; ++which) {
     const std::string addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
     testing::Process proc =
-        which == 0
-            ? testing::Process::Spawn(o.forwarder_path, {"--listen", addr}, true)
-            : testing::Process::Spawn(o.switchd_path,
-                                      {"--listen", addr, "--log-level", "warn", "--control-listen",
-                                       "off", "--chunk-size", absl::StrCat(o.payload_bytes)},
-                                      true);
+        which == 0 ? testing::Process::Spawn(o.forwarder_path, {"--listen", addr}, true)
+                   : testing::Process::Spawn(
+                         o.switchd_path,
+                         {"--listen", addr, "--log-level", "warn", "--control-listen", "off",
+                          "--http-listen", "off", "--chunk-size", absl::StrCat(o.payload_bytes)},
+                         true);
     if (!proc.running()) return absl::UnavailableError("could not start the target");
     auto load = Drive(addr, o);
     proc.Signal(SIGTERM);

@@ -39,8 +39,9 @@ struct Cluster {
   void Start(std::vector<std::string> extra = {}) {
     // Chunk timeout above the skew of ranks sharing two cores (tests that
     // exercise timeouts pass their own).
-    std::vector<std::string> args = {"--listen", switch_addr,        "--log-level",
-                                     "warn",     "--control-listen", "127.0.0.1:0"};
+    std::vector<std::string> args = {"--listen",      switch_addr,        "--log-level",
+                                     "warn",          "--control-listen", "127.0.0.1:0",
+                                     "--http-listen", "127.0.0.1:0"};
     if (std::find(extra.begin(), extra.end(), "--timeout-ms") == extra.end()) {
       args.insert(args.end(), {"--timeout-ms", "5000"});
     }

@@ -8,9 +8,11 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
+#include "monitor/http_server.h"
 #include "switchd/config.h"
 #include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
@@ -90,6 +92,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--control-token", control_token, "bearer token the control API requires")
       ->envname("INCA_TOKEN");
+  std::string http_listen(inca::monitor::kDefaultMonitorListen);
+  app.add_option("--http-listen", http_listen,
+                 "HOST:PORT for /metrics, /stats.json and the dashboard; 'off' = none")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,6 +150,25 @@ int main(int argc, char** argv) {
     spdlog::info("event=control_listening port={} token={}", control.server->port(),
                  control_token.empty() ? "none" : "required");
   }
+  std::unique_ptr<inca::monitor::MonitorServer> monitor;
+  if (http_listen != "off" && !http_listen.empty()) {
+    inca::switchd::SwitchServer* sw = server->get();
+    auto started = inca::monitor::MonitorServer::Start(http_listen, [sw] {
+      inca::monitor::MetricsSnapshot s;
+      sw->Execute([&](inca::switchd::SwitchServer::Control& ctl) {
+        inca::monitor::CollectReducer(ctl.reducer, &s);
+      });
+      s.switch_counters = sw->counters();
+      s.taken_at = std::chrono::system_clock::now();
+      return s;
+    });
+    if (!started.ok()) {
+      std::cerr << "inca-switchd: " << started.status().message() << "\n";
+      return 2;
+    }
+    monitor = std::move(*started);
+    spdlog::info("event=http_listening url={}", monitor->url());
+  }
   g_server.store(server->get());
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
@@ -152,6 +177,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const absl::Status run = (*server)->Run();
+  if (monitor) monitor->Stop();
   std::cout << (*server)->counters().ToJson() << std::endl;
   g_server.store(nullptr);
   if (!run.ok()) {

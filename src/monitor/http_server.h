@@ -1,0 +1,79 @@
+// MonitorServer: inca-switchd's monitoring endpoints over HTTP/1.1.
+//
+//   GET /            the dashboard (one self-contained HTML page)
+//   GET /metrics     Prometheus text format 0.0.4 (RenderPrometheus)
+//   GET /stats.json  the same snapshot as JSON (RenderStatsJson)
+//   GET /healthz     "ok" while the server runs
+// Anything else: 404. Read-only: no endpoint changes the switch.
+//
+// Every request to /metrics or /stats.json calls the source once, on one of
+// the server's worker threads; two requests may call it concurrently, so
+// the source must be thread-safe (e.g. SwitchServer::Execute() +
+// CollectReducer()). Bounded: `threads` workers, request bodies over
+// max_body_bytes refused, one request per connection, read/write timeouts.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "monitor/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace inca::monitor {
+
+// Loopback: the endpoints have no authentication.
+inline constexpr std::string_view kDefaultMonitorListen = "127.0.0.1:9411";
+
+struct MonitorOptions {
+  size_t threads = 2;  // worker threads answering requests
+  std::chrono::seconds read_timeout{2};
+  std::chrono::seconds write_timeout{2};
+  // How long a connection may stay idle before its request arrives. Stop()
+  // can take this long when a client holds an idle connection.
+  std::chrono::seconds idle_timeout{2};
+  size_t max_body_bytes = 1024;  // GET requests carry none
+};
+
+class MonitorServer {
+ public:
+  using Source = std::function<MetricsSnapshot()>;
+
+  // Binds `listen` ("HOST:PORT" or "[IPV6]:PORT"; port 0 picks a free port,
+  // see port()) and starts serving on a background thread. InvalidArgument
+  // for a malformed address or options, Unavailable when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MonitorServer>> Start(std::string_view listen,
+                                                              Source source,
+                                                              const MonitorOptions& options = {});
+  // Stops serving and joins the threads (Stop()).
+  ~MonitorServer();
+  MonitorServer(const MonitorServer&) = delete;
+  MonitorServer& operator=(const MonitorServer&) = delete;
+
+  // Closes the listening socket and waits for requests in progress.
+  // Idempotent; not from a request handler or a signal handler.
+  void Stop();
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  // "http://HOST:PORT/" (IPv6 hosts in brackets).
+  std::string url() const;
+
+ private:
+  MonitorServer(std::string host, uint16_t port, std::unique_ptr<httplib::Server> server);
+
+  std::string host_;
+  uint16_t port_ = 0;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace inca::monitor

@@ -1,0 +1,284 @@
+// MonitorServer over real loopback TCP, fetched with cpp-httplib's client.
+#include "monitor/http_server.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "monitor/httplib_include.h"
+#include "monitor/json_check.h"
+#include "monitor/prometheus_text_check.h"
+
+namespace inca::monitor {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Optional;
+using ::testing::StartsWith;
+
+// A fake source: a fixed snapshot and a call counter.
+struct FakeSource {
+  std::atomic<int> calls{0};
+  MonitorServer::Source Fn() {
+    return [this] {
+      ++calls;
+      MetricsSnapshot s;
+      s.switch_counters.datagrams_rx = 42;
+      s.switch_counters.sram.sram_bytes = 1000;
+      s.switch_counters.sram.cell_bytes = 10;
+      s.switch_counters.sram.cells_pending = 30;
+      GroupMetrics g;
+      g.group_id = 3;
+      g.counters.completed_chunks = 9;
+      s.groups.push_back(g);
+      return s;
+    };
+  }
+};
+
+std::unique_ptr<MonitorServer> StartOrDie(MonitorServer::Source source,
+                                          const MonitorOptions& options = {}) {
+  auto server = MonitorServer::Start("127.0.0.1:0", std::move(source), options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+httplib::Client ClientFor(const MonitorServer& server) {
+  httplib::Client cli(server.host(), server.port());
+  cli.set_connection_timeout(std::chrono::seconds(2));
+  cli.set_read_timeout(std::chrono::seconds(5));
+  return cli;
+}
+
+TEST(MonitorServer, ServesMetrics) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  EXPECT_GT(server->port(), 0);
+  EXPECT_EQ(server->url(), "http://127.0.0.1:" + std::to_string(server->port()) + "/");
+  auto cli = ClientFor(*server);
+  auto res = cli.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store");
+  const PromCheckResult r = CheckPrometheusText(res->body);
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_THAT(r.Value("inca_switch_datagrams_received_total"), Optional(42.0));
+  EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"3\"}"), Optional(9.0));
+  EXPECT_THAT(r.Value("inca_sram_pending_usage_ratio"), Optional(0.3));
+  EXPECT_EQ(fake.calls.load(), 1);
+}
+
+TEST(MonitorServer, ServesStatsJson) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  auto cli = ClientFor(*server);
+  auto res = cli.Get("/stats.json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(CheckJson(res->body), "") << res->body;
+  EXPECT_THAT(res->body, HasSubstr("\"pending_usage_ratio\":0.3"));
+  EXPECT_THAT(res->body, HasSubstr("\"group\":3,"));
+  // The regex route is exact: the '.' is not a wildcard.
+  auto near = cli.Get("/statsXjson");
+  ASSERT_TRUE(near);
+  EXPECT_EQ(near->status, 404);
+}
+
+TEST(MonitorServer, ServesASelfContainedDashboard) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  auto cli = ClientFor(*server);
+  auto res = cli.Get("/");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_THAT(res->get_header_value("Content-Security-Policy"), HasSubstr("default-src 'none'"));
+  const std::string& html = res->body;
+  EXPECT_THAT(html, StartsWith("<!DOCTYPE html>"));
+  for (const char* id : {"sram-value", "throughput-value", "delay-value", "fallback-value",
+                         "offload-value", "sram-chart", "offload-chart", "poll-count"}) {
+    EXPECT_THAT(html, HasSubstr(std::string("id=\"") + id + "\"")) << id;
+  }
+  EXPECT_THAT(html, HasSubstr("fetch('stats.json'"));
+  // No external resources: no absolute URLs at all, no external script/style.
+  EXPECT_THAT(html, Not(HasSubstr("://")));
+  EXPECT_THAT(html, Not(HasSubstr("<script src")));
+  EXPECT_THAT(html, Not(HasSubstr("<link")));
+  EXPECT_EQ(fake.calls.load(), 0);  // the page itself needs no snapshot
+}
+
+TEST(MonitorServer, HealthzAndNotFound) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  auto cli = ClientFor(*server);
+  auto ok = cli.Get("/healthz");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->body, "ok\n");
+  EXPECT_THAT(ok->get_header_value("Content-Type"), StartsWith("text/plain"));
+  for (const char* path : {"/nope", "/metrics/x", "/index.html", "/healthz/"}) {
+    auto res = cli.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 404) << path;
+    EXPECT_EQ(res->body, "404 Not Found\n") << path;
+  }
+  auto post = cli.Post("/metrics", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_GE(post->status, 400);
+  EXPECT_EQ(fake.calls.load(), 0);
+}
+
+TEST(MonitorServer, RefusesOversizedRequests) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  auto cli = ClientFor(*server);
+  auto body = cli.Post("/metrics", std::string(64 * 1024, 'x'), "text/plain");
+  if (body) {  // or the connection is cut
+    EXPECT_EQ(body->status, 413);
+  }
+  auto uri = cli.Get("/" + std::string(16 * 1024, 'a'));
+  if (uri) {
+    EXPECT_EQ(uri->status, 414);
+  }
+  auto after = cli.Get("/healthz");  // still serving
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+}
+
+TEST(MonitorServer, SourceFailureIs500) {
+  auto server = StartOrDie([]() -> MetricsSnapshot { throw std::runtime_error("boom"); });
+  ASSERT_NE(server, nullptr);
+  auto cli = ClientFor(*server);
+  auto res = cli.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 500);
+  auto ok = cli.Get("/healthz");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(MonitorServer, ManyConcurrentClientsOnTwoWorkers) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  std::atomic<int> good{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&] {
+      auto cli = ClientFor(*server);
+      for (int i = 0; i < 15; ++i) {
+        auto res = cli.Get(i % 2 ? "/metrics" : "/stats.json");
+        if (res && res->status == 200) ++good;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), 90);
+  EXPECT_EQ(fake.calls.load(), 90);
+}
+
+// Opens a TCP connection to the server and sends nothing.
+int IdleConnection(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+TEST(MonitorServer, IdleConnectionsTimeOutAndStopStaysBounded) {
+  FakeSource fake;
+  MonitorOptions options;
+  options.idle_timeout = std::chrono::seconds(1);
+  auto server = StartOrDie(fake.Fn(), options);
+  ASSERT_NE(server, nullptr);
+  // Both workers held by clients that never speak...
+  const int a = IdleConnection(server->port());
+  const int b = IdleConnection(server->port());
+  // ...are dropped after idle_timeout, so a real request still gets through.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto cli = ClientFor(*server);
+  auto res = cli.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  const int c = IdleConnection(server->port());
+  const auto t1 = std::chrono::steady_clock::now();
+  server->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(4));
+  server->Stop();  // idempotent
+  ::close(a);
+  ::close(b);
+  ::close(c);
+}
+
+TEST(MonitorServer, StopClosesTheListener) {
+  FakeSource fake;
+  auto server = StartOrDie(fake.Fn());
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->port();
+  server->Stop();
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_connection_timeout(std::chrono::seconds(1));
+  EXPECT_FALSE(cli.Get("/healthz"));
+  server.reset();  // destructor after Stop() is fine
+}
+
+TEST(MonitorServer, RejectsBadListenAddresses) {
+  FakeSource fake;
+  for (const char* listen : {"", "127.0.0.1", "127.0.0.1:", ":9411", "127.0.0.1:65536",
+                             "127.0.0.1:-1", "127.0.0.1:9x", "::1:9411", "[::1]9411", "[::1"}) {
+    auto server = MonitorServer::Start(listen, fake.Fn());
+    ASSERT_FALSE(server.ok()) << listen;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << listen;
+  }
+  auto no_source = MonitorServer::Start("127.0.0.1:0", nullptr);
+  EXPECT_EQ(no_source.status().code(), absl::StatusCode::kInvalidArgument);
+  MonitorOptions zero;
+  zero.threads = 0;
+  EXPECT_EQ(MonitorServer::Start("127.0.0.1:0", fake.Fn(), zero).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MonitorServer, PortInUseIsUnavailable) {
+  FakeSource fake;
+  auto first = StartOrDie(fake.Fn());
+  ASSERT_NE(first, nullptr);
+  auto second = MonitorServer::Start("127.0.0.1:" + std::to_string(first->port()), fake.Fn());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(MonitorServer, ServesOnIpv6Loopback) {
+  FakeSource fake;
+  auto server = MonitorServer::Start("[::1]:0", fake.Fn());
+  if (!server.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << server.status();
+  EXPECT_EQ((*server)->url(), "http://[::1]:" + std::to_string((*server)->port()) + "/");
+  httplib::Client cli("::1", (*server)->port());
+  auto res = cli.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+}  // namespace
+}  // namespace inca::monitor

@@ -1,0 +1,356 @@
+#include "monitor/metrics.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
+#include "inca/dataplane/program.h"
+#include "monitor/str_cat.h"
+
+namespace inca::monitor {
+namespace {
+
+using cais::GroupCounters;
+
+constexpr size_t kChunkClosed = static_cast<size_t>(dp::DropReason::kChunkClosed);
+
+// Shortest round-trip decimal form; Prometheus spellings for non-finite.
+std::string PromNumber(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+std::string JsonNumber(double v) {
+  return std::isfinite(v) ? PromNumber(v) : "null";
+}
+
+const char* JsonBool(bool b) {
+  return b ? "true" : "false";
+}
+
+// Unix time in whole milliseconds (exact in a double, unlike nanoseconds).
+int64_t UnixMs(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+// Writes families in order; a family's samples follow its HELP/TYPE lines.
+class PromWriter {
+ public:
+  void Counter(std::string_view name, std::string_view help) { Family(name, "counter", help); }
+  void Gauge(std::string_view name, std::string_view help) { Family(name, "gauge", help); }
+
+  // `labels` is the inside of {...} (already escaped) or empty.
+  void Sample(std::string_view labels, uint64_t v) { Line(labels, internal::StrCat(v)); }
+  void Sample(std::string_view labels, double v) { Line(labels, PromNumber(v)); }
+  void Sample(std::string_view labels, bool v) { Line(labels, v ? "1" : "0"); }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    name_ = name;
+    internal::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  }
+  void Line(std::string_view labels, std::string_view value) {
+    if (labels.empty()) {
+      internal::StrAppend(&out_, name_, " ", value, "\n");
+    } else {
+      internal::StrAppend(&out_, name_, "{", labels, "} ", value, "\n");
+    }
+  }
+
+  std::string out_;
+  std::string name_;
+};
+
+std::string GroupLabel(uint8_t g) {
+  return internal::StrCat("group=\"", unsigned{g}, "\"");
+}
+
+std::string ReasonLabel(size_t r) {
+  return internal::StrCat("reason=\"", dp::ToString(static_cast<dp::DropReason>(r)), "\"");
+}
+
+struct CounterField {
+  std::string_view suffix;  // after inca_cais_ / inca_cais_group_
+  uint64_t GroupCounters::*field;
+  std::string_view json;  // key in /stats.json
+  std::string_view help;
+};
+
+constexpr CounterField kGroupCounterFields[] = {
+    {"received_packets_total", &GroupCounters::rx_packets, "rx_packets",
+     "CAIS packets that parsed and named the group."},
+    {"contributions_total", &GroupCounters::contributions, "contributions",
+     "Contributions aggregated into a slot."},
+    {"completed_chunks_total", &GroupCounters::completed_chunks, "completed_chunks",
+     "Reductions finished and emitted (chunks)."},
+    {"reduced_bytes_total", &GroupCounters::reduced_bytes, "reduced_bytes",
+     "Payload bytes folded into reductions."},
+    {"replicated_packets_total", &GroupCounters::replicated, "replicated",
+     "AllGather/Broadcast packets replicated."},
+    {"results_resent_total", &GroupCounters::results_resent, "results_resent",
+     "Results re-sent after completion."},
+    {"timeouts_total", &GroupCounters::timeouts, "timeouts",
+     "Chunks released by timeout (their ports got a fallback notice)."},
+    {"fallback_notices_total", &GroupCounters::fallback_notices, "fallback_notices",
+     "Fallback notices emitted."},
+    {"evicted_results_total", &GroupCounters::evicted_results, "evicted_results",
+     "Retained results dropped for memory or age."},
+};
+
+struct SwitchField {
+  std::string_view name;
+  uint64_t switchd::SwitchCounters::*field;
+  std::string_view help;
+};
+
+constexpr SwitchField kSwitchCounterFields[] = {
+    {"inca_switch_datagrams_received_total", &switchd::SwitchCounters::datagrams_rx,
+     "Datagrams read from the switch's UDP socket."},
+    {"inca_switch_mgmt_received_total", &switchd::SwitchCounters::mgmt_rx,
+     "Management datagrams received."},
+    {"inca_switch_mgmt_malformed_total", &switchd::SwitchCounters::mgmt_malformed,
+     "Management datagrams that did not parse (ignored)."},
+    {"inca_switch_unknown_sender_total", &switchd::SwitchCounters::unknown_sender,
+     "CAIS datagrams dropped: source endpoint has no port."},
+    {"inca_switch_injected_ingress_loss_total", &switchd::SwitchCounters::injected_ingress_loss,
+     "CAIS datagrams dropped by ingress loss injection."},
+    {"inca_switch_rx_truncated_total", &switchd::SwitchCounters::rx_truncated,
+     "Datagrams longer than the receive slot (still handled)."},
+    {"inca_switch_injected_egress_loss_total", &switchd::SwitchCounters::injected_egress_loss,
+     "Reducer output dropped by egress loss injection."},
+    {"inca_switch_egress_unmapped_total", &switchd::SwitchCounters::egress_unmapped,
+     "Reducer output to a port with no endpoint."},
+    {"inca_switch_datagrams_sent_total", &switchd::SwitchCounters::datagrams_tx,
+     "Reducer output handed to the kernel."},
+    {"inca_switch_send_errors_total", &switchd::SwitchCounters::send_errors,
+     "Reducer output the kernel refused."},
+    {"inca_switch_mgmt_sent_total", &switchd::SwitchCounters::mgmt_tx, "Management replies sent."},
+    {"inca_switch_mgmt_send_errors_total", &switchd::SwitchCounters::mgmt_send_errors,
+     "Management replies the kernel refused."},
+};
+
+void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::string* out) {
+  for (const CounterField& f : kGroupCounterFields) {
+    internal::StrAppend(out, "\"", f.json, "\":", c.*f.field, ",");
+  }
+  internal::StrAppend(
+      out, "\"dropped\":", c.dropped, ",\"chunk_closed\":", c.drops_by_reason[kChunkClosed],
+      ",\"sram_bytes\":", c.sram_cells * cell_bytes,
+      ",\"fallback_ratio\":", JsonNumber(FallbackRatio(c)),
+      ",\"fallback_alarm\":", JsonBool(FallbackRatio(c) > kFallbackAlarmRatio), ",\"drops\":{");
+  bool first = true;
+  for (size_t r = 1; r < dp::kDropReasonCount; ++r) {
+    if (c.drops_by_reason[r] == 0) continue;
+    internal::StrAppend(out, first ? "" : ",", "\"", dp::ToString(static_cast<dp::DropReason>(r)),
+                        "\":", c.drops_by_reason[r]);
+    first = false;
+  }
+  out->append("}");
+}
+
+}  // namespace
+
+double FallbackRatio(const GroupCounters& c) {
+  const double finished = static_cast<double>(c.completed_chunks + c.timeouts);
+  if (finished == 0) return 0;
+  const double fell_back = static_cast<double>(c.timeouts + c.drops_by_reason[kChunkClosed]);
+  return std::min(1.0, fell_back / finished);
+}
+
+void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
+  out->rates = reducer.rates();
+  out->groups.clear();
+  for (unsigned g = 0; g < 256; ++g) {
+    const GroupCounters& c = reducer.group(static_cast<uint8_t>(g));
+    if (c.rx_packets == 0 && c.sram_cells == 0) continue;
+    GroupMetrics m;
+    m.group_id = static_cast<uint8_t>(g);
+    m.counters = c;
+    m.avg_pending_ms = c.completed_chunks ? static_cast<double>(c.pending_ns_total) /
+                                                static_cast<double>(c.completed_chunks) / 1e6
+                                          : 0.0;
+    out->groups.push_back(m);
+  }
+  const GroupCounters& t = reducer.totals();
+  out->avg_pending_ms = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
+                                                 static_cast<double>(t.completed_chunks) / 1e6
+                                           : 0.0;
+}
+
+std::string RenderPrometheus(const MetricsSnapshot& s) {
+  const switchd::SwitchCounters& sw = s.switch_counters;
+  const cais::SramUsage& sram = sw.sram;
+  const dp::ProgramCounters& rc = sw.reducer;
+  PromWriter w;
+
+  w.Gauge("inca_monitor_snapshot_timestamp_seconds",
+          "When this snapshot was taken (Unix time, seconds).");
+  w.Sample("", static_cast<double>(UnixMs(s.taken_at)) / 1e3);
+
+  // The UDP front end.
+  for (const SwitchField& f : kSwitchCounterFields) {
+    w.Counter(f.name, f.help);
+    w.Sample("", sw.*f.field);
+  }
+  w.Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
+  w.Sample("", sw.ports_bound);
+  w.Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");
+  w.Sample("", sw.groups_formed);
+  w.Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
+  w.Sample("", sw.groups_forming);
+  w.Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
+  w.Sample("", sw.Conserved());
+
+  // The reducer program.
+  w.Counter("inca_reducer_received_packets_total", "Packets handed to the reducer.");
+  w.Sample("", rc.rx_packets);
+  w.Counter("inca_reducer_received_bytes_total", "Bytes handed to the reducer.");
+  w.Sample("", rc.rx_bytes);
+  w.Counter("inca_reducer_aggregated_packets_total", "Packets absorbed into switch state.");
+  w.Sample("", rc.aggregated);
+  w.Counter("inca_reducer_forwarded_packets_total",
+            "Packets that caused emissions without being absorbed.");
+  w.Sample("", rc.forwarded);
+  w.Counter("inca_reducer_dropped_packets_total", "Packets the reducer dropped, by reason.");
+  for (size_t r = 1; r < dp::kDropReasonCount; ++r) w.Sample(ReasonLabel(r), rc.drops_by_reason[r]);
+  w.Counter("inca_reducer_sent_packets_total",
+            "Packets the reducer emitted (a multicast counts once per port).");
+  w.Sample("", rc.tx_packets);
+  w.Counter("inca_reducer_sent_bytes_total", "Bytes the reducer emitted.");
+  w.Sample("", rc.tx_bytes);
+
+  // CAIS figures: switch-wide (no labels) and per group (group="G").
+  for (const CounterField& f : kGroupCounterFields) {
+    w.Counter(internal::StrCat("inca_cais_", f.suffix), internal::StrCat(f.help, " All groups."));
+    w.Sample("", sw.cais.*f.field);
+    w.Counter(internal::StrCat("inca_cais_group_", f.suffix),
+              internal::StrCat(f.help, " Per group."));
+    for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.counters.*f.field);
+  }
+  w.Counter("inca_cais_group_dropped_packets_total",
+            "Packets of the group dropped, by reason (non-zero reasons only).");
+  for (const GroupMetrics& g : s.groups) {
+    for (size_t r = 1; r < dp::kDropReasonCount; ++r) {
+      if (g.counters.drops_by_reason[r] == 0) continue;
+      w.Sample(internal::StrCat(GroupLabel(g.group_id), ",", ReasonLabel(r)),
+               g.counters.drops_by_reason[r]);
+    }
+  }
+  w.Gauge("inca_cais_sram_bytes", "Slot memory held by pending chunks and retained results.");
+  w.Sample("", sw.cais.sram_cells * sram.cell_bytes);
+  w.Gauge("inca_cais_group_sram_bytes", "Slot memory the group holds.");
+  for (const GroupMetrics& g : s.groups) {
+    w.Sample(GroupLabel(g.group_id), g.counters.sram_cells * sram.cell_bytes);
+  }
+  w.Gauge("inca_cais_fallback_ratio",
+          "(timeouts + chunk_closed drops) / (completed + timeouts), since start.");
+  w.Sample("", FallbackRatio(sw.cais));
+  w.Gauge("inca_cais_group_fallback_ratio", "Fallback ratio of the group, since start.");
+  for (const GroupMetrics& g : s.groups)
+    w.Sample(GroupLabel(g.group_id), FallbackRatio(g.counters));
+  w.Gauge("inca_cais_fallback_alarm", "1 when the fallback ratio exceeds 0.1 (health alarm).");
+  w.Sample("", FallbackRatio(sw.cais) > kFallbackAlarmRatio);
+  w.Gauge("inca_cais_avg_pending_seconds",
+          "Mean time completed chunks spent pending (average queue delay).");
+  w.Sample("", s.avg_pending_ms / 1e3);
+  w.Gauge("inca_cais_group_avg_pending_seconds",
+          "Mean time the group's completed chunks spent pending.");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.avg_pending_ms / 1e3);
+  w.Gauge("inca_cais_reductions_per_second", "Chunks completed per second (last rate window).");
+  w.Sample("", s.rates.reductions_per_s);
+  w.Gauge("inca_cais_reduced_bytes_per_second",
+          "Payload bytes folded in per second (last rate window).");
+  w.Sample("", s.rates.reduced_bytes_per_s);
+  w.Gauge("inca_cais_received_packets_per_second",
+          "Packets received per second (last rate window).");
+  w.Sample("", s.rates.packets_per_s);
+
+  // Offload decisions.
+  w.Gauge("inca_cais_groups_active", "Groups with traffic.");
+  w.Sample("", static_cast<uint64_t>(s.groups.size()));
+  w.Gauge("inca_cais_group_offload_enabled", "1 when the group's collectives go to the switch.");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.offload_on);
+  w.Gauge("inca_cais_group_offload_threshold",
+          "Offload score threshold behind the group's decision.");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.offload_threshold);
+
+  // SRAM.
+  w.Gauge("inca_sram_capacity_bytes", "Slot memory allocated at start.");
+  w.Sample("", static_cast<uint64_t>(sram.sram_bytes));
+  w.Gauge("inca_sram_cell_bytes", "Size of one slot cell.");
+  w.Sample("", static_cast<uint64_t>(sram.cell_bytes));
+  w.Gauge("inca_sram_cells", "Slot cells in the memory.");
+  w.Sample("", static_cast<uint64_t>(sram.cells_total));
+  w.Gauge("inca_sram_used_bytes", "Slot memory in use, by holder.");
+  w.Sample("state=\"pending\"", static_cast<uint64_t>(sram.cells_pending * sram.cell_bytes));
+  w.Sample("state=\"retained\"", static_cast<uint64_t>(sram.cells_retained * sram.cell_bytes));
+  w.Gauge("inca_sram_usage_ratio", "Fraction of slot memory held (pending + retained).");
+  w.Sample("", sram.usage());
+  w.Gauge("inca_sram_pending_usage_ratio",
+          "Fraction of slot memory held by pending chunks (what admission checks).");
+  w.Sample("", sram.pending_usage());
+  w.Gauge("inca_sram_usage_limit_ratio", "Admission stops above this pending usage.");
+  w.Sample("", sram.usage_limit);
+  w.Gauge("inca_sram_pressure", "1 when SRAM usage exceeds 0.8 (offload threshold is raised).");
+  w.Sample("", sram.usage() > kSramPressureRatio);
+  w.Gauge("inca_sram_pending_chunks", "Chunks being aggregated.");
+  w.Sample("", static_cast<uint64_t>(sram.pending_chunks));
+  w.Gauge("inca_sram_max_pending_chunks", "Limit on chunks being aggregated.");
+  w.Sample("", static_cast<uint64_t>(sram.max_pending_chunks));
+  w.Gauge("inca_sram_retained_chunks", "Completed chunks whose result is kept for resends.");
+  w.Sample("", static_cast<uint64_t>(sram.retained_chunks));
+  w.Gauge("inca_sram_tombstones", "Keys of closed chunks remembered for late packets.");
+  w.Sample("", static_cast<uint64_t>(sram.tombstones));
+  return w.Take();
+}
+
+std::string RenderStatsJson(const MetricsSnapshot& s) {
+  const switchd::SwitchCounters& sw = s.switch_counters;
+  const cais::SramUsage& sram = sw.sram;
+  const double fallback = FallbackRatio(sw.cais);
+  std::string out = internal::StrCat(
+      "{\"time_ms\":", UnixMs(s.taken_at),
+      ",\"thresholds\":{\"fallback_alarm_ratio\":", JsonNumber(kFallbackAlarmRatio),
+      ",\"sram_pressure_ratio\":", JsonNumber(kSramPressureRatio), "}");
+  internal::StrAppend(
+      &out, ",\"sram\":{\"usage_ratio\":", JsonNumber(sram.usage()),
+      ",\"pending_usage_ratio\":", JsonNumber(sram.pending_usage()),
+      ",\"usage_limit_ratio\":", JsonNumber(sram.usage_limit),
+      ",\"pressure\":", JsonBool(sram.usage() > kSramPressureRatio),
+      ",\"capacity_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
+      ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,
+      ",\"cells_retained\":", sram.cells_retained, ",\"pending_chunks\":", sram.pending_chunks,
+      ",\"retained_chunks\":", sram.retained_chunks,
+      ",\"max_pending_chunks\":", sram.max_pending_chunks, ",\"tombstones\":", sram.tombstones,
+      "}");
+  internal::StrAppend(&out,
+                      ",\"rates\":{\"reductions_per_s\":", JsonNumber(s.rates.reductions_per_s),
+                      ",\"reduced_bytes_per_s\":", JsonNumber(s.rates.reduced_bytes_per_s),
+                      ",\"packets_per_s\":", JsonNumber(s.rates.packets_per_s),
+                      ",\"window_end_ns\":", s.rates.window_end_ns, "}");
+  internal::StrAppend(&out, ",\"avg_pending_ms\":", JsonNumber(s.avg_pending_ms),
+                      ",\"fallback_ratio\":", JsonNumber(fallback),
+                      ",\"fallback_alarm\":", JsonBool(fallback > kFallbackAlarmRatio),
+                      ",\"totals\":{");
+  AppendGroupCountersJson(sw.cais, sram.cell_bytes, &out);
+  out.append("},\"groups\":[");
+  for (size_t i = 0; i < s.groups.size(); ++i) {
+    const GroupMetrics& g = s.groups[i];
+    internal::StrAppend(&out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
+                        ",\"offload_on\":", JsonBool(g.offload_on),
+                        ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
+                        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",");
+    AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
+    out.append("}");
+  }
+  internal::StrAppend(&out, "],\"switch\":", sw.ToJson(), "}");
+  return out;
+}
+
+}  // namespace inca::monitor

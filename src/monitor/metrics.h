@@ -1,0 +1,80 @@
+// Monitoring figures of inca-switchd (CAIS write-up 4.4, "show-stats"): one
+// plain snapshot struct and its two renderings, Prometheus text exposition
+// format 0.0.4 (/metrics) and JSON (/stats.json, read by the dashboard).
+// Metric names and meanings: docs/monitoring.md.
+//
+// Threading: a MetricsSnapshot is a value; the renderers are pure functions.
+// CollectReducer() reads a CaisReducer and so runs on the thread that owns
+// it (the switch thread: SwitchServer::Execute()).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inca/cais/reducer.h"
+#include "switchd/switch_server.h"
+
+namespace inca::monitor {
+
+// CAIS write-up 4.4: a fallback ratio above this is the health alarm.
+inline constexpr double kFallbackAlarmRatio = 0.10;
+// CAIS write-up 4.4: SRAM usage above this makes the controller raise
+// offload_threshold ("SRAM pressure").
+inline constexpr double kSramPressureRatio = 0.80;
+// CAIS write-up 3.3: the default offload score threshold.
+inline constexpr double kDefaultOffloadThreshold = 0.2;
+
+// One reduction group's figures.
+struct GroupMetrics {
+  uint8_t group_id = 0;
+  cais::GroupCounters counters;
+  // Mean time, in milliseconds, that this group's completed chunks spent
+  // pending (first contribution to completion); 0 while not measured.
+  double avg_pending_ms = 0;
+  // The controller's offload decision for the group (CAIS write-up 3.3):
+  // whether its collectives go to the switch, and the score threshold the
+  // decision used. Until a controller fills them: on, 0.2.
+  bool offload_on = true;
+  double offload_threshold = kDefaultOffloadThreshold;
+};
+
+struct MetricsSnapshot {
+  // When the figures were taken (wall clock; exported as Unix seconds).
+  std::chrono::system_clock::time_point taken_at{};
+  // Switch counters, including the reducer's ProgramCounters, the CAIS
+  // switch-wide totals (`cais`) and SRAM occupancy (`sram`).
+  switchd::SwitchCounters switch_counters;
+  // Throughput over the reducer's last rate window.
+  cais::CaisRates rates;
+  // Switch-wide mean pending time of completed chunks, milliseconds ("average
+  // queue delay"); 0 while not measured.
+  double avg_pending_ms = 0;
+  // Groups with any traffic, ascending group_id.
+  std::vector<GroupMetrics> groups;
+};
+
+// Share of chunk outcomes that ended in a fallback to host collectives:
+//   (timeouts + drops_by_reason[chunk_closed]) / (completed_chunks + timeouts)
+// i.e. chunks released by timeout plus late packets answered with a fallback
+// notice, over chunks that finished either way. 0 when nothing finished;
+// capped at 1 (late packets can outnumber the chunks they belong to).
+double FallbackRatio(const cais::GroupCounters& c);
+
+// Copies the reducer's rates and the counters of every group that received
+// a packet or holds SRAM; offload decisions get their defaults. Leaves
+// taken_at, switch_counters and avg_pending_ms alone. Owner thread only.
+void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out);
+
+// Prometheus text exposition format 0.0.4: every family has HELP and TYPE,
+// names start with "inca_", counters end in "_total", units are in the names
+// (_bytes, _seconds, _ratio). Per-group series carry group="G", drops
+// reason="R" (dp::ToString(DropReason)).
+std::string RenderPrometheus(const MetricsSnapshot& s);
+
+// The snapshot as one JSON object (the dashboard's input; layout in
+// docs/monitoring.md). Non-finite numbers are written as null.
+std::string RenderStatsJson(const MetricsSnapshot& s);
+
+}  // namespace inca::monitor

@@ -1,0 +1,352 @@
+#include "monitor/metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "inca/wire/cais.h"
+#include "monitor/json_check.h"
+#include "monitor/prometheus_text_check.h"
+#include "monitor/synthetic.h"
+
+namespace inca::monitor {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Optional;
+
+constexpr size_t R(dp::DropReason r) {
+  return static_cast<size_t>(r);
+}
+
+// A snapshot with hand-picked figures in every section.
+MetricsSnapshot Sample() {
+  MetricsSnapshot s;
+  s.taken_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'700'000'000'250));
+  auto& sw = s.switch_counters;
+  sw.datagrams_rx = 1000;
+  sw.mgmt_rx = 10;
+  sw.reducer.rx_packets = 990;
+  sw.reducer.aggregated = 900;
+  sw.reducer.forwarded = 60;
+  sw.reducer.dropped = 30;
+  sw.reducer.drops_by_reason[R(dp::DropReason::kDuplicate)] = 20;
+  sw.reducer.drops_by_reason[R(dp::DropReason::kChunkClosed)] = 10;
+  sw.reducer.tx_packets = 500;
+  sw.datagrams_tx = 500;
+  sw.ports_bound = 4;
+  sw.groups_formed = 2;
+  sw.sram.sram_bytes = 1 << 20;
+  sw.sram.cell_bytes = 1 << 14;
+  sw.sram.cells_total = 64;
+  sw.sram.cells_pending = 40;
+  sw.sram.cells_retained = 16;
+  sw.sram.pending_chunks = 40;
+  sw.sram.max_pending_chunks = 128;
+  sw.sram.usage_limit = 0.75;
+  sw.cais.completed_chunks = 180;
+  sw.cais.timeouts = 20;
+  sw.cais.drops_by_reason[R(dp::DropReason::kChunkClosed)] = 10;
+  sw.cais.sram_cells = 56;
+  s.rates.reductions_per_s = 1.25e6;
+  s.rates.reduced_bytes_per_s = 5e9;
+  s.avg_pending_ms = 8.5;
+
+  GroupMetrics g0;
+  g0.group_id = 0;
+  g0.counters.rx_packets = 700;
+  g0.counters.completed_chunks = 170;
+  g0.counters.timeouts = 0;
+  g0.counters.sram_cells = 50;
+  g0.counters.drops_by_reason[R(dp::DropReason::kDuplicate)] = 20;
+  g0.counters.dropped = 20;
+  g0.avg_pending_ms = 2;
+  GroupMetrics g7;
+  g7.group_id = 7;
+  g7.counters.rx_packets = 290;
+  g7.counters.completed_chunks = 10;
+  g7.counters.timeouts = 20;
+  g7.counters.drops_by_reason[R(dp::DropReason::kChunkClosed)] = 10;
+  g7.counters.dropped = 10;
+  g7.counters.sram_cells = 6;
+  g7.offload_on = false;
+  g7.offload_threshold = 0.4;
+  s.groups = {g0, g7};
+  return s;
+}
+
+std::string Errors(const PromCheckResult& r) {
+  std::string all;
+  for (const auto& e : r.errors) all += e + "\n";
+  return all;
+}
+
+// --- the checker itself -----------------------------------------------------
+
+TEST(PrometheusTextCheck, AcceptsWellFormedText) {
+  const auto r = CheckPrometheusText(
+      "# HELP inca_a_total A.\n# TYPE inca_a_total counter\ninca_a_total{x=\"1\",y=\"q\\\"\"} 3\n"
+      "inca_a_total{x=\"2\"} 4\n# HELP inca_b B.\n# TYPE inca_b gauge\ninca_b -1.5e-3\n"
+      "# HELP inca_c C.\n# TYPE inca_c gauge\ninca_c NaN\n");
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_a_total{x=\"2\"}"), Optional(4.0));
+  EXPECT_THAT(r.Value("inca_b"), Optional(-1.5e-3));
+  EXPECT_EQ(r.Type("inca_b"), "gauge");
+}
+
+TEST(PrometheusTextCheck, RejectsEachKindOfMistake) {
+  const char* bad[] = {
+      "inca_a 1\n",                                                           // no HELP/TYPE
+      "# HELP inca_a A.\ninca_a 1\n",                                         // no TYPE
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a 1",                      // no final newline
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a one\n",                  // not a number
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a 1\ninca_a 2\n",          // duplicate series
+      "# HELP inca_a A.\n# TYPE inca_a counter\ninca_a 1\n",                  // counter not *_total
+      "# HELP inca_a_total A.\n# TYPE inca_a_total gauge\ninca_a_total 1\n",  // gauge *_total
+      "# HELP inca_a_total A.\n# TYPE inca_a_total counter\ninca_a_total -1\n",
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{1x=\"a\"} 1\n",   // label name
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=a} 1\n",        // unquoted
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=\"\\t\"} 1\n",  // bad escape
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=\"a\",x=\"b\"} 1\n",
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a 1 1700000000\n",  // timestamp
+      "# HELP inca_a A.\n# TYPE inca_a summary\ninca_a 1\n",
+      "# HELP other A.\n# TYPE other gauge\nother 1\n",       // prefix
+      "# HELP inca_a A.\n# TYPE inca_a gauge\n\ninca_a 1\n",  // blank line
+      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=\"1\"} 1\n# HELP inca_b B.\n"
+      "# TYPE inca_b gauge\ninca_b 1\ninca_a{x=\"2\"} 1\n",  // not contiguous
+  };
+  for (const char* text : bad) {
+    EXPECT_THAT(CheckPrometheusText(text).errors, Not(IsEmpty())) << text;
+  }
+}
+
+// --- RenderPrometheus -----------------------------------------------------------
+
+TEST(RenderPrometheus, EmptySnapshotIsValid) {
+  const auto r = CheckPrometheusText(RenderPrometheus(MetricsSnapshot{}));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_cais_fallback_ratio"), Optional(0.0));
+  EXPECT_THAT(r.Value("inca_sram_usage_ratio"), Optional(0.0));
+}
+
+TEST(RenderPrometheus, SampleSnapshotIsValidAndExact) {
+  const std::string text = RenderPrometheus(Sample());
+  const auto r = CheckPrometheusText(text);
+  ASSERT_THAT(r.errors, IsEmpty()) << Errors(r) << text;
+
+  EXPECT_THAT(r.Value("inca_monitor_snapshot_timestamp_seconds"), Optional(1'700'000'000.25));
+  EXPECT_THAT(r.Value("inca_switch_datagrams_received_total"), Optional(1000.0));
+  EXPECT_THAT(r.Value("inca_switch_ports_bound"), Optional(4.0));
+  EXPECT_THAT(r.Value("inca_switch_conserved"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_reducer_received_packets_total"), Optional(990.0));
+  EXPECT_THAT(r.Value("inca_reducer_dropped_packets_total{reason=\"duplicate\"}"), Optional(20.0));
+  EXPECT_THAT(r.Value("inca_reducer_dropped_packets_total{reason=\"chunk_closed\"}"),
+              Optional(10.0));
+  EXPECT_THAT(r.Value("inca_reducer_dropped_packets_total{reason=\"no_rule\"}"), Optional(0.0));
+  EXPECT_FALSE(r.Value("inca_reducer_dropped_packets_total{reason=\"none\"}"));
+
+  EXPECT_THAT(r.Value("inca_cais_completed_chunks_total"), Optional(180.0));
+  EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"0\"}"), Optional(170.0));
+  EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"7\"}"), Optional(10.0));
+  EXPECT_THAT(r.Value("inca_cais_group_received_packets_total{group=\"7\"}"), Optional(290.0));
+  EXPECT_THAT(r.Value("inca_cais_group_dropped_packets_total{group=\"0\",reason=\"duplicate\"}"),
+              Optional(20.0));
+  EXPECT_THAT(r.Value("inca_cais_group_dropped_packets_total{group=\"7\",reason=\"chunk_closed\"}"),
+              Optional(10.0));
+  EXPECT_FALSE(r.Value("inca_cais_group_dropped_packets_total{group=\"0\",reason=\"no_rule\"}"));
+  EXPECT_THAT(r.Value("inca_cais_group_sram_bytes{group=\"0\"}"), Optional(50.0 * 16384));
+  EXPECT_THAT(r.Value("inca_cais_sram_bytes"), Optional(56.0 * 16384));
+
+  // (20 + 10) / (180 + 20) = 0.15 switch-wide; group 7: (20 + 10) / 30 = 1.
+  EXPECT_THAT(r.Value("inca_cais_fallback_ratio"), Optional(0.15));
+  EXPECT_THAT(r.Value("inca_cais_fallback_alarm"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_cais_group_fallback_ratio{group=\"0\"}"), Optional(0.0));
+  EXPECT_THAT(r.Value("inca_cais_group_fallback_ratio{group=\"7\"}"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_cais_avg_pending_seconds"), Optional(0.0085));
+  EXPECT_THAT(r.Value("inca_cais_group_avg_pending_seconds{group=\"0\"}"), Optional(0.002));
+  EXPECT_THAT(r.Value("inca_cais_reductions_per_second"), Optional(1.25e6));
+  EXPECT_THAT(r.Value("inca_cais_reduced_bytes_per_second"), Optional(5e9));
+
+  EXPECT_THAT(r.Value("inca_cais_groups_active"), Optional(2.0));
+  EXPECT_THAT(r.Value("inca_cais_group_offload_enabled{group=\"0\"}"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_cais_group_offload_enabled{group=\"7\"}"), Optional(0.0));
+  EXPECT_THAT(r.Value("inca_cais_group_offload_threshold{group=\"0\"}"), Optional(0.2));
+  EXPECT_THAT(r.Value("inca_cais_group_offload_threshold{group=\"7\"}"), Optional(0.4));
+
+  EXPECT_THAT(r.Value("inca_sram_capacity_bytes"), Optional(1048576.0));
+  EXPECT_THAT(r.Value("inca_sram_used_bytes{state=\"pending\"}"), Optional(40.0 * 16384));
+  EXPECT_THAT(r.Value("inca_sram_used_bytes{state=\"retained\"}"), Optional(16.0 * 16384));
+  EXPECT_THAT(r.Value("inca_sram_usage_ratio"), Optional(0.875));
+  EXPECT_THAT(r.Value("inca_sram_pending_usage_ratio"), Optional(0.625));
+  EXPECT_THAT(r.Value("inca_sram_usage_limit_ratio"), Optional(0.75));
+  EXPECT_THAT(r.Value("inca_sram_pressure"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_sram_max_pending_chunks"), Optional(128.0));
+
+  EXPECT_EQ(r.Type("inca_cais_group_timeouts_total"), "counter");
+  EXPECT_EQ(r.Type("inca_sram_usage_ratio"), "gauge");
+}
+
+TEST(RenderPrometheus, EveryDropReasonHasASeries) {
+  const auto r = CheckPrometheusText(RenderPrometheus(Sample()));
+  for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
+    const auto reason = dp::ToString(static_cast<dp::DropReason>(i));
+    EXPECT_TRUE(r.Value(std::string("inca_reducer_dropped_packets_total{reason=\"") +
+                        std::string(reason) + "\"}"))
+        << reason;
+  }
+}
+
+TEST(RenderPrometheus, NonFiniteGaugesUsePrometheusSpelling) {
+  MetricsSnapshot s;
+  s.avg_pending_ms = std::numeric_limits<double>::quiet_NaN();
+  s.rates.reductions_per_s = std::numeric_limits<double>::infinity();
+  const std::string text = RenderPrometheus(s);
+  const auto r = CheckPrometheusText(text);
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(text, HasSubstr("\ninca_cais_avg_pending_seconds NaN\n"));
+  EXPECT_THAT(text, HasSubstr("\ninca_cais_reductions_per_second +Inf\n"));
+}
+
+// --- FallbackRatio ------------------------------------------------------------
+
+TEST(FallbackRatio, FollowsTheDocumentedFormula) {
+  cais::GroupCounters c;
+  EXPECT_EQ(FallbackRatio(c), 0);  // nothing finished
+  c.completed_chunks = 90;
+  EXPECT_EQ(FallbackRatio(c), 0);
+  c.timeouts = 10;
+  EXPECT_DOUBLE_EQ(FallbackRatio(c), 0.1);  // 10 / 100
+  c.drops_by_reason[R(dp::DropReason::kChunkClosed)] = 5;
+  EXPECT_DOUBLE_EQ(FallbackRatio(c), 0.15);                 // 15 / 100
+  c.drops_by_reason[R(dp::DropReason::kDuplicate)] = 1000;  // other drops do not count
+  EXPECT_DOUBLE_EQ(FallbackRatio(c), 0.15);
+  cais::GroupCounters late;
+  late.timeouts = 1;
+  late.drops_by_reason[R(dp::DropReason::kChunkClosed)] = 9;
+  EXPECT_EQ(FallbackRatio(late), 1.0);  // capped
+}
+
+// --- CollectReducer with a real reducer --------------------------------------
+
+struct NullSink final : dp::PacketSink {
+  size_t emitted = 0;
+  void Emit(dp::PortId, std::span<const uint8_t>) override { ++emitted; }
+};
+
+TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
+  auto reducer = cais::CaisReducer::Create(cais::CaisConfig{});
+  ASSERT_TRUE(reducer.ok()) << reducer.status();
+  cais::CaisReducer& red = **reducer;
+  ASSERT_TRUE(red.rules()
+                  .Add(cais::Rule{cais::RuleKey{3, std::nullopt, std::nullopt},
+                                  {1, 2},
+                                  {1, 2},
+                                  wire::CaisOp::kAllReduce})
+                  .ok());
+  NullSink sink;
+  auto packet = [](uint8_t group, uint16_t chunk) {
+    wire::CaisHeader h;
+    h.op = wire::CaisOp::kAllReduce;
+    h.reduce_op = wire::ReduceOp::kSum;
+    h.dtype = wire::DType::kF32;
+    h.group_id = group;
+    h.layer_id = 1;
+    h.chunk_id = chunk;
+    h.total_chunks = 4;
+    h.payload_len = 16;
+    std::vector<uint8_t> p(wire::kCaisHeaderBytes + 16, 0);
+    wire::SerializeCaisHeader(h, p);
+    return p;
+  };
+  for (uint16_t chunk = 0; chunk < 3; ++chunk) {
+    red.Process(packet(3, chunk), 1, 1000, sink);
+    red.Process(packet(3, chunk), 2, 1000, sink);
+  }
+  red.Process(packet(3, 3), 1, 1000, sink);  // pending: holds SRAM
+  red.Process(packet(9, 0), 1, 1000, sink);  // no rule for group 9: dropped
+  ASSERT_EQ(red.group(3).completed_chunks, 3u);
+
+  MetricsSnapshot s;
+  CollectReducer(red, &s);
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].group_id, 3);
+  EXPECT_EQ(s.groups[0].counters.completed_chunks, 3u);
+  EXPECT_EQ(s.groups[0].counters.contributions, 7u);
+  EXPECT_GT(s.groups[0].counters.sram_cells, 0u);
+  EXPECT_TRUE(s.groups[0].offload_on);
+  EXPECT_EQ(s.groups[0].offload_threshold, kDefaultOffloadThreshold);
+  EXPECT_EQ(s.groups[1].group_id, 9);
+  EXPECT_EQ(s.groups[1].counters.drops_by_reason[R(dp::DropReason::kNoRule)], 1u);
+
+  s.switch_counters.cais = red.totals();
+  s.switch_counters.sram = red.sram();
+  s.switch_counters.reducer = red.counters();
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"3\"}"), Optional(3.0));
+  EXPECT_THAT(r.Value("inca_cais_group_dropped_packets_total{group=\"9\",reason=\"no_rule\"}"),
+              Optional(1.0));
+}
+
+// --- RenderStatsJson ------------------------------------------------------------
+
+TEST(RenderStatsJson, IsValidJsonWithTheDashboardFields) {
+  const std::string json = RenderStatsJson(Sample());
+  EXPECT_EQ(CheckJson(json), "") << json;
+  for (const char* key :
+       {"\"time_ms\":1700000000250", "\"usage_ratio\":0.875", "\"reductions_per_s\":1250000",
+        "\"avg_pending_ms\":8.5", "\"fallback_ratio\":0.15", "\"fallback_alarm\":true",
+        "\"group\":7,\"offload_on\":false,\"offload_threshold\":0.4", "\"chunk_closed\":10",
+        "\"drops\":{\"duplicate\":20}", "\"switch\":{\"datagrams_rx\":1000",
+        "\"fallback_alarm_ratio\":0.1"}) {
+    EXPECT_THAT(json, HasSubstr(key));
+  }
+}
+
+TEST(RenderStatsJson, NonFiniteNumbersBecomeNull) {
+  MetricsSnapshot s;
+  s.avg_pending_ms = std::numeric_limits<double>::quiet_NaN();
+  const std::string json = RenderStatsJson(s);
+  EXPECT_EQ(CheckJson(json), "") << json;
+  EXPECT_THAT(json, HasSubstr("\"avg_pending_ms\":null"));
+  EXPECT_THAT(json, HasSubstr("\"groups\":[]"));
+}
+
+TEST(JsonCheck, RejectsMalformedJson) {
+  EXPECT_EQ(CheckJson("{\"a\":[1,2.5e3,true,null,\"x\\\"\"]}"), "");
+  for (const char* bad : {"", "{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{\"a\":NaN}", "{a:1}",
+                          "{\"a\":1} x", "{\"a\":01}"}) {
+    EXPECT_NE(CheckJson(bad), "") << bad;
+  }
+}
+
+// --- the synthetic source used by the dashboard demo --------------------------
+
+TEST(SyntheticMetrics, EverySnapshotIsValidConservedAndMoving) {
+  SyntheticMetrics synth;
+  double last_completed = -1;
+  std::set<double> usages;
+  for (int i = 0; i < 30; ++i) {
+    const MetricsSnapshot s = synth.Next();
+    EXPECT_TRUE(s.switch_counters.Conserved()) << i;
+    EXPECT_TRUE(s.switch_counters.reducer.Conserved()) << i;
+    const auto r = CheckPrometheusText(RenderPrometheus(s));
+    ASSERT_THAT(r.errors, IsEmpty()) << Errors(r);
+    EXPECT_EQ(CheckJson(RenderStatsJson(s)), "");
+    const double completed = *r.Value("inca_cais_completed_chunks_total");
+    EXPECT_GT(completed, last_completed);
+    last_completed = completed;
+    usages.insert(s.switch_counters.sram.usage());
+    EXPECT_GE(s.groups.size(), 2u);
+  }
+  EXPECT_GT(usages.size(), 10u);
+}
+
+}  // namespace
+}  // namespace inca::monitor
