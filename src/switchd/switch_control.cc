@@ -252,9 +252,13 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
     st.completed_chunks = t.completed_chunks;
     st.timeouts = t.timeouts;
     st.fallback_notices = t.fallback_notices;
+    // Same definition as the monitor's /metrics (docs/monitoring.md).
     const uint64_t decided = t.completed_chunks + t.timeouts;
+    const uint64_t closed = t.drops_by_reason[static_cast<size_t>(dp::DropReason::kChunkClosed)];
     st.fallback_ratio =
-        decided ? static_cast<double>(t.timeouts) / static_cast<double>(decided) : 0.0;
+        decided
+            ? std::min(1.0, static_cast<double>(t.timeouts + closed) / static_cast<double>(decided))
+            : 0.0;
     st.avg_queue_delay_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
                                                      static_cast<double>(t.completed_chunks) / 1e3
                                                : 0.0;

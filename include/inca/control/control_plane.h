@@ -54,7 +54,7 @@ struct Stats {
   uint64_t completed_chunks = 0;
   uint64_t timeouts = 0;
   uint64_t fallback_notices = 0;
-  double fallback_ratio = 0;      // timeouts / (completed_chunks + timeouts)
+  double fallback_ratio = 0;      // (timeouts + chunk_closed drops) / (completed + timeouts)
   double avg_queue_delay_us = 0;  // mean first-contribution-to-completion time
   uint64_t rx_packets = 0;
   uint64_t tx_packets = 0;
