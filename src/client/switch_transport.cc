@@ -201,6 +201,7 @@ struct SwitchTransport::Engine {
   std::vector<int64_t> first_sent;  // for RTT samples; -1 once retransmitted
   std::deque<uint32_t> inflight;    // own chunks sent, in send order (done ones pruned lazily)
   uint32_t outstanding = 0;         // own chunks sent and not yet done: the window
+  bool handed_back = false;         // a fallback notice arrived: leave the switch
   uint32_t next_own = 0;
   uint64_t remaining;
   int64_t last_progress;
@@ -345,8 +346,12 @@ struct SwitchTransport::Engine {
     const uint32_t c = h.chunk_id;
     if (deadline[c] < 0) return;  // already done
     if (h.has_flag(wire::cais_flags::kFallback)) {
+      // The switch gave this chunk up, so the operation needs the host path
+      // anyway: stop here rather than trickle on (the chunks already done
+      // are kept; recovery completes the rest).
       ++r.notices;
       Complete(c, true, now);
+      handed_back = true;
       return;
     }
     auto [dst, len] = Locate(c);
@@ -370,7 +375,7 @@ struct SwitchTransport::Engine {
     std::vector<mmsghdr> rmsgs(kBatch);
     std::vector<iovec> riov(kBatch);
     const size_t slot = t.recv_buf_.size() / kBatch;
-    while (remaining > 0) {
+    while (remaining > 0 && !handed_back) {
       int64_t now = NowNs();
       if (now - last_progress > give_up) break;
       // Fill the window with own chunks.
@@ -447,7 +452,7 @@ struct SwitchTransport::Engine {
       }
     }
     Flush();
-    r.complete = remaining == 0 && !r.fallback_notice;
+    r.complete = remaining == 0 && !r.fallback_notice && !handed_back;
   }
 };
 

@@ -63,7 +63,7 @@ struct CaisConfig {
   size_t rule_capacity = RuleTable::kDefaultCapacity;
   // Keys of closed (timed-out or evicted) chunks remembered to answer late
   // packets with a fallback notice instead of opening a new slot.
-  size_t tombstone_capacity = 8192;
+  size_t tombstone_capacity = 65536;
   // Length of the window over which rates() are measured.
   dp::TimeNs rate_window_ns = 100 * dp::kNsPerMs;
 
