@@ -106,6 +106,10 @@ absl::Status CaisConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("tombstone_capacity ", tombstone_capacity, " must be at most 16777216"));
   }
+  if (offload_decision_capacity < 1 || offload_decision_capacity > (size_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offload_decision_capacity ", offload_decision_capacity, " must be in [1, 16777216]"));
+  }
   return absl::OkStatus();
 }
 
@@ -121,7 +125,9 @@ CaisReducer::CaisReducer(const CaisConfig& config)
                                        config.max_pending_chunks, config.sram_usage_limit,
                                        config.tombstone_capacity)),
       out_buf_(wire::kCaisHeaderBytes + config.max_payload_bytes),
-      scratch_(config.cell_bytes() / 4) {}
+      scratch_(config.cell_bytes() / 4) {
+  max_offload_bytes_.fill(UINT64_MAX);
+}
 
 CaisReducer::~CaisReducer() = default;
 
@@ -132,7 +138,9 @@ absl::Status CaisReducer::UpdateConfig(const CaisConfig& c) {
                       : c.deterministic != config_.deterministic           ? "deterministic"
                       : c.rule_capacity != config_.rule_capacity           ? "rule_capacity"
                       : c.tombstone_capacity != config_.tombstone_capacity ? "tombstone_capacity"
-                                                                           : nullptr;
+                      : c.offload_decision_capacity != config_.offload_decision_capacity
+                          ? "offload_decision_capacity"
+                          : nullptr;
   if (fixed != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(fixed,
@@ -229,6 +237,42 @@ void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::Packe
   out.Emit(port, buf);
 }
 
+void CaisReducer::SendDeclined(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
+  wire::CaisHeader n = h;
+  n.flags = wire::cais_flags::kFallback | wire::cais_flags::kResult | wire::cais_flags::kDeclined;
+  n.payload_len = 0;
+  n.block = 0;
+  uint8_t buf[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(n, buf);
+  out.Emit(port, buf);
+}
+
+void CaisReducer::SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t max_bytes) {
+  min_offload_bytes_[group_id] = min_bytes;
+  max_offload_bytes_[group_id] = max_bytes;
+  offload_policy_set_[group_id] = true;
+}
+
+bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h) {
+  const uint64_t op_key =
+      (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
+  if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) return it->second;
+  const uint64_t estimate = uint64_t{h.total_chunks} * h.payload_len;
+  const bool declined =
+      estimate < min_offload_bytes_[h.group_id] || estimate > max_offload_bytes_[h.group_id];
+  Bump(h.group_id,
+       declined ? &GroupCounters::offload_declined_ops : &GroupCounters::offload_accepted_ops);
+  if (op_ring_.size() < config_.offload_decision_capacity) {
+    op_ring_.push_back(op_key);
+  } else {
+    op_decisions_.erase(op_ring_[op_ring_next_]);
+    op_ring_[op_ring_next_] = op_key;
+    op_ring_next_ = (op_ring_next_ + 1) % op_ring_.size();
+  }
+  op_decisions_.emplace(op_key, declined);
+  return declined;
+}
+
 void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload) {
   Slot& s = pool_->slot(i);
   const size_t n = s.header.element_count();
@@ -308,7 +352,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   const wire::CaisHeader& h = pkt.header;
   const uint8_t g = h.group_id;
   Bump(g, &GroupCounters::rx_packets);
-  if (h.has_flag(wire::cais_flags::kResult | wire::cais_flags::kFallback)) {
+  if (h.has_flag(wire::cais_flags::kSwitchOnly)) {
     return Drop(g, DropReason::kSwitchOriginated);
   }
 
@@ -358,6 +402,11 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       SendFallback(h, ingress, out);
       Bump(g, &GroupCounters::fallback_notices);
       return Drop(g, DropReason::kChunkClosed);
+    }
+    if (offload_policy_set_[g] && OffloadDeclined(h)) {
+      SendDeclined(h, ingress, out);
+      Bump(g, &GroupCounters::declined_notices);
+      return Drop(g, DropReason::kOffloadDeclined);
     }
     if (request) return Drop(g, DropReason::kNotReady);
     if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);

@@ -30,6 +30,7 @@ std::string_view ToString(DropReason reason) {
     case DropReason::kChunkClosed: return "chunk_closed";
     case DropReason::kNotContributor: return "not_contributor";
     case DropReason::kNotReady: return "not_ready";
+    case DropReason::kOffloadDeclined: return "offload_declined";
     case DropReason::kCount: break;
   }
   return "unknown";

@@ -144,6 +144,7 @@ std::string FlagsToString(uint8_t flags) {
   if ((flags & cais_flags::kResult) != 0) add("result");
   if ((flags & cais_flags::kRetransmit) != 0) add("retransmit");
   if ((flags & cais_flags::kFallback) != 0) add("fallback");
+  if ((flags & cais_flags::kDeclined) != 0) add("declined");
   const uint8_t unknown = static_cast<uint8_t>(flags & ~cais_flags::kKnownMask);
   if (unknown != 0) add(Hex2(unknown));
   return s;

@@ -285,7 +285,7 @@ TEST(CaisMalformed, UnknownDType) {
 }
 
 TEST(CaisMalformed, UnknownFlags) {
-  for (int bit = 3; bit < 8; ++bit) {
+  for (int bit = 4; bit < 8; ++bit) {
     CaisHeader h = Valid();
     h.flags = static_cast<uint8_t>(cais_flags::kResult | (1 << bit));
     EXPECT_EQ(Parse(Datagram(h, 16)), CaisParseError::kUnknownFlags) << bit;
@@ -472,9 +472,9 @@ TEST(CaisStatus, Messages) {
   EXPECT_THAT(StatusMessage(d), HasSubstr("unknown_dtype: dtype 12"));
 
   h = Valid();
-  h.flags = 0x09;
+  h.flags = 0x11;
   EXPECT_THAT(StatusMessage(Datagram(h, 16)),
-              HasSubstr("unknown_flags: flags 0x09 has unknown bits 0x08"));
+              HasSubstr("unknown_flags: flags 0x11 has unknown bits 0x10"));
 
   EXPECT_THAT(StatusMessage(Datagram(Valid(100), 60)),
               HasSubstr("payload_len 100 disagrees with datagram (60 payload bytes)"));
@@ -508,8 +508,10 @@ TEST(CaisDescribe, RendersFields) {
             "flags=result|retransmit block=0");
   h.flags = 0;
   EXPECT_THAT(Describe(h), HasSubstr("flags=none"));
-  h.flags = 0x0C;
-  EXPECT_THAT(Describe(h), HasSubstr("flags=fallback|0x08"));
+  h.flags = 0x0D;
+  EXPECT_THAT(Describe(h), HasSubstr("flags=result|fallback|declined"));
+  h.flags = 0x24;
+  EXPECT_THAT(Describe(h), HasSubstr("flags=fallback|0x20"));
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "inca/cais/rule_table.h"
 #include "inca/dataplane/program.h"
@@ -66,6 +67,8 @@ struct CaisConfig {
   size_t tombstone_capacity = 65536;
   // Length of the window over which rates() are measured.
   dp::TimeNs rate_window_ns = 100 * dp::kNsPerMs;
+  // Operations whose offload decision is remembered (see SetOffloadRange).
+  size_t offload_decision_capacity = 4096;
 
   // InvalidArgument naming the field and the accepted range.
   absl::Status Validate() const;
@@ -99,16 +102,19 @@ struct SramUsage {
 
 // Per-group figures (and the same for the whole switch in CaisCounters).
 struct GroupCounters {
-  uint64_t rx_packets = 0;        // packets that parsed and named this group
-  uint64_t contributions = 0;     // aggregated into a slot
-  uint64_t completed_chunks = 0;  // reductions finished and emitted
-  uint64_t reduced_bytes = 0;     // payload bytes folded into reductions
-  uint64_t replicated = 0;        // AllGather/Broadcast packets replicated
-  uint64_t results_resent = 0;    // result re-sent after completion
-  uint64_t timeouts = 0;          // chunks released by timeout
-  uint64_t fallback_notices = 0;  // fallback notices emitted
-  uint64_t evicted_results = 0;   // retained results dropped for memory/age
-  uint64_t pending_ns_total = 0;  // sum over completed chunks of their time pending (ns)
+  uint64_t rx_packets = 0;            // packets that parsed and named this group
+  uint64_t contributions = 0;         // aggregated into a slot
+  uint64_t completed_chunks = 0;      // reductions finished and emitted
+  uint64_t reduced_bytes = 0;         // payload bytes folded into reductions
+  uint64_t replicated = 0;            // AllGather/Broadcast packets replicated
+  uint64_t results_resent = 0;        // result re-sent after completion
+  uint64_t timeouts = 0;              // chunks released by timeout
+  uint64_t fallback_notices = 0;      // fallback notices emitted
+  uint64_t evicted_results = 0;       // retained results dropped for memory/age
+  uint64_t pending_ns_total = 0;      // sum over completed chunks of their time pending (ns)
+  uint64_t offload_accepted_ops = 0;  // operations the offload policy let in
+  uint64_t offload_declined_ops = 0;  // operations it sent to the host path
+  uint64_t declined_notices = 0;      // DECLINED notices emitted
   uint64_t dropped = 0;
   std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
   // Gauge, not a counter: slot cells this group holds now (pending chunks
@@ -148,6 +154,22 @@ class CaisReducer final : public dp::Program {
   const GroupCounters& totals() const { return totals_; }
   const CaisRates& rates() const { return rates_; }
 
+  // Offload admission (CAIS write-up 3.3): the offload controller sets, per
+  // group, the range of operation sizes worth reducing here. An operation's
+  // size is estimated at its first packet that would open a slot as
+  // total_chunks x that packet's payload_len; the decision (accept iff
+  // min_bytes <= size <= max_bytes) is remembered for offload_decision_capacity operations
+  // (oldest forgotten first), so every chunk and every rank of an operation
+  // gets the same answer even when the policy changes mid-operation. Packets
+  // of a declined operation are answered on their port with a DECLINED
+  // notice (flags FALLBACK|RESULT|DECLINED, empty payload) and dropped as
+  // `offload_declined`. [0, UINT64_MAX] (the default) accepts everything;
+  // min > max declines everything. Until a group's policy is first set,
+  // nothing is recorded for it (no cost).
+  void SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t max_bytes);
+  uint64_t min_offload_bytes(uint8_t group_id) const { return min_offload_bytes_[group_id]; }
+  uint64_t max_offload_bytes(uint8_t group_id) const { return max_offload_bytes_[group_id]; }
+
  private:
   explicit CaisReducer(const CaisConfig& config);
 
@@ -182,6 +204,17 @@ class CaisReducer final : public dp::Program {
   bool rate_started_ = false;
   dp::TimeNs rate_start_ = 0;
   uint64_t rate_base_chunks_ = 0, rate_base_bytes_ = 0, rate_base_packets_ = 0;
+
+  // Offload admission state (SetOffloadRange).
+  // Returns true when the operation of `h` is declined, deciding it first.
+  bool OffloadDeclined(const wire::CaisHeader& h);
+  void SendDeclined(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
+  std::array<uint64_t, 256> min_offload_bytes_{};
+  std::array<uint64_t, 256> max_offload_bytes_;
+  std::array<bool, 256> offload_policy_set_{};        // decisions are kept from then on
+  absl::flat_hash_map<uint64_t, bool> op_decisions_;  // op key -> declined
+  std::vector<uint64_t> op_ring_;                     // insertion order, for eviction
+  size_t op_ring_next_ = 0;
 };
 
 }  // namespace inca::cais

@@ -75,6 +75,7 @@ enum class DropReason : uint8_t {
   kChunkClosed,      // chunk timed out / result evicted: fallback notice sent
   kNotContributor,   // AllGather/Broadcast data from a port that does not own the chunk
   kNotReady,         // result request for a chunk the switch has not completed yet
+  kOffloadDeclined,  // the offload policy declined the operation: DECLINED notice sent
   kCount,
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);

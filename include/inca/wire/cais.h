@@ -54,7 +54,12 @@ namespace cais_flags {
 inline constexpr uint8_t kResult = 0x01;      // switch -> host: carries a result
 inline constexpr uint8_t kRetransmit = 0x02;  // host -> switch: a resend
 inline constexpr uint8_t kFallback = 0x04;    // switch -> host: finish on host
-inline constexpr uint8_t kKnownMask = 0x07;   // any other bit set is an error
+// switch -> host, with FALLBACK|RESULT: the offload policy declined the whole
+// operation; run it on the host path and stay joined.
+inline constexpr uint8_t kDeclined = 0x08;
+inline constexpr uint8_t kKnownMask = 0x0F;  // any other bit set is an error
+// Flags only the switch may set.
+inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined;
 }  // namespace cais_flags
 
 constexpr size_t ElementBytes(DType t) {
