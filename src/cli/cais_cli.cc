@@ -127,6 +127,8 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   ports->add_option("--port", port_s);
   ports->add_option("--endpoint", endpoint, "register: host IP:PORT");
   auto* health = app.add_subcommand("health", "check the switch answers");
+  auto* offload =
+      app.add_subcommand("offload", "the offload controller's decisions (CAIS write-up 3.3)");
 
   try {
     app.parse(argc, argv);
@@ -309,6 +311,49 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       if (!ps.ok()) return Report(ps.status(), err);
       for (const auto& p : *ps) {
         out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "")
+            << "\n";
+      }
+      return kOk;
+    }
+    if (*offload) {
+      auto p = cp.GetOffloadPolicy();
+      if (!p.ok()) return Report(p.status(), err);
+      auto bytes = [](uint64_t b) {
+        return b == UINT64_MAX ? std::string("inf") : absl::StrCat(b);
+      };
+      if (json) {
+        std::vector<std::string> gs;
+        for (const auto& g : p->groups) {
+          gs.push_back(absl::StrCat("{\"group\":", g.group_id, ",\"participants\":", g.participants,
+                                    ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
+                                    ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
+                                    "}"));
+        }
+        out << "{\"device\":\"" << JsonEscape(Device(device)) << "\",\"controller\":\""
+            << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
+            << ",\"threshold\":" << p->threshold
+            << ",\"fallback_alarm\":" << (p->fallback_alarm ? "true" : "false")
+            << ",\"queue_delay_us\":" << p->queue_delay_us
+            << ",\"port_utilisation\":" << p->port_utilisation
+            << ",\"sram_usage\":" << p->sram_usage << ",\"groups\":[" << absl::StrJoin(gs, ",")
+            << "]}\n";
+        return kOk;
+      }
+      if (p->updated_unix_ms == 0) {
+        out << "No offload decisions yet: every operation goes to the switch "
+               "(start inca-switchd with --offload-controller embedded, or run inca-controller)\n";
+        return kOk;
+      }
+      out << std::fixed << std::setprecision(2) << "Controller: " << p->controller << "\n"
+          << "Threshold: " << p->threshold << (p->fallback_alarm ? "  (fallback ALERT)" : "")
+          << "\n"
+          << "Queue Delay: " << p->queue_delay_us << "us, SRAM pressure: " << 100 * p->sram_usage
+          << "%, port utilisation: " << 100 * p->port_utilisation << "%\n";
+      for (const auto& g : p->groups) {
+        out << "group " << unsigned{g.group_id} << " (" << g.participants << " ranks): "
+            << (g.min_bytes > g.max_bytes ? std::string("OFF (host path)")
+                                          : absl::StrCat("offload ", bytes(g.min_bytes), "..",
+                                                         bytes(g.max_bytes), " bytes"))
             << "\n";
       }
       return kOk;

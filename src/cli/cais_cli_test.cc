@@ -83,6 +83,28 @@ TEST_F(CaisCliTest, SeedCommandsWorkAsWritten) {
   }
 }
 
+TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
+  Start();
+  ASSERT_EQ(Cli({"offload"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("No offload decisions yet"));
+  control::OffloadPolicy p;
+  p.controller = "unit";
+  p.threshold = 0.4;
+  p.groups.push_back({2, 4, 65536, UINT64_MAX});
+  p.groups.push_back({7, 2, 1, 0});
+  ASSERT_TRUE(control_.plane->SetOffloadPolicy(p).ok());
+  ASSERT_EQ(Cli({"offload"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Controller: unit"));
+  EXPECT_THAT(out_.str(), HasSubstr("group 2 (4 ranks): offload 65536..inf bytes"));
+  EXPECT_THAT(out_.str(), HasSubstr("group 7 (2 ranks): OFF (host path)"));
+  ASSERT_EQ(Cli({"offload", "--json"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"controller\":\"unit\""));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"group\":7,\"participants\":2,\"offload\":false"));
+  // The switch refuses names that would need escaping.
+  p.controller = "bad name\"";
+  EXPECT_EQ(control_.plane->SetOffloadPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CaisCliTest, WildcardsDeleteAndJson) {
   Start();
   ASSERT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "0,1", "--output-ports", "0,1",

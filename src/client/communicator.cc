@@ -341,6 +341,15 @@ class CommunicatorImpl final : public Communicator {
         Cache(s);
         return absl::OkStatus();
       }
+      if (r.declined) {
+        // The offload controller's decision for this operation: every rank
+        // gets the same answer from the switch, so all run it on the host
+        // path (through the agreement round, which also covers a rank
+        // left behind) and stay joined for the next one.
+        Bump(&CommunicatorStats::ops_declined);
+        *used_host = true;
+        return Recover(s, r.have);
+      }
       if (debug_) {
         size_t have = 0;
         for (uint8_t h : r.have) have += h;

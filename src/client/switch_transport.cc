@@ -345,6 +345,14 @@ struct SwitchTransport::Engine {
     }
     const uint32_t c = h.chunk_id;
     if (deadline[c] < 0) return;  // already done
+    if (h.has_flag(wire::cais_flags::kDeclined)) {
+      // The offload policy sent the whole operation to the host path; no
+      // chunk of it was reduced in the switch.
+      r.declined = true;
+      Complete(c, true, now);
+      handed_back = true;
+      return;
+    }
     if (h.has_flag(wire::cais_flags::kFallback)) {
       // The switch gave this chunk up, so the operation needs the host path
       // anyway: stop here rather than trickle on (the chunks already done

@@ -52,6 +52,9 @@ struct SwitchPhaseResult {
   // have[c] != 0: this rank holds chunk c's final value.
   std::vector<uint8_t> have;
   bool fallback_notice = false;  // the switch handed back at least one chunk
+  // The switch's offload policy declined the operation (DECLINED notice):
+  // run it on the host path and stay joined.
+  bool declined = false;
   uint64_t sent = 0;
   uint64_t retransmitted = 0;
   uint64_t requests = 0;

@@ -1,5 +1,8 @@
 #include "control/convert.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace inca::control {
@@ -103,6 +106,7 @@ GroupInfo FromProto(const pb::Group& g) {
 void ToProto(const Stats& s, pb::Stats* out) {
   out->set_sram_usage(s.sram_usage);
   out->set_sram_pending_usage(s.sram_pending_usage);
+  out->set_sram_usage_limit(s.sram_usage_limit);
   out->set_sram_bytes(s.sram_bytes);
   out->set_reductions_per_s(s.reductions_per_s);
   out->set_reduced_bytes_per_s(s.reduced_bytes_per_s);
@@ -115,6 +119,9 @@ void ToProto(const Stats& s, pb::Stats* out) {
   out->set_tx_packets(s.tx_packets);
   out->set_unknown_sender(s.unknown_sender);
   out->set_conserved(s.conserved);
+  out->set_ingress_delay_ns_total(s.ingress_delay_ns_total);
+  out->set_ingress_delay_samples(s.ingress_delay_samples);
+  out->set_ingress_queue_delay_us(s.ingress_queue_delay_us);
   for (const auto& [k, v] : s.drops) (*out->mutable_drops())[k] = v;
   for (const auto& g : s.groups) {
     pb::GroupStats* o = out->add_groups();
@@ -126,6 +133,8 @@ void ToProto(const Stats& s, pb::Stats* out) {
     o->set_fallback_notices(g.fallback_notices);
     o->set_dropped(g.dropped);
     o->set_sram_cells(g.sram_cells);
+    o->set_offload_accepted_ops(g.offload_accepted_ops);
+    o->set_offload_declined_ops(g.offload_declined_ops);
   }
 }
 
@@ -133,6 +142,7 @@ Stats FromProto(const pb::Stats& s) {
   Stats out;
   out.sram_usage = s.sram_usage();
   out.sram_pending_usage = s.sram_pending_usage();
+  out.sram_usage_limit = s.sram_usage_limit();
   out.sram_bytes = s.sram_bytes();
   out.reductions_per_s = s.reductions_per_s();
   out.reduced_bytes_per_s = s.reduced_bytes_per_s();
@@ -145,6 +155,9 @@ Stats FromProto(const pb::Stats& s) {
   out.tx_packets = s.tx_packets();
   out.unknown_sender = s.unknown_sender();
   out.conserved = s.conserved();
+  out.ingress_delay_ns_total = s.ingress_delay_ns_total();
+  out.ingress_delay_samples = s.ingress_delay_samples();
+  out.ingress_queue_delay_us = s.ingress_queue_delay_us();
   for (const auto& [k, v] : s.drops()) out.drops[k] = v;
   for (const auto& g : s.groups()) {
     GroupStats o;
@@ -156,9 +169,53 @@ Stats FromProto(const pb::Stats& s) {
     o.fallback_notices = g.fallback_notices();
     o.dropped = g.dropped();
     o.sram_cells = g.sram_cells();
+    o.offload_accepted_ops = g.offload_accepted_ops();
+    o.offload_declined_ops = g.offload_declined_ops();
     out.groups.push_back(o);
   }
   return out;
+}
+
+void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out) {
+  out->set_controller(p.controller);
+  out->set_threshold(p.threshold);
+  out->set_fallback_alarm(p.fallback_alarm);
+  out->set_queue_delay_us(p.queue_delay_us);
+  out->set_port_utilisation(p.port_utilisation);
+  out->set_sram_usage(p.sram_usage);
+  out->set_updated_unix_ms(p.updated_unix_ms);
+  for (const GroupOffload& g : p.groups) {
+    pb::GroupOffload* o = out->add_groups();
+    o->set_group_id(g.group_id);
+    o->set_participants(static_cast<uint32_t>(g.participants));
+    o->set_min_bytes(g.min_bytes);
+    o->set_max_bytes(g.max_bytes);
+  }
+}
+
+absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
+  OffloadPolicy r;
+  r.controller = p.controller();
+  r.threshold = p.threshold();
+  r.fallback_alarm = p.fallback_alarm();
+  r.queue_delay_us = p.queue_delay_us();
+  r.port_utilisation = p.port_utilisation();
+  r.sram_usage = p.sram_usage();
+  r.updated_unix_ms = p.updated_unix_ms();
+  for (const pb::GroupOffload& g : p.groups()) {
+    if (g.group_id() > 255) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offload policy: group_id ", g.group_id(), " must be in [0, 255]"));
+    }
+    GroupOffload o;
+    o.group_id = static_cast<uint8_t>(g.group_id());
+    o.participants = static_cast<int>(std::min<uint32_t>(g.participants(), 1u << 16));
+    o.min_bytes = g.min_bytes();
+    o.max_bytes = g.max_bytes();
+    r.groups.push_back(o);
+  }
+  *out = std::move(r);
+  return absl::OkStatus();
 }
 
 }  // namespace inca::control

@@ -19,5 +19,8 @@ void ToProto(const GroupInfo& g, pb::Group* out);
 GroupInfo FromProto(const pb::Group& g);
 void ToProto(const Stats& s, pb::Stats* out);
 Stats FromProto(const pb::Stats& s);
+void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out);
+// InvalidArgument for a group id above 255 or listed twice.
+absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out);
 
 }  // namespace inca::control

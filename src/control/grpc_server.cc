@@ -145,6 +145,21 @@ class Service final : public pb::Control::Service {
     }
     return grpc::Status::OK;
   }
+  grpc::Status SetOffloadPolicy(grpc::ServerContext* ctx, const pb::OffloadPolicy* req,
+                                pb::SetOffloadPolicyResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    OffloadPolicy p;
+    if (auto s = FromProto(*req, &p); !s.ok()) return ToGrpc(s);
+    return ToGrpc(plane_->SetOffloadPolicy(p));
+  }
+  grpc::Status GetOffloadPolicy(grpc::ServerContext* ctx, const pb::GetOffloadPolicyRequest*,
+                                pb::OffloadPolicy* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto p = plane_->GetOffloadPolicy();
+    if (!p.ok()) return ToGrpc(p.status());
+    ToProto(*p, resp);
+    return grpc::Status::OK;
+  }
   grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest*,
                       pb::HealthResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;

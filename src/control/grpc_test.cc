@@ -51,8 +51,15 @@ class FakePlane final : public ControlPlane {
     return s;
   }
   absl::Status Health() override { return absl::OkStatus(); }
+  absl::Status SetOffloadPolicy(const OffloadPolicy& p) override {
+    policy_ = p;
+    policy_.updated_unix_ms = 1234;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<OffloadPolicy> GetOffloadPolicy() override { return policy_; }
 
  private:
+  OffloadPolicy policy_;
   cais::RuleTable rules_{16};
   std::map<std::string, std::string> config_{{"timeout_ms", "50"}};
 };
@@ -157,6 +164,31 @@ TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {
       << s;
   EXPECT_THAT(s.message(), HasSubstr("cannot reach"));
   EXPECT_EQ(ConnectControl("nocolon", "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
+  Served sv;
+  OffloadPolicy p;
+  p.controller = "test";
+  p.threshold = 0.4;
+  p.fallback_alarm = true;
+  p.queue_delay_us = 12.5;
+  p.groups.push_back({3, 4, 1000, UINT64_MAX});
+  p.groups.push_back({9, 2, 1, 0});
+  ASSERT_TRUE(sv.client->SetOffloadPolicy(p).ok());
+  auto got = sv.client->GetOffloadPolicy();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->controller, "test");
+  EXPECT_DOUBLE_EQ(got->threshold, 0.4);
+  EXPECT_TRUE(got->fallback_alarm);
+  EXPECT_EQ(got->updated_unix_ms, 1234);
+  ASSERT_EQ(got->groups.size(), 2u);
+  EXPECT_EQ(got->groups[0].group_id, 3);
+  EXPECT_EQ(got->groups[0].participants, 4);
+  EXPECT_EQ(got->groups[0].min_bytes, 1000u);
+  EXPECT_EQ(got->groups[0].max_bytes, UINT64_MAX);
+  EXPECT_EQ(got->groups[1].min_bytes, 1u);
+  EXPECT_EQ(got->groups[1].max_bytes, 0u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "inca/control/offload_controller.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,10 +13,10 @@ absl::Status OffloadControllerConfig::Validate() const {
         absl::StrCat("offload_threshold ", base_threshold, " must be in [0, ", max_threshold, "]"));
   }
   if (!(step > 0) || !(healthy_sram < high_sram) || sustain < 1 || !(host_bandwidth_bps > 0) ||
-      !(switch_rate_bps > 0) || period_ns <= 0) {
+      !(switch_rate_bps > 0) || !(host_latency_s >= 0) || period_ns <= 0) {
     return absl::InvalidArgumentError(
         "offload controller: need step > 0, healthy_sram < high_sram, sustain >= 1, positive "
-        "bandwidths and period");
+        "bandwidths and period, host latency >= 0");
   }
   return absl::OkStatus();
 }
@@ -25,21 +26,41 @@ OffloadController::OffloadController(const OffloadControllerConfig& config)
 
 bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   if (started_ && now - last_ < config_.period_ns) return false;
+  // Ingress queueing delay over the period since the last evaluation.
+  if (stats.ingress_delay_samples > last_delay_samples_ &&
+      stats.ingress_delay_ns_total >= last_delay_ns_) {
+    queue_delay_s_ = static_cast<double>(stats.ingress_delay_ns_total - last_delay_ns_) /
+                     static_cast<double>(stats.ingress_delay_samples - last_delay_samples_) * 1e-9;
+  } else if (stats.ingress_delay_samples < last_delay_samples_) {
+    queue_delay_s_ = 0;  // the switch restarted
+  }
+  last_delay_ns_ = stats.ingress_delay_ns_total;
+  last_delay_samples_ = stats.ingress_delay_samples;
   started_ = true;
   last_ = now;
-  queue_delay_s_ = stats.avg_queue_delay_us * 1e-6;
+  utilisation_ = std::clamp(stats.reduced_bytes_per_s / config_.switch_rate_bps, 0.0, 0.95);
+  // Pressure is aggregation memory against what admission allows; retained
+  // results are a cache that gives way (evicted oldest first) and do not count.
+  sram_usage_ = stats.sram_usage_limit > 0 ? stats.sram_pending_usage / stats.sram_usage_limit
+                                           : stats.sram_usage;
   alarm_ = stats.fallback_ratio > config_.fallback_alarm;
-  if (stats.sram_usage > config_.high_sram) {
+  if (sram_usage_ > config_.high_sram) {
     if (++above_ >= config_.sustain) {
       threshold_ = std::min(config_.max_threshold, threshold_ + config_.step);
     }
   } else {
     above_ = 0;
-    if (stats.sram_usage < config_.healthy_sram) {
+    if (sram_usage_ < config_.healthy_sram) {
       threshold_ = std::max(config_.base_threshold, threshold_ - config_.step);
     }
   }
   return true;
+}
+
+void OffloadController::set_base_threshold(double base) {
+  const double raised = threshold_ - config_.base_threshold;
+  config_.base_threshold = std::clamp(base, 0.0, config_.max_threshold);
+  threshold_ = std::min(config_.max_threshold, config_.base_threshold + raised);
 }
 
 OffloadDecision OffloadController::Decide(const OffloadOp& op) const {
@@ -47,13 +68,36 @@ OffloadDecision OffloadController::Decide(const OffloadOp& op) const {
   d.threshold = threshold_;
   if (op.bytes == 0 || op.participants < 2) return d;  // nothing to save
   const double size = static_cast<double>(op.bytes);
-  const double endpoint_time = size / config_.host_bandwidth_bps;
-  const double switch_time = size / config_.switch_rate_bps + queue_delay_s_;
+  const double endpoint_time = config_.host_latency_s + size / config_.host_bandwidth_bps;
+  const double switch_time = size / (config_.switch_rate_bps * (1 - utilisation_)) + queue_delay_s_;
   const double time_gain = (endpoint_time - switch_time) / endpoint_time;
   const double traffic_saving = 1.0 - 1.0 / op.participants;
   d.score = time_gain * traffic_saving;
   d.offload = d.score > threshold_;
   return d;
+}
+
+OffloadRange OffloadController::Range(int participants) const {
+  constexpr OffloadRange kNone{1, 0};
+  if (participants < 2) return kNone;
+  // score > t  <=>  x/S + q < k (L + x/H)  with k = 1 - t / saving
+  //            <=>  a x < b,  a = 1/S - k/H,  b = k L - q.
+  const double k = 1.0 - threshold_ / (1.0 - 1.0 / participants);
+  if (k <= 0) return kNone;
+  const double a =
+      1.0 / (config_.switch_rate_bps * (1 - utilisation_)) - k / config_.host_bandwidth_bps;
+  const double b = k * config_.host_latency_s - queue_delay_s_;
+  const auto to_bytes = [](double x) {
+    return x >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(std::max(0.0, x));
+  };
+  if (a == 0) return b > 0 ? OffloadRange{1, UINT64_MAX} : kNone;
+  const double bound = b / a;
+  if (a < 0) {  // x > bound
+    if (bound >= 1.8e19) return kNone;
+    return OffloadRange{bound < 0 ? 1 : to_bytes(std::floor(bound)) + 1, UINT64_MAX};
+  }
+  if (bound <= 1) return kNone;  // x < bound
+  return OffloadRange{1, to_bytes(std::ceil(bound)) - 1};
 }
 
 }  // namespace inca::control

@@ -2,21 +2,51 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
+#include "inca/control/offload_loop.h"
+
 namespace inca::control {
 namespace {
 
 constexpr dp::TimeNs kPeriod = 100 * dp::kNsPerMs;
 
+// A snapshot with SRAM usage, a mean ingress delay over 1,000 samples, and
+// a fallback ratio.
 Stats Sram(double usage, double delay_us = 0, double fallback = 0) {
   Stats s;
   s.sram_usage = usage;
-  s.avg_queue_delay_us = delay_us;
+  s.ingress_delay_samples = 1000;
+  s.ingress_delay_ns_total = static_cast<uint64_t>(delay_us * 1e3 * 1000);
   s.fallback_ratio = fallback;
   return s;
 }
 
+OffloadControllerConfig NoLatency() {
+  OffloadControllerConfig c;
+  c.host_latency_s = 0;
+  return c;
+}
+
+bool InRange(const OffloadRange& r, uint64_t b) {
+  return r.min_bytes <= b && b <= r.max_bytes;
+}
+
+// Range() must agree with Decide() at every size: checked on a dense
+// logarithmic grid from 1 B to 1 TiB.
+void ExpectRangeMatchesDecide(const OffloadController& c, int participants) {
+  const OffloadRange r = c.Range(participants);
+  for (double x = 1; x < 1.1e12; x *= 1.07) {
+    const auto b = static_cast<uint64_t>(x);
+    EXPECT_EQ(c.Decide({b, participants}).offload, InRange(r, b))
+        << b << " bytes, " << participants << " ranks, range [" << r.min_bytes << ", "
+        << r.max_bytes << "]";
+  }
+}
+
 TEST(OffloadControllerTest, ScoreFollowsTheWriteUpsTradeOff) {
-  OffloadController c({});
+  OffloadController c(NoLatency());
   c.Observe(Sram(0.1), 0);
   // 8 ranks, 64 MiB: the switch is 4x faster and saves 7/8 of the traffic.
   OffloadDecision d = c.Decide({64 << 20, 8});
@@ -26,17 +56,80 @@ TEST(OffloadControllerTest, ScoreFollowsTheWriteUpsTradeOff) {
   EXPECT_TRUE(c.Decide({64 << 20, 2}).offload);
   // A single participant saves nothing.
   EXPECT_FALSE(c.Decide({64 << 20, 1}).offload);
+  EXPECT_TRUE(c.Range(1).empty());
 }
 
 TEST(OffloadControllerTest, QueueDelayMakesSmallOperationsStayOnHosts) {
-  OffloadController c({});
+  OffloadController c(NoLatency());
   c.Observe(Sram(0.1, /*delay_us=*/50), 0);
+  EXPECT_NEAR(c.queue_delay_s(), 50e-6, 1e-12);
   EXPECT_FALSE(c.Decide({4096, 8}).offload);      // 50 us of queueing dwarfs 0.3 us
   EXPECT_TRUE(c.Decide({256 << 20, 8}).offload);  // negligible for 256 MiB
+  const OffloadRange r = c.Range(8);
+  EXPECT_GT(r.min_bytes, 4096u);
+  EXPECT_LT(r.min_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(r.max_bytes, UINT64_MAX);
+  ExpectRangeMatchesDecide(c, 8);
+}
+
+TEST(OffloadControllerTest, TheQueueDelayIsMeasuredPerPeriod) {
+  OffloadController c(NoLatency());
+  Stats s = Sram(0.1, 10);  // 1,000 samples, 10 us each
+  c.Observe(s, 0);
+  EXPECT_NEAR(c.queue_delay_s(), 10e-6, 1e-12);
+  // 1,000 more samples totalling 100 ms: the new period's mean is 100 us.
+  s.ingress_delay_samples += 1000;
+  s.ingress_delay_ns_total += 100'000'000;
+  c.Observe(s, kPeriod);
+  EXPECT_NEAR(c.queue_delay_s(), 100e-6, 1e-12);
+  // No new samples: the last figure stands.
+  c.Observe(s, 2 * kPeriod);
+  EXPECT_NEAR(c.queue_delay_s(), 100e-6, 1e-12);
+}
+
+TEST(OffloadControllerTest, HostLatencyFavoursSmallOperationsWhenTheSwitchIsSlow) {
+  OffloadControllerConfig cfg;
+  cfg.host_latency_s = 1e-3;          // a slow host collective
+  cfg.switch_rate_bps = 1e9 / 8;      // a slow switch: 1 Gbit/s
+  cfg.host_bandwidth_bps = 10e9 / 8;  // hosts at 10 Gbit/s
+  OffloadController c(cfg);
+  c.Observe(Sram(0.1, 10), 0);
+  EXPECT_TRUE(c.Decide({4096, 4}).offload);       // latency-bound: the switch wins
+  EXPECT_FALSE(c.Decide({64 << 20, 4}).offload);  // bandwidth-bound: hosts win
+  const OffloadRange r = c.Range(4);
+  EXPECT_EQ(r.min_bytes, 1u);
+  EXPECT_LT(r.max_bytes, uint64_t{64} << 20);
+  ExpectRangeMatchesDecide(c, 4);
+}
+
+TEST(OffloadControllerTest, RangeAgreesWithDecideAcrossStates) {
+  for (double latency : {0.0, 20e-6, 1e-3}) {
+    for (double delay_us : {0.0, 5.0, 500.0}) {
+      for (double switch_gbps : {10.0, 100.0, 400.0}) {
+        OffloadControllerConfig cfg;
+        cfg.host_latency_s = latency;
+        cfg.switch_rate_bps = switch_gbps * 1e9 / 8;
+        OffloadController c(cfg);
+        c.Observe(Sram(0.1, delay_us), 0);
+        for (int n : {2, 3, 8}) ExpectRangeMatchesDecide(c, n);
+      }
+    }
+  }
+}
+
+TEST(OffloadControllerTest, PortUtilisationSlowsTheSwitchDown) {
+  OffloadController idle(NoLatency()), busy(NoLatency());
+  Stats s = Sram(0.1);
+  idle.Observe(s, 0);
+  s.reduced_bytes_per_s = 0.9 * 400e9 / 8;  // 90% of the switch's rate
+  busy.Observe(s, 0);
+  EXPECT_NEAR(busy.port_utilisation(), 0.9, 1e-12);
+  EXPECT_GT(idle.Decide({64 << 20, 8}).score, busy.Decide({64 << 20, 8}).score);
+  EXPECT_FALSE(busy.Decide({64 << 20, 8}).offload);  // 2.5x slower than hosts now
 }
 
 TEST(OffloadControllerTest, ThresholdRisesUnderSustainedSramPressureAndRecovers) {
-  OffloadController c({});
+  OffloadController c(NoLatency());
   dp::TimeNs t = 0;
   const OffloadOp op{64 << 20, 8};  // score 0.656
   for (int i = 0; i < 2; ++i, t += kPeriod) c.Observe(Sram(0.9), t);
@@ -44,12 +137,32 @@ TEST(OffloadControllerTest, ThresholdRisesUnderSustainedSramPressureAndRecovers)
   for (int i = 0; i < 6; ++i, t += kPeriod) c.Observe(Sram(0.9), t);
   EXPECT_GT(c.threshold(), 0.656);
   EXPECT_FALSE(c.Decide(op).offload);  // offload off under pressure
+  EXPECT_FALSE(InRange(c.Range(8), op.bytes));
   const double before = c.threshold();
   EXPECT_TRUE(c.Observe(Sram(0.7), t));  // between healthy and high: hold
   EXPECT_DOUBLE_EQ(c.threshold(), before);
   for (int i = 0; i < 10; ++i) c.Observe(Sram(0.3), t += kPeriod);
   EXPECT_DOUBLE_EQ(c.threshold(), 0.2);  // back to the configured base
   EXPECT_TRUE(c.Decide(op).offload);
+  EXPECT_TRUE(InRange(c.Range(8), op.bytes));
+}
+
+TEST(OffloadControllerTest, AtTheMaximumThresholdNothingIsOffloaded) {
+  OffloadControllerConfig cfg = NoLatency();
+  cfg.base_threshold = 1.0;
+  OffloadController c(cfg);
+  c.Observe(Sram(0.1), 0);
+  EXPECT_TRUE(c.Range(2).empty());
+  EXPECT_TRUE(c.Range(64).empty());
+}
+
+TEST(OffloadControllerTest, BaseThresholdChangesKeepThePressureRaise) {
+  OffloadController c(NoLatency());
+  dp::TimeNs t = 0;
+  for (int i = 0; i < 3; ++i, t += kPeriod) c.Observe(Sram(0.9), t);
+  EXPECT_NEAR(c.threshold(), 0.3, 1e-12);
+  c.set_base_threshold(0.5);
+  EXPECT_NEAR(c.threshold(), 0.6, 1e-12);
 }
 
 TEST(OffloadControllerTest, ReevaluatesAtMostOncePerPeriod) {
@@ -75,6 +188,104 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
   cfg = {};
   cfg.healthy_sram = 0.9;
   EXPECT_FALSE(cfg.Validate().ok());
+  cfg = {};
+  cfg.host_latency_s = -1;
+  EXPECT_FALSE(cfg.Validate().ok());
+}
+
+// A switch as the loop sees it: synthetic stats, two groups, a recorded policy.
+class ScriptedSwitch final : public ControlPlane {
+ public:
+  Stats stats;
+  std::map<std::string, std::string> config{{"offload_threshold", "0.2"}};
+  OffloadPolicy applied;
+  int sets = 0;
+
+  absl::Status AddRule(const cais::Rule&) override { return absl::OkStatus(); }
+  absl::Status DeleteRule(const cais::RuleKey&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return std::vector<cais::Rule>{}; }
+  absl::StatusOr<std::vector<PortInfo>> ListPorts() override { return std::vector<PortInfo>{}; }
+  absl::Status RegisterPort(uint16_t, const std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<GroupInfo> CreateGroup(uint8_t, const std::vector<uint16_t>&) override {
+    return absl::UnimplementedError("scripted");
+  }
+  absl::Status DestroyGroup(uint8_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<GroupInfo>> ListGroups() override {
+    GroupInfo a, b, forming;
+    a.group_id = 1;
+    a.world_size = 2;
+    a.formed = true;
+    b.group_id = 2;
+    b.world_size = 8;
+    b.formed = true;
+    forming.group_id = 3;
+    forming.world_size = 4;
+    return std::vector<GroupInfo>{a, b, forming};
+  }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override { return config; }
+  absl::Status SetConfig(const std::map<std::string, std::string>&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Stats> GetStats() override { return stats; }
+  absl::Status Health() override { return absl::OkStatus(); }
+  absl::Status SetOffloadPolicy(const OffloadPolicy& p) override {
+    applied = p;
+    ++sets;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<OffloadPolicy> GetOffloadPolicy() override { return applied; }
+};
+
+TEST(OffloadLoopTest, PushesOneRangePerFormedGroupOncePerPeriod) {
+  ScriptedSwitch sw;
+  sw.stats = Sram(0.1, 5);
+  OffloadLoopOptions o;
+  o.name = "test-controller";
+  OffloadLoop loop(&sw, o);
+  auto p = loop.Tick(0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(sw.sets, 1);
+  EXPECT_EQ(sw.applied.controller, "test-controller");
+  ASSERT_EQ(sw.applied.groups.size(), 2u);  // the forming group is left alone
+  EXPECT_EQ(sw.applied.groups[0].group_id, 1);
+  EXPECT_EQ(sw.applied.groups[0].participants, 2);
+  EXPECT_EQ(sw.applied.groups[1].participants, 8);
+  EXPECT_NEAR(sw.applied.queue_delay_us, 5, 1e-9);
+  const OffloadRange two = loop.controller().Range(2);
+  EXPECT_EQ(sw.applied.groups[0].min_bytes, two.min_bytes);
+  EXPECT_EQ(sw.applied.groups[0].max_bytes, two.max_bytes);
+  ASSERT_TRUE(loop.Tick(kPeriod / 2).ok());
+  EXPECT_EQ(sw.sets, 1);  // within the period: nothing new
+  ASSERT_TRUE(loop.Tick(kPeriod).ok());
+  EXPECT_EQ(sw.sets, 2);
+}
+
+TEST(OffloadLoopTest, SramPressureTurnsEveryGroupOffAndRecoveryBackOn) {
+  ScriptedSwitch sw;
+  OffloadLoop loop(&sw, {});
+  dp::TimeNs t = 0;
+  sw.stats = Sram(0.95, 5);
+  for (int i = 0; i < 20; ++i, t += kPeriod) ASSERT_TRUE(loop.Tick(t).ok());
+  for (const auto& g : sw.applied.groups) EXPECT_GT(g.min_bytes, g.max_bytes) << int{g.group_id};
+  EXPECT_DOUBLE_EQ(sw.applied.threshold, 1.0);
+  sw.stats = Sram(0.1, 5);
+  for (int i = 0; i < 20; ++i, t += kPeriod) ASSERT_TRUE(loop.Tick(t).ok());
+  for (const auto& g : sw.applied.groups) {
+    EXPECT_LE(g.min_bytes, uint64_t{1} << 20) << int{g.group_id};
+    EXPECT_EQ(g.max_bytes, UINT64_MAX);
+  }
+  EXPECT_DOUBLE_EQ(sw.applied.threshold, 0.2);
+}
+
+TEST(OffloadLoopTest, FollowsTheSwitchsOffloadThresholdKey) {
+  ScriptedSwitch sw;
+  sw.stats = Sram(0.1);
+  OffloadLoop loop(&sw, {});
+  ASSERT_TRUE(loop.Tick(0).ok());
+  EXPECT_DOUBLE_EQ(sw.applied.threshold, 0.2);
+  sw.config["offload_threshold"] = "0.45";
+  ASSERT_TRUE(loop.Tick(kPeriod).ok());
+  EXPECT_DOUBLE_EQ(sw.applied.threshold, 0.45);
 }
 
 }  // namespace

@@ -121,6 +121,24 @@ class RemoteControl final : public ControlPlane {
     }
     return FromProto(resp);
   }
+  absl::Status SetOffloadPolicy(const OffloadPolicy& policy) override {
+    pb::OffloadPolicy req;
+    ToProto(policy, &req);
+    pb::SetOffloadPolicyResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->SetOffloadPolicy(c, req, &resp); });
+  }
+  absl::StatusOr<OffloadPolicy> GetOffloadPolicy() override {
+    pb::GetOffloadPolicyRequest req;
+    pb::OffloadPolicy resp;
+    if (auto s =
+            Call([&](grpc::ClientContext* c) { return stub_->GetOffloadPolicy(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    OffloadPolicy out;
+    if (auto s = FromProto(resp, &out); !s.ok()) return s;
+    return out;
+  }
   absl::Status Health() override {
     pb::HealthRequest req;
     pb::HealthResponse resp;

@@ -101,6 +101,12 @@ constexpr CounterField kGroupCounterFields[] = {
      "Fallback notices emitted."},
     {"evicted_results_total", &GroupCounters::evicted_results, "evicted_results",
      "Retained results dropped for memory or age."},
+    {"offload_accepted_operations_total", &GroupCounters::offload_accepted_ops,
+     "offload_accepted_ops", "Operations the offload policy let into the switch."},
+    {"offload_declined_operations_total", &GroupCounters::offload_declined_ops,
+     "offload_declined_ops", "Operations the offload policy sent to the host path."},
+    {"declined_notices_total", &GroupCounters::declined_notices, "declined_notices",
+     "DECLINED notices emitted."},
 };
 
 struct SwitchField {
@@ -175,12 +181,22 @@ void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
     m.avg_pending_ms = c.completed_chunks ? static_cast<double>(c.pending_ns_total) /
                                                 static_cast<double>(c.completed_chunks) / 1e6
                                           : 0.0;
+    m.offload_min_bytes = reducer.min_offload_bytes(m.group_id);
+    m.offload_max_bytes = reducer.max_offload_bytes(m.group_id);
+    m.offload_on = m.offload_min_bytes <= m.offload_max_bytes;
     out->groups.push_back(m);
   }
   const GroupCounters& t = reducer.totals();
   out->avg_pending_ms = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
                                                  static_cast<double>(t.completed_chunks) / 1e6
                                            : 0.0;
+}
+
+void ApplyOffloadPolicy(const control::OffloadPolicy& policy, MetricsSnapshot* out) {
+  if (policy.updated_unix_ms == 0) return;  // no controller has spoken
+  out->offload_controller = policy.controller;
+  out->offload_queue_delay_us = policy.queue_delay_us;
+  for (GroupMetrics& g : out->groups) g.offload_threshold = policy.threshold;
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
@@ -279,6 +295,19 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Gauge("inca_cais_group_offload_threshold",
           "Offload score threshold behind the group's decision.");
   for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.offload_threshold);
+  w.Gauge("inca_cais_group_offload_min_bytes",
+          "Smallest operation the group's policy sends to the switch.");
+  for (const GroupMetrics& g : s.groups) {
+    w.Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_min_bytes));
+  }
+  w.Gauge("inca_cais_group_offload_max_bytes",
+          "Largest operation the group's policy sends to the switch (1.8e19: no limit).");
+  for (const GroupMetrics& g : s.groups) {
+    w.Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_max_bytes));
+  }
+  w.Gauge("inca_offload_queue_delay_seconds",
+          "Ingress queueing delay the offload controller last used.");
+  w.Sample("", s.offload_queue_delay_us / 1e6);
 
   // SRAM.
   w.Gauge("inca_sram_capacity_bytes", "Slot memory allocated at start.");
@@ -334,6 +363,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                       ",\"reduced_bytes_per_s\":", JsonNumber(s.rates.reduced_bytes_per_s),
                       ",\"packets_per_s\":", JsonNumber(s.rates.packets_per_s),
                       ",\"window_end_ns\":", s.rates.window_end_ns, "}");
+  internal::StrAppend(&out, ",\"offload_controller\":\"", s.offload_controller,
+                      "\",\"offload_queue_delay_us\":", JsonNumber(s.offload_queue_delay_us));
   internal::StrAppend(&out, ",\"avg_pending_ms\":", JsonNumber(s.avg_pending_ms),
                       ",\"fallback_ratio\":", JsonNumber(fallback),
                       ",\"fallback_alarm\":", JsonBool(fallback > kFallbackAlarmRatio),
@@ -345,6 +376,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
     internal::StrAppend(&out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
                         ",\"offload_on\":", JsonBool(g.offload_on),
                         ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
+                        ",\"offload_min_bytes\":", g.offload_min_bytes,
+                        ",\"offload_max_bytes\":", g.offload_max_bytes,
                         ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",");
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "inca/cais/reducer.h"
+#include "inca/control/control_plane.h"
 #include "switchd/switch_server.h"
 
 namespace inca::monitor {
@@ -38,6 +39,10 @@ struct GroupMetrics {
   // decision used. Until a controller fills them: on, 0.2.
   bool offload_on = true;
   double offload_threshold = kDefaultOffloadThreshold;
+  // Operation sizes the switch accepts for the group (the reducer's
+  // SetOffloadRange); offload_on = min <= max.
+  uint64_t offload_min_bytes = 0;
+  uint64_t offload_max_bytes = UINT64_MAX;
 };
 
 struct MetricsSnapshot {
@@ -53,6 +58,10 @@ struct MetricsSnapshot {
   double avg_pending_ms = 0;
   // Groups with any traffic, ascending group_id.
   std::vector<GroupMetrics> groups;
+  // Who sets offload decisions ("embedded", an external controller's name,
+  // or "none") and the ingress queueing delay it last used.
+  std::string offload_controller = "none";
+  double offload_queue_delay_us = 0;
 };
 
 // Share of chunk outcomes that ended in a fallback to host collectives:
@@ -63,9 +72,14 @@ struct MetricsSnapshot {
 double FallbackRatio(const cais::GroupCounters& c);
 
 // Copies the reducer's rates and the counters of every group that received
-// a packet or holds SRAM; offload decisions get their defaults. Leaves
+// a packet or holds SRAM, with the reducer's offload ranges (thresholds keep
+// their defaults: the reducer does not know them). Leaves
 // taken_at, switch_counters and avg_pending_ms alone. Owner thread only.
 void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out);
+
+// Copies an offload controller's policy into the snapshot: the controller's
+// name and queue delay, and each listed group's threshold.
+void ApplyOffloadPolicy(const control::OffloadPolicy& policy, MetricsSnapshot* out);
 
 // Prometheus text exposition format 0.0.4: every family has HELP and TYPE,
 // names start with "inca_", counters end in "_total", units are in the names

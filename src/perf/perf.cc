@@ -234,6 +234,13 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
           o.switchd_args.end()) {
         args.insert(args.end(), {"--timeout-ms", "1000"});
       }
+      // A perf tool measures a path, not a policy: the started switch takes
+      // every operation unless the caller asks for a controller
+      // (--switchd-arg=--offload-controller=embedded).
+      const bool controller_given =
+          std::any_of(o.switchd_args.begin(), o.switchd_args.end(),
+                      [](const std::string& a) { return a.rfind("--offload-controller", 0) == 0; });
+      if (!controller_given) args.insert(args.end(), {"--offload-controller", "off"});
       args.insert(args.end(), o.switchd_args.begin(), o.switchd_args.end());
       switchd = testing::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
       if (!switchd.running() || !testing::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {

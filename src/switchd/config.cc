@@ -384,6 +384,35 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
+  h["control_listen"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.String(v, k, &c->control_listen);
+  };
+  h["http_listen"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.String(v, k, &c->http_listen);
+  };
+  h["offload_controller"] = [&](const YAML::Node& v, const std::string& k) {
+    if (absl::Status s = r.String(v, k, &c->offload_controller); !s.ok()) return s;
+    if (c->offload_controller != "embedded" && c->offload_controller != "external" &&
+        c->offload_controller != "off") {
+      return KeyError(r.source(), k, v,
+                      absl::StrCat("unknown mode '", c->offload_controller,
+                                   "'; use embedded, external or off"));
+    }
+    return absl::OkStatus();
+  };
+  auto positive = [&](double* out) {
+    return [&r, out](const YAML::Node& v, const std::string& k) {
+      return r.Number(
+          v, k, [](double x) { return x > 0 && x <= 1e6; }, "(0, 1000000]", out);
+    };
+  };
+  h["offload_host_gbps"] = positive(&c->offload_host_gbps);
+  h["offload_switch_gbps"] = positive(&c->offload_switch_gbps);
+  h["offload_host_latency_us"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]",
+        &c->offload_host_latency_us);
+  };
   h["stats_interval_s"] = [&](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
@@ -412,6 +441,16 @@ absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name_sv
 }
 
 absl::Status SwitchdConfig::Validate() const {
+  if (offload_controller != "embedded" && offload_controller != "external" &&
+      offload_controller != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("offload_controller '", offload_controller,
+                                                   "': use embedded, external or off"));
+  }
+  if (!(offload_host_gbps > 0) || !(offload_switch_gbps > 0) || !(offload_host_latency_us >= 0)) {
+    return absl::InvalidArgumentError(
+        "offload_host_gbps and offload_switch_gbps must be positive, offload_host_latency_us "
+        "at least 0");
+  }
   if (auto hp = SplitHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("listen: ", hp.status().message()));
   }

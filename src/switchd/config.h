@@ -48,6 +48,17 @@ struct SwitchdConfig {
   std::string log_level = "info";
   // Seconds between stats log lines; 0 = none.
   double stats_interval_s = 0.0;
+  // The gRPC control API and the HTTP monitor: "HOST:PORT" (port 0 = any
+  // free) or "off". Loopback by default (docs/control.md, docs/monitoring.md).
+  std::string control_listen = "127.0.0.1:50051";
+  std::string http_listen = "127.0.0.1:9411";
+  // Offload decisions: "embedded" (this process, every 100 ms), "external"
+  // (an inca-controller pushes them) or "off" (every operation offloaded),
+  // and the cost model's assumptions (docs/control.md).
+  std::string offload_controller = "embedded";
+  double offload_host_gbps = 100;
+  double offload_host_latency_us = 100;
+  double offload_switch_gbps = 400;
 
   // Checks everything but name resolution: CaisConfig::Validate(), ranges,
   // static ports (0..63, unique ports and endpoints, parseable), static rules

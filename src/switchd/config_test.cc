@@ -71,6 +71,12 @@ egress_loss: 1.0
 loss_seed: 18446744073709551615
 log_level: debug
 stats_interval_s: 5
+control_listen: 0.0.0.0:50052
+http_listen: "off"
+offload_controller: external
+offload_host_gbps: 25
+offload_host_latency_us: 40
+offload_switch_gbps: 100
 ports:
   - {port: 1, endpoint: "127.0.0.1:9501"}
   - port: 2
@@ -100,6 +106,12 @@ rules:
   EXPECT_EQ(c->loss_seed, UINT64_MAX);
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_DOUBLE_EQ(c->stats_interval_s, 5);
+  EXPECT_EQ(c->control_listen, "0.0.0.0:50052");
+  EXPECT_EQ(c->http_listen, "off");
+  EXPECT_EQ(c->offload_controller, "external");
+  EXPECT_DOUBLE_EQ(c->offload_host_gbps, 25);
+  EXPECT_DOUBLE_EQ(c->offload_host_latency_us, 40);
+  EXPECT_DOUBLE_EQ(c->offload_switch_gbps, 100);
   ASSERT_EQ(c->ports.size(), 2u);
   EXPECT_EQ(c->ports[0].port, 1);
   EXPECT_EQ(c->ports[0].endpoint, "127.0.0.1:9501");
@@ -127,6 +139,13 @@ TEST(SwitchdConfigTest, ExampleFileLoads) {
   auto c = LoadSwitchdConfigYaml(INCA_SWITCHD_EXAMPLE_CONFIG);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen, "127.0.0.1:9410");
+  EXPECT_EQ(c->offload_controller, "embedded");
+}
+
+TEST(SwitchdConfigTest, OffloadKeysAreValidated) {
+  EXPECT_THAT(Error("offload_controller: sometimes\n"), HasSubstr("use embedded, external or off"));
+  EXPECT_THAT(Error("offload_host_gbps: 0\n"), HasSubstr("offload_host_gbps"));
+  EXPECT_THAT(Error("offload_host_latency_us: -1\n"), HasSubstr("offload_host_latency_us"));
 }
 
 TEST(SwitchdConfigTest, UnknownKeysAreRejected) {

@@ -1,7 +1,10 @@
 #include "switchd/switch_control.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -246,6 +249,7 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
     const cais::GroupCounters& t = r.totals();
     st.sram_usage = u.usage();
     st.sram_pending_usage = u.pending_usage();
+    st.sram_usage_limit = u.usage_limit;
     st.sram_bytes = u.sram_bytes;
     st.reductions_per_s = r.rates().reductions_per_s;
     st.reduced_bytes_per_s = r.rates().reduced_bytes_per_s;
@@ -275,11 +279,61 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
       if (gc.rx_packets == 0 && gc.sram_cells == 0) continue;
       st.groups.push_back({static_cast<uint8_t>(g), gc.rx_packets, gc.completed_chunks,
                            gc.reduced_bytes, gc.timeouts, gc.fallback_notices, gc.dropped,
-                           gc.sram_cells});
+                           gc.sram_cells, gc.offload_accepted_ops, gc.offload_declined_ops});
     }
   });
-  st.unknown_sender = server_->counters().unknown_sender;
+  const SwitchCounters sc = server_->counters();
+  st.unknown_sender = sc.unknown_sender;
+  st.ingress_delay_ns_total = sc.ingress_delay_ns_total;
+  st.ingress_delay_samples = sc.ingress_delay_samples;
+  st.ingress_queue_delay_us = sc.ingress_delay_samples
+                                  ? static_cast<double>(sc.ingress_delay_ns_total) /
+                                        static_cast<double>(sc.ingress_delay_samples) / 1e3
+                                  : 0.0;
   return st;
+}
+
+absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& policy) {
+  const bool name_ok = !policy.controller.empty() && policy.controller.size() <= 64 &&
+                       std::all_of(policy.controller.begin(), policy.controller.end(), [](char ch) {
+                         return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '-' ||
+                                ch == '_' || ch == '.' || ch == ':';
+                       });
+  if (!name_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offload policy: controller name '", policy.controller,
+                     "' must be 1-64 characters of letters, digits, '-', '_', '.' or ':'"));
+  }
+  std::array<bool, 256> seen{};
+  for (const control::GroupOffload& g : policy.groups) {
+    if (seen[g.group_id]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offload policy lists group ", g.group_id, " twice"));
+    }
+    seen[g.group_id] = true;
+  }
+  server_->Execute([&](SwitchServer::Control& c) {
+    for (const control::GroupOffload& g : policy.groups) {
+      c.reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
+    }
+  });
+  std::lock_guard lock(mu_);
+  // Groups not listed keep their last decision.
+  std::map<uint8_t, control::GroupOffload> merged;
+  for (const auto& g : policy_.groups) merged[g.group_id] = g;
+  for (const auto& g : policy.groups) merged[g.group_id] = g;
+  policy_ = policy;
+  policy_.groups.clear();
+  for (const auto& [id, g] : merged) policy_.groups.push_back(g);
+  policy_.updated_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<control::OffloadPolicy> SwitchControl::GetOffloadPolicy() {
+  std::lock_guard lock(mu_);
+  return policy_;
 }
 
 absl::Status SwitchControl::Health() {

@@ -33,6 +33,8 @@ class SwitchControl final : public control::ControlPlane {
   absl::Status SetConfig(const std::map<std::string, std::string>& values) override;
   absl::StatusOr<control::Stats> GetStats() override;
   absl::Status Health() override;
+  absl::Status SetOffloadPolicy(const control::OffloadPolicy& policy) override;
+  absl::StatusOr<control::OffloadPolicy> GetOffloadPolicy() override;
 
   double offload_threshold() const;
   void set_controller_port(int port) { controller_port_ = port; }
@@ -43,6 +45,7 @@ class SwitchControl final : public control::ControlPlane {
   mutable std::mutex mu_;
   double offload_threshold_ = 0.2;                           // the write-up's default (3.3)
   std::map<uint8_t, std::vector<uint16_t>> control_groups_;  // created here
+  control::OffloadPolicy policy_;                            // as last applied
 };
 
 // The embedded control service of an inca-switchd: a SwitchControl and the

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "inca/wire/cais.h"
@@ -34,6 +35,8 @@ std::string SwitchCounters::ToJson() const {
       "{\"datagrams_rx\":", datagrams_rx, ",\"mgmt_rx\":", mgmt_rx,
       ",\"mgmt_malformed\":", mgmt_malformed, ",\"unknown_sender\":", unknown_sender,
       ",\"injected_ingress_loss\":", injected_ingress_loss, ",\"rx_truncated\":", rx_truncated,
+      ",\"ingress_delay_ns_total\":", ingress_delay_ns_total,
+      ",\"ingress_delay_samples\":", ingress_delay_samples,
       ",\"injected_egress_loss\":", injected_egress_loss, ",\"egress_unmapped\":", egress_unmapped,
       ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
       ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
@@ -301,6 +304,7 @@ absl::Status SwitchServer::Run() {
         spdlog::debug("event=recv_error error=\"{}\"", std::strerror(-n));
       } else if (n > 0) {
         const dp::TimeNs now = Now();
+        AccountIngressDelay(static_cast<size_t>(n));
         for (size_t i = 0; i < static_cast<size_t>(n); ++i) HandleDatagram(i, now);
         FlushTx();
         busy = static_cast<size_t>(n) == rx_.capacity();
@@ -325,6 +329,18 @@ absl::Status SwitchServer::Run() {
   }
   RunTasks();  // anything queued before running_ turned false
   return status;
+}
+
+void SwitchServer::AccountIngressDelay(size_t n) {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t wall = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t rx = rx_.rx_realtime_ns(i);
+    if (rx == 0 || rx > wall) continue;  // no timestamp, or the clock stepped
+    live_.ingress_delay_ns_total += static_cast<uint64_t>(wall - rx);
+    ++live_.ingress_delay_samples;
+  }
 }
 
 void SwitchServer::RunTasks() {

@@ -53,6 +53,9 @@ struct SwitchCounters {
   uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
   uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
   uint64_t rx_truncated = 0;           // datagrams longer than the receive slot (still handled)
+  // Ingress queueing: kernel receive timestamp to the start of processing.
+  uint64_t ingress_delay_ns_total = 0;
+  uint64_t ingress_delay_samples = 0;
   // Egress.
   uint64_t injected_egress_loss = 0;  // reducer output dropped by loss injection
   uint64_t egress_unmapped = 0;       // reducer output to a port with no endpoint
@@ -136,6 +139,7 @@ class SwitchServer {
                   socklen_t from_len, const Endpoint& source, dp::TimeNs now);
   void Egress(dp::PortId port, std::span<const uint8_t> packet);
   void FlushTx();
+  void AccountIngressDelay(size_t received);
   bool Lose(double p);
   void Publish();
   static dp::TimeNs Now();

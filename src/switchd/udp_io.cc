@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
 
 namespace inca::switchd {
 
 namespace {
+
+constexpr size_t kControlBytes = CMSG_SPACE(sizeof(timespec));
 
 absl::Status ErrnoStatus(absl::string_view what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
@@ -59,6 +62,8 @@ absl::StatusOr<UdpSocket> BindUdp(const Endpoint& listen, size_t buffer_bytes) {
     SetBufferSize(s.fd.get(), SO_RCVBUFFORCE, SO_RCVBUF, buffer_bytes);
     SetBufferSize(s.fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, buffer_bytes);
   }
+  const int on = 1;
+  (void)setsockopt(s.fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));  // best effort
   s.rcvbuf_bytes = GetBufferSize(s.fd.get(), SO_RCVBUF);
   s.sndbuf_bytes = GetBufferSize(s.fd.get(), SO_SNDBUF);
   sockaddr_storage addr;
@@ -81,7 +86,8 @@ RecvBatch::RecvBatch(size_t count, size_t slot_bytes)
       buf_(count * slot_bytes),
       addrs_(count),
       iov_(count),
-      msgs_(count) {
+      msgs_(count),
+      control_(count * kControlBytes) {
   for (size_t i = 0; i < count; ++i) {
     iov_[i].iov_base = buf_.data() + i * slot_bytes;
     iov_[i].iov_len = slot_bytes;
@@ -97,6 +103,8 @@ int RecvBatch::Receive(int fd) {
     msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
     msgs_[i].msg_hdr.msg_iov = &iov_[i];
     msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_control = control_.data() + i * kControlBytes;
+    msgs_[i].msg_hdr.msg_controllen = kControlBytes;
   }
   int n;
   do {
@@ -113,6 +121,18 @@ std::span<const uint8_t> RecvBatch::data(size_t i) const {
 
 socklen_t RecvBatch::source_len(size_t i) const {
   return msgs_[i].msg_hdr.msg_namelen;
+}
+
+int64_t RecvBatch::rx_realtime_ns(size_t i) const {
+  msghdr& h = const_cast<msghdr&>(msgs_[i].msg_hdr);  // CMSG_* macros take non-const
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec ts;
+      std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+      return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+    }
+  }
+  return 0;
 }
 
 bool RecvBatch::truncated(size_t i) const {

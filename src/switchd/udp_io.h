@@ -46,7 +46,8 @@ struct UdpSocket {
 // A UDP socket bound to `listen`. Asks for `buffer_bytes` of SO_RCVBUF and
 // SO_SNDBUF (SO_*BUFFORCE first, which needs CAP_NET_ADMIN; the kernel caps
 // the rest at net.core.[rw]mem_max); 0 leaves the defaults. An IPv6
-// wildcard socket also accepts IPv4. Unavailable (errno text) on failure.
+// wildcard socket also accepts IPv4. Kernel receive timestamps
+// (SO_TIMESTAMPNS) are requested. Unavailable (errno text) on failure.
 absl::StatusOr<UdpSocket> BindUdp(const Endpoint& listen, size_t buffer_bytes);
 
 // `count` receive slots of `slot_bytes` each, allocated once.
@@ -66,6 +67,9 @@ class RecvBatch {
   const sockaddr_storage& source(size_t i) const { return addrs_[i]; }
   socklen_t source_len(size_t i) const;
   bool truncated(size_t i) const;
+  // When the kernel received datagram i (CLOCK_REALTIME ns, SO_TIMESTAMPNS);
+  // 0 when the socket delivered no timestamp.
+  int64_t rx_realtime_ns(size_t i) const;
   size_t capacity() const { return count_; }
 
  private:
@@ -75,6 +79,7 @@ class RecvBatch {
   std::vector<sockaddr_storage> addrs_;
   std::vector<iovec> iov_;
   std::vector<mmsghdr> msgs_;
+  std::vector<uint8_t> control_;  // per slot: room for one SCM_TIMESTAMPNS
 };
 
 // Up to `count` outgoing datagrams of at most `slot_bytes`, copied in and

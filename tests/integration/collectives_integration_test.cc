@@ -45,6 +45,9 @@ struct Cluster {
     if (std::find(extra.begin(), extra.end(), "--timeout-ms") == extra.end()) {
       args.insert(args.end(), {"--timeout-ms", "5000"});
     }
+    // These tests exercise the transport; offload decisions have their own
+    // test (offload_integration_test.cc).
+    args.insert(args.end(), {"--offload-controller", "off"});
     args.insert(args.end(), extra.begin(), extra.end());
     switchd = Process::Spawn(INCA_SWITCHD_PATH, args, /*quiet_stdout=*/true);
     ASSERT_TRUE(switchd.running());

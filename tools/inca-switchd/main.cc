@@ -12,6 +12,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "inca/control/offload_loop.h"
 #include "monitor/http_server.h"
 #include "switchd/config.h"
 #include "switchd/switch_control.h"
@@ -86,16 +87,38 @@ int main(int argc, char** argv) {
                         ->capture_default_str();
   auto* f_batch = app.add_option("--batch-size", batch_size, "datagrams per recvmmsg/sendmmsg")
                       ->capture_default_str();
-  std::string control_listen = "127.0.0.1:50051", control_token;
-  app.add_option("--control-listen", control_listen,
-                 "gRPC control API HOST:PORT (port 0 = any free; 'off' = none)")
-      ->capture_default_str();
+  std::string control_listen = c.control_listen, control_token;
+  auto* f_control = app.add_option("--control-listen", control_listen,
+                                   "gRPC control API HOST:PORT (port 0 = any free; 'off' = none)")
+                        ->capture_default_str();
   app.add_option("--control-token", control_token, "bearer token the control API requires")
       ->envname("INCA_TOKEN");
-  std::string http_listen(inca::monitor::kDefaultMonitorListen);
-  app.add_option("--http-listen", http_listen,
-                 "HOST:PORT for /metrics, /stats.json and the dashboard; 'off' = none")
-      ->capture_default_str();
+  std::string http_listen = c.http_listen;
+  auto* f_http =
+      app.add_option("--http-listen", http_listen,
+                     "HOST:PORT for /metrics, /stats.json and the dashboard; 'off' = none")
+          ->capture_default_str();
+  std::string offload_mode = c.offload_controller;
+  auto* f_mode = app.add_option("--offload-controller", offload_mode,
+                                "who decides what to offload: 'embedded' (this process, every "
+                                "100 ms), 'external' (an inca-controller pushes decisions) or "
+                                "'off' (offload all)")
+                     ->check(CLI::IsMember({"embedded", "external", "off"}))
+                     ->capture_default_str();
+  double host_gbps = c.offload_host_gbps, switch_gbps = c.offload_switch_gbps;
+  double host_latency_us = c.offload_host_latency_us;
+  auto* f_hgbps =
+      app.add_option("--offload-host-gbps", host_gbps, "host path bandwidth the controller assumes")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  auto* f_hlat = app.add_option("--offload-host-latency-us", host_latency_us,
+                                "fixed cost of one host collective the controller assumes")
+                     ->check(CLI::NonNegativeNumber)
+                     ->capture_default_str();
+  auto* f_sgbps =
+      app.add_option("--offload-switch-gbps", switch_gbps, "reduction rate the controller assumes")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,6 +150,12 @@ int main(int argc, char** argv) {
   if (*f_stats) c.stats_interval_s = stats_interval_s;
   if (*f_sockbuf) c.socket_buffer_bytes = socket_buffer_bytes;
   if (*f_batch) c.batch_size = batch_size;
+  if (*f_control) c.control_listen = control_listen;
+  if (*f_http) c.http_listen = http_listen;
+  if (*f_mode) c.offload_controller = offload_mode;
+  if (*f_hgbps) c.offload_host_gbps = host_gbps;
+  if (*f_hlat) c.offload_host_latency_us = host_latency_us;
+  if (*f_sgbps) c.offload_switch_gbps = switch_gbps;
   if (absl::Status s = c.Validate(); !s.ok()) {
     std::cerr << "inca-switchd: " << s.message() << "\n";
     return 2;
@@ -139,9 +168,16 @@ int main(int argc, char** argv) {
     std::cerr << "inca-switchd: " << server.status().message() << "\n";
     return 2;
   }
+  inca::control::OffloadControllerConfig oc;
+  oc.host_bandwidth_bps = c.offload_host_gbps * 1e9 / 8;
+  oc.switch_rate_bps = c.offload_switch_gbps * 1e9 / 8;
+  oc.host_latency_s = c.offload_host_latency_us * 1e-6;
   inca::switchd::ControlService control;
-  if (control_listen != "off") {
-    auto started = inca::switchd::StartControlService(server->get(), control_listen, control_token);
+  if (c.control_listen == "off") {
+    control.plane = std::make_unique<inca::switchd::SwitchControl>(server->get(), 0);
+  } else {
+    auto started =
+        inca::switchd::StartControlService(server->get(), c.control_listen, control_token);
     if (!started.ok()) {
       std::cerr << "inca-switchd: " << started.status().message() << "\n";
       return 2;
@@ -150,16 +186,28 @@ int main(int argc, char** argv) {
     spdlog::info("event=control_listening port={} token={}", control.server->port(),
                  control_token.empty() ? "none" : "required");
   }
+  std::unique_ptr<inca::control::OffloadLoopThread> offload_loop;
+  if (c.offload_controller == "embedded") {
+    inca::control::OffloadLoopOptions lo;
+    lo.controller = oc;
+    if (absl::Status s = oc.Validate(); !s.ok()) {
+      std::cerr << "inca-switchd: " << s.message() << "\n";
+      return 2;
+    }
+    offload_loop = std::make_unique<inca::control::OffloadLoopThread>(control.plane.get(), lo);
+  }
   std::unique_ptr<inca::monitor::MonitorServer> monitor;
-  if (http_listen != "off" && !http_listen.empty()) {
+  if (c.http_listen != "off" && !c.http_listen.empty()) {
     inca::switchd::SwitchServer* sw = server->get();
-    auto started = inca::monitor::MonitorServer::Start(http_listen, [sw] {
+    inca::switchd::SwitchControl* plane = control.plane.get();
+    auto started = inca::monitor::MonitorServer::Start(c.http_listen, [sw, plane] {
       inca::monitor::MetricsSnapshot s;
       sw->Execute([&](inca::switchd::SwitchServer::Control& ctl) {
         inca::monitor::CollectReducer(ctl.reducer, &s);
       });
       s.switch_counters = sw->counters();
       s.taken_at = std::chrono::system_clock::now();
+      inca::monitor::ApplyOffloadPolicy(*plane->GetOffloadPolicy(), &s);
       return s;
     });
     if (!started.ok()) {
@@ -177,6 +225,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const absl::Status run = (*server)->Run();
+  offload_loop.reset();  // its calls go through the server, which has stopped
   if (monitor) monitor->Stop();
   std::cout << (*server)->counters().ToJson() << std::endl;
   g_server.store(nullptr);

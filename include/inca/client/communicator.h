@@ -79,8 +79,9 @@ absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions b
 
 struct CommunicatorStats {
   uint64_t ops = 0;
-  uint64_t ops_switch = 0;  // completed entirely through the switch
-  uint64_t ops_host = 0;    // completed (at least partly) on the host path
+  uint64_t ops_switch = 0;    // completed entirely through the switch
+  uint64_t ops_host = 0;      // completed (at least partly) on the host path
+  uint64_t ops_declined = 0;  // of ops_host: the switch's offload policy declined them
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;
   uint64_t result_requests = 0;

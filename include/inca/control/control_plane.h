@@ -42,12 +42,35 @@ struct GroupStats {
   uint64_t fallback_notices = 0;
   uint64_t dropped = 0;
   uint64_t sram_cells = 0;
+  uint64_t offload_accepted_ops = 0;
+  uint64_t offload_declined_ops = 0;
+};
+
+// The offload decision for one group, as applied by the switch.
+struct GroupOffload {
+  uint8_t group_id = 0;
+  int participants = 0;
+  uint64_t min_bytes = 0;           // operations of min_bytes..max_bytes go to the switch;
+  uint64_t max_bytes = UINT64_MAX;  // min > max: none do
+};
+
+// What an offload controller decided, and from which figures (CAIS 3.3/4.4).
+struct OffloadPolicy {
+  std::string controller;  // who set it: "embedded", or an external controller's name
+  double threshold = 0;
+  bool fallback_alarm = false;
+  double queue_delay_us = 0;
+  double port_utilisation = 0;
+  double sram_usage = 0;
+  std::vector<GroupOffload> groups;
+  int64_t updated_unix_ms = 0;  // set by the switch when applied; 0: never
 };
 
 // The figures of the CAIS write-up's `cais-cli show-stats` (4.4) and more.
 struct Stats {
   double sram_usage = 0;          // pending + retained, fraction of sram_bytes
   double sram_pending_usage = 0;  // pending only (what admission checks)
+  double sram_usage_limit = 0;    // admission stops when pending usage reaches this
   uint64_t sram_bytes = 0;
   double reductions_per_s = 0;
   double reduced_bytes_per_s = 0;
@@ -56,6 +79,11 @@ struct Stats {
   uint64_t fallback_notices = 0;
   double fallback_ratio = 0;      // (timeouts + chunk_closed drops) / (completed + timeouts)
   double avg_queue_delay_us = 0;  // mean first-contribution-to-completion time
+  // Ingress queueing: kernel receive timestamp to processing, summed over
+  // samples (controllers difference two snapshots for a windowed mean).
+  uint64_t ingress_delay_ns_total = 0;
+  uint64_t ingress_delay_samples = 0;
+  double ingress_queue_delay_us = 0;  // mean since start
   uint64_t rx_packets = 0;
   uint64_t tx_packets = 0;
   uint64_t unknown_sender = 0;
@@ -92,6 +120,13 @@ class ControlPlane {
   virtual absl::Status SetConfig(const std::map<std::string, std::string>& values) = 0;
 
   virtual absl::StatusOr<Stats> GetStats() = 0;
+
+  // Applies an offload controller's decisions: each listed group's size
+  // range (groups not listed keep theirs; a group that has not formed yet
+  // gets it when it does). InvalidArgument when a group is listed twice.
+  virtual absl::Status SetOffloadPolicy(const OffloadPolicy& policy) = 0;
+  // The policy last applied (updated_unix_ms 0 when none was).
+  virtual absl::StatusOr<OffloadPolicy> GetOffloadPolicy() = 0;
   virtual absl::Status Health() = 0;
 };
 

@@ -8,11 +8,23 @@
 // the endpoint time". inca normalises both factors, making the score
 // dimensionless:
 //
-//   endpoint_time  = size / host_bandwidth
-//   switch_time    = size / switch_rate + queue_delay
+//   endpoint_time  = host_latency + size / host_bandwidth
+//   switch_time    = size / (switch_rate * (1 - port_utilisation)) + queue_delay
 //   time_gain      = (endpoint_time - switch_time) / endpoint_time
 //   traffic_saving = 1 - 1 / participants        (fraction of bytes saved)
 //   score          = time_gain * traffic_saving;  offload iff score > threshold
+//
+// queue_delay is the switch's ingress queueing delay over the last period
+// (kernel receive timestamp to processing, Stats::ingress_delay_*), and
+// port_utilisation its reduced bytes/s over switch_rate (capped at 0.95).
+// Because time_gain is a ratio of two affine functions of size, the sizes
+// that qualify always form one interval; Range() returns it so the switch
+// can apply the decision per operation (CaisReducer::SetOffloadRange).
+//
+// SRAM usage here means aggregation memory: pending usage over
+// sram_usage_limit (what admission allows), or Stats::sram_usage when the
+// snapshot has no limit. Retained results are a cache that gives way and do
+// not count.
 //
 // Threshold adaptation (4.4): while SRAM usage stays above 80% for
 // `sustain` evaluations in a row the threshold rises by `step` (up to
@@ -38,6 +50,7 @@ struct OffloadControllerConfig {
   int sustain = 3;                            // evaluations above high_sram before raising
   double fallback_alarm = 0.10;               // "fallback ratio above 10%"
   double host_bandwidth_bps = 100e9 / 8;      // bytes/s of a host's path (100 Gbit/s)
+  double host_latency_s = 100e-6;             // fixed cost of one host collective
   double switch_rate_bps = 400e9 / 8;         // bytes/s the switch reduces at
   dp::TimeNs period_ns = 100 * dp::kNsPerMs;  // the write-up re-evaluates every 100 ms
   absl::Status Validate() const;
@@ -54,6 +67,13 @@ struct OffloadDecision {
   double threshold = 0;
 };
 
+// Operation sizes (bytes, inclusive) that qualify; min > max: none.
+struct OffloadRange {
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = UINT64_MAX;
+  bool empty() const { return min_bytes > max_bytes; }
+};
+
 class OffloadController {
  public:
   explicit OffloadController(const OffloadControllerConfig& config);
@@ -64,10 +84,19 @@ class OffloadController {
 
   // The decision for one operation under the current state.
   OffloadDecision Decide(const OffloadOp& op) const;
+  // Every size Decide() would offload for `participants` ranks.
+  OffloadRange Range(int participants) const;
+
+  // Changes the configured base (the switch's offload_threshold key),
+  // keeping any pressure-driven raise above it.
+  void set_base_threshold(double base);
 
   double threshold() const { return threshold_; }
   bool fallback_alarm() const { return alarm_; }
   double queue_delay_s() const { return queue_delay_s_; }
+  double port_utilisation() const { return utilisation_; }
+  double sram_usage() const { return sram_usage_; }  // as defined above
+  const OffloadControllerConfig& config() const { return config_; }
 
  private:
   OffloadControllerConfig config_;
@@ -75,8 +104,11 @@ class OffloadController {
   bool alarm_ = false;
   int above_ = 0;
   double queue_delay_s_ = 0;
+  double utilisation_ = 0;
+  double sram_usage_ = 0;
   bool started_ = false;
   dp::TimeNs last_ = 0;
+  uint64_t last_delay_ns_ = 0, last_delay_samples_ = 0;
 };
 
 }  // namespace inca::control

@@ -1,0 +1,83 @@
+#include "inca/control/offload_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+
+namespace inca::control {
+
+OffloadLoop::OffloadLoop(ControlPlane* plane, const OffloadLoopOptions& options)
+    : plane_(plane),
+      options_(options),
+      controller_(std::make_unique<OffloadController>(options.controller)) {}
+
+absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
+  if (options_.follow_config_threshold) {
+    auto config = plane_->GetConfig();
+    if (!config.ok()) return config.status();
+    double base = 0;
+    if (auto it = config->find("offload_threshold"); it != config->end() &&
+                                                     absl::SimpleAtod(it->second, &base) &&
+                                                     base != controller_->config().base_threshold) {
+      controller_->set_base_threshold(base);
+    }
+  }
+  auto stats = plane_->GetStats();
+  if (!stats.ok()) return stats.status();
+  if (!controller_->Observe(*stats, now)) return last_;
+  auto groups = plane_->ListGroups();
+  if (!groups.ok()) return groups.status();
+  OffloadPolicy p;
+  p.controller = options_.name;
+  p.threshold = controller_->threshold();
+  p.fallback_alarm = controller_->fallback_alarm();
+  p.queue_delay_us = controller_->queue_delay_s() * 1e6;
+  p.port_utilisation = controller_->port_utilisation();
+  p.sram_usage = controller_->sram_usage();
+  for (const GroupInfo& g : *groups) {
+    if (!g.formed) continue;
+    const OffloadRange r = controller_->Range(g.world_size);
+    p.groups.push_back({g.group_id, g.world_size, r.min_bytes, r.max_bytes});
+  }
+  if (auto s = plane_->SetOffloadPolicy(p); !s.ok()) return s;
+  last_ = p;
+  return p;
+}
+
+OffloadLoopThread::OffloadLoopThread(ControlPlane* plane, const OffloadLoopOptions& options)
+    : loop_(plane, options), period_(options.controller.period_ns), thread_([this] { Run(); }) {}
+
+OffloadLoopThread::~OffloadLoopThread() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void OffloadLoopThread::Run() {
+  std::string last_error;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    auto r = loop_.Tick(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    ++ticks_;
+    if (!r.ok()) {
+      ++errors_;
+      if (std::string(r.status().message()) != last_error) {
+        last_error = std::string(r.status().message());
+        spdlog::warn("event=offload_loop_error error=\"{}\"", last_error);
+      }
+    } else {
+      last_error.clear();
+    }
+    lock.lock();
+    cv_.wait_for(lock, period_, [this] { return stop_; });
+  }
+}
+
+}  // namespace inca::control

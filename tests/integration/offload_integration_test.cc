@@ -1,0 +1,272 @@
+// End-to-end offload decisions (CAIS write-up 3.3/4.4): inca-switchd runs
+// its embedded offload controller; SRAM pressure from another group turns
+// offload off for the ranks' group (their operations are DECLINED and run on
+// Gloo), and when the pressure goes the controller turns it back on. The
+// collectives stay exact throughout, and /metrics shows the decisions.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "inca/client/communicator.h"
+#include "inca/control/control_plane.h"
+#include "inca/wire/cais.h"
+#include "monitor/httplib_include.h"
+#include "testing/process.h"
+
+namespace inca {
+namespace {
+
+using testing::Process;
+using wire::DType;
+using wire::ReduceOp;
+
+constexpr auto kRankTimeout = std::chrono::seconds(180);
+// The switch's slot memory: 100 cells of 2 x 8,952 B (rounded to 17,920),
+// of which 75% (75 cells) may be pending.
+constexpr size_t kCellBytes = 17920;
+constexpr size_t kSramBytes = 100 * kCellBytes;
+// The hog's chunks: 66 of the 75 admissible cells, i.e. pressure 0.88 > 0.8.
+constexpr int kHogChunks = 66;
+
+struct Switch {
+  Process proc;
+  std::string data_addr, control_addr, http_addr;
+
+  Switch() {
+    data_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+    control_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+    http_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+    // Host latency 1 s: without pressure every operation qualifies (the
+    // decision's arithmetic has its unit tests); the hog's chunks time out
+    // after 4 s, which ends the pressure.
+    proc = Process::Spawn(INCA_SWITCHD_PATH,
+                          {"--listen", data_addr, "--log-level", "warn", "--control-listen",
+                           control_addr, "--http-listen", http_addr, "--offload-controller",
+                           "embedded", "--offload-host-latency-us", "1000000", "--sram-bytes",
+                           std::to_string(kSramBytes), "--timeout-ms", "4000"},
+                          /*quiet_stdout=*/true);
+  }
+};
+
+// One exact AllReduce of 16,384 floats (8 chunks); returns wrong elements.
+uint64_t CheckedAllReduce(Communicator& c, int iteration) {
+  const int n = c.world_size();
+  std::vector<float> v(16384);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<float>((static_cast<int>(i % 13) - 6) * (c.rank() + 1) + iteration);
+  }
+  if (!c.AllReduce(v.data(), v.size(), DType::kF32, ReduceOp::kSum).ok()) return v.size();
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) {
+      want += static_cast<float>((static_cast<int>(i % 13) - 6) * (r + 1) + iteration);
+    }
+    wrong += v[i] != want;
+  }
+  return wrong;
+}
+
+// Exit codes of a rank: 0 = saw switch -> declined -> switch, all exact.
+int RankMain(const Switch& sw, int rank, int n, int store_port, int progress_fd) {
+  CommunicatorOptions o;
+  o.rank = rank;
+  o.world_size = n;
+  o.switch_address = sw.data_addr;
+  o.store_address = absl::StrCat("127.0.0.1:", store_port);
+  o.switch_port = rank;
+  o.join_timeout_ms = 5000;
+  o.switch_timeout_ms = 8000;  // longer than the hog's chunks live
+  auto c = Communicator::Create(o);
+  if (!c.ok()) return 10;
+  uint64_t wrong = 0;
+  bool told = false, declined_seen = false, resumed = false;
+  uint64_t switch_at_decline = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  for (int it = 0;; ++it) {
+    wrong += CheckedAllReduce(**c, it);
+    const CommunicatorStats st = (*c)->stats();
+    if (rank == 0 && !told && st.ops_switch >= 10) {
+      const char b = 1;
+      if (write(progress_fd, &b, 1) != 1) return 11;
+      told = true;
+    }
+    if (!declined_seen && st.ops_declined > 0) {
+      declined_seen = true;
+      switch_at_decline = st.ops_switch;
+    }
+    if (declined_seen && st.ops_switch > switch_at_decline + 5) resumed = true;
+    // Stop together: every rank learns whether any rank wants to go on.
+    int32_t go_on = resumed || std::chrono::steady_clock::now() > deadline ? 0 : 1;
+    if (!(*c)->AllReduce(&go_on, 1, DType::kI32, ReduceOp::kMax).ok()) return 12;
+    if (go_on == 0) break;
+  }
+  const CommunicatorStats st = (*c)->stats();
+  std::fprintf(stderr,
+               "rank %d: %lu ops, %lu on the switch, %lu declined, %lu on hosts, %lu wrong\n", rank,
+               static_cast<unsigned long>(st.ops), static_cast<unsigned long>(st.ops_switch),
+               static_cast<unsigned long>(st.ops_declined), static_cast<unsigned long>(st.ops_host),
+               static_cast<unsigned long>(wrong));
+  if (wrong != 0) return 13;
+  if (!declined_seen) return 14;
+  if (!resumed) return 15;
+  if (st.ops_host != st.ops_declined) return 16;  // no timeouts, no fallbacks: only declines
+  return 0;
+}
+
+// Fills the switch's memory from group 1: chunks of an operation whose
+// second member never sends, so they stay pending until they time out.
+void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
+  socklen_t len = sizeof(me);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len), 0);
+  ASSERT_TRUE(plane.RegisterPort(40, absl::StrCat("127.0.0.1:", ntohs(me.sin_port))).ok());
+  ASSERT_TRUE(plane.RegisterPort(41, "127.0.0.1:9").ok());  // never sends
+  ASSERT_TRUE(plane.CreateGroup(1, {40, 41}).ok());
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port =
+      htons(static_cast<uint16_t>(std::stoi(switch_addr.substr(switch_addr.find(':') + 1))));
+  std::vector<uint8_t> pkt(wire::kCaisHeaderBytes + 8952, 0);
+  for (int c = 0; c < kHogChunks; ++c) {
+    wire::CaisHeader h;
+    h.group_id = 1;
+    h.chunk_id = static_cast<uint16_t>(c);
+    h.total_chunks = kHogChunks;
+    h.payload_len = 8952;
+    wire::SerializeCaisHeader(h, pkt);
+    ASSERT_EQ(sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+              static_cast<ssize_t>(pkt.size()));
+  }
+  close(fd);
+}
+
+TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn) {
+  Switch sw;
+  ASSERT_TRUE(sw.proc.running());
+  ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
+  const int store_port = testing::FreeLoopbackPort(false);
+  int progress[2];
+  ASSERT_EQ(pipe(progress), 0);
+  std::vector<Process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(progress[0]);
+      _exit(RankMain(sw, r, 2, store_port, progress[1]));
+    }
+    ranks.emplace_back(pid);
+  }
+  close(progress[1]);
+  // Threads (gRPC) only after the forks.
+  auto plane = control::ConnectControl(sw.control_addr, "");
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  char b = 0;
+  ASSERT_EQ(read(progress[0], &b, 1), 1);  // the ranks are on the switch
+  Hog(**plane, sw.data_addr);
+
+  // While the hog holds memory the controller declines every operation.
+  bool off_seen = false;
+  for (int i = 0; i < 100 && !off_seen; ++i) {
+    auto p = (*plane)->GetOffloadPolicy();
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (const auto& g : p->groups) off_seen |= g.group_id == 0 && g.min_bytes > g.max_bytes;
+    if (!off_seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(off_seen) << "the controller never turned offload off for group 0";
+
+  for (size_t r = 0; r < ranks.size(); ++r) EXPECT_EQ(ranks[r].Wait(kRankTimeout), 0) << r;
+  close(progress[0]);
+
+  auto p = (*plane)->GetOffloadPolicy();
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->controller, "embedded");
+  auto st = (*plane)->GetStats();
+  ASSERT_TRUE(st.ok());
+  uint64_t declined = 0, accepted = 0;
+  for (const auto& g : st->groups) {
+    if (g.group_id == 0) {
+      declined = g.offload_declined_ops;
+      accepted = g.offload_accepted_ops;
+    }
+  }
+  EXPECT_GT(declined, 0u);
+  EXPECT_GT(accepted, 0u);
+  EXPECT_GT(st->ingress_delay_samples, 0u);  // the controller had its queue delay
+
+  // The same decisions through /metrics.
+  httplib::Client http(absl::StrCat("http://", sw.http_addr));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "GET /metrics failed";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find(absl::StrCat(
+                "inca_cais_group_offload_declined_operations_total{group=\"0\"} ", declined)),
+            std::string::npos);
+  EXPECT_NE(res->body.find("inca_cais_group_offload_min_bytes{group=\"0\"}"), std::string::npos);
+}
+
+TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreachableOne) {
+  std::vector<Process> switches;
+  std::vector<std::string> controls;
+  for (int i = 0; i < 2; ++i) {
+    const std::string data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+    controls.push_back(absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false)));
+    switches.push_back(Process::Spawn(
+        INCA_SWITCHD_PATH,
+        {"--listen", data, "--log-level", "warn", "--control-listen", controls.back(),
+         "--http-listen", "off", "--offload-controller", "external"},
+        /*quiet_stdout=*/true));
+    ASSERT_TRUE(testing::WaitForSwitch(data, std::chrono::seconds(10)));
+  }
+  const std::string nobody = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+  // Bad invocations exit 2 before touching any switch.
+  EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH, {"--duration-s", "1"}, true)
+                .Wait(std::chrono::seconds(30)),
+            2);
+  EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH, {"--switch", "nohostport"}, true)
+                .Wait(std::chrono::seconds(30)),
+            2);
+  Process ctl =
+      Process::Spawn(INCA_CONTROLLER_PATH,
+                     {"--switch", controls[0], "--switch", nobody, "--switch", controls[1],
+                      "--name", "test-ctl", "--duration-s", "3", "--log-level", "error"},
+                     /*quiet_stdout=*/true);
+  // Threads (gRPC) only after the forks above.
+  std::vector<std::unique_ptr<control::ControlPlane>> planes;
+  for (const auto& c : controls) {
+    auto p = control::ConnectControl(c, "");
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE((*p)->CreateGroup(3, {1, 2, 5}).ok());
+    planes.push_back(std::move(*p));
+  }
+  EXPECT_EQ(ctl.Wait(std::chrono::seconds(60)), 0);
+  for (size_t i = 0; i < planes.size(); ++i) {
+    auto p = planes[i]->GetOffloadPolicy();
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->controller, "test-ctl") << i;
+    EXPECT_GT(p->updated_unix_ms, 0) << i;
+    ASSERT_EQ(p->groups.size(), 1u) << i;
+    EXPECT_EQ(p->groups[0].group_id, 3);
+    EXPECT_EQ(p->groups[0].participants, 3);
+    EXPECT_LE(p->groups[0].min_bytes, p->groups[0].max_bytes);  // idle switch: offload on
+  }
+}
+
+}  // namespace
+}  // namespace inca
