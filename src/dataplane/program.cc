@@ -31,6 +31,19 @@ std::string_view ToString(DropReason reason) {
     case DropReason::kNotContributor: return "not_contributor";
     case DropReason::kNotReady: return "not_ready";
     case DropReason::kOffloadDeclined: return "offload_declined";
+    case DropReason::kUnknownType: return "unknown_type";
+    case DropReason::kFragmentOutOfRange: return "fragment_out_of_range";
+    case DropReason::kZeroMergedCount: return "zero_merged_count";
+    case DropReason::kWrongDirection: return "wrong_direction";
+    case DropReason::kUnboundPort: return "unbound_port";
+    case DropReason::kUnknownCluster: return "unknown_cluster";
+    case DropReason::kUnknownWorker: return "unknown_worker";
+    case DropReason::kNoRoute: return "no_route";
+    case DropReason::kQueueFull: return "queue_full";
+    case DropReason::kClusterCap: return "cluster_cap";
+    case DropReason::kStaleOnArrival: return "stale_on_arrival";
+    case DropReason::kWorkersExhausted: return "workers_exhausted";
+    case DropReason::kClustersExhausted: return "clusters_exhausted";
     case DropReason::kCount: break;
   }
   return "unknown";

@@ -76,6 +76,20 @@ enum class DropReason : uint8_t {
   kNotContributor,   // AllGather/Broadcast data from a port that does not own the chunk
   kNotReady,         // result request for a chunk the switch has not completed yet
   kOffloadDeclined,  // the offload policy declined the operation: DECLINED notice sent
+  // OLAF (include/inca/olaf/olaf_switch.h; parse failures shared above).
+  kUnknownType,         // OLAF type byte not UPDATE/ACK/MODEL
+  kFragmentOutOfRange,  // frag_index >= frag_count, or frag_count 0
+  kZeroMergedCount,     // an UPDATE claiming to carry no worker update
+  kWrongDirection,      // UPDATE from the PS port, ACK/MODEL from a worker port
+  kUnboundPort,         // unstamped UPDATE from a port with no bound flow
+  kUnknownCluster,      // no cluster table entry and no cluster in the header
+  kUnknownWorker,       // ACK for a worker the switch never saw
+  kNoRoute,             // nowhere to send it (MODEL without workers, passthrough)
+  kQueueFull,           // the update queue had no room
+  kClusterCap,          // the cluster holds its fair share of the queue
+  kStaleOnArrival,      // the update was already older than the AoM threshold
+  kWorkersExhausted,    // worker table full
+  kClustersExhausted,   // cluster table of the queue full
   kCount,
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);

@@ -1,7 +1,7 @@
 // OLAF wire format: the UPDATE (worker -> PS), ACK (PS -> worker) and MODEL
 // (PS -> workers of a cluster) datagrams of the OLAF design (seed 000,
 // sections 2-3), carried as UDP payloads. Byte-by-byte layout and semantics:
-// docs/protocol-olaf-draft.md.
+// docs/protocol.md (OLAF section).
 //
 // Every OLAF datagram starts with the magic "OL" (0x4F 0x4C), a version byte
 // and a type byte. Anything else is "not OLAF" (a switch passes it through).
@@ -123,7 +123,7 @@ struct AckHeader {
   uint32_t queue_util = 0;  // 24-bit: occupancy/depth x kQueueUtilOne (max on the path)
   uint32_t worker_id = 0;
   uint32_t update_id = 0;
-  uint32_t model_version = 0;    // PS model version now
+  uint32_t model_version = 0;     // PS model version now
   uint32_t aom_us = kAomUnknown;  // AoM of the cluster at the PS, microseconds
   uint16_t cluster_id = kUnassignedCluster;
   uint16_t active_clusters = 0;  // at the switch that reported queue_util
