@@ -218,4 +218,85 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
   return absl::OkStatus();
 }
 
+void ToProto(const OlafStats& s, pb::OlafStats* out) {
+  out->set_policy(s.policy);
+  out->set_depth(s.depth);
+  out->set_occupancy(s.occupancy);
+  out->set_queue_util(s.queue_util);
+  out->set_active_clusters(s.active_clusters);
+  out->set_egress_rate_bps(s.egress_rate_bps);
+  out->set_delta_t_ms(s.delta_t_ms);
+  out->set_tau_ms(s.tau_ms);
+  out->set_updates_rx(s.updates_rx);
+  out->set_updates_absorbed(s.updates_absorbed);
+  out->set_updates_cut_through(s.updates_cut_through);
+  out->set_updates_tx(s.updates_tx);
+  out->set_acks_forwarded(s.acks_forwarded);
+  out->set_models_rx(s.models_rx);
+  out->set_model_copies_tx(s.model_copies_tx);
+  out->set_passthrough(s.passthrough);
+  out->set_dropped(s.dropped);
+  out->set_conserved(s.conserved);
+  for (const auto& [k, v] : s.drops) (*out->mutable_drops())[k] = v;
+  for (const OlafClusterInfo& c : s.clusters) {
+    pb::OlafClusterStats* o = out->add_clusters();
+    o->set_cluster_id(c.cluster_id);
+    o->set_workers(c.workers);
+    o->set_offered(c.offered);
+    o->set_enqueued(c.enqueued);
+    o->set_merged(c.merged);
+    o->set_dequeued(c.dequeued);
+    o->set_dequeued_worker_updates(c.dequeued_worker_updates);
+    o->set_dropped(c.dropped);
+    o->set_occupancy(c.occupancy);
+    o->set_aom_valid(c.aom_valid);
+    o->set_aom_current_ms(c.aom_current_ms);
+    o->set_aom_peak_ms(c.aom_peak_ms);
+    o->set_aom_average_ms(c.aom_average_ms);
+    for (const auto& [k, v] : c.drops) (*o->mutable_drops())[k] = v;
+  }
+}
+
+OlafStats FromProto(const pb::OlafStats& s) {
+  OlafStats out;
+  out.policy = s.policy();
+  out.depth = s.depth();
+  out.occupancy = s.occupancy();
+  out.queue_util = s.queue_util();
+  out.active_clusters = s.active_clusters();
+  out.egress_rate_bps = s.egress_rate_bps();
+  out.delta_t_ms = s.delta_t_ms();
+  out.tau_ms = s.tau_ms();
+  out.updates_rx = s.updates_rx();
+  out.updates_absorbed = s.updates_absorbed();
+  out.updates_cut_through = s.updates_cut_through();
+  out.updates_tx = s.updates_tx();
+  out.acks_forwarded = s.acks_forwarded();
+  out.models_rx = s.models_rx();
+  out.model_copies_tx = s.model_copies_tx();
+  out.passthrough = s.passthrough();
+  out.dropped = s.dropped();
+  out.conserved = s.conserved();
+  for (const auto& [k, v] : s.drops()) out.drops[k] = v;
+  for (const pb::OlafClusterStats& c : s.clusters()) {
+    OlafClusterInfo o;
+    o.cluster_id = static_cast<uint16_t>(c.cluster_id());
+    o.workers = c.workers();
+    o.offered = c.offered();
+    o.enqueued = c.enqueued();
+    o.merged = c.merged();
+    o.dequeued = c.dequeued();
+    o.dequeued_worker_updates = c.dequeued_worker_updates();
+    o.dropped = c.dropped();
+    o.occupancy = c.occupancy();
+    o.aom_valid = c.aom_valid();
+    o.aom_current_ms = c.aom_current_ms();
+    o.aom_peak_ms = c.aom_peak_ms();
+    o.aom_average_ms = c.aom_average_ms();
+    for (const auto& [k, v] : c.drops()) o.drops[k] = v;
+    out.clusters.push_back(std::move(o));
+  }
+  return out;
+}
+
 }  // namespace inca::control

@@ -22,5 +22,7 @@ Stats FromProto(const pb::Stats& s);
 void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out);
 // InvalidArgument for a group id above 255 or listed twice.
 absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out);
+void ToProto(const OlafStats& s, pb::OlafStats* out);
+OlafStats FromProto(const pb::OlafStats& s);
 
 }  // namespace inca::control

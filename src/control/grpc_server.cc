@@ -160,6 +160,47 @@ class Service final : public pb::Control::Service {
     ToProto(*p, resp);
     return grpc::Status::OK;
   }
+  grpc::Status SetClusterMapping(grpc::ServerContext* ctx, const pb::ClusterMapping* req,
+                                 pb::SetClusterMappingResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->src_port() > 65535 || req->cluster_id() > 65535) {
+      return ToGrpc(
+          absl::InvalidArgumentError(absl::StrCat("src_port ", req->src_port(), " and cluster_id ",
+                                                  req->cluster_id(), " must be in [0, 65535]")));
+    }
+    return ToGrpc(plane_->SetClusterMapping(static_cast<uint16_t>(req->src_port()),
+                                            static_cast<uint16_t>(req->cluster_id())));
+  }
+  grpc::Status DeleteClusterMapping(grpc::ServerContext* ctx,
+                                    const pb::DeleteClusterMappingRequest* req,
+                                    pb::DeleteClusterMappingResponse*) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->src_port() > 65535) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("src_port ", req->src_port(), " must be in [0, 65535]")));
+    }
+    return ToGrpc(plane_->DeleteClusterMapping(static_cast<uint16_t>(req->src_port())));
+  }
+  grpc::Status ListClusterMappings(grpc::ServerContext* ctx, const pb::ListClusterMappingsRequest*,
+                                   pb::ListClusterMappingsResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto m = plane_->ListClusterMappings();
+    if (!m.ok()) return ToGrpc(m.status());
+    for (const ClusterMapping& c : *m) {
+      pb::ClusterMapping* o = resp->add_mappings();
+      o->set_src_port(c.src_port);
+      o->set_cluster_id(c.cluster_id);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status GetOlafStats(grpc::ServerContext* ctx, const pb::GetOlafStatsRequest*,
+                            pb::OlafStats* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    auto s = plane_->GetOlafStats();
+    if (!s.ok()) return ToGrpc(s.status());
+    ToProto(*s, resp);
+    return grpc::Status::OK;
+  }
   grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest*,
                       pb::HealthResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;

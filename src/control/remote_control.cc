@@ -139,6 +139,42 @@ class RemoteControl final : public ControlPlane {
     if (auto s = FromProto(resp, &out); !s.ok()) return s;
     return out;
   }
+  absl::Status SetClusterMapping(uint16_t src_port, uint16_t cluster_id) override {
+    pb::ClusterMapping req;
+    req.set_src_port(src_port);
+    req.set_cluster_id(cluster_id);
+    pb::SetClusterMappingResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->SetClusterMapping(c, req, &resp); });
+  }
+  absl::Status DeleteClusterMapping(uint16_t src_port) override {
+    pb::DeleteClusterMappingRequest req;
+    req.set_src_port(src_port);
+    pb::DeleteClusterMappingResponse resp;
+    return Call([&](grpc::ClientContext* c) { return stub_->DeleteClusterMapping(c, req, &resp); });
+  }
+  absl::StatusOr<std::vector<ClusterMapping>> ListClusterMappings() override {
+    pb::ListClusterMappingsRequest req;
+    pb::ListClusterMappingsResponse resp;
+    if (auto s =
+            Call([&](grpc::ClientContext* c) { return stub_->ListClusterMappings(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    std::vector<ClusterMapping> out;
+    for (const auto& m : resp.mappings()) {
+      out.push_back({static_cast<uint16_t>(m.src_port()), static_cast<uint16_t>(m.cluster_id())});
+    }
+    return out;
+  }
+  absl::StatusOr<OlafStats> GetOlafStats() override {
+    pb::GetOlafStatsRequest req;
+    pb::OlafStats resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->GetOlafStats(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return FromProto(resp);
+  }
   absl::Status Health() override {
     pb::HealthRequest req;
     pb::HealthResponse resp;

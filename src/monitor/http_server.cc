@@ -80,9 +80,21 @@ void NoStore(httplib::Response& res) {
 absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_view listen,
                                                                     Source source,
                                                                     const MonitorOptions& options) {
+  if (!source) return absl::InvalidArgumentError("MonitorServer needs a snapshot source");
+  Renderers r;
+  r.metrics = [source] { return RenderPrometheus(source()); };
+  r.stats_json = [source] { return RenderStatsJson(source()); };
+  return Start(listen, std::move(r), options);
+}
+
+absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_view listen,
+                                                                    Renderers renderers,
+                                                                    const MonitorOptions& options) {
   absl::StatusOr<HostPort> where = ParseListen(listen);
   if (!where.ok()) return where.status();
-  if (!source) return absl::InvalidArgumentError("MonitorServer needs a snapshot source");
+  if (!renderers.metrics || !renderers.stats_json) {
+    return absl::InvalidArgumentError("MonitorServer needs both renderers");
+  }
   if (options.threads == 0 || options.threads > 64) {
     return absl::InvalidArgumentError("MonitorOptions::threads must be in 1..64");
   }
@@ -102,15 +114,16 @@ absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
 
-  // `source` is shared by the handlers; std::function copies are cheap.
-  server->Get("/metrics", [source](const httplib::Request&, httplib::Response& res) {
+  // The renderers are shared by the handlers; std::function copies are cheap.
+  server->Get("/metrics", [m = renderers.metrics](const httplib::Request&, httplib::Response& res) {
     NoStore(res);
-    res.set_content(RenderPrometheus(source()), kPrometheusContentType);
+    res.set_content(m(), kPrometheusContentType);
   });
-  server->Get(R"(/stats\.json)", [source](const httplib::Request&, httplib::Response& res) {
-    NoStore(res);
-    res.set_content(RenderStatsJson(source()), kJsonContentType);
-  });
+  server->Get(R"(/stats\.json)",
+              [j = renderers.stats_json](const httplib::Request&, httplib::Response& res) {
+                NoStore(res);
+                res.set_content(j(), kJsonContentType);
+              });
   server->Get("/", [](const httplib::Request&, httplib::Response& res) {
     NoStore(res);
     res.set_header("Content-Security-Policy", kDashboardCsp);

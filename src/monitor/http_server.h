@@ -43,6 +43,13 @@ struct MonitorOptions {
   size_t max_body_bytes = 1024;  // GET requests carry none
 };
 
+// What a switch serves: each called once per request, possibly from two
+// threads at once.
+struct Renderers {
+  std::function<std::string()> metrics;     // GET /metrics
+  std::function<std::string()> stats_json;  // GET /stats.json
+};
+
 class MonitorServer {
  public:
   using Source = std::function<MetricsSnapshot()>;
@@ -52,6 +59,11 @@ class MonitorServer {
   // for a malformed address or options, Unavailable when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<MonitorServer>> Start(std::string_view listen,
                                                               Source source,
+                                                              const MonitorOptions& options = {});
+  // The same with the renderings supplied directly (the OLAF program's
+  // switch). The dashboard page (/) shows CAIS figures only.
+  static absl::StatusOr<std::unique_ptr<MonitorServer>> Start(std::string_view listen,
+                                                              Renderers renderers,
                                                               const MonitorOptions& options = {});
   // Stops serving and joins the threads (Stop()).
   ~MonitorServer();

@@ -6,66 +6,24 @@
 #include <string_view>
 
 #include "inca/dataplane/program.h"
+#include "monitor/prom_writer.h"
 #include "monitor/str_cat.h"
 
 namespace inca::monitor {
 namespace {
 
 using cais::GroupCounters;
+using internal::JsonBool;
+using internal::JsonNumber;
+using internal::PromNumber;
+using internal::PromWriter;
 
 constexpr size_t kChunkClosed = static_cast<size_t>(dp::DropReason::kChunkClosed);
-
-// Shortest round-trip decimal form; Prometheus spellings for non-finite.
-std::string PromNumber(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
-}
-
-std::string JsonNumber(double v) {
-  return std::isfinite(v) ? PromNumber(v) : "null";
-}
-
-const char* JsonBool(bool b) {
-  return b ? "true" : "false";
-}
 
 // Unix time in whole milliseconds (exact in a double, unlike nanoseconds).
 int64_t UnixMs(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
-
-// Writes families in order; a family's samples follow its HELP/TYPE lines.
-class PromWriter {
- public:
-  void Counter(std::string_view name, std::string_view help) { Family(name, "counter", help); }
-  void Gauge(std::string_view name, std::string_view help) { Family(name, "gauge", help); }
-
-  // `labels` is the inside of {...} (already escaped) or empty.
-  void Sample(std::string_view labels, uint64_t v) { Line(labels, internal::StrCat(v)); }
-  void Sample(std::string_view labels, double v) { Line(labels, PromNumber(v)); }
-  void Sample(std::string_view labels, bool v) { Line(labels, v ? "1" : "0"); }
-
-  std::string Take() { return std::move(out_); }
-
- private:
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
-    name_ = name;
-    internal::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  }
-  void Line(std::string_view labels, std::string_view value) {
-    if (labels.empty()) {
-      internal::StrAppend(&out_, name_, " ", value, "\n");
-    } else {
-      internal::StrAppend(&out_, name_, "{", labels, "} ", value, "\n");
-    }
-  }
-
-  std::string out_;
-  std::string name_;
-};
 
 std::string GroupLabel(uint8_t g) {
   return internal::StrCat("group=\"", unsigned{g}, "\"");

@@ -384,6 +384,53 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
+  h["program"] = [&](const YAML::Node& v, const std::string& k) {
+    if (absl::Status s = r.String(v, k, &c->program); !s.ok()) return s;
+    if (c->program != "cais" && c->program != "olaf" && c->program != "fifo") {
+      return KeyError(r.source(), k, v,
+                      absl::StrCat("unknown program '", c->program, "'; use cais, olaf or fifo"));
+    }
+    return absl::OkStatus();
+  };
+  h["olaf_ps"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.String(v, k, &c->olaf.ps);
+  };
+  h["olaf_depth"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, 1, 1u << 16, &c->olaf.depth);
+  };
+  h["olaf_delta_t_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.delta_t_ms);
+  };
+  h["olaf_tau_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.tau_ms);
+  };
+  h["olaf_egress_mbps"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]", &c->olaf.egress_mbps);
+  };
+  h["olaf_clusters"] = [&](const YAML::Node& v, const std::string& k) {
+    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {src_port, cluster}");
+    c->olaf.clusters.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string where = absl::StrCat(k, "[", i, "]");
+      if (!v[i].IsMap() || !v[i]["src_port"] || !v[i]["cluster"] || v[i].size() != 2) {
+        return WrongType(r.source(), where, v[i], "{src_port: P, cluster: C}");
+      }
+      uint16_t port = 0, cluster = 0;
+      if (absl::Status s = r.UintAs(v[i]["src_port"], where + ".src_port", 0, 65535, &port);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = r.UintAs(v[i]["cluster"], where + ".cluster", 0, 65534, &cluster);
+          !s.ok()) {
+        return s;
+      }
+      c->olaf.clusters.emplace_back(port, cluster);
+    }
+    return absl::OkStatus();
+  };
   h["control_listen"] = [&](const YAML::Node& v, const std::string& k) {
     return r.String(v, k, &c->control_listen);
   };

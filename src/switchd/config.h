@@ -23,7 +23,22 @@ struct StaticPort {
   std::string endpoint;  // "HOST:PORT" or "[IPV6]:PORT", numeric
 };
 
+// The OLAF program's settings (inca-switchd --program olaf|fifo).
+struct OlafSettings {
+  std::string ps;  // the parameter server, "HOST:PORT"
+  uint32_t depth = 8;
+  double delta_t_ms = 400;
+  double tau_ms = 100;
+  double egress_mbps = 40000;  // the PS-facing link; 0 = unpaced
+  // Cluster table: UDP source port -> cluster.
+  std::vector<std::pair<uint16_t, uint16_t>> clusters;
+};
+
 struct SwitchdConfig {
+  // Which data-plane program runs: "cais" (in-switch reduction), "olaf"
+  // (AoM-aware queue for async DRL) or "fifo" (OLAF's baseline).
+  std::string program = "cais";
+  OlafSettings olaf;
   // Where the switch listens: "HOST:PORT" or "[IPV6]:PORT" (port 0 picks an
   // ephemeral port; see SwitchServer::local_port()).
   std::string listen = "127.0.0.1:9410";

@@ -152,6 +152,17 @@ socklen_t Endpoint::ToSockaddr(int socket_family, sockaddr_storage* out) const {
   return 0;
 }
 
+std::array<uint8_t, 16> Endpoint::V6MappedAddress() const {
+  std::array<uint8_t, 16> out{};
+  if (family_ == 4) {
+    std::memcpy(out.data(), kV4MappedPrefix.data(), kV4MappedPrefix.size());
+    std::memcpy(out.data() + 12, addr_.data(), 4);
+  } else if (family_ == 6) {
+    out = addr_;
+  }
+  return out;
+}
+
 std::string Endpoint::ToString() const {
   char buf[INET6_ADDRSTRLEN] = {};
   if (family_ == 4) {

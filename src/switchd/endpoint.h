@@ -41,6 +41,9 @@ class Endpoint {
   // (an IPv6 peer on an IPv4 socket, or an invalid endpoint).
   socklen_t ToSockaddr(int socket_family, sockaddr_storage* out) const;
 
+  // The address as 16 bytes, IPv4 written v4-mapped (::ffff:a.b.c.d).
+  std::array<uint8_t, 16> V6MappedAddress() const;
+
   // "127.0.0.1:9410", "[::1]:9410"; "invalid" for a default Endpoint.
   std::string ToString() const;
 

@@ -1,30 +1,19 @@
-// inca-switchd: the CAIS in-switch reduction core served over UDP. Parses
-// flags and the YAML config (flags win), runs the server until SIGINT or
-// SIGTERM, prints the final counters as one JSON line on stdout. Logs go to
-// stderr. Behaviour lives in src/switchd; flags and keys: docs/switchd.md.
-#include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
+// inca-switchd: a data-plane program (CAIS reduction, or the OLAF/FIFO
+// queue) served over UDP. Parses flags and the YAML config (flags win), then
+// hands over to inca::daemon::RunSwitchd (src/daemon), which runs until
+// SIGINT or SIGTERM and prints the final counters as one JSON line on
+// stdout. Logs go to stderr. Flags and keys: docs/switchd.md.
 
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <iostream>
 
-#include "inca/control/offload_loop.h"
+#include "absl/strings/numbers.h"
+#include "daemon/daemon.h"
 #include "monitor/http_server.h"
 #include "switchd/config.h"
-#include "switchd/switch_control.h"
-#include "switchd/switch_server.h"
 
 namespace {
-
-std::atomic<inca::switchd::SwitchServer*> g_server{nullptr};
-
-extern "C" void OnSignal(int /*signo*/) {
-  if (auto* s = g_server.load()) s->Stop();  // async-signal-safe
-}
 
 inca::dp::TimeNs MsToNs(double ms) {
   return static_cast<inca::dp::TimeNs>(std::llround(ms * 1e6));
@@ -119,6 +108,28 @@ int main(int argc, char** argv) {
       app.add_option("--offload-switch-gbps", switch_gbps, "reduction rate the controller assumes")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+  std::string program = c.program;
+  auto* f_program = app.add_option("--program", program,
+                                   "data-plane program: cais (in-switch reduction), olaf "
+                                   "(AoM-aware queue for async DRL) or fifo (OLAF's baseline)")
+                        ->check(CLI::IsMember({"cais", "olaf", "fifo"}))
+                        ->capture_default_str();
+  inca::switchd::OlafSettings olaf = c.olaf;
+  std::vector<std::string> cluster_args;
+  auto* f_ps = app.add_option("--ps", olaf.ps, "OLAF: the parameter server HOST:PORT");
+  auto* f_depth = app.add_option("--depth", olaf.depth, "OLAF: queue depth")->capture_default_str();
+  auto* f_dt = app.add_option("--delta-t-ms", olaf.delta_t_ms, "OLAF: AoM threshold")
+                   ->check(CLI::PositiveNumber)
+                   ->capture_default_str();
+  auto* f_tau = app.add_option("--tau-ms", olaf.tau_ms, "OLAF: merge decay constant")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  auto* f_egress =
+      app.add_option("--egress-mbps", olaf.egress_mbps, "OLAF: PS-facing line rate; 0 = unpaced")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
+  auto* f_clusters = app.add_option("--cluster", cluster_args,
+                                    "OLAF: cluster table entry SRC_PORT=CLUSTER (repeatable)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -150,6 +161,26 @@ int main(int argc, char** argv) {
   if (*f_stats) c.stats_interval_s = stats_interval_s;
   if (*f_sockbuf) c.socket_buffer_bytes = socket_buffer_bytes;
   if (*f_batch) c.batch_size = batch_size;
+  if (*f_program) c.program = program;
+  if (*f_ps) c.olaf.ps = olaf.ps;
+  if (*f_depth) c.olaf.depth = olaf.depth;
+  if (*f_dt) c.olaf.delta_t_ms = olaf.delta_t_ms;
+  if (*f_tau) c.olaf.tau_ms = olaf.tau_ms;
+  if (*f_egress) c.olaf.egress_mbps = olaf.egress_mbps;
+  if (*f_clusters) {
+    c.olaf.clusters.clear();
+    for (const std::string& a : cluster_args) {
+      const size_t eq = a.find('=');
+      uint32_t port = 0, cluster = 0;
+      if (eq == std::string::npos || !absl::SimpleAtoi(a.substr(0, eq), &port) ||
+          !absl::SimpleAtoi(a.substr(eq + 1), &cluster) || port > 65535 || cluster > 65534) {
+        std::cerr << "inca-switchd: --cluster '" << a
+                  << "' must be SRC_PORT=CLUSTER (port 0..65535, cluster 0..65534)\n";
+        return 2;
+      }
+      c.olaf.clusters.emplace_back(static_cast<uint16_t>(port), static_cast<uint16_t>(cluster));
+    }
+  }
   if (*f_control) c.control_listen = control_listen;
   if (*f_http) c.http_listen = http_listen;
   if (*f_mode) c.offload_controller = offload_mode;
@@ -161,77 +192,5 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  spdlog::set_default_logger(spdlog::stderr_color_mt("inca-switchd"));
-  spdlog::set_level(spdlog::level::from_str(c.log_level));
-  auto server = inca::switchd::SwitchServer::Create(c);
-  if (!server.ok()) {
-    std::cerr << "inca-switchd: " << server.status().message() << "\n";
-    return 2;
-  }
-  inca::control::OffloadControllerConfig oc;
-  oc.host_bandwidth_bps = c.offload_host_gbps * 1e9 / 8;
-  oc.switch_rate_bps = c.offload_switch_gbps * 1e9 / 8;
-  oc.host_latency_s = c.offload_host_latency_us * 1e-6;
-  inca::switchd::ControlService control;
-  if (c.control_listen == "off") {
-    control.plane = std::make_unique<inca::switchd::SwitchControl>(server->get(), 0);
-  } else {
-    auto started =
-        inca::switchd::StartControlService(server->get(), c.control_listen, control_token);
-    if (!started.ok()) {
-      std::cerr << "inca-switchd: " << started.status().message() << "\n";
-      return 2;
-    }
-    control = std::move(*started);
-    spdlog::info("event=control_listening port={} token={}", control.server->port(),
-                 control_token.empty() ? "none" : "required");
-  }
-  std::unique_ptr<inca::control::OffloadLoopThread> offload_loop;
-  if (c.offload_controller == "embedded") {
-    inca::control::OffloadLoopOptions lo;
-    lo.controller = oc;
-    if (absl::Status s = oc.Validate(); !s.ok()) {
-      std::cerr << "inca-switchd: " << s.message() << "\n";
-      return 2;
-    }
-    offload_loop = std::make_unique<inca::control::OffloadLoopThread>(control.plane.get(), lo);
-  }
-  std::unique_ptr<inca::monitor::MonitorServer> monitor;
-  if (c.http_listen != "off" && !c.http_listen.empty()) {
-    inca::switchd::SwitchServer* sw = server->get();
-    inca::switchd::SwitchControl* plane = control.plane.get();
-    auto started = inca::monitor::MonitorServer::Start(c.http_listen, [sw, plane] {
-      inca::monitor::MetricsSnapshot s;
-      sw->Execute([&](inca::switchd::SwitchServer::Control& ctl) {
-        inca::monitor::CollectReducer(ctl.reducer, &s);
-      });
-      s.switch_counters = sw->counters();
-      s.taken_at = std::chrono::system_clock::now();
-      inca::monitor::ApplyOffloadPolicy(*plane->GetOffloadPolicy(), &s);
-      return s;
-    });
-    if (!started.ok()) {
-      std::cerr << "inca-switchd: " << started.status().message() << "\n";
-      return 2;
-    }
-    monitor = std::move(*started);
-    spdlog::info("event=http_listening url={}", monitor->url());
-  }
-  g_server.store(server->get());
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
-  const absl::Status run = (*server)->Run();
-  offload_loop.reset();  // its calls go through the server, which has stopped
-  if (monitor) monitor->Stop();
-  std::cout << (*server)->counters().ToJson() << std::endl;
-  g_server.store(nullptr);
-  if (!run.ok()) {
-    std::cerr << "inca-switchd: " << run.message() << "\n";
-    return 1;
-  }
-  return 0;
+  return inca::daemon::RunSwitchd(c, control_token);
 }

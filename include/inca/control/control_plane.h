@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -92,6 +93,43 @@ struct Stats {
   bool conserved = true;
 };
 
+// OLAF (OLAF paper, arXiv 2507.05876, 5.2): the cluster_mapping table, keyed
+// by the worker's UDP source port.
+struct ClusterMapping {
+  uint16_t src_port = 0;
+  uint16_t cluster_id = 0;
+};
+
+// One OLAF cluster as the switch sees it (AoM at the switch's PS-facing
+// output; docs/design/olaf-core.md has the definitions).
+struct OlafClusterInfo {
+  uint16_t cluster_id = 0;
+  uint32_t workers = 0;
+  uint64_t offered = 0, enqueued = 0, merged = 0, dequeued = 0;
+  uint64_t dequeued_worker_updates = 0;  // worker updates carried by what left the queue
+  uint64_t dropped = 0;                  // arrival drops and evictions
+  uint64_t occupancy = 0;
+  bool aom_valid = false;  // false until the cluster's first update left the switch
+  double aom_current_ms = 0, aom_peak_ms = 0, aom_average_ms = 0;
+  std::map<std::string, uint64_t> drops;  // by queue drop reason, non-zero only
+};
+
+struct OlafStats {
+  std::string policy;  // "olaf" or "fifo"
+  uint32_t depth = 0;
+  uint64_t occupancy = 0;
+  double queue_util = 0;  // occupancy / depth, as stamped into ACKs
+  uint32_t active_clusters = 0;
+  uint64_t egress_rate_bps = 0;
+  double delta_t_ms = 0, tau_ms = 0;
+  uint64_t updates_rx = 0, updates_absorbed = 0, updates_cut_through = 0, updates_tx = 0;
+  uint64_t acks_forwarded = 0, models_rx = 0, model_copies_tx = 0, passthrough = 0;
+  uint64_t dropped = 0;
+  std::map<std::string, uint64_t> drops;  // by OLAF drop reason, non-zero only
+  std::vector<OlafClusterInfo> clusters;
+  bool conserved = true;
+};
+
 // Configuration keys (GetConfig/SetConfig), the CAIS write-up's names:
 //   timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit,
 //   offload_threshold           -- changeable at run time
@@ -128,7 +166,17 @@ class ControlPlane {
   // The policy last applied (updated_unix_ms 0 when none was).
   virtual absl::StatusOr<OffloadPolicy> GetOffloadPolicy() = 0;
   virtual absl::Status Health() = 0;
+
+  // OLAF switches only; others answer FailedPrecondition.
+  // InvalidArgument for cluster 0xFFFF, ResourceExhausted when the table is full.
+  virtual absl::Status SetClusterMapping(uint16_t src_port, uint16_t cluster_id);
+  virtual absl::Status DeleteClusterMapping(uint16_t src_port);  // NotFound if absent
+  virtual absl::StatusOr<std::vector<ClusterMapping>> ListClusterMappings();
+  virtual absl::StatusOr<OlafStats> GetOlafStats();
 };
+
+// The FailedPrecondition a switch gives for calls its program does not serve.
+absl::Status WrongProgram(std::string_view running, std::string_view needed);
 
 // A ControlPlane that talks to a switch's gRPC control service at `target`
 // ("host:port"). `token` is sent as a bearer token when non-empty.

@@ -1,0 +1,144 @@
+// olaf-cli against a real OlafServer (in-process, loopback UDP) through the
+// gRPC control API.
+#include "cli/olaf_cli.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cais_cli.h"
+#include "inca/olaf/wire.h"
+#include "switchd/olaf_control.h"
+#include "switchd/olaf_server.h"
+
+namespace inca::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+class OlafCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    switchd::OlafServerConfig c;
+    c.listen = "127.0.0.1:0";
+    c.ps = "127.0.0.1:9";  // discard: nothing listens, the test never needs the PS
+    c.program.egress_rate_bps = 0;
+    auto s = switchd::OlafServer::Create(c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto svc = switchd::StartOlafControlService(server_.get(), "127.0.0.1:0", "");
+    ASSERT_TRUE(svc.ok()) << svc.status();
+    control_ = std::move(*svc);
+    device_ = absl::StrCat("127.0.0.1:", control_.server->port());
+    thread_ = std::thread([this] { (void)server_->Run(); });
+  }
+  void TearDown() override {
+    server_->Stop();
+    thread_.join();
+    control_ = {};
+  }
+  int Cli(std::vector<std::string> args, bool olaf = true) {
+    args.push_back("--device");
+    args.push_back(device_);
+    std::vector<const char*> argv = {olaf ? "olaf-cli" : "cais-cli"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    out_.str("");
+    err_.str("");
+    return olaf ? RunOlafCli(static_cast<int>(argv.size()), argv.data(), out_, err_)
+                : RunCaisCli(static_cast<int>(argv.size()), argv.data(), out_, err_);
+  }
+  // Sends one UPDATE of `cluster` from a fresh socket bound to `src_port` (0: any).
+  void SendUpdate(uint16_t header_cluster, uint16_t src_port = 0) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in me{};
+    me.sin_family = AF_INET;
+    me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    me.sin_port = htons(src_port);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
+    olaf::UpdateHeader h;
+    h.cluster_id = header_cluster;
+    h.gen_time_ns = switchd::OlafServer::Now();
+    const std::vector<uint8_t> payload(16, 0);
+    const std::vector<uint8_t> pkt = olaf::BuildUpdate(h, payload);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(server_->local_port());
+    ASSERT_EQ(sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+              static_cast<ssize_t>(pkt.size()));
+    close(fd);
+  }
+
+  std::unique_ptr<switchd::OlafServer> server_;
+  switchd::OlafControlService control_;
+  std::thread thread_;
+  std::string device_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(OlafCliTest, ClusterTableIsReconfigurableAtRunTime) {
+  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "40001", "--cluster", "3"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "40002", "--cluster", "4"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"clusters"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("40001     3"));
+  EXPECT_THAT(out_.str(), HasSubstr("2 entries"));
+  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "40001", "--cluster", "5"}), 0);  // remap
+  ASSERT_EQ(Cli({"clusters", "del", "--src-port", "40002"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"clusters", "list", "--json"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "[{\"src_port\":40001,\"cluster\":5}]\n");
+  // Deleting what is not there is the switch's NotFound: exit 1, one line.
+  EXPECT_EQ(Cli({"clusters", "del", "--src-port", "40002"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("olaf-cli: "));
+  const std::string e = err_.str();
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+}
+
+TEST_F(OlafCliTest, ShowStatsReportsClustersAsUpdatesArrive) {
+  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "40011", "--cluster", "7"}), 0) << err_.str();
+  SendUpdate(olaf::kUnassignedCluster, 40011);  // the table decides: cluster 7
+  SendUpdate(2);                                // no table entry: the header's cluster
+  // Wait (bounded) until the switch has seen both.
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(Cli({"show-stats", "--json"}), 0) << err_.str();
+    if (out_.str().find("\"updates_rx\":2") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_THAT(out_.str(), HasSubstr("\"updates_rx\":2"));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"cluster\":2,\"workers\":1,\"offered\":1"));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"cluster\":7,\"workers\":1,\"offered\":1"));
+  ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Program: olaf (depth 8"));
+  EXPECT_THAT(out_.str(), HasSubstr("CLUSTER  WORKERS"));
+}
+
+TEST_F(OlafCliTest, BadUsageAndWrongProgramAreOneLineErrors) {
+  EXPECT_EQ(Cli({"clusters", "set", "--src-port", "40001"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--cluster 0..65534"));
+  EXPECT_EQ(Cli({"clusters", "set", "--src-port", "40001", "--cluster", "65535"}), 2);
+  EXPECT_EQ(Cli({"clusters", "frobnicate"}), 2);
+  EXPECT_EQ(Cli({"clusters", "del"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--src-port"));
+  // A CAIS command to an OLAF switch: refused, naming the program to run.
+  EXPECT_EQ(Cli({"dump-rules"}, /*olaf=*/false), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("runs the olaf program"));
+  EXPECT_THAT(err_.str(), HasSubstr("--program cais"));
+}
+
+TEST(OlafCliNoSwitchTest, UnreachableDeviceExitsThree) {
+  std::ostringstream out, err;
+  const char* argv[] = {"olaf-cli", "clusters", "--device", "127.0.0.1:1", "--timeout-ms", "300"};
+  EXPECT_EQ(RunOlafCli(6, argv, out, err), 3);
+  EXPECT_THAT(err.str(), HasSubstr("olaf-cli: "));
+}
+
+}  // namespace
+}  // namespace inca::cli

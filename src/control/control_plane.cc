@@ -1,0 +1,28 @@
+// Defaults of the ControlPlane's program-specific calls.
+#include "inca/control/control_plane.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace inca::control {
+
+absl::Status WrongProgram(std::string_view running, std::string_view needed) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("this switch runs the ", absl::string_view(running.data(), running.size()),
+                   " program; this call needs inca-switchd --program ",
+                   absl::string_view(needed.data(), needed.size())));
+}
+
+absl::Status ControlPlane::SetClusterMapping(uint16_t, uint16_t) {
+  return WrongProgram("cais", "olaf");
+}
+absl::Status ControlPlane::DeleteClusterMapping(uint16_t) {
+  return WrongProgram("cais", "olaf");
+}
+absl::StatusOr<std::vector<ClusterMapping>> ControlPlane::ListClusterMappings() {
+  return WrongProgram("cais", "olaf");
+}
+absl::StatusOr<OlafStats> ControlPlane::GetOlafStats() {
+  return WrongProgram("cais", "olaf");
+}
+
+}  // namespace inca::control

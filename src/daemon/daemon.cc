@@ -1,0 +1,163 @@
+#include "daemon/daemon.h"
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "inca/control/offload_loop.h"
+#include "monitor/http_server.h"
+#include "monitor/olaf_metrics.h"
+#include "switchd/olaf_control.h"
+#include "switchd/olaf_server.h"
+#include "switchd/switch_control.h"
+#include "switchd/switch_server.h"
+
+namespace inca::daemon {
+
+namespace {
+
+std::atomic<switchd::SwitchServer*> g_cais{nullptr};
+std::atomic<switchd::OlafServer*> g_olaf{nullptr};
+
+extern "C" void OnSignal(int /*signo*/) {
+  if (auto* s = g_cais.load()) s->Stop();  // async-signal-safe
+  if (auto* s = g_olaf.load()) s->Stop();
+}
+
+void InstallSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "inca-switchd: " << s.message() << "\n";
+  return 2;
+}
+
+bool Enabled(const std::string& listen) {
+  return !listen.empty() && listen != "off";
+}
+
+int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
+  auto server = switchd::SwitchServer::Create(c);
+  if (!server.ok()) return Fail(server.status());
+  control::OffloadControllerConfig oc;
+  oc.host_bandwidth_bps = c.offload_host_gbps * 1e9 / 8;
+  oc.switch_rate_bps = c.offload_switch_gbps * 1e9 / 8;
+  oc.host_latency_s = c.offload_host_latency_us * 1e-6;
+  if (absl::Status s = oc.Validate(); !s.ok()) return Fail(s);
+  switchd::ControlService control;
+  if (!Enabled(c.control_listen)) {
+    control.plane = std::make_unique<switchd::SwitchControl>(server->get(), 0);
+  } else {
+    auto started = switchd::StartControlService(server->get(), c.control_listen, token);
+    if (!started.ok()) return Fail(started.status());
+    control = std::move(*started);
+    spdlog::info("event=control_listening port={} token={}", control.server->port(),
+                 token.empty() ? "none" : "required");
+  }
+  std::unique_ptr<control::OffloadLoopThread> offload_loop;
+  if (c.offload_controller == "embedded") {
+    control::OffloadLoopOptions lo;
+    lo.controller = oc;
+    offload_loop = std::make_unique<control::OffloadLoopThread>(control.plane.get(), lo);
+  }
+  std::unique_ptr<monitor::MonitorServer> mon;
+  if (Enabled(c.http_listen)) {
+    switchd::SwitchServer* sw = server->get();
+    switchd::SwitchControl* plane = control.plane.get();
+    auto started = monitor::MonitorServer::Start(c.http_listen, [sw, plane] {
+      monitor::MetricsSnapshot s;
+      sw->Execute(
+          [&](switchd::SwitchServer::Control& ctl) { monitor::CollectReducer(ctl.reducer, &s); });
+      s.switch_counters = sw->counters();
+      s.taken_at = std::chrono::system_clock::now();
+      monitor::ApplyOffloadPolicy(*plane->GetOffloadPolicy(), &s);
+      return s;
+    });
+    if (!started.ok()) return Fail(started.status());
+    mon = std::move(*started);
+    spdlog::info("event=http_listening url={}", mon->url());
+  }
+  g_cais.store(server->get());
+  InstallSignals();
+  const absl::Status run = (*server)->Run();
+  offload_loop.reset();  // its calls go through the server, which has stopped
+  if (mon) mon->Stop();
+  std::cout << (*server)->counters().ToJson() << std::endl;
+  g_cais.store(nullptr);
+  if (!run.ok()) {
+    std::cerr << "inca-switchd: " << run.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int RunOlaf(const switchd::SwitchdConfig& c, const std::string& token) {
+  switchd::OlafServerConfig o;
+  o.listen = c.listen;
+  o.ps = c.olaf.ps;
+  o.program.policy = c.program == "fifo" ? olaf::QueuePolicy::kFifo : olaf::QueuePolicy::kOlaf;
+  o.program.depth = c.olaf.depth;
+  o.program.delta_t_ns = static_cast<dp::TimeNs>(std::llround(c.olaf.delta_t_ms * 1e6));
+  o.program.tau_ns = static_cast<dp::TimeNs>(std::llround(c.olaf.tau_ms * 1e6));
+  o.program.egress_rate_bps = static_cast<uint64_t>(std::llround(c.olaf.egress_mbps * 1e6));
+  o.clusters = c.olaf.clusters;
+  o.socket_buffer_bytes = c.socket_buffer_bytes;
+  o.batch_size = c.batch_size;
+  auto server = switchd::OlafServer::Create(o);
+  if (!server.ok()) return Fail(server.status());
+  auto control = switchd::StartOlafControlService(server->get(), c.control_listen, token);
+  if (!control.ok()) return Fail(control.status());
+  if (control->server) {
+    spdlog::info("event=control_listening port={} token={}", control->server->port(),
+                 token.empty() ? "none" : "required");
+  }
+  std::unique_ptr<monitor::MonitorServer> mon;
+  if (Enabled(c.http_listen)) {
+    switchd::OlafServer* sw = server->get();
+    switchd::OlafControl* plane = control->plane.get();
+    monitor::Renderers r;
+    r.metrics = [sw, plane] {
+      auto st = plane->GetOlafStats();
+      return monitor::RenderOlafPrometheus(st.ok() ? *st : control::OlafStats{}, sw->counters());
+    };
+    r.stats_json = [sw, plane] {
+      auto st = plane->GetOlafStats();
+      return monitor::RenderOlafStatsJson(st.ok() ? *st : control::OlafStats{}, sw->counters());
+    };
+    auto started = monitor::MonitorServer::Start(c.http_listen, std::move(r));
+    if (!started.ok()) return Fail(started.status());
+    mon = std::move(*started);
+    spdlog::info("event=http_listening url={}", mon->url());
+  }
+  g_olaf.store(server->get());
+  InstallSignals();
+  const absl::Status run = (*server)->Run();
+  if (mon) mon->Stop();
+  std::cout << (*server)->counters().ToJson() << std::endl;
+  g_olaf.store(nullptr);
+  if (!run.ok()) {
+    std::cerr << "inca-switchd: " << run.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunSwitchd(const switchd::SwitchdConfig& config, const std::string& control_token) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("inca-switchd"));
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  return config.program == "cais" ? RunCais(config, control_token) : RunOlaf(config, control_token);
+}
+
+}  // namespace inca::daemon

@@ -1,0 +1,128 @@
+#include "monitor/olaf_metrics.h"
+
+#include "monitor/prom_writer.h"
+#include "monitor/str_cat.h"
+
+namespace inca::monitor {
+
+namespace {
+
+using internal::JsonBool;
+using internal::JsonNumber;
+using internal::PromWriter;
+
+std::string ClusterLabel(uint16_t c) {
+  return internal::StrCat("cluster=\"", c, "\"");
+}
+
+struct ClusterCounter {
+  std::string_view name;
+  uint64_t control::OlafClusterInfo::*field;
+  std::string_view help;
+};
+constexpr ClusterCounter kClusterCounters[] = {
+    {"inca_olaf_cluster_offered_total", &control::OlafClusterInfo::offered,
+     "Updates of the cluster offered to the queue."},
+    {"inca_olaf_cluster_enqueued_total", &control::OlafClusterInfo::enqueued,
+     "Updates that took a queue entry of their own."},
+    {"inca_olaf_cluster_merged_total", &control::OlafClusterInfo::merged,
+     "Updates merged into a queued update of the cluster (OLAF 3.1)."},
+    {"inca_olaf_cluster_dequeued_total", &control::OlafClusterInfo::dequeued,
+     "Queue entries sent toward the PS."},
+    {"inca_olaf_cluster_dequeued_worker_updates_total",
+     &control::OlafClusterInfo::dequeued_worker_updates,
+     "Worker updates carried by the entries sent toward the PS."},
+    {"inca_olaf_cluster_dropped_total", &control::OlafClusterInfo::dropped,
+     "Updates dropped on arrival or evicted from the queue."},
+};
+
+}  // namespace
+
+std::string RenderOlafPrometheus(const control::OlafStats& s,
+                                 const switchd::OlafServerCounters& server) {
+  PromWriter w;
+  w.Counter("inca_switch_datagrams_received_total", "Datagrams read from the switch's socket.");
+  w.Sample("", server.datagrams_rx);
+  w.Counter("inca_switch_datagrams_sent_total", "Datagrams handed to the kernel.");
+  w.Sample("", server.datagrams_tx);
+  w.Counter("inca_switch_ports_exhausted_total", "Datagrams dropped: no free port for the sender.");
+  w.Sample("", server.ports_exhausted);
+  w.Counter("inca_olaf_updates_received_total", "UPDATE packets that parsed.");
+  w.Sample("", s.updates_rx);
+  w.Counter("inca_olaf_updates_sent_total", "UPDATE packets sent toward the PS.");
+  w.Sample("", s.updates_tx);
+  w.Counter("inca_olaf_acks_forwarded_total", "ACKs stamped and forwarded to workers.");
+  w.Sample("", s.acks_forwarded);
+  w.Counter("inca_olaf_model_copies_sent_total", "MODEL copies multicast to workers.");
+  w.Sample("", s.model_copies_tx);
+  w.Counter("inca_olaf_passthrough_total", "Non-OLAF packets forwarded untouched.");
+  w.Sample("", s.passthrough);
+  w.Counter("inca_olaf_dropped_packets_total", "Packets dropped, by reason.");
+  for (const auto& [reason, n] : s.drops) {
+    w.Sample(internal::StrCat("reason=\"", reason, "\""), n);
+  }
+  w.Gauge("inca_olaf_queue_occupancy", "Updates queued now.");
+  w.Sample("", s.occupancy);
+  w.Gauge("inca_olaf_queue_depth", "Queue depth (entries).");
+  w.Sample("", uint64_t{s.depth});
+  w.Gauge("inca_olaf_queue_utilisation_ratio", "Occupancy over depth, as stamped into ACKs.");
+  w.Sample("", s.queue_util);
+  w.Gauge("inca_olaf_active_clusters", "Clusters counted as active (fair-share divisor).");
+  w.Sample("", uint64_t{s.active_clusters});
+  w.Gauge("inca_olaf_egress_rate_bits_per_second", "Paced rate of the PS-facing link.");
+  w.Sample("", s.egress_rate_bps);
+  w.Gauge("inca_olaf_conserved", "1 when every packet is accounted for.");
+  w.Sample("", s.conserved && server.Conserved());
+  for (const ClusterCounter& f : kClusterCounters) {
+    w.Counter(f.name, f.help);
+    for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.*f.field);
+  }
+  w.Gauge("inca_olaf_cluster_workers", "Workers of the cluster the switch has learned.");
+  for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), uint64_t{c.workers});
+  w.Gauge("inca_olaf_cluster_queue_occupancy", "The cluster's queued updates.");
+  for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.occupancy);
+  w.Gauge("inca_olaf_cluster_aom_seconds",
+          "Age of Model at the switch's output: now minus the generation time of the "
+          "cluster's freshest update sent toward the PS.");
+  for (const auto& c : s.clusters) {
+    if (c.aom_valid) w.Sample(ClusterLabel(c.cluster_id), c.aom_current_ms / 1e3);
+  }
+  w.Gauge("inca_olaf_cluster_aom_peak_seconds", "Largest peak AoM in the window.");
+  for (const auto& c : s.clusters) {
+    if (c.aom_valid) w.Sample(ClusterLabel(c.cluster_id), c.aom_peak_ms / 1e3);
+  }
+  w.Gauge("inca_olaf_cluster_aom_average_seconds", "Time-average AoM over the window.");
+  for (const auto& c : s.clusters) {
+    if (c.aom_valid) w.Sample(ClusterLabel(c.cluster_id), c.aom_average_ms / 1e3);
+  }
+  return w.Take();
+}
+
+std::string RenderOlafStatsJson(const control::OlafStats& s,
+                                const switchd::OlafServerCounters& server) {
+  std::string out = internal::StrCat(
+      "{\"program\":\"", s.policy, "\",\"depth\":", s.depth, ",\"occupancy\":", s.occupancy,
+      ",\"queue_util\":", JsonNumber(s.queue_util), ",\"active_clusters\":", s.active_clusters,
+      ",\"egress_rate_bps\":", s.egress_rate_bps, ",\"delta_t_ms\":", JsonNumber(s.delta_t_ms),
+      ",\"tau_ms\":", JsonNumber(s.tau_ms), ",\"updates_rx\":", s.updates_rx,
+      ",\"updates_tx\":", s.updates_tx, ",\"passthrough\":", s.passthrough,
+      ",\"dropped\":", s.dropped, ",\"conserved\":", JsonBool(s.conserved), ",\"clusters\":[");
+  for (size_t i = 0; i < s.clusters.size(); ++i) {
+    const auto& c = s.clusters[i];
+    internal::StrAppend(
+        &out, i ? "," : "", "{\"cluster\":", c.cluster_id, ",\"workers\":", c.workers,
+        ",\"offered\":", c.offered, ",\"enqueued\":", c.enqueued, ",\"merged\":", c.merged,
+        ",\"dequeued\":", c.dequeued, ",\"dequeued_worker_updates\":", c.dequeued_worker_updates,
+        ",\"dropped\":", c.dropped, ",\"occupancy\":", c.occupancy);
+    if (c.aom_valid) {
+      internal::StrAppend(&out, ",\"aom_ms\":", JsonNumber(c.aom_current_ms),
+                          ",\"aom_peak_ms\":", JsonNumber(c.aom_peak_ms),
+                          ",\"aom_average_ms\":", JsonNumber(c.aom_average_ms));
+    }
+    out.append("}");
+  }
+  internal::StrAppend(&out, "],\"switch\":", server.ToJson(), "}");
+  return out;
+}
+
+}  // namespace inca::monitor

@@ -1,0 +1,129 @@
+// inca-switchd running the OLAF program (seed 000, OLAF paper arXiv
+// 2507.05876): binds the pure OlafSwitch to one UDP socket as a middlebox on
+// the path from DRL workers to their parameter server (PS).
+//
+// Per received datagram (recvmmsg batches), in order:
+//   from the PS endpoint         -> OlafSwitch::Process(bytes, ps_port = 0)
+//   from any other endpoint      -> its port (bound on first sight: the port
+//                                   table gives it the lowest free port and
+//                                   the program learns its 5-tuple); no free
+//                                   port -> dropped (ports_exhausted)
+// Every packet the program emits goes to its egress port's endpoint
+// (sendmmsg). The program paces its PS-facing output itself at
+// egress_rate_bps; the loop sleeps (ppoll, nanosecond timeout) until the
+// earlier of the next datagram and OlafSwitch::NextWakeNs(), so queues
+// build and drain in real time.
+//
+// Conservation (OlafServerCounters::Conserved()):
+//   datagrams_rx == ports_exhausted + program.rx_packets
+//   program.tx_packets == egress_unmapped + datagrams_tx + send_errors
+//   and the program's own ProgramCounters::Conserved().
+//
+// Threading: Run() owns the program and the port table. Stop(), counters()
+// and Execute() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "inca/olaf/olaf_switch.h"
+#include "switchd/endpoint.h"
+#include "switchd/port_table.h"
+#include "switchd/udp_io.h"
+
+namespace inca::switchd {
+
+struct OlafServerConfig {
+  std::string listen = "127.0.0.1:9420";
+  std::string ps;  // the parameter server, "HOST:PORT" (required)
+  olaf::OlafSwitchConfig program;
+  // Static cluster table entries: UDP source port -> cluster id.
+  std::vector<std::pair<uint16_t, uint16_t>> clusters;
+  size_t socket_buffer_bytes = size_t{8} << 20;
+  uint32_t batch_size = 64;
+  absl::Status Validate() const;
+};
+
+struct OlafServerCounters {
+  uint64_t datagrams_rx = 0;
+  uint64_t rx_truncated = 0;
+  uint64_t ports_exhausted = 0;  // senders dropped: every port is bound
+  uint64_t egress_unmapped = 0;
+  uint64_t datagrams_tx = 0;
+  uint64_t send_errors = 0;
+  uint64_t ports_bound = 0;  // gauge, the PS included
+  dp::ProgramCounters program;
+  olaf::OlafCounters olaf;
+  olaf::OlafQueueState queue;
+  bool Conserved() const;
+  std::string ToJson() const;
+};
+
+class OlafServer {
+ public:
+  // InvalidArgument for bad configuration, Unavailable when the socket
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<OlafServer>> Create(const OlafServerConfig& config);
+  ~OlafServer();
+  OlafServer(const OlafServer&) = delete;
+  OlafServer& operator=(const OlafServer&) = delete;
+
+  // Serves until Stop(). FailedPrecondition if already running.
+  absl::Status Run();
+  void Stop() noexcept;  // async-signal-safe, idempotent
+  OlafServerCounters counters() const;
+
+  uint16_t local_port() const { return socket_.local.port(); }
+  const Endpoint& local_endpoint() const { return socket_.local; }
+  const OlafServerConfig& config() const { return config_; }
+
+  struct Control {
+    olaf::OlafSwitch& program;
+    PortTable& ports;
+    dp::TimeNs now;
+  };
+  // Runs `fn` on the switch thread between batches and waits (before Run()
+  // or after it returns: on the calling thread). Thread-safe; not from `fn`.
+  void Execute(const std::function<void(Control&)>& fn);
+
+  // The monotonic clock the server drives the program with (steady_clock,
+  // nanoseconds): workers on the same host stamp gen_time with it.
+  static dp::TimeNs Now();
+
+ private:
+  class Sink;
+  OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::OlafSwitch> program,
+             UdpSocket socket, Wakeup wakeup, Endpoint ps);
+  void HandleDatagram(size_t i, dp::TimeNs now);
+  void Egress(dp::PortId port, std::span<const uint8_t> packet);
+  void FlushTx();
+  void Publish(dp::TimeNs now);
+  void RunTasks();
+
+  OlafServerConfig config_;
+  std::unique_ptr<olaf::OlafSwitch> program_;
+  UdpSocket socket_;
+  Wakeup wakeup_;
+  Endpoint ps_;
+  PortTable ports_;
+  RecvBatch rx_;
+  SendBatch tx_;
+  std::unique_ptr<Sink> sink_;
+  OlafServerCounters live_;
+  mutable std::mutex snapshot_mu_;
+  OlafServerCounters snapshot_;
+  std::atomic<bool> stop_{false};
+  std::mutex tasks_mu_;
+  std::mutex exec_mu_;
+  std::atomic<bool> running_{false};
+  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks_;
+};
+
+}  // namespace inca::switchd
