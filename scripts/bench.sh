@@ -17,6 +17,9 @@ if command -v taskset >/dev/null; then taskset_cmd=(taskset -c 0); fi
 "${taskset_cmd[@]}" "$out/cais_pipeline_benchmark" --benchmark_min_time="$min_time" \
   --benchmark_out="$out/cais_pipeline.json" --benchmark_out_format=json
 
+echo; echo "== OLAF queue and switch (one core), 9000-byte updates"
+"${taskset_cmd[@]}" "$out/olaf_queue_benchmark" --benchmark_min_time="$min_time"
+
 /usr/bin/python3 - "$out/reduce_kernels.json" "$out/cais_pipeline.json" <<'PY'
 import json, sys
 k = json.load(open(sys.argv[1]))["benchmarks"]
