@@ -1,0 +1,112 @@
+// inca-sim nodes for the OLAF evaluation: DRL workers, a parameter server
+// and OLAF/FIFO switches. Workers and the PS run the same WorkerCore/PsCore
+// as the UDP endpoints, the switch runs the same OlafSwitch as
+// inca-switchd; only time and the wire are simulated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "inca/olaf/olaf_switch.h"
+#include "inca/olaf/ps.h"
+#include "inca/olaf/worker.h"
+#include "inca/sim/simulator.h"
+
+namespace inca::sim {
+
+enum class PeriodDist : uint8_t { kFixed, kExponential };
+
+struct WorkerNodeConfig {
+  uint16_t cluster_id = 0;
+  uint32_t worker_id = 1;  // stamped by the worker (non-zero: switches keep it)
+  size_t elements = 2233;  // f32 per update (2233 = one 9000-byte frame)
+  TimeNs period_ns = 100 * dp::kNsPerMs;
+  PeriodDist dist = PeriodDist::kFixed;
+  TimeNs jitter_ns = 0;                   // uniform [0, jitter) added to each period
+  TimeNs phase_ns = 0;                    // first update at phase + jitter
+  olaf::SendControlOptions send_control;  // mode kOff: always send
+  uint64_t seed = 1;
+  // Optional compute model: called per update to produce the gradient
+  // (issue 9's co-simulation); default: a constant vector.
+  std::function<void(std::vector<float>&, uint32_t model_version)> compute;
+};
+
+class WorkerNode final : public Node {
+ public:
+  WorkerNode(std::string name, const WorkerNodeConfig& config);
+  void Start() override;
+  void Receive(dp::PortId port, Packet packet) override;
+  const olaf::WorkerCore& core() const { return *core_; }
+  uint64_t generated() const { return core_->counters().generated; }
+  uint64_t sent() const { return core_->counters().sent; }
+  const WorkerNodeConfig& config() const { return config_; }
+
+ private:
+  void Tick();
+  WorkerNodeConfig config_;
+  std::unique_ptr<olaf::WorkerCore> core_;
+  std::mt19937_64 rng_;
+  std::vector<float> grad_;
+  TimeNs ticks_ = 0;
+};
+
+struct PsNodeConfig {
+  olaf::PsOptions ps;  // apply / model policy; defaults: apply nothing
+};
+
+class PsNode final : public Node {
+ public:
+  PsNode(std::string name, PsNodeConfig config);
+  void Receive(dp::PortId port, Packet packet) override;
+  const olaf::PsCore& core() const { return *core_; }
+  olaf::PsCore& mutable_core() { return *core_; }
+
+ private:
+  std::unique_ptr<olaf::PsCore> core_;
+};
+
+// An OLAF or FIFO switch: port 0 (the first link connected) faces the PS.
+class SwitchNode final : public Node {
+ public:
+  SwitchNode(std::string name, const olaf::OlafSwitchConfig& config);
+  ~SwitchNode() override;
+  void Receive(dp::PortId port, Packet packet) override;
+  const olaf::OlafSwitch& program() const { return *program_; }
+
+ private:
+  class Sink;
+  void Wake();
+  void ArmWake();
+  std::unique_ptr<olaf::OlafSwitch> program_;
+  std::unique_ptr<Sink> sink_;
+  TimeNs wake_at_ = olaf::OlafSwitch::kIdle;
+};
+
+// Updates of cluster 0 with exponential inter-arrival times and payload
+// sizes drawn from `size_bytes` (the queueing-theory validation source).
+struct PoissonSourceConfig {
+  double rate_per_s = 1000;
+  std::function<uint32_t(std::mt19937_64&)> size_bytes;  // multiple of 4, >= 4
+  uint64_t seed = 1;
+  uint64_t max_updates = UINT64_MAX;
+};
+
+class PoissonSource final : public Node {
+ public:
+  PoissonSource(std::string name, PoissonSourceConfig config);
+  void Start() override;
+  void Receive(dp::PortId, Packet) override {}
+  uint64_t sent() const { return sent_; }
+
+ private:
+  void Next();
+  PoissonSourceConfig config_;
+  std::mt19937_64 rng_;
+  uint64_t sent_ = 0;
+};
+
+}  // namespace inca::sim

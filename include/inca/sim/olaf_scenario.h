@@ -1,0 +1,108 @@
+// OLAF scenarios for inca-sim: a YAML description of DRL clusters, the
+// switch topology (star, or the OLAF paper's two-switch tree of 4.3) and the
+// queue policy, run deterministically on the simulator, with per-cluster AoM
+// and loss at the parameter server. Keys: docs/sim.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "inca/olaf/send_control.h"
+#include "inca/olaf/update_queue.h"
+#include "inca/sim/simulator.h"
+
+namespace inca::sim {
+
+struct ClusterGroup {
+  uint32_t count = 1;        // clusters in this group
+  uint32_t workers = 28;     // workers per cluster
+  double period_ms = 100;    // between a worker's updates
+  bool exponential = false;  // exponential periods (mean period_ms)
+  double jitter_us = 200;    // uniform per-update jitter
+  bool synchronized = true;  // a cluster's workers share their phase
+  uint32_t elements = 2233;  // f32 per update (2233 = one 9000-byte frame)
+  bool behind_sw2 = false;   // tree: attached to the far switch
+};
+
+struct OlafScenario {
+  std::string name = "scenario";
+  uint64_t seed = 1;
+  double duration_s = 10;
+  double warmup_s = 1;
+  std::string topology = "star";  // star | tree
+  olaf::QueuePolicy policy = olaf::QueuePolicy::kOlaf;
+  olaf::SendControlMode send_control = olaf::SendControlMode::kOff;
+  uint32_t queue_depth = 8;
+  double delta_t_ms = 400;
+  double tau_ms = 100;
+  double egress_gbps = 40;  // star: the switch; tree: SW1 -> PS
+  double tree_ratio = 0.3;  // tree: SW1->PS rate / SW2->SW1 rate
+  double worker_link_gbps = 100;
+  double link_delay_us = 1;
+  double sample_ms = 10;  // time-series resolution
+  // true: every cluster starts its period at time 0 (a global training step
+  // boundary), so clusters' bursts collide; false: each cluster gets a
+  // random phase.
+  bool aligned_clusters = false;
+  // With aligned_clusters: cluster c starts c·stagger after the boundary
+  // (clusters at different distances or speeds reach the switch in a
+  // consistent order).
+  double cluster_stagger_us = 0;
+  // Optional sweep: the scenario runs once per value of this key.
+  std::string sweep_key;
+  std::vector<std::string> sweep_values;
+  std::vector<ClusterGroup> clusters;
+  absl::Status Validate() const;
+};
+
+// Parses YAML; unknown keys and bad values are InvalidArgument naming the key.
+absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::string_view source);
+// Sets one key ("egress_gbps=20", "policy=fifo"...) as the YAML would.
+absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s);
+
+struct ClusterResult {
+  uint16_t cluster_id = 0;
+  double mean_aom_ms = 0;  // time-average AoM at the PS over [warmup, end]
+  double peak_aom_ms = 0;  // largest peak in that window
+  uint64_t generated = 0;  // worker updates generated in the window... (whole run)
+  uint64_t sent = 0;       // worker updates sent (send control may suppress)
+  uint64_t received = 0;   // updates applied at the PS
+  uint64_t carried = 0;    // worker updates they carried (merged counts)
+  double loss = 0;         // 1 - carried / sent
+};
+
+struct SamplePoint {
+  double t_ms = 0;
+  std::vector<double> aom_ms;   // per cluster, at the PS
+  std::vector<uint64_t> queue;  // occupancy per switch
+};
+
+struct OlafResult {
+  std::string name;
+  std::vector<ClusterResult> clusters;
+  double mean_aom_ms = 0;  // over clusters
+  double loss = 0;         // over all workers
+  uint64_t received = 0, carried = 0, sent = 0, generated = 0;
+  double jain_aom = 0;  // Jain's index of per-cluster mean AoM
+  uint64_t events = 0;
+  double wall_s = 0;
+  std::vector<SamplePoint> series;
+};
+
+// Runs `s`. `progress` (optional) is called with the simulated fraction done.
+absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
+                                           const std::function<void(double)>& progress = {});
+
+std::string ResultJson(const OlafResult& r);
+// One row per sample: t_ms, then aom_ms of each cluster, then queue of each switch.
+std::string SeriesCsv(const OlafResult& r);
+
+// Jain's fairness index (Σx)² / (n Σx²); 1 for an empty or all-zero input.
+double JainIndex(const std::vector<double>& x);
+
+}  // namespace inca::sim

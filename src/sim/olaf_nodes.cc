@@ -1,0 +1,149 @@
+#include "inca/sim/olaf_nodes.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace inca::sim {
+
+namespace {
+double Uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+}  // namespace
+
+WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
+    : Node(std::move(name)), config_(config), rng_(config.seed), grad_(config.elements, 0.001f) {
+  olaf::WorkerOptions o;
+  o.cluster_id = config.cluster_id;
+  o.send_control = config.send_control;
+  o.seed = config.seed;
+  auto core = olaf::WorkerCore::Create(o);
+  if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
+  core_ = std::move(*core);
+}
+
+void WorkerNode::Start() {
+  const TimeNs jitter =
+      config_.jitter_ns > 0
+          ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
+          : 0;
+  sim().Schedule(config_.phase_ns + jitter, [this] { Tick(); });
+}
+
+void WorkerNode::Tick() {
+  const TimeNs now = sim().now();
+  uint32_t version = 0;
+  if (const olaf::AssembledModel* m = core_->latest_model()) version = m->model_version;
+  if (config_.compute) config_.compute(grad_, version);
+  auto s = core_->GenerateWithDraw(grad_, version, now, Uniform01(rng_));
+  if (s.ok() && s->sent) {
+    for (auto& d : s->datagrams) {
+      // The worker stamps its own id (a switch keeps a non-zero worker_id).
+      if (d.size() >= 12) {
+        d[8] = static_cast<uint8_t>(config_.worker_id >> 24);
+        d[9] = static_cast<uint8_t>(config_.worker_id >> 16);
+        d[10] = static_cast<uint8_t>(config_.worker_id >> 8);
+        d[11] = static_cast<uint8_t>(config_.worker_id);
+      }
+      Send(0, std::move(d));
+    }
+  }
+  const TimeNs jitter =
+      config_.jitter_ns > 0
+          ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
+          : 0;
+  if (config_.dist == PeriodDist::kExponential) {
+    const auto gap = static_cast<TimeNs>(-std::log(1.0 - Uniform01(rng_)) *
+                                         static_cast<double>(config_.period_ns));
+    sim().ScheduleIn(std::max<TimeNs>(gap + jitter, 1), [this] { Tick(); });
+  } else {
+    // Fixed periods on a grid (phase + k·period), jitter drawn afresh each
+    // time: workers that share a phase stay in step.
+    ++ticks_;
+    sim().Schedule(config_.phase_ns + ticks_ * config_.period_ns + jitter, [this] { Tick(); });
+  }
+}
+
+void WorkerNode::Receive(dp::PortId, Packet packet) {
+  core_->OnDatagram(packet, sim().now());
+}
+
+PsNode::PsNode(std::string name, PsNodeConfig config) : Node(std::move(name)) {
+  if (!config.ps.apply) config.ps.apply = [](const olaf::AppliedUpdate&) {};
+  auto core = olaf::PsCore::Create(std::move(config.ps));
+  if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
+  core_ = std::move(*core);
+}
+
+void PsNode::Receive(dp::PortId port, Packet packet) {
+  olaf::PsResult r = core_->OnDatagram(packet, sim().now());
+  if (!r.ack.empty()) Send(port, std::move(r.ack));
+  for (auto& m : r.models) Send(port, std::move(m));
+}
+
+class SwitchNode::Sink final : public dp::PacketSink {
+ public:
+  explicit Sink(SwitchNode* node) : node_(node) {}
+  void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
+    node_->Send(egress, Packet(packet.begin(), packet.end()));
+  }
+
+ private:
+  SwitchNode* node_;
+};
+
+SwitchNode::SwitchNode(std::string name, const olaf::OlafSwitchConfig& config)
+    : Node(std::move(name)), sink_(std::make_unique<Sink>(this)) {
+  auto p = olaf::OlafSwitch::Create(config);
+  if (!p.ok()) throw std::invalid_argument(std::string(p.status().message()));
+  program_ = std::move(*p);
+}
+
+SwitchNode::~SwitchNode() = default;
+
+void SwitchNode::Receive(dp::PortId port, Packet packet) {
+  program_->Process(packet, port, sim().now(), *sink_);
+  ArmWake();
+}
+
+void SwitchNode::ArmWake() {
+  const TimeNs next = program_->NextWakeNs();
+  if (next == olaf::OlafSwitch::kIdle || next >= wake_at_) return;
+  wake_at_ = next;
+  sim().Schedule(next, [this, next] {
+    if (wake_at_ != next) return;  // superseded by an earlier wake
+    Wake();
+  });
+}
+
+void SwitchNode::Wake() {
+  wake_at_ = olaf::OlafSwitch::kIdle;
+  program_->Advance(sim().now(), *sink_);
+  ArmWake();
+}
+
+PoissonSource::PoissonSource(std::string name, PoissonSourceConfig config)
+    : Node(std::move(name)), config_(std::move(config)), rng_(config_.seed) {}
+
+void PoissonSource::Start() {
+  Next();
+}
+
+void PoissonSource::Next() {
+  if (sent_ >= config_.max_updates) return;
+  const double gap_s = -std::log(1.0 - Uniform01(rng_)) / config_.rate_per_s;
+  sim().ScheduleIn(std::max<TimeNs>(1, static_cast<TimeNs>(gap_s * 1e9)), [this] {
+    const uint32_t bytes = config_.size_bytes ? config_.size_bytes(rng_) : 4000;
+    olaf::UpdateHeader h;
+    h.cluster_id = 0;
+    h.worker_id = 1;
+    h.update_id = static_cast<uint32_t>(sent_);
+    h.gen_time_ns = static_cast<uint64_t>(sim().now());
+    std::vector<uint8_t> payload(bytes, 0);
+    Send(0, olaf::BuildUpdate(h, payload));
+    ++sent_;
+    Next();
+  });
+}
+
+}  // namespace inca::sim

@@ -1,0 +1,431 @@
+#include "inca/sim/olaf_scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "inca/sim/olaf_nodes.h"
+
+namespace inca::sim {
+
+namespace {
+
+absl::string_view Av(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+absl::Status Bad(std::string_view source, const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", key, ": ", why));
+}
+
+template <typename T>
+absl::Status Get(const YAML::Node& n, std::string_view source, const std::string& key, T* out) {
+  try {
+    *out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(source, key, absl::StrCat("cannot read '", n.Scalar(), "' as the expected type"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
+                    OlafScenario* s) {
+  std::string text;
+  if (key == "name") return Get(v, src, key, &s->name);
+  if (key == "seed") return Get(v, src, key, &s->seed);
+  if (key == "duration_s") return Get(v, src, key, &s->duration_s);
+  if (key == "warmup_s") return Get(v, src, key, &s->warmup_s);
+  if (key == "topology") return Get(v, src, key, &s->topology);
+  if (key == "queue_depth") return Get(v, src, key, &s->queue_depth);
+  if (key == "delta_t_ms") return Get(v, src, key, &s->delta_t_ms);
+  if (key == "tau_ms") return Get(v, src, key, &s->tau_ms);
+  if (key == "egress_gbps") return Get(v, src, key, &s->egress_gbps);
+  if (key == "tree_ratio") return Get(v, src, key, &s->tree_ratio);
+  if (key == "worker_link_gbps") return Get(v, src, key, &s->worker_link_gbps);
+  if (key == "link_delay_us") return Get(v, src, key, &s->link_delay_us);
+  if (key == "sample_ms") return Get(v, src, key, &s->sample_ms);
+  if (key == "aligned_clusters") return Get(v, src, key, &s->aligned_clusters);
+  if (key == "cluster_stagger_us") return Get(v, src, key, &s->cluster_stagger_us);
+  if (key == "sweep") {
+    if (!v.IsMap() || !v["key"] || !v["values"] || !v["values"].IsSequence() || v.size() != 2) {
+      return Bad(src, key, "must be {key: NAME, values: [V1, V2, ...]}");
+    }
+    if (auto st = Get(v["key"], src, "sweep.key", &s->sweep_key); !st.ok()) return st;
+    s->sweep_values.clear();
+    for (const auto& x : v["values"]) s->sweep_values.push_back(x.Scalar());
+    if (s->sweep_key == "sweep" || s->sweep_key == "clusters" || s->sweep_values.empty()) {
+      return Bad(src, key, "needs a scalar key and at least one value");
+    }
+    // Every value must be acceptable for the key.
+    for (const auto& val : s->sweep_values) {
+      OlafScenario probe = *s;
+      if (auto st = SetKey(s->sweep_key, YAML::Load(val), src, &probe); !st.ok()) {
+        return Bad(src, "sweep", std::string(st.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (key == "policy") {
+    if (auto st = Get(v, src, key, &text); !st.ok()) return st;
+    if (text == "olaf") {
+      s->policy = olaf::QueuePolicy::kOlaf;
+    } else if (text == "fifo") {
+      s->policy = olaf::QueuePolicy::kFifo;
+    } else {
+      return Bad(src, key, absl::StrCat("'", text, "': use olaf or fifo"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "send_control") {
+    if (auto st = Get(v, src, key, &text); !st.ok()) return st;
+    if (text == "off") {
+      s->send_control = olaf::SendControlMode::kOff;
+    } else if (text == "priority") {
+      s->send_control = olaf::SendControlMode::kPriority;
+    } else if (text == "fairness") {
+      s->send_control = olaf::SendControlMode::kFairness;
+    } else {
+      return Bad(src, key, absl::StrCat("'", text, "': use off, priority or fairness"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "clusters") {
+    if (!v.IsSequence()) return Bad(src, key, "must be a list of cluster groups");
+    s->clusters.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      ClusterGroup g;
+      const std::string where = absl::StrCat(key, "[", i, "]");
+      if (!v[i].IsMap()) return Bad(src, where, "must be a map");
+      for (const auto& kv : v[i]) {
+        const std::string k = kv.first.as<std::string>();
+        const std::string kk = absl::StrCat(where, ".", k);
+        absl::Status st;
+        if (k == "count") {
+          st = Get(kv.second, src, kk, &g.count);
+        } else if (k == "workers") {
+          st = Get(kv.second, src, kk, &g.workers);
+        } else if (k == "period_ms") {
+          st = Get(kv.second, src, kk, &g.period_ms);
+        } else if (k == "exponential") {
+          st = Get(kv.second, src, kk, &g.exponential);
+        } else if (k == "jitter_us") {
+          st = Get(kv.second, src, kk, &g.jitter_us);
+        } else if (k == "synchronized") {
+          st = Get(kv.second, src, kk, &g.synchronized);
+        } else if (k == "elements") {
+          st = Get(kv.second, src, kk, &g.elements);
+        } else if (k == "behind_sw2") {
+          st = Get(kv.second, src, kk, &g.behind_sw2);
+        } else {
+          return Bad(src, kk,
+                     "unknown key; known: count, workers, period_ms, exponential, jitter_us, "
+                     "synchronized, elements, behind_sw2");
+        }
+        if (!st.ok()) return st;
+      }
+      s->clusters.push_back(g);
+    }
+    return absl::OkStatus();
+  }
+  return Bad(src, key,
+             "unknown key; known: name, seed, duration_s, warmup_s, topology, policy, "
+             "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
+             "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
+             "sweep, clusters");
+}
+
+}  // namespace
+
+absl::Status OlafScenario::Validate() const {
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (!(duration_s > 0) || duration_s > 3600) return bad("duration_s must be in (0, 3600]");
+  if (!(warmup_s >= 0) || warmup_s >= duration_s) return bad("warmup_s must be in [0, duration_s)");
+  if (topology != "star" && topology != "tree") return bad("topology must be star or tree");
+  if (queue_depth < 1 || queue_depth > 65536) return bad("queue_depth must be in [1, 65536]");
+  if (!(delta_t_ms > 0) || !(tau_ms > 0)) return bad("delta_t_ms and tau_ms must be positive");
+  if (!(egress_gbps > 0) || !(worker_link_gbps > 0)) return bad("link rates must be positive");
+  if (!(tree_ratio > 0)) return bad("tree_ratio must be positive");
+  if (!(sample_ms > 0)) return bad("sample_ms must be positive");
+  if (clusters.empty()) return bad("clusters: at least one cluster group");
+  uint64_t n = 0, per_switch[2] = {0, 0};
+  for (const auto& g : clusters) {
+    if (g.workers < 1 || g.workers > 4096) return bad("clusters[].workers must be in [1, 4096]");
+    if (!(g.period_ms > 0)) return bad("clusters[].period_ms must be positive");
+    if (g.elements < 1 || g.elements > 2233) {
+      return bad("clusters[].elements must be in [1, 2233] (one 9000-byte frame)");
+    }
+    if (g.behind_sw2 && topology != "tree") return bad("clusters[].behind_sw2 needs topology tree");
+    n += g.count;
+    per_switch[g.behind_sw2 ? 1 : 0] += g.count;
+  }
+  // One switch port per cluster (workers sit behind their cluster's edge),
+  // plus the uplink (and SW1's port to SW2).
+  if (per_switch[0] + 2 > dp::kMaxPorts || per_switch[1] + 1 > dp::kMaxPorts) {
+    return bad(absl::StrCat("at most ", dp::kMaxPorts - 2, " clusters per switch"));
+  }
+  if (n > 0xFFFE) return bad("too many clusters");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", e.what()));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Av(source), ": not a map"));
+  OlafScenario s;
+  for (const auto& kv : root) {
+    if (auto st = SetKey(kv.first.as<std::string>(), kv.second, source, &s); !st.ok()) return st;
+  }
+  if (auto st = s.Validate(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", st.message()));
+  }
+  return s;
+}
+
+absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s) {
+  const size_t eq = key_value.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set '", Av(key_value), "' must be KEY=VALUE (e.g. policy=fifo)"));
+  }
+  const std::string key(key_value.substr(0, eq));
+  YAML::Node v;
+  try {
+    v = YAML::Load(std::string(key_value.substr(eq + 1)));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--set ", key, ": ", e.what()));
+  }
+  if (auto st = SetKey(key, v, "--set", s); !st.ok()) return st;
+  return s->Validate();
+}
+
+double JainIndex(const std::vector<double>& x) {
+  double sum = 0, sq = 0;
+  for (double v : x) {
+    sum += v;
+    sq += v * v;
+  }
+  if (x.empty() || sq == 0) return 1;
+  return sum * sum / (static_cast<double>(x.size()) * sq);
+}
+
+namespace {
+
+// Workers of one cluster sit behind an edge that forwards their updates up
+// and routes ACKs (by worker_id) and MODELs (to all) down: the cluster's
+// multicast group of the OLAF paper's 2.3.
+class ClusterEdge final : public Node {
+ public:
+  explicit ClusterEdge(std::string name) : Node(std::move(name)) {}
+  void Receive(dp::PortId port, Packet p) override {
+    if (port != 0) {  // from a worker
+      if (p.size() >= 12) {
+        const uint32_t id =
+            (uint32_t{p[8]} << 24) | (uint32_t{p[9]} << 16) | (uint32_t{p[10]} << 8) | p[11];
+        by_worker_[id] = port;
+      }
+      Send(0, std::move(p));
+      return;
+    }
+    olaf::OlafPacket pkt;
+    if (olaf::ParseOlaf(p, &pkt) != olaf::OlafParseError::kOk) return;
+    if (pkt.type == olaf::OlafType::kAck) {
+      if (auto it = by_worker_.find(pkt.ack.worker_id); it != by_worker_.end()) {
+        Send(it->second, std::move(p));
+      }
+    } else if (pkt.type == olaf::OlafType::kModel) {
+      for (dp::PortId q = 1; q <= workers_; ++q) Send(q, p);
+    }
+  }
+  void set_workers(uint32_t n) { workers_ = static_cast<dp::PortId>(n); }
+
+ private:
+  std::map<uint32_t, dp::PortId> by_worker_;
+  dp::PortId workers_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
+                                           const std::function<void(double)>& progress) {
+  if (auto st = s.Validate(); !st.ok()) return st;
+  const auto wall_start = std::chrono::steady_clock::now();
+  Simulator sim;
+  Network net(&sim);
+  PsNodeConfig pc;
+  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+
+  auto switch_config = [&](double gbps) {
+    olaf::OlafSwitchConfig c;
+    c.policy = s.policy;
+    c.depth = s.queue_depth;
+    c.delta_t_ns = static_cast<TimeNs>(s.delta_t_ms * 1e6);
+    c.tau_ns = static_cast<TimeNs>(s.tau_ms * 1e6);
+    c.egress_rate_bps = static_cast<uint64_t>(gbps * 1e9);
+    c.ps_port = 0;
+    return c;
+  };
+  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
+  const double r1 = s.egress_gbps, r2 = s.egress_gbps / s.tree_ratio;
+  std::vector<SwitchNode*> switches;
+  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", switch_config(r1)));
+  switches.push_back(sw1);
+  // The uplink serialises at the switch's paced rate: delivery = end of transmission.
+  net.Connect(sw1, ps, LinkConfig{r1 * 1e9, delay, 9000, 66, 1u << 20});
+  SwitchNode* sw2 = nullptr;
+  if (s.topology == "tree") {
+    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", switch_config(r2)));
+    switches.push_back(sw2);
+    net.Connect(sw2, sw1, LinkConfig{r2 * 1e9, delay, 9000, 66, 1u << 20});
+  }
+  std::vector<std::vector<WorkerNode*>> workers;
+  std::mt19937_64 phase_rng(s.seed);
+  uint16_t cluster = 0;
+  for (const ClusterGroup& g : s.clusters) {
+    for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
+      auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
+      SwitchNode* attach = g.behind_sw2 ? sw2 : sw1;
+      net.Connect(edge, attach, LinkConfig{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096});
+      edge->set_workers(g.workers);
+      const auto period = static_cast<TimeNs>(g.period_ms * 1e6);
+      const TimeNs cluster_phase =
+          s.aligned_clusters ? static_cast<TimeNs>(s.cluster_stagger_us * 1e3 * cluster)
+                             : static_cast<TimeNs>(static_cast<double>(phase_rng() >> 11) *
+                                                   0x1.0p-53 * static_cast<double>(period));
+      workers.emplace_back();
+      for (uint32_t w = 0; w < g.workers; ++w) {
+        WorkerNodeConfig wc;
+        wc.cluster_id = cluster;
+        wc.worker_id = uint32_t{cluster} * 10000 + w + 1;
+        wc.elements = g.elements;
+        wc.period_ns = period;
+        wc.dist = g.exponential ? PeriodDist::kExponential : PeriodDist::kFixed;
+        wc.jitter_ns = static_cast<TimeNs>(g.jitter_us * 1e3);
+        wc.phase_ns = g.synchronized ? cluster_phase
+                                     : static_cast<TimeNs>(static_cast<double>(phase_rng() >> 11) *
+                                                           0x1.0p-53 * static_cast<double>(period));
+        wc.send_control.mode = s.send_control;
+        wc.send_control.delta_t_ns = static_cast<TimeNs>(s.delta_t_ms * 1e6);
+        wc.seed = s.seed * 1'000'003 + wc.worker_id;
+        auto* node = net.Add(std::make_unique<WorkerNode>(absl::StrCat("w", cluster, ".", w), wc));
+        net.Connect(node, edge, LinkConfig{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096});
+        workers.back().push_back(node);
+      }
+    }
+  }
+  const size_t n_clusters = workers.size();
+  OlafResult out;
+  out.name = s.name;
+  // Sampling: AoM at the PS and queue occupancy, every sample_ms.
+  const auto sample_every = static_cast<TimeNs>(s.sample_ms * 1e6);
+  const auto end = static_cast<TimeNs>(s.duration_s * 1e9);
+  const auto warm = static_cast<TimeNs>(s.warmup_s * 1e9);
+  std::function<void()> sample = [&] {
+    SamplePoint p;
+    p.t_ms = static_cast<double>(sim.now()) / 1e6;
+    for (size_t c = 0; c < n_clusters; ++c) {
+      auto st = ps->core().aom().Stats(static_cast<uint16_t>(c), sim.now());
+      p.aom_ms.push_back(st ? static_cast<double>(st->current_ns) / 1e6 : std::nan(""));
+    }
+    for (SwitchNode* sw : switches)
+      p.queue.push_back(sw->program().queue_state(sim.now()).occupancy);
+    out.series.push_back(std::move(p));
+    if (sim.now() + sample_every <= end) sim.ScheduleIn(sample_every, sample);
+  };
+  sim.Schedule(0, sample);
+  sim.Schedule(warm, [&] { ps->mutable_core().ResetAomWindow(sim.now()); });
+  net.Start();
+  const TimeNs step = std::max<TimeNs>(end / 20, 1);
+  for (TimeNs t = step; t < end + step; t += step) {
+    sim.RunUntil(std::min(t, end));
+    if (progress) progress(static_cast<double>(std::min(t, end)) / static_cast<double>(end));
+  }
+  std::vector<double> aoms;
+  for (size_t c = 0; c < n_clusters; ++c) {
+    ClusterResult r;
+    r.cluster_id = static_cast<uint16_t>(c);
+    for (WorkerNode* w : workers[c]) {
+      r.generated += w->generated();
+      r.sent += w->sent();
+    }
+    if (auto cs = ps->core().cluster(r.cluster_id, end)) {
+      r.received = cs->updates_applied;
+      r.carried = cs->worker_updates_applied;
+      if (cs->aom) {
+        r.mean_aom_ms = cs->aom->average_ns / 1e6;
+        r.peak_aom_ms = static_cast<double>(cs->aom->peak_max_ns) / 1e6;
+      }
+    } else {
+      // Never delivered: its age is the whole window (a lower bound).
+      r.mean_aom_ms = static_cast<double>(end) / 1e6;
+      r.peak_aom_ms = r.mean_aom_ms;
+    }
+    r.loss = r.sent
+                 ? 1.0 - std::min(1.0, static_cast<double>(r.carried) / static_cast<double>(r.sent))
+                 : 0.0;
+    out.generated += r.generated;
+    out.sent += r.sent;
+    out.received += r.received;
+    out.carried += r.carried;
+    aoms.push_back(r.mean_aom_ms);
+    out.clusters.push_back(r);
+  }
+  double sum = 0;
+  for (double a : aoms) sum += a;
+  out.mean_aom_ms = aoms.empty() ? 0 : sum / static_cast<double>(aoms.size());
+  out.loss = out.generated ? 1.0 - std::min(1.0, static_cast<double>(out.carried) /
+                                                     static_cast<double>(out.generated))
+                           : 0.0;
+  out.jain_aom = JainIndex(aoms);
+  out.events = sim.events_run();
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return out;
+}
+
+std::string ResultJson(const OlafResult& r) {
+  std::ostringstream o;
+  o.precision(6);
+  o << "{\"name\":\"" << r.name << "\",\"mean_aom_ms\":" << r.mean_aom_ms << ",\"loss\":" << r.loss
+    << ",\"generated\":" << r.generated << ",\"sent\":" << r.sent << ",\"received\":" << r.received
+    << ",\"carried\":" << r.carried << ",\"jain_aom\":" << r.jain_aom << ",\"events\":" << r.events
+    << ",\"clusters\":[";
+  for (size_t i = 0; i < r.clusters.size(); ++i) {
+    const ClusterResult& c = r.clusters[i];
+    o << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"mean_aom_ms\":" << c.mean_aom_ms
+      << ",\"peak_aom_ms\":" << c.peak_aom_ms << ",\"generated\":" << c.generated
+      << ",\"sent\":" << c.sent << ",\"received\":" << c.received << ",\"carried\":" << c.carried
+      << ",\"loss\":" << c.loss << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+std::string SeriesCsv(const OlafResult& r) {
+  std::ostringstream o;
+  o << "t_ms";
+  const size_t nc = r.clusters.size();
+  for (size_t c = 0; c < nc; ++c) o << ",aom_ms_c" << c;
+  const size_t ns = r.series.empty() ? 0 : r.series[0].queue.size();
+  for (size_t q = 0; q < ns; ++q) o << ",queue_sw" << q + 1;
+  o << "\n";
+  for (const SamplePoint& p : r.series) {
+    o << p.t_ms;
+    for (double a : p.aom_ms) {
+      o << ",";
+      if (!std::isnan(a)) o << a;
+    }
+    for (uint64_t q : p.queue) o << "," << q;
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace inca::sim

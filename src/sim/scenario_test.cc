@@ -1,0 +1,104 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "inca/sim/olaf_scenario.h"
+
+namespace inca::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kSmall[] = R"(
+name: small
+seed: 3
+duration_s: 2
+warmup_s: 0.5
+policy: fifo
+queue_depth: 8
+egress_gbps: 10
+aligned_clusters: true
+clusters:
+  - {count: 9, workers: 8, period_ms: 20, jitter_us: 100}
+)";
+
+OlafScenario Small() {
+  auto s = ParseOlafScenario(kSmall, "small");
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(OlafScenarioTest, IdenticalSeedsGiveIdenticalOutput) {
+  const OlafScenario s = Small();
+  auto a = RunOlafScenario(s), b = RunOlafScenario(s);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(ResultJson(*a), ResultJson(*b));
+  EXPECT_EQ(SeriesCsv(*a), SeriesCsv(*b));
+  OlafScenario other = s;
+  other.seed = 4;
+  auto c = RunOlafScenario(other);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(ResultJson(*a), ResultJson(*c));
+}
+
+TEST(OlafScenarioTest, OlafBeatsFifoWhenTheQueueIsTheBottleneck) {
+  OlafScenario s = Small();
+  auto fifo = RunOlafScenario(s);
+  ASSERT_TRUE(ApplyOverride("policy=olaf", &s).ok());
+  auto olaf = RunOlafScenario(s);
+  ASSERT_TRUE(fifo.ok() && olaf.ok());
+  EXPECT_GT(fifo->loss, 0.3);
+  EXPECT_LT(olaf->loss, fifo->loss);
+  EXPECT_LT(olaf->mean_aom_ms, fifo->mean_aom_ms);
+  EXPECT_EQ(olaf->clusters.size(), 9u);
+  EXPECT_GT(olaf->carried, olaf->received);  // merged updates carry several worker updates
+  EXPECT_GT(olaf->series.size(), 150u);      // one sample per 10 ms
+}
+
+TEST(OlafScenarioTest, TreeTopologyRunsAndReportsEveryCluster) {
+  auto s = ParseOlafScenario(R"(
+topology: tree
+duration_s: 1
+warmup_s: 0.2
+egress_gbps: 5
+tree_ratio: 0.3
+send_control: priority
+clusters:
+  - {count: 2, workers: 4, period_ms: 10, behind_sw2: true}
+  - {count: 2, workers: 4, period_ms: 10}
+)",
+                             "tree");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto r = RunOlafScenario(*s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->clusters.size(), 4u);
+  for (const auto& c : r->clusters) EXPECT_GT(c.received, 0u) << c.cluster_id;
+  EXPECT_GT(r->jain_aom, 0.0);
+  EXPECT_LE(r->jain_aom, 1.0);
+  ASSERT_FALSE(r->series.empty());
+  EXPECT_EQ(r->series.back().queue.size(), 2u);  // both switches sampled
+}
+
+TEST(OlafScenarioTest, BadScenariosNameTheKey) {
+  auto e = [](const char* y) { return std::string(ParseOlafScenario(y, "t").status().message()); };
+  EXPECT_THAT(e("policy: lifo\nclusters: [{count: 1}]"), HasSubstr("policy"));
+  EXPECT_THAT(e("bogus: 1\nclusters: [{count: 1}]"), HasSubstr("bogus: unknown key"));
+  EXPECT_THAT(e("clusters: [{count: 1, wrkers: 3}]"), HasSubstr("clusters[0].wrkers"));
+  EXPECT_THAT(e("duration_s: -1\nclusters: [{count: 1}]"), HasSubstr("duration_s"));
+  EXPECT_THAT(e("clusters: [{count: 1, behind_sw2: true}]"), HasSubstr("topology tree"));
+  EXPECT_THAT(e("clusters: [{count: 70}]"), HasSubstr("clusters per switch"));
+  EXPECT_THAT(e("[1, 2]"), HasSubstr("not a map"));
+  OlafScenario s = Small();
+  EXPECT_FALSE(ApplyOverride("egress_gbps", &s).ok());
+  EXPECT_FALSE(ApplyOverride("egress_gbps=fast", &s).ok());
+  EXPECT_TRUE(ApplyOverride("egress_gbps=20", &s).ok());
+  EXPECT_DOUBLE_EQ(s.egress_gbps, 20);
+}
+
+TEST(OlafScenarioTest, JainIndex) {
+  EXPECT_DOUBLE_EQ(JainIndex({1, 1, 1}), 1.0);
+  EXPECT_DOUBLE_EQ(JainIndex({1, 0, 0, 0}), 0.25);
+  EXPECT_DOUBLE_EQ(JainIndex({}), 1.0);
+}
+
+}  // namespace
+}  // namespace inca::sim
