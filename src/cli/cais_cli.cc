@@ -8,13 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
 
 namespace inca::cli {
 
 namespace {
-
-constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
 
 struct UsageError {
   std::string message;
@@ -70,18 +69,8 @@ std::string JsonEscape(const std::string& s) {
   return o;
 }
 
-std::string Device(std::string d) {
-  if (d.find(':') == std::string::npos) d += ":50051";
-  return d;
-}
-
 int Report(const absl::Status& s, std::ostream& err) {
-  if (s.ok()) return kOk;
-  err << "cais-cli: " << s.message() << "\n";
-  return (s.code() == absl::StatusCode::kUnavailable ||
-          s.code() == absl::StatusCode::kDeadlineExceeded)
-             ? kUnreachable
-             : kRefused;
+  return cli::Report("cais-cli", s, err);
 }
 
 }  // namespace

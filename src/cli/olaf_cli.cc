@@ -4,26 +4,15 @@
 #include <iomanip>
 
 #include "absl/strings/str_cat.h"
+#include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
 
 namespace inca::cli {
 
 namespace {
 
-constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
-
 int Report(const absl::Status& s, std::ostream& err) {
-  if (s.ok()) return kOk;
-  err << "olaf-cli: " << s.message() << "\n";
-  return (s.code() == absl::StatusCode::kUnavailable ||
-          s.code() == absl::StatusCode::kDeadlineExceeded)
-             ? kUnreachable
-             : kRefused;
-}
-
-std::string Device(std::string d) {
-  if (d.find(':') == std::string::npos) d += ":50051";
-  return d;
+  return cli::Report("olaf-cli", s, err);
 }
 
 }  // namespace

@@ -179,10 +179,7 @@ void OlafServer::HandleDatagram(size_t i, dp::TimeNs now) {
 }
 
 absl::Status OlafServer::Run() {
-  {
-    std::lock_guard lock(tasks_mu_);
-    if (running_.exchange(true)) return absl::FailedPreconditionError("OlafServer already running");
-  }
+  if (!tasks_.Start()) return absl::FailedPreconditionError("OlafServer already running");
   spdlog::info(
       "event=olaf_switch_started listen={} ps={} policy={} depth={} delta_t_ms={} tau_ms={} "
       "egress_rate_bps={}",
@@ -229,45 +226,17 @@ absl::Status OlafServer::Run() {
   FlushTx();
   Publish(Now());
   spdlog::info("event=olaf_switch_stopped {}", counters().ToJson());
-  {
-    std::lock_guard lock(tasks_mu_);
-    running_.store(false);
-  }
-  RunTasks();
+  tasks_.Finish([this] { return MakeControl(); });
   return status;
 }
 
 void OlafServer::RunTasks() {
-  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks;
-  {
-    std::lock_guard lock(tasks_mu_);
-    tasks.swap(tasks_);
-  }
-  if (tasks.empty()) return;
-  std::lock_guard exec(exec_mu_);
-  Control c{*program_, ports_, Now()};
-  for (auto& [fn, done] : tasks) {
-    fn(c);
-    done.set_value();
-  }
+  tasks_.RunPending([this] { return MakeControl(); });
 }
 
 void OlafServer::Execute(const std::function<void(Control&)>& fn) {
-  std::future<void> done;
-  {
-    std::lock_guard lock(tasks_mu_);
-    if (!running_.load()) {
-      std::lock_guard exec(exec_mu_);
-      Control c{*program_, ports_, Now()};
-      fn(c);
-      return;
-    }
-    std::promise<void> p;
-    done = p.get_future();
-    tasks_.emplace_back(fn, std::move(p));
-  }
-  wakeup_.Notify();
-  done.wait();
+  tasks_.Execute(
+      fn, [this] { return MakeControl(); }, [this] { wakeup_.Notify(); });
 }
 
 }  // namespace inca::switchd

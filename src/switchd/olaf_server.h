@@ -36,6 +36,7 @@
 #include "inca/olaf/olaf_switch.h"
 #include "switchd/endpoint.h"
 #include "switchd/port_table.h"
+#include "switchd/task_queue.h"
 #include "switchd/udp_io.h"
 
 namespace inca::switchd {
@@ -106,6 +107,7 @@ class OlafServer {
   void FlushTx();
   void Publish(dp::TimeNs now);
   void RunTasks();
+  Control MakeControl() { return Control{*program_, ports_, Now()}; }
 
   OlafServerConfig config_;
   std::unique_ptr<olaf::OlafSwitch> program_;
@@ -120,10 +122,7 @@ class OlafServer {
   mutable std::mutex snapshot_mu_;
   OlafServerCounters snapshot_;
   std::atomic<bool> stop_{false};
-  std::mutex tasks_mu_;
-  std::mutex exec_mu_;
-  std::atomic<bool> running_{false};
-  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks_;
+  TaskQueue<Control> tasks_;
 };
 
 }  // namespace inca::switchd

@@ -259,13 +259,8 @@ void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
 }
 
 absl::Status SwitchServer::Run() {
-  {
-    // Waits for a control task running on a caller's thread to finish.
-    std::lock_guard lock(tasks_mu_);
-    if (running_.exchange(true)) {
-      return absl::FailedPreconditionError("SwitchServer already running");
-    }
-  }
+  // Waits for a control task running on a caller's thread to finish.
+  if (!tasks_.Start()) return absl::FailedPreconditionError("SwitchServer already running");
   spdlog::info(
       "event=switch_started listen={} rcvbuf_bytes={} sndbuf_bytes={} batch_size={} "
       "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
@@ -323,11 +318,7 @@ absl::Status SwitchServer::Run() {
   FlushTx();
   Publish();
   spdlog::info("event=switch_stopped {}", counters().ToLogString());
-  {
-    std::lock_guard lock(tasks_mu_);
-    running_.store(false);
-  }
-  RunTasks();  // anything queued before running_ turned false
+  tasks_.Finish([this] { return MakeControl(); });  // what was queued before the loop ended
   return status;
 }
 
@@ -344,36 +335,12 @@ void SwitchServer::AccountIngressDelay(size_t n) {
 }
 
 void SwitchServer::RunTasks() {
-  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks;
-  {
-    std::lock_guard lock(tasks_mu_);
-    tasks.swap(tasks_);
-  }
-  if (tasks.empty()) return;
-  std::lock_guard exec(exec_mu_);
-  Control c{*reducer_, ports_, groups_, config_};
-  for (auto& [fn, done] : tasks) {
-    fn(c);
-    done.set_value();
-  }
+  tasks_.RunPending([this] { return MakeControl(); });
 }
 
 void SwitchServer::Execute(const std::function<void(Control&)>& fn) {
-  std::future<void> done;
-  {
-    std::lock_guard lock(tasks_mu_);
-    if (!running_.load()) {
-      std::lock_guard exec(exec_mu_);
-      Control c{*reducer_, ports_, groups_, config_};
-      fn(c);
-      return;
-    }
-    std::promise<void> p;
-    done = p.get_future();
-    tasks_.emplace_back(fn, std::move(p));
-  }
-  wakeup_.Notify();
-  done.wait();
+  tasks_.Execute(
+      fn, [this] { return MakeControl(); }, [this] { wakeup_.Notify(); });
 }
 
 }  // namespace inca::switchd

@@ -41,6 +41,7 @@
 #include "switchd/endpoint.h"
 #include "switchd/group_manager.h"
 #include "switchd/port_table.h"
+#include "switchd/task_queue.h"
 #include "switchd/udp_io.h"
 
 namespace inca::switchd {
@@ -142,6 +143,7 @@ class SwitchServer {
   void AccountIngressDelay(size_t received);
   bool Lose(double p);
   void Publish();
+  Control MakeControl() { return Control{*reducer_, ports_, groups_, config_}; }
   static dp::TimeNs Now();
 
   SwitchdConfig config_;
@@ -158,12 +160,9 @@ class SwitchServer {
   SwitchCounters live_;  // owned by the Run() thread
 
   void RunTasks();
-  std::mutex exec_mu_;  // held while a control task runs
-  std::mutex tasks_mu_;
-  std::deque<std::pair<std::function<void(Control&)>, std::promise<void>>> tasks_;
+  TaskQueue<Control> tasks_;
 
   std::atomic<bool> stop_{false};
-  std::atomic<bool> running_{false};
   mutable std::mutex snapshot_mu_;
   SwitchCounters snapshot_;  // guarded by snapshot_mu_
 };
