@@ -17,6 +17,8 @@ packages=(
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libcpp-httplib-dev libz3-dev chromium pkgconf
+  python3-dev pybind11-dev python3-torch libtorch-dev python3-numpy python3-pytest
+  python3-matplotlib libbox2d-dev libeigen3-dev
 )
 
 missing=()

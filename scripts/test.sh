@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, command 2: set up and run the whole test suite:
 #   1. release build (g++, warnings as errors): unit tests, benchmark smoke
-#      runs, fuzz corpus replays;
+#      runs, fuzz corpus replays; then the Python tests (`import cais`, the
+#      torch.distributed backend, the tensor-parallel example) with Debian's
+#      /usr/bin/python3 against build/release/python;
 #   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. libFuzzer targets (clang), each run bounded in count and time;
 #   4. clang-format check of every C++ file.
@@ -19,6 +21,8 @@ run_stage() {
 
 scripts/setup.sh release -DINCA_WERROR=ON
 run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-failure
+run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_DIR="$PWD/build/release" \
+  PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q python/tests
 
 scripts/setup.sh asan -DINCA_WERROR=ON
 run_stage "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -1,0 +1,583 @@
+"""cais: CAIS in-switch collectives for Python (numpy arrays and torch tensors).
+
+The CAIS write-up's API (3.4, 4.2) over inca's C++ client
+(include/inca/client/communicator.h); see docs/python.md::
+
+    import cais
+    cais.init(controller_addr="127.0.0.1:50051")          # rank/world size from RANK/WORLD_SIZE
+    tp_group = cais.new_group(ranks=[0, 1, 2, 3], group_id=0)
+    reduced = cais.all_reduce(partial_result, group=tp_group)   # in place, returns it
+    cais.synchronize()
+
+Importing cais also registers the torch.distributed backend "cais" when torch
+is installed: ``dist.init_process_group("cais")``.
+
+Buffers are used in place, without copies, when they are contiguous CPU
+memory of a supported dtype (float32, float16, bfloat16, int32). A
+non-contiguous tensor or array is reduced through a contiguous copy that is
+written back, with a CaisWarning (the write-up's 3.4 note: the copy costs
+time; call .contiguous() yourself to silence it).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+import warnings
+from typing import Any, Dict, Iterable, List, Optional
+
+try:
+    from . import _cais
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "cais: the compiled module _cais is missing or does not load (%s). Build it with "
+        "`ninja -C build/release cais_python` (or scripts/setup.sh) and put build/release/python "
+        "on PYTHONPATH; it needs Debian's /usr/bin/python3." % e
+    ) from e
+
+__all__ = [
+    "init", "new_group", "all_reduce", "all_gather", "broadcast", "synchronize", "configure",
+    "set_offload", "stats", "switch_stats", "shutdown", "is_initialized", "get_rank",
+    "get_world_size", "ReduceOp", "Group", "Work", "Error", "CaisWarning",
+]
+
+Error = _cais.Error
+"""Raised for failures that are neither bad arguments (ValueError), timeouts
+(TimeoutError) nor an unreachable switch or controller (ConnectionError)."""
+
+
+class CaisWarning(UserWarning):
+    """A performance note: e.g. a non-contiguous buffer was copied."""
+
+
+class ReduceOp(enum.IntEnum):
+    SUM = _cais.OP_SUM
+    MAX = _cais.OP_MAX
+    MIN = _cais.OP_MIN
+    PRODUCT = _cais.OP_PRODUCT
+
+
+WORLD_GROUP_ID = 255
+"""Switch group id of the implicit world group (collectives without group=)."""
+DEFAULT_CONTROLLER_PORT = 50051
+DEFAULT_SWITCH_PORT = 9410
+
+# configure() keys (the write-up's 4.2 / 5.3 names).
+_CLIENT_KEYS = {"chunk_size", "max_pending_chunks", "switch_timeout_ms", "join_timeout_ms"}
+_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms"}
+_ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
+
+
+class _State:
+    def __init__(self) -> None:
+        self.initialized = False
+        self.rank = 0
+        self.world_size = 1
+        self.switch_address = ""
+        self.master_addr = "127.0.0.1"
+        self.master_port = 29500
+        self.bind_ip = "127.0.0.1"
+        self.offload = True
+        self.controller: Optional[Any] = None
+        self.controller_host: Optional[str] = None
+        self.token = ""
+        self.client: Dict[str, int] = {}
+        self.controller_port = DEFAULT_CONTROLLER_PORT
+        self.groups: Dict[int, "Group"] = {}
+
+
+_state = _State()
+
+
+def _env_int(name: str) -> Optional[int]:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError("environment variable %s=%r is not an integer" % (name, v)) from None
+
+
+def _split_host_port(addr: str, default_port: int) -> tuple:
+    if addr.count(":") == 1:
+        host, port = addr.split(":")
+        return host, int(port)
+    return addr, default_port
+
+
+def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
+         world_size: Optional[int] = None, switch_addr: Optional[str] = None,
+         master_addr: Optional[str] = None, master_port: Optional[int] = None,
+         bind_ip: Optional[str] = None, offload: Optional[bool] = None,
+         token: Optional[str] = None) -> None:
+    """Initialises this process's CAIS context. Every rank calls it.
+
+    controller_addr: the switch's control API ("host[:port]", port defaults to
+        configure()'s controller_port, 50051); None skips the control plane
+        (configure() then cannot set switch-side keys).
+    rank, world_size: default to RANK and WORLD_SIZE (as torchrun sets them).
+    switch_addr: the switch's data address; default INCA_SWITCH, else the
+        controller's host on port 9410, else 127.0.0.1:9410. "none": host path only.
+    master_addr, master_port: default MASTER_ADDR/MASTER_PORT (127.0.0.1:29500);
+        the world group's rendezvous store listens on master_port + 1, group g
+        of new_group on master_port + 2 + g (served by the group's first rank).
+    offload: False starts on the host path (also INCA_OFFLOAD=0).
+    token: the control API's bearer token (also INCA_TOKEN).
+    """
+    if _state.initialized:
+        raise RuntimeError("cais.init() was already called in this process; call cais.shutdown() "
+                           "first to re-initialise")
+    r = rank if rank is not None else _env_int("RANK")
+    w = world_size if world_size is not None else _env_int("WORLD_SIZE")
+    if r is None or w is None:
+        raise ValueError("cais.init: rank and world size unknown: pass rank= and world_size=, or "
+                         "run under torchrun (which sets RANK and WORLD_SIZE)")
+    if not 0 <= r < w:
+        raise ValueError("cais.init: rank %d must be in [0, world_size=%d)" % (r, w))
+    _state.rank, _state.world_size = int(r), int(w)
+    _state.master_addr = master_addr or os.environ.get("MASTER_ADDR") or "127.0.0.1"
+    mp = master_port if master_port is not None else _env_int("MASTER_PORT")
+    _state.master_port = int(mp) if mp is not None else 29500
+    _state.bind_ip = bind_ip or os.environ.get("INCA_BIND_IP") or "127.0.0.1"
+    if offload is None:
+        offload = os.environ.get("INCA_OFFLOAD", "1") != "0"
+    _state.offload = bool(offload)
+    _state.token = token if token is not None else os.environ.get("INCA_TOKEN", "")
+    _state.controller = None
+    _state.controller_host = None
+    if controller_addr:
+        _connect_controller(controller_addr)
+    if switch_addr is None:
+        switch_addr = os.environ.get("INCA_SWITCH")
+    if switch_addr is None:
+        host = _state.controller_host or "127.0.0.1"
+        switch_addr = "%s:%d" % (host, DEFAULT_SWITCH_PORT)
+    _state.switch_address = "" if switch_addr == "none" else switch_addr
+    _state.initialized = True
+
+
+def _connect_controller(addr: str) -> None:
+    host, port = _split_host_port(addr, _state.controller_port)
+    target = "%s:%d" % (host, port)
+    c = _cais.Control(target, _state.token)
+    c.health()  # ConnectionError saying what to check when the switch is not there
+    _state.controller, _state.controller_host = c, host
+
+
+def is_initialized() -> bool:
+    return _state.initialized
+
+
+def _require_init() -> None:
+    if not _state.initialized:
+        raise RuntimeError("cais.init() has not been called in this process: call "
+                           "cais.init(controller_addr=...) first (rank and world size come from "
+                           "its arguments or from RANK/WORLD_SIZE)")
+
+
+def get_rank() -> int:
+    _require_init()
+    return _state.rank
+
+
+def get_world_size() -> int:
+    _require_init()
+    return _state.world_size
+
+
+class Group:
+    """A group of ranks with its own switch group id (new_group's result)."""
+
+    def __init__(self, ranks: List[int], group_id: int, store_address: str) -> None:
+        self.ranks = list(ranks)
+        self.group_id = group_id
+        self.rank = self.ranks.index(_state.rank)
+        self.size = len(self.ranks)
+        options = dict(
+            rank=self.rank, world_size=self.size, group_id=group_id,
+            switch_address=_state.switch_address, store_address=store_address,
+            serve_store=self.rank == 0, offload=_state.offload, bind_ip=_state.bind_ip)
+        options.update(_state.client)
+        self._comm = _cais.create(options)
+
+    def synchronize(self) -> None:
+        self._comm.synchronize()
+
+    def set_offload(self, enabled: bool) -> None:
+        self._comm.set_offload(bool(enabled))
+
+    def stats(self) -> Dict[str, Any]:
+        return self._comm.stats()
+
+    def close(self) -> None:
+        self._comm.close()
+
+    def __repr__(self) -> str:
+        return "cais.Group(ranks=%r, group_id=%d)" % (self.ranks, self.group_id)
+
+
+def new_group(ranks: Optional[Iterable[int]] = None, group_id: int = 0,
+              store_addr: Optional[str] = None) -> Optional[Group]:
+    """Creates a group of the given global ranks (default: all) with a switch group id
+    (0..254; 255 is the implicit world group). Every member calls it with the same
+    arguments; on a rank outside `ranks` it returns None without communicating."""
+    _require_init()
+    rs = list(range(_state.world_size)) if ranks is None else [int(r) for r in ranks]
+    if not rs or len(set(rs)) != len(rs) or any(not 0 <= r < _state.world_size for r in rs):
+        raise ValueError("cais.new_group: ranks %r must be distinct ranks in [0, %d)"
+                         % (rs, _state.world_size))
+    if not 0 <= group_id <= 254:
+        raise ValueError("cais.new_group: group_id %d must be 0..254 (255 is the world group)"
+                         % group_id)
+    if group_id in _state.groups:
+        raise ValueError("cais.new_group: group_id %d is already in use in this process (%r); "
+                         "pick another id" % (group_id, _state.groups[group_id]))
+    if _state.rank not in rs:
+        return None
+    if store_addr is None:
+        store_addr = "%s:%d" % (_state.master_addr, _state.master_port + 2 + group_id)
+    g = Group(rs, group_id, store_addr)
+    _state.groups[group_id] = g
+    return g
+
+
+def _world() -> Group:
+    _require_init()
+    g = _state.groups.get(WORLD_GROUP_ID)
+    if g is None:
+        g = Group(list(range(_state.world_size)), WORLD_GROUP_ID,
+                  "%s:%d" % (_state.master_addr, _state.master_port + 1))
+        _state.groups[WORLD_GROUP_ID] = g
+    return g
+
+
+def _group(group: Optional[Group]) -> Group:
+    if group is None:
+        return _world()
+    if not isinstance(group, Group):
+        raise TypeError("group must be a cais.Group from cais.new_group(), got %r" % (group,))
+    return group
+
+
+# ---- buffers -------------------------------------------------------------
+
+class _Buffer:
+    """A host buffer inca can read/write in place: ptr, count, dtype code; the
+    objects to keep alive, and the write-back for a non-contiguous original."""
+
+    __slots__ = ("ptr", "count", "dtype", "keep", "orig", "dense", "kind")
+
+    def __init__(self) -> None:
+        self.keep: List[Any] = []
+        self.orig = None
+        self.dense = None
+
+    def write_back(self) -> None:
+        if self.orig is None:
+            return
+        if self.kind == "torch":
+            import torch
+            with torch.no_grad():
+                self.orig.copy_(self.dense)
+        else:
+            self.orig[...] = self.dense
+
+
+_NUMPY_DTYPES = {"float32": _cais.DTYPE_F32, "float16": _cais.DTYPE_F16, "int32": _cais.DTYPE_I32}
+
+
+def _torch_dtypes() -> Dict[Any, int]:
+    import torch
+    return {torch.float32: _cais.DTYPE_F32, torch.float16: _cais.DTYPE_F16,
+            torch.bfloat16: _cais.DTYPE_BF16, torch.int32: _cais.DTYPE_I32}
+
+
+def _is_torch(x: Any) -> bool:
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _buffer(x: Any, what: str, writable: bool) -> _Buffer:
+    b = _Buffer()
+    if _is_torch(x):
+        import torch
+        b.kind = "torch"
+        if x.device.type != "cpu":
+            raise ValueError("cais.%s: the tensor is on %s; cais reads host memory: move it with "
+                             ".cpu() (and back with .to(device))" % (what, x.device))
+        if x.layout != torch.strided:
+            raise ValueError("cais.%s: %s tensors are not supported; convert with .to_dense()"
+                             % (what, x.layout))
+        code = _torch_dtypes().get(x.dtype)
+        if code is None:
+            raise ValueError("cais.%s: dtype %s is not supported by the switch; use float32, "
+                             "float16, bfloat16 or int32 (e.g. x.float())" % (what, x.dtype))
+        t = x.detach()
+        if not t.is_contiguous():
+            warnings.warn("cais.%s: non-contiguous tensor reduced through a contiguous copy "
+                          "(write-up 3.4: the copy costs time; pass .contiguous())" % what,
+                          CaisWarning, stacklevel=3)
+            b.orig, b.dense = t, t.contiguous()
+            t = b.dense
+        b.ptr, b.count, b.dtype = t.data_ptr(), t.numel(), code
+        b.keep = [x, t]
+        return b
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray):
+        b.kind = "numpy"
+        code = _NUMPY_DTYPES.get(x.dtype.name)
+        if code is None:
+            raise ValueError("cais.%s: dtype %s is not supported by the switch; use float32, "
+                             "float16 or int32 (e.g. x.astype(numpy.float32))" % (what, x.dtype))
+        if writable and not x.flags.writeable:
+            raise ValueError("cais.%s: the array is read-only and the result is written in "
+                             "place; pass a writable copy (x.copy())" % what)
+        a = x
+        if not x.flags.c_contiguous:
+            warnings.warn("cais.%s: non-contiguous array reduced through a contiguous copy "
+                          "(write-up 3.4: the copy costs time; pass numpy.ascontiguousarray(x))"
+                          % what, CaisWarning, stacklevel=3)
+            a = np.ascontiguousarray(x)
+            if writable:
+                b.orig, b.dense = x, a
+        b.ptr, b.count, b.dtype = a.ctypes.data, a.size, code
+        b.keep = [x, a]
+        return b
+    raise TypeError("cais.%s takes a numpy.ndarray or a torch.Tensor, got %s"
+                    % (what, type(x).__name__))
+
+
+def _empty_like_stacked(x: Any, n: int) -> Any:
+    if _is_torch(x):
+        import torch
+        return torch.empty((n,) + tuple(x.shape), dtype=x.dtype)
+    import numpy as np
+    return np.empty((n,) + x.shape, dtype=x.dtype)
+
+
+class Work:
+    """An asynchronous operation: wait() blocks until it is done, writes back
+    any non-contiguous original, and returns the result tensor/array."""
+
+    def __init__(self, work: Any, buffers: List[_Buffer], result: Any) -> None:
+        self._work, self._buffers, self._result = work, buffers, result
+        self._done = False
+
+    def wait(self) -> Any:
+        if not self._done:
+            self._work.wait()
+            for b in self._buffers:
+                b.write_back()
+            self._buffers = []
+            self._done = True
+        return self._result
+
+    def is_completed(self) -> bool:
+        return self._done or self._work.done()
+
+
+class _DoneWork(Work):
+    def __init__(self, result: Any) -> None:
+        self._result, self._done, self._buffers = result, True, []
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _op_code(op: Any) -> int:
+    if isinstance(op, ReduceOp):
+        return int(op)
+    if isinstance(op, str):
+        try:
+            return int(ReduceOp[op.upper()])
+        except KeyError:
+            pass
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]  # torch.distributed.ReduceOp
+    if name.upper() in ReduceOp.__members__:
+        return int(ReduceOp[name.upper()])
+    raise ValueError("cais: reduction %r is not supported; use cais.ReduceOp.SUM, MAX, MIN or "
+                     "PRODUCT" % (op,))
+
+
+def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = None,
+               async_op: bool = False) -> Any:
+    """In place: tensor = op over the group's ranks. Returns the tensor (or a Work)."""
+    g = _group(group)
+    code = _op_code(op)
+    b = _buffer(tensor, "all_reduce", writable=True)
+    if b.count == 0:
+        return _DoneWork(tensor) if async_op else tensor
+    if async_op:
+        return Work(g._comm.all_reduce_async(b.ptr, b.count, b.dtype, code), [b], tensor)
+    g._comm.all_reduce(b.ptr, b.count, b.dtype, code)
+    b.write_back()
+    return tensor
+
+
+def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
+               async_op: bool = False) -> Any:
+    """Returns out[r] = rank r's tensor, shape (group size,) + tensor.shape. `out`,
+    if given, must be contiguous with that shape and dtype."""
+    g = _group(group)
+    b = _buffer(tensor, "all_gather", writable=False)
+    if out is None:
+        out = _empty_like_stacked(tensor, g.size)
+    o = _buffer(out, "all_gather", writable=True)
+    if o.dtype != b.dtype or o.count != b.count * g.size:
+        raise ValueError("cais.all_gather: out must hold %d elements of the input's dtype, it "
+                         "holds %d" % (b.count * g.size, o.count))
+    if b.count == 0:
+        return _DoneWork(out) if async_op else out
+    if async_op:
+        return Work(g._comm.all_gather_async(b.ptr, o.ptr, b.count, b.dtype), [b, o], out)
+    g._comm.all_gather(b.ptr, o.ptr, b.count, b.dtype)
+    o.write_back()
+    return out
+
+
+def broadcast(tensor: Any, src: int = 0, group: Optional[Group] = None,
+              async_op: bool = False) -> Any:
+    """In place: tensor on every rank = tensor on group rank `src`."""
+    g = _group(group)
+    if not 0 <= src < g.size:
+        raise ValueError("cais.broadcast: src %d must be a rank of the group (0..%d)"
+                         % (src, g.size - 1))
+    b = _buffer(tensor, "broadcast", writable=True)
+    if b.count == 0:
+        return _DoneWork(tensor) if async_op else tensor
+    if async_op:
+        return Work(g._comm.broadcast_async(b.ptr, b.count, b.dtype, src), [b], tensor)
+    g._comm.broadcast(b.ptr, b.count, b.dtype, src)
+    b.write_back()
+    return tensor
+
+
+def synchronize(group: Optional[Group] = None) -> None:
+    """Waits for every operation issued so far (on `group`, or on every group)."""
+    _require_init()
+    groups = [group] if group is not None else list(_state.groups.values())
+    for g in groups:
+        g.synchronize()
+    if group is None:
+        for pg in _c10d_groups():
+            pg.synchronize()
+
+
+def set_offload(enabled: bool, group: Optional[Group] = None) -> None:
+    """Use (True) or avoid (False) the switch, for `group` or for every group of this
+    process, including torch.distributed "cais" process groups. The group agrees within
+    about switch_timeout_ms (1 s) and runs on its Gloo host path meanwhile and after.
+    For a whole switch (every job), use configure({"offload_threshold": 1}) or
+    `cais-cli configure offload_threshold=1` instead (needs the embedded controller)."""
+    if group is not None:
+        group.set_offload(enabled)
+        return
+    _state.offload = bool(enabled)
+    for g in _state.groups.values():
+        g.set_offload(enabled)
+    for pg in _c10d_groups():
+        pg.set_offload(bool(enabled))
+
+
+def stats(group: Optional[Group] = None) -> Dict[str, Any]:
+    """The client's counters for `group` (default: the world group)."""
+    return _group(group).stats()
+
+
+def switch_stats() -> Dict[str, Any]:
+    """The switch's counters through the controller (needs init(controller_addr=...))."""
+    _require_init()
+    if _state.controller is None:
+        raise RuntimeError("cais.switch_stats needs the control plane: pass controller_addr to "
+                           "cais.init")
+    return _state.controller.stats()
+
+
+def configure(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Applies the write-up's settings (4.2, 5.3); returns the settings in effect.
+
+    Client keys, for groups created from now on: chunk_size (payload bytes per
+    packet, multiple of 4, <= 65472), max_pending_chunks (packets in flight per
+    rank), switch_timeout_ms, join_timeout_ms.
+    Switch keys, set at once through the controller (init(controller_addr=...)):
+    offload_threshold (1 makes the switch decline everything: host path for every
+    job), sram_usage_limit, timeout_ms.
+    controller_port: the control API's port (default 50051), reconnects if needed.
+    May be called before init() for client keys and controller_port.
+    """
+    if not isinstance(config, dict):
+        raise TypeError("cais.configure takes a dict, e.g. {'chunk_size': 8952}")
+    unknown = sorted(set(config) - _ALL_KEYS)
+    if unknown:
+        raise ValueError("cais.configure: unknown key(s) %s; known: %s"
+                         % (", ".join(unknown), ", ".join(sorted(_ALL_KEYS))))
+    client = {}
+    for k in _CLIENT_KEYS & set(config):
+        v = config[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError("cais.configure: %s must be a non-negative integer, got %r" % (k, v))
+        client[k] = v
+    if "chunk_size" in client:
+        cs = client["chunk_size"]
+        if cs < 4 or cs % 4 or cs > 65472:
+            raise ValueError("cais.configure: chunk_size %d must be a multiple of 4 in 4..65472 "
+                             "(one UDP datagram per chunk; 8952 fits a 9000-byte jumbo frame, "
+                             "1452 a 1500-byte MTU)" % cs)
+    switch = {k: config[k] for k in _SWITCH_KEYS & set(config)}
+    for k, v in switch.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("cais.configure: %s must be a number, got %r" % (k, v))
+    if switch and (not _state.initialized or _state.controller is None):
+        raise ValueError("cais.configure: %s are switch settings and need the control plane: "
+                         "call cais.init(controller_addr='HOST:PORT') first (or use "
+                         "`cais-cli configure`)" % ", ".join(sorted(switch)))
+    if "controller_port" in config:
+        p = config["controller_port"]
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 65536:
+            raise ValueError("cais.configure: controller_port must be 1..65535, got %r" % (p,))
+        _state.controller_port = p
+        if _state.controller is not None and _state.controller_host is not None:
+            _connect_controller("%s:%d" % (_state.controller_host, p))
+    existing = [g for gid, g in _state.groups.items()]
+    if client and existing:
+        warnings.warn("cais.configure: %s apply to groups created from now on; existing groups "
+                      "%r keep their settings" % (", ".join(sorted(client)), existing),
+                      CaisWarning, stacklevel=2)
+    _state.client.update(client)
+    if switch:
+        _state.controller.set_config({k: repr(float(v)) if isinstance(v, float) else str(v)
+                                      for k, v in switch.items()})
+    effective: Dict[str, Any] = dict(_state.client)
+    effective["controller_port"] = _state.controller_port
+    if _state.controller is not None:
+        cfg = _state.controller.get_config()
+        for k in _SWITCH_KEYS:
+            if k in cfg:
+                effective[k] = float(cfg[k])
+    return effective
+
+
+def shutdown() -> None:
+    """Closes every group of this process (collectively: all ranks call it)."""
+    for g in list(_state.groups.values()):
+        g.close()
+    _state.groups.clear()
+    _state.controller = None
+    _state.initialized = False
+
+
+def _c10d_groups() -> List[Any]:
+    mod = sys.modules.get(__name__ + ".torch_backend")
+    return list(mod._groups) if mod is not None else []
+
+
+# The torch.distributed backend "cais", when torch and the backend are built.
+if os.environ.get("CAIS_NO_TORCH") != "1":
+    try:
+        import torch  # noqa: F401  (import errors: no torch, numpy-only use)
+    except ImportError:
+        pass
+    else:
+        from . import torch_backend  # noqa: F401,E402

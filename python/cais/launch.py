@@ -1,0 +1,141 @@
+"""Local orchestration for tests, examples and benchmarks: start inca-switchd on
+loopback and spawn rank processes the way torchrun would (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT). Loopback only; every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def build_dir() -> str:
+    d = os.environ.get("INCA_BUILD_DIR")
+    if d:
+        return os.path.abspath(d)
+    here = os.path.dirname(os.path.abspath(__file__))
+    # build/<preset>/python/cais/launch.py (linked) or python/cais/launch.py
+    for cand in (os.path.join(here, "..", ".."), os.path.join(here, "..", "..", "build", "release")):
+        if os.path.exists(os.path.join(cand, "bin", "inca-switchd")):
+            return os.path.abspath(cand)
+    return os.path.abspath(os.path.join(here, "..", "..", "build", "release"))
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Switch:
+    """inca-switchd on loopback with free ports; stop() (or `with`) ends it."""
+
+    def __init__(self, extra: Sequence[str] = (), offload_controller: str = "off",
+                 timeout_ms: float = 5000, binary: Optional[str] = None) -> None:
+        self.binary = binary or os.path.join(build_dir(), "bin", "inca-switchd")
+        if not os.path.exists(self.binary):
+            raise FileNotFoundError("%s not found: build it with `ninja -C build/release "
+                                    "inca-switchd` or set INCA_BUILD_DIR" % self.binary)
+        self.data_addr = "127.0.0.1:%d" % free_port(socket.SOCK_DGRAM)
+        self.log = tempfile.NamedTemporaryFile(prefix="inca-switchd-", suffix=".log", delete=False)
+        args = [self.binary, "--listen", self.data_addr, "--control-listen", "127.0.0.1:0",
+                "--http-listen", "off", "--offload-controller", offload_controller,
+                "--timeout-ms", str(timeout_ms), "--log-level", "info"] + list(extra)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.control_addr = self._wait_ready(10.0)
+
+    def _wait_ready(self, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        port = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("inca-switchd exited with %s:\n%s" % (self.proc.returncode,
+                                                                         self.output()))
+            text = self.output()
+            m = re.search(r"event=control_listening port=(\d+)", text)
+            if m:
+                port = int(m.group(1))
+            if port and "event=switch_started" in text:
+                return "127.0.0.1:%d" % port
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError("inca-switchd did not start within %.0f s:\n%s" % (timeout_s,
+                                                                             self.output()))
+
+    def output(self) -> str:
+        with open(self.log.name, "r", errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        try:
+            os.unlink(self.log.name)
+        except OSError:
+            pass
+
+    def __enter__(self) -> "Switch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]] = None,
+              timeout_s: float = 120.0) -> List[dict]:
+    """Runs `python argv...` as ranks 0..world_size-1 and returns each rank's last stdout
+    line parsed as JSON. Raises with every rank's output if one fails or times out."""
+    master_port = free_port()
+    base = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base["PYTHONPATH"] = pkg_parent + os.pathsep + base.get("PYTHONPATH", "")
+    base.update({"WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(master_port), "OMP_NUM_THREADS": "1",
+                 "GLOO_SOCKET_IFNAME": base.get("GLOO_SOCKET_IFNAME", "lo")})
+    if env:
+        base.update(env)
+    procs = []
+    for r in range(world_size):
+        e = dict(base, RANK=str(r), LOCAL_RANK=str(r))
+        procs.append(subprocess.Popen([PYTHON] + list(argv), env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + timeout_s
+    outs = []
+    failed = False
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            o, e = p.communicate()
+            e += "\n[timed out after %.0f s]" % timeout_s
+            failed = True
+        outs.append((p.returncode, o, e))
+        failed = failed or p.returncode != 0
+    if failed:
+        for q in procs:
+            if q.poll() is None:
+                q.kill()
+        report = "\n".join("--- rank %d rc=%s\nstdout:\n%s\nstderr:\n%s" % (i, rc, o[-3000:],
+                                                                           e[-3000:])
+                           for i, (rc, o, e) in enumerate(outs))
+        raise RuntimeError("rank processes failed:\n" + report)
+    results = []
+    for rc, o, e in outs:
+        lines = [l for l in o.strip().splitlines() if l.startswith("{")]
+        results.append(json.loads(lines[-1]) if lines else {})
+    return results

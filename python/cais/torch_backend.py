@@ -1,0 +1,84 @@
+"""The torch.distributed backend "cais", registered when `cais` is imported.
+
+    import torch.distributed as dist
+    import cais  # registers the backend
+    dist.init_process_group("cais")   # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as for gloo
+    dist.all_reduce(t)                # through the switch, Gloo behind it
+
+Environment: INCA_SWITCH (switch address, default 127.0.0.1:9410, "none" =
+host path only), INCA_OFFLOAD=0 (start on the host path), INCA_BIND_IP
+(local address for inca's sockets, default 127.0.0.1), CAIS_GROUP_BASE
+(switch group ids of torch process groups: base + n for the n-th group
+created, default 128; set it apart per job sharing a switch).
+
+allreduce/allgather/broadcast/barrier of float32/float16/bfloat16/int32 go
+through inca; everything else is delegated to a ProcessGroupGloo on the same
+store (src/python/c10d_backend.cc).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import zlib
+from typing import Any, List
+
+import torch.distributed as dist
+
+from . import _cais_c10d
+
+_groups: List[Any] = []  # live "cais" process groups, for cais.set_offload()
+
+_STORE_KEY = "cais/inca_store"
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("", "localhost") else "127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _group_id(name: str) -> int:
+    base = int(os.environ.get("CAIS_GROUP_BASE", "128"))
+    try:
+        n = int(name)
+    except ValueError:
+        n = zlib.crc32(name.encode())
+    gid = base + n % 64
+    if not 0 <= gid <= 254:
+        raise ValueError("CAIS_GROUP_BASE=%d puts switch group ids outside 0..254" % base)
+    return gid
+
+
+def _client_settings() -> dict:
+    import cais  # configure()'s client keys apply to torch groups too
+    return dict(cais._state.client)
+
+
+def _create(opts: Any, pg_options: Any = None) -> Any:
+    """torch's extended creator: opts has store, group_rank, group_size, timeout, group_id."""
+    store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
+    bind_ip = os.environ.get("INCA_BIND_IP", "127.0.0.1")
+    # inca's own rendezvous store (for its Gloo mesh), served by group rank 0
+    # on a free port that it publishes through torch's store.
+    if rank == 0:
+        host = os.environ.get("INCA_STORE_HOST") or bind_ip
+        store.set(_STORE_KEY, "%s:%d" % (host, _free_port(bind_ip)))
+    store_address = store.get(_STORE_KEY).decode()
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("cais/gloo/", store), rank, size, timeout)
+    switch = os.environ.get("INCA_SWITCH", "127.0.0.1:9410")
+    options = dict(
+        group_id=_group_id(str(opts.group_id)),
+        switch_address="" if switch == "none" else switch,
+        store_address=store_address,
+        bind_ip=bind_ip,
+        offload=os.environ.get("INCA_OFFLOAD", "1") != "0",
+    )
+    options.update(_client_settings())
+    pg = _cais_c10d.create(rank, size, options, gloo)
+    _groups.append(pg)
+    return pg
+
+
+if "CAIS" not in dist.Backend._plugins:
+    dist.Backend.register_backend("cais", _create, extended_api=True)

@@ -1,0 +1,46 @@
+"""`import cais`: the write-up's API on numpy arrays and torch tensors through inca-switchd."""
+import numpy as np
+import pytest
+
+import cais
+from conftest import run
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_api_collectives_through_switch(switch, n):
+    res = run("api", n, {"INCA_SWITCH": switch.data_addr, "CAIS_CONTROLLER": switch.control_addr})
+    assert all(r["stats"]["ops_switch"] > 0 for r in res)
+
+
+def test_errors_say_what_to_do():
+    with pytest.raises(RuntimeError, match="cais.init"):
+        cais.all_reduce(np.zeros(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="unknown key"):
+        cais.configure({"chunksize": 4})
+    with pytest.raises(ValueError, match="multiple of 4"):
+        cais.configure({"chunk_size": 65536})  # the write-up's example exceeds one datagram
+    with pytest.raises(ValueError, match="controller_addr"):
+        cais.configure({"offload_threshold": 0.2})
+    with pytest.raises(ValueError, match="RANK"):
+        cais.init()
+
+
+def test_unreachable_controller_is_connection_error(monkeypatch):
+    import cais.launch as launch
+    port = launch.free_port()
+    with pytest.raises(ConnectionError, match="inca-switchd"):
+        cais.init(controller_addr="127.0.0.1:%d" % port, rank=0, world_size=1)
+    assert not cais.is_initialized()
+
+
+def test_single_rank_host_only():
+    import cais.launch as launch
+    cais.init(rank=0, world_size=1, switch_addr="none", master_port=launch.free_port())
+    try:
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        assert cais.all_reduce(a) is a
+        assert (a == np.arange(6).reshape(2, 3)).all()
+        g = cais.all_gather(a)
+        assert g.shape == (1, 2, 3)
+    finally:
+        cais.shutdown()

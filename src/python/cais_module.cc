@@ -1,0 +1,358 @@
+// _cais: the pybind11 core of `import cais` (docs/python.md). A thin adapter:
+// inca::Communicator over raw host pointers that the Python layer
+// (python/cais/__init__.py) takes from numpy arrays and torch tensors after
+// checking dtype, device, contiguity and writability, and the control plane
+// (inca::control::ConnectControl) for switch-side configuration.
+//
+// Ownership: the Python layer keeps every buffer alive until its operation
+// completes (Work holds references). Every blocking call releases the GIL.
+// Errors: absl::Status becomes ValueError (INVALID_ARGUMENT, OUT_OF_RANGE),
+// TimeoutError (DEADLINE_EXCEEDED), ConnectionError (UNAVAILABLE) or
+// cais.Error (anything else), each with the status message, which says what
+// to fix.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "inca/client/communicator.h"
+#include "inca/control/control_plane.h"
+
+namespace py = pybind11;
+
+namespace inca::python {
+namespace {
+
+py::object& ErrorType() {
+  static py::object* type = nullptr;
+  if (type == nullptr) type = new py::object();  // leaked: lives as long as the module
+  return *type;
+}
+
+[[noreturn]] void Raise(const absl::Status& s, const std::string& what) {
+  const std::string msg =
+      absl::StrCat(what, ": ", s.message(), " [", absl::StatusCodeToString(s.code()), "]");
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange: throw py::value_error(msg);
+    case absl::StatusCode::kDeadlineExceeded:
+      PyErr_SetString(PyExc_TimeoutError, msg.c_str());
+      break;
+    case absl::StatusCode::kUnavailable: PyErr_SetString(PyExc_ConnectionError, msg.c_str()); break;
+    default: PyErr_SetString(ErrorType().ptr(), msg.c_str()); break;
+  }
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& s, const std::string& what) {
+  if (!s.ok()) Raise(s, what);
+}
+
+void* Ptr(uintptr_t p) {
+  return reinterpret_cast<void*>(p);
+}
+
+DType ParseDType(int d) {
+  if (d < 0 || d >= wire::kDTypeCount) throw py::value_error(absl::StrCat("bad dtype code ", d));
+  return static_cast<DType>(d);
+}
+ReduceOp ParseOp(int o) {
+  if (o < 0 || o >= wire::kReduceOpCount) throw py::value_error(absl::StrCat("bad op code ", o));
+  return static_cast<ReduceOp>(o);
+}
+
+// Options from a dict of the CommunicatorOptions field names; unknown keys
+// are an error naming them.
+CommunicatorOptions ParseOptions(const py::dict& d) {
+  CommunicatorOptions o;
+  for (auto [k, v] : d) {
+    const auto key = k.cast<std::string>();
+    if (key == "rank")
+      o.rank = v.cast<int>();
+    else if (key == "world_size")
+      o.world_size = v.cast<int>();
+    else if (key == "group_id")
+      o.group_id = v.cast<uint8_t>();
+    else if (key == "switch_address")
+      o.switch_address = v.cast<std::string>();
+    else if (key == "store_address")
+      o.store_address = v.cast<std::string>();
+    else if (key == "serve_store")
+      o.serve_store = v.cast<bool>();
+    else if (key == "switch_port")
+      o.switch_port = v.cast<int>();
+    else if (key == "offload")
+      o.offload = v.cast<bool>();
+    else if (key == "bind_ip")
+      o.bind_ip = v.cast<std::string>();
+    else if (key == "chunk_size")
+      o.chunk_size = v.cast<uint32_t>();
+    else if (key == "max_pending_chunks")
+      o.max_pending_chunks = v.cast<uint32_t>();
+    else if (key == "retransmit_timeout_ms")
+      o.retransmit_timeout_ms = v.cast<int>();
+    else if (key == "max_retransmit_timeout_ms")
+      o.max_retransmit_timeout_ms = v.cast<int>();
+    else if (key == "switch_timeout_ms")
+      o.switch_timeout_ms = v.cast<int>();
+    else if (key == "join_timeout_ms")
+      o.join_timeout_ms = v.cast<int>();
+    else if (key == "rejoin_interval_ms")
+      o.rejoin_interval_ms = v.cast<int>();
+    else if (key == "host_timeout_ms")
+      o.host_timeout_ms = v.cast<int>();
+    else if (key == "recovery_cache_bytes")
+      o.recovery_cache_bytes = v.cast<size_t>();
+    else
+      throw py::value_error(absl::StrCat("unknown communicator option '", key, "'"));
+  }
+  return o;
+}
+
+py::dict StatsDict(const CommunicatorStats& s) {
+  py::dict d;
+  d["ops"] = s.ops;
+  d["ops_switch"] = s.ops_switch;
+  d["ops_host"] = s.ops_host;
+  d["ops_declined"] = s.ops_declined;
+  d["chunks_sent"] = s.chunks_sent;
+  d["chunks_retransmitted"] = s.chunks_retransmitted;
+  d["result_requests"] = s.result_requests;
+  d["fallback_notices"] = s.fallback_notices;
+  d["chunks_recovered_on_host"] = s.chunks_recovered_on_host;
+  d["served_peers"] = s.served_peers;
+  d["rejoins"] = s.rejoins;
+  d["offload_active"] = s.offload_active;
+  return d;
+}
+
+// An operation in flight; Python's cais.Work wraps it with the buffers.
+class PyWork {
+ public:
+  explicit PyWork(std::shared_ptr<Work> w) : work_(std::move(w)) {}
+  void Wait() {
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = work_->Wait();
+    }
+    Check(s, "cais operation");
+  }
+  bool Done() const { return work_->Done(); }
+
+ private:
+  std::shared_ptr<Work> work_;
+};
+
+class PyCommunicator {
+ public:
+  explicit PyCommunicator(std::unique_ptr<Communicator> c) : c_(std::move(c)) {}
+
+  void AllReduce(uintptr_t p, size_t n, int d, int op) {
+    const DType t = ParseDType(d);
+    const ReduceOp o = ParseOp(op);
+    Communicator& c = get();
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c.AllReduce(Ptr(p), n, t, o);
+    }
+    Check(s, "all_reduce");
+  }
+  PyWork AllReduceAsync(uintptr_t p, size_t n, int d, int op) {
+    return PyWork(get().AllReduceAsync(Ptr(p), n, ParseDType(d), ParseOp(op)));
+  }
+  void AllGather(uintptr_t in, uintptr_t out, size_t n, int d) {
+    const DType t = ParseDType(d);
+    Communicator& c = get();
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c.AllGather(Ptr(in), Ptr(out), n, t);
+    }
+    Check(s, "all_gather");
+  }
+  PyWork AllGatherAsync(uintptr_t in, uintptr_t out, size_t n, int d) {
+    return PyWork(get().AllGatherAsync(Ptr(in), Ptr(out), n, ParseDType(d)));
+  }
+  void Broadcast(uintptr_t p, size_t n, int d, int root) {
+    const DType t = ParseDType(d);
+    Communicator& c = get();
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c.Broadcast(Ptr(p), n, t, root);
+    }
+    Check(s, "broadcast");
+  }
+  PyWork BroadcastAsync(uintptr_t p, size_t n, int d, int root) {
+    return PyWork(get().BroadcastAsync(Ptr(p), n, ParseDType(d), root));
+  }
+  void Synchronize() {
+    Communicator& c = get();
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c.Synchronize();
+    }
+    Check(s, "synchronize");
+  }
+  void SetOffload(bool on) { get().SetOffload(on); }
+  py::dict Stats() { return StatsDict(get().stats()); }
+  int rank() { return get().rank(); }
+  int world_size() { return get().world_size(); }
+  // Destroys the communicator (joins its threads) without the GIL.
+  void Close() {
+    py::gil_scoped_release nogil;
+    c_.reset();
+  }
+  Communicator& get() {
+    if (!c_)
+      throw py::value_error("this cais group was closed (cais.shutdown()); create a new one");
+    return *c_;
+  }
+
+ private:
+  std::unique_ptr<Communicator> c_;
+};
+
+std::unique_ptr<PyCommunicator> Create(const py::dict& options) {
+  const CommunicatorOptions o = ParseOptions(options);
+  Check(o.Validate(), "cais options");
+  absl::StatusOr<std::unique_ptr<Communicator>> c;
+  {
+    py::gil_scoped_release nogil;
+    c = Communicator::Create(o);
+  }
+  if (!c.ok()) {
+    Raise(c.status(), absl::StrCat("creating the cais group (rank ", o.rank, " of ", o.world_size,
+                                   ", store ", o.store_address, ", switch ",
+                                   o.switch_address.empty() ? "none" : o.switch_address, ")"));
+  }
+  return std::make_unique<PyCommunicator>(std::move(*c));
+}
+
+// The switch's control API (docs/control.md).
+class PyControl {
+ public:
+  PyControl(const std::string& target, const std::string& token, int timeout_ms) {
+    absl::StatusOr<std::unique_ptr<control::ControlPlane>> c;
+    {
+      py::gil_scoped_release nogil;
+      c = control::ConnectControl(target, token, timeout_ms);
+    }
+    if (!c.ok()) Raise(c.status(), absl::StrCat("connecting to the controller at ", target));
+    c_ = std::move(*c);
+    target_ = target;
+  }
+  void Health() {
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c_->Health();
+    }
+    if (!s.ok()) {
+      Raise(s, absl::StrCat("controller ", target_,
+                            " does not answer; is inca-switchd running with "
+                            "--control-listen on that address (see docs/control.md)?"));
+    }
+  }
+  std::map<std::string, std::string> GetConfig() {
+    absl::StatusOr<std::map<std::string, std::string>> r;
+    {
+      py::gil_scoped_release nogil;
+      r = c_->GetConfig();
+    }
+    if (!r.ok()) Raise(r.status(), "get_config");
+    return *r;
+  }
+  void SetConfig(const std::map<std::string, std::string>& v) {
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = c_->SetConfig(v);
+    }
+    Check(s, absl::StrCat("configuring the switch at ", target_));
+  }
+  py::dict Stats() {
+    absl::StatusOr<control::Stats> r;
+    {
+      py::gil_scoped_release nogil;
+      r = c_->GetStats();
+    }
+    if (!r.ok()) Raise(r.status(), "switch stats");
+    py::dict d;
+    d["sram_usage"] = r->sram_usage;
+    d["reductions_per_s"] = r->reductions_per_s;
+    d["completed_chunks"] = r->completed_chunks;
+    d["timeouts"] = r->timeouts;
+    d["fallback_notices"] = r->fallback_notices;
+    d["fallback_ratio"] = r->fallback_ratio;
+    d["avg_queue_delay_us"] = r->avg_queue_delay_us;
+    d["rx_packets"] = r->rx_packets;
+    d["tx_packets"] = r->tx_packets;
+    d["drops"] = r->drops;
+    d["conserved"] = r->conserved;
+    return d;
+  }
+  const std::string& target() const { return target_; }
+
+ private:
+  std::unique_ptr<control::ControlPlane> c_;
+  std::string target_;
+};
+
+}  // namespace
+}  // namespace inca::python
+
+PYBIND11_MODULE(_cais, m) {
+  using namespace inca::python;
+  m.doc() = "inca CAIS client core; use the `cais` package (docs/python.md)";
+  ErrorType() = py::reinterpret_borrow<py::object>(
+      py::exception<std::runtime_error>(m, "Error", PyExc_RuntimeError).ptr());
+
+  m.attr("DTYPE_F32") = static_cast<int>(inca::DType::kF32);
+  m.attr("DTYPE_F16") = static_cast<int>(inca::DType::kF16);
+  m.attr("DTYPE_BF16") = static_cast<int>(inca::DType::kBF16);
+  m.attr("DTYPE_I32") = static_cast<int>(inca::DType::kI32);
+  m.attr("OP_SUM") = static_cast<int>(inca::ReduceOp::kSum);
+  m.attr("OP_MAX") = static_cast<int>(inca::ReduceOp::kMax);
+  m.attr("OP_MIN") = static_cast<int>(inca::ReduceOp::kMin);
+  m.attr("OP_PRODUCT") = static_cast<int>(inca::ReduceOp::kProduct);
+
+  py::class_<PyWork>(m, "Work")
+      .def("wait", &PyWork::Wait, "Blocks until the operation finished; raises on failure")
+      .def("done", &PyWork::Done);
+
+  py::class_<PyCommunicator>(m, "Communicator")
+      .def("all_reduce", &PyCommunicator::AllReduce, py::arg("ptr"), py::arg("count"),
+           py::arg("dtype"), py::arg("op"))
+      .def("all_reduce_async", &PyCommunicator::AllReduceAsync)
+      .def("all_gather", &PyCommunicator::AllGather)
+      .def("all_gather_async", &PyCommunicator::AllGatherAsync)
+      .def("broadcast", &PyCommunicator::Broadcast)
+      .def("broadcast_async", &PyCommunicator::BroadcastAsync)
+      .def("synchronize", &PyCommunicator::Synchronize)
+      .def("set_offload", &PyCommunicator::SetOffload)
+      .def("stats", &PyCommunicator::Stats)
+      .def("close", &PyCommunicator::Close)
+      .def_property_readonly("rank", &PyCommunicator::rank)
+      .def_property_readonly("world_size", &PyCommunicator::world_size);
+  m.def("create", &Create, py::arg("options"),
+        "Creates a communicator from a dict of CommunicatorOptions fields; every rank calls it");
+
+  py::class_<PyControl>(m, "Control")
+      .def(py::init<const std::string&, const std::string&, int>(), py::arg("target"),
+           py::arg("token") = "", py::arg("timeout_ms") = 3000)
+      .def("health", &PyControl::Health)
+      .def("get_config", &PyControl::GetConfig)
+      .def("set_config", &PyControl::SetConfig)
+      .def("stats", &PyControl::Stats)
+      .def_property_readonly("target", &PyControl::target);
+}
