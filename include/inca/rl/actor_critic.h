@@ -1,0 +1,108 @@
+// ActorCritic: an A2C learner for LunarLander on Eigen, shaped for a
+// parameter server.
+//
+//  ActorCritic     two tanh MLPs, policy 8-H-H-4 (softmax) and value 8-H-H-1,
+//                  whose weights live in one flat float vector (the "model"
+//                  a PS broadcasts). ComputeGradients(trajectories) returns
+//                  the flat gradient of the A2C loss (the "update" a worker
+//                  sends); ApplyGradients(flat) takes one clipped Adam step
+//                  (what the PS does per arriving update).
+//  Trajectory      one environment's contiguous segment of a rollout.
+//  A2cTrainer      single-process synchronous A2C over N environments: the
+//                  baseline the distributed version is compared against.
+//
+// Flat layout: policy W1 (H x 8, column-major), b1, W2 (H x H), b2, W3
+// (4 x H), b3, then value W1, b1, W2, b2, W3 (1 x H), b3.
+// Not thread-safe; ComputeGradients is const and may run concurrently on
+// copies.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inca/rl/lunar_lander.h"
+
+namespace inca::rl {
+
+struct ActorCriticOptions {
+  int hidden = 64;
+  double gamma = 0.99;
+  double gae_lambda = 0.95;     // 1 = plain n-step returns
+  double value_coef = 0.5;      // weight of 0.5 * (V - R)^2
+  double entropy_coef = 0.01;   // weight of the entropy bonus
+  double learning_rate = 7e-4;  // Adam
+  double max_grad_norm = 0.5;   // global-norm clip in ApplyGradients; 0 = off
+  uint64_t seed = 1;            // weight initialisation
+
+  absl::Status Validate() const;
+};
+
+struct Trajectory {
+  std::vector<LunarObservation> observations;  // s_0 .. s_{T-1}
+  std::vector<LunarAction> actions;            // a_t taken in s_t
+  std::vector<float> rewards;                  // r_t
+  bool terminal = false;                       // ended by termination: no bootstrap
+  LunarObservation next_observation{};         // s_T, bootstrapped from when !terminal
+  size_t size() const { return actions.size(); }
+};
+
+class ActorCritic {
+ public:
+  static absl::StatusOr<std::unique_ptr<ActorCritic>> Create(const ActorCriticOptions& options);
+
+  size_t num_parameters() const { return params_.size(); }
+  std::span<const float> parameters() const { return params_; }
+  // Replaces the model (e.g. with one received from the PS). Size must match.
+  absl::Status SetParameters(std::span<const float> params);
+  const ActorCriticOptions& options() const { return options_; }
+  uint64_t steps_applied() const { return adam_t_; }
+
+  // Samples from pi(.|s); greedy=true takes the most probable action.
+  LunarAction Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy = false) const;
+  std::array<float, kLunarActionCount> Probabilities(const LunarObservation& s) const;
+  float Value(const LunarObservation& s) const;
+
+  // Gradient of the mean A2C loss over all steps of all trajectories, in the
+  // flat layout: -A * log pi(a|s) + value_coef * 0.5 * (V - R)^2 - entropy_coef
+  // * H(pi), with A from GAE(gamma, lambda) and R = A + V. Empty input: zeros.
+  std::vector<float> ComputeGradients(std::span<const Trajectory> trajectories) const;
+  // One Adam step with the gradient clipped to max_grad_norm. Size must match.
+  absl::Status ApplyGradients(std::span<const float> gradient);
+
+ private:
+  explicit ActorCritic(const ActorCriticOptions& options);
+
+  ActorCriticOptions options_;
+  std::vector<float> params_;
+  std::vector<float> adam_m_, adam_v_;
+  uint64_t adam_t_ = 0;
+};
+
+struct A2cTrainerOptions {
+  ActorCriticOptions model;
+  int num_envs = 16;
+  int rollout_steps = 16;  // per env per update
+  uint64_t seed = 1;       // environments and action sampling
+};
+
+struct A2cProgress {
+  uint64_t env_steps = 0;
+  uint64_t episodes = 0;
+  uint64_t updates = 0;
+  double mean_return_last100 = 0;  // over the last min(100, episodes) episodes
+  double wall_s = 0;
+};
+
+// Trains `model` (null: a fresh one from options.model) until
+// `stop(progress)` returns true; stop is checked after every update.
+absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
+                                     const std::function<bool(const A2cProgress&)>& stop,
+                                     ActorCritic* model = nullptr);
+
+}  // namespace inca::rl

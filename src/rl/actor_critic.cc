@@ -1,0 +1,333 @@
+// A2C on Eigen (see include/inca/rl/actor_critic.h). Forward and backward
+// passes run on a whole batch at once: columns are samples.
+#include "inca/rl/actor_critic.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+
+namespace inca::rl {
+namespace {
+
+using Matrix = Eigen::MatrixXf;
+using MatMap = Eigen::Map<Matrix>;
+using ConstMatMap = Eigen::Map<const Matrix>;
+using VecMap = Eigen::Map<Eigen::VectorXf>;
+using ConstVecMap = Eigen::Map<const Eigen::VectorXf>;
+
+constexpr int kIn = kLunarObservationSize;
+
+// Offsets of one MLP in-H-H-out inside the flat vector.
+struct MlpLayout {
+  int in, hidden, out;
+  size_t base;
+  size_t w1() const { return base; }
+  size_t b1() const { return w1() + size_t(hidden) * in; }
+  size_t w2() const { return b1() + hidden; }
+  size_t b2() const { return w2() + size_t(hidden) * hidden; }
+  size_t w3() const { return b2() + hidden; }
+  size_t b3() const { return w3() + size_t(out) * hidden; }
+  size_t end() const { return b3() + out; }
+};
+
+MlpLayout PolicyLayout(int h) {
+  return {kIn, h, kLunarActionCount, 0};
+}
+MlpLayout ValueLayout(int h) {
+  return {kIn, h, 1, PolicyLayout(h).end()};
+}
+
+struct Activations {
+  Matrix h1, h2, out;
+};
+
+Activations Forward(const MlpLayout& l, const float* p, const Matrix& x) {
+  ConstMatMap w1(p + l.w1(), l.hidden, l.in), w2(p + l.w2(), l.hidden, l.hidden),
+      w3(p + l.w3(), l.out, l.hidden);
+  ConstVecMap b1(p + l.b1(), l.hidden), b2(p + l.b2(), l.hidden), b3(p + l.b3(), l.out);
+  Activations a;
+  a.h1 = ((w1 * x).colwise() + b1).array().tanh();
+  a.h2 = ((w2 * a.h1).colwise() + b2).array().tanh();
+  a.out = (w3 * a.h2).colwise() + b3;
+  return a;
+}
+
+// Accumulates dLoss/dparams into g given dLoss/dout (out x N).
+void Backward(const MlpLayout& l, const float* p, const Matrix& x, const Activations& a,
+              const Matrix& d_out, float* g) {
+  ConstMatMap w2(p + l.w2(), l.hidden, l.hidden), w3(p + l.w3(), l.out, l.hidden);
+  MatMap(g + l.w3(), l.out, l.hidden) += d_out * a.h2.transpose();
+  VecMap(g + l.b3(), l.out) += d_out.rowwise().sum();
+  const Matrix d_z2 = ((w3.transpose() * d_out).array() * (1 - a.h2.array().square())).matrix();
+  MatMap(g + l.w2(), l.hidden, l.hidden) += d_z2 * a.h1.transpose();
+  VecMap(g + l.b2(), l.hidden) += d_z2.rowwise().sum();
+  const Matrix d_z1 = ((w2.transpose() * d_z2).array() * (1 - a.h1.array().square())).matrix();
+  MatMap(g + l.w1(), l.hidden, l.in) += d_z1 * x.transpose();
+  VecMap(g + l.b1(), l.hidden) += d_z1.rowwise().sum();
+}
+
+// Column-wise softmax of logits (actions x N).
+Matrix Softmax(const Matrix& logits) {
+  Matrix p = (logits.rowwise() - logits.colwise().maxCoeff()).array().exp();
+  p.array().rowwise() /= p.colwise().sum().array();
+  return p;
+}
+
+Matrix ToColumns(std::span<const LunarObservation> obs) {
+  Matrix x(kIn, static_cast<Eigen::Index>(obs.size()));
+  for (size_t j = 0; j < obs.size(); ++j) {
+    for (int i = 0; i < kIn; ++i) x(i, static_cast<Eigen::Index>(j)) = obs[j][i];
+  }
+  return x;
+}
+
+// Orthogonal-ish init: uniform(+-sqrt(6/(fan_in+fan_out))) * gain (Glorot),
+// zero biases; the policy's last layer is scaled by 0.01 so pi starts uniform.
+void InitMlp(const MlpLayout& l, float out_gain, std::mt19937_64& rng, float* p) {
+  auto fill = [&](size_t off, int rows, int cols, float gain) {
+    const float lim = gain * std::sqrt(6.0f / static_cast<float>(rows + cols));
+    std::uniform_real_distribution<float> u(-lim, lim);
+    for (size_t k = 0; k < size_t(rows) * cols; ++k) p[off + k] = u(rng);
+  };
+  fill(l.w1(), l.hidden, l.in, 1.0f);
+  fill(l.w2(), l.hidden, l.hidden, 1.0f);
+  fill(l.w3(), l.out, l.hidden, out_gain);
+}
+
+}  // namespace
+
+absl::Status ActorCriticOptions::Validate() const {
+  if (hidden < 1 || hidden > 4096) return absl::InvalidArgumentError("hidden must be 1..4096");
+  if (!(gamma > 0 && gamma <= 1)) return absl::InvalidArgumentError("gamma must be in (0, 1]");
+  if (!(gae_lambda >= 0 && gae_lambda <= 1)) {
+    return absl::InvalidArgumentError("gae_lambda must be in [0, 1]");
+  }
+  if (!(learning_rate > 0)) return absl::InvalidArgumentError("learning_rate must be > 0");
+  if (value_coef < 0 || entropy_coef < 0 || max_grad_norm < 0) {
+    return absl::InvalidArgumentError("coefficients must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ActorCritic>> ActorCritic::Create(
+    const ActorCriticOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  return std::unique_ptr<ActorCritic>(new ActorCritic(options));
+}
+
+ActorCritic::ActorCritic(const ActorCriticOptions& options) : options_(options) {
+  const MlpLayout pl = PolicyLayout(options.hidden), vl = ValueLayout(options.hidden);
+  params_.assign(vl.end(), 0.0f);
+  std::mt19937_64 rng(options.seed);
+  InitMlp(pl, 0.01f, rng, params_.data());
+  InitMlp(vl, 1.0f, rng, params_.data());
+  adam_m_.assign(params_.size(), 0.0f);
+  adam_v_.assign(params_.size(), 0.0f);
+}
+
+absl::Status ActorCritic::SetParameters(std::span<const float> params) {
+  if (params.size() != params_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", params_.size(), " parameters, got ", params.size()));
+  }
+  std::copy(params.begin(), params.end(), params_.begin());
+  return absl::OkStatus();
+}
+
+std::array<float, kLunarActionCount> ActorCritic::Probabilities(const LunarObservation& s) const {
+  const Matrix x = ToColumns(std::span(&s, 1));
+  const Matrix p = Softmax(Forward(PolicyLayout(options_.hidden), params_.data(), x).out);
+  std::array<float, kLunarActionCount> out;
+  for (int a = 0; a < kLunarActionCount; ++a) out[a] = p(a, 0);
+  return out;
+}
+
+float ActorCritic::Value(const LunarObservation& s) const {
+  const Matrix x = ToColumns(std::span(&s, 1));
+  return Forward(ValueLayout(options_.hidden), params_.data(), x).out(0, 0);
+}
+
+LunarAction ActorCritic::Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy) const {
+  const auto p = Probabilities(s);
+  if (greedy) return static_cast<LunarAction>(std::max_element(p.begin(), p.end()) - p.begin());
+  const float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53);
+  float acc = 0;
+  for (int a = 0; a < kLunarActionCount; ++a) {
+    acc += p[a];
+    if (u < acc) return static_cast<LunarAction>(a);
+  }
+  return static_cast<LunarAction>(kLunarActionCount - 1);
+}
+
+std::vector<float> ActorCritic::ComputeGradients(std::span<const Trajectory> trajectories) const {
+  std::vector<float> grad(params_.size(), 0.0f);
+  // All states, plus each trajectory's bootstrap state, in one batch.
+  std::vector<LunarObservation> states;
+  size_t n = 0;
+  for (const Trajectory& t : trajectories) n += t.size();
+  if (n == 0) return grad;
+  states.reserve(n + trajectories.size());
+  for (const Trajectory& t : trajectories) {
+    states.insert(states.end(), t.observations.begin(), t.observations.begin() + t.size());
+  }
+  for (const Trajectory& t : trajectories) states.push_back(t.next_observation);
+  const Matrix x_all = ToColumns(states);
+  const MlpLayout pl = PolicyLayout(options_.hidden), vl = ValueLayout(options_.hidden);
+  const Matrix x = x_all.leftCols(static_cast<Eigen::Index>(n));
+  const Activations va = Forward(vl, params_.data(), x_all);
+
+  // GAE per trajectory.
+  Eigen::VectorXf adv(static_cast<Eigen::Index>(n)), ret(static_cast<Eigen::Index>(n));
+  size_t off = 0;
+  for (size_t k = 0; k < trajectories.size(); ++k) {
+    const Trajectory& t = trajectories[k];
+    const float gamma = static_cast<float>(options_.gamma);
+    const float lambda = static_cast<float>(options_.gae_lambda);
+    float next_v = t.terminal ? 0.0f : va.out(0, static_cast<Eigen::Index>(n + k));
+    float gae = 0;
+    for (size_t i = t.size(); i-- > 0;) {
+      const auto col = static_cast<Eigen::Index>(off + i);
+      const float v = va.out(0, col);
+      const float delta = t.rewards[i] + gamma * next_v - v;
+      gae = delta + gamma * lambda * gae;
+      adv(col) = gae;
+      ret(col) = gae + v;
+      next_v = v;
+    }
+    off += t.size();
+  }
+
+  const float inv_n = 1.0f / static_cast<float>(n);
+  // Value head: d/dV of value_coef * 0.5 * (V - R)^2, averaged.
+  Activations vx{va.h1.leftCols(static_cast<Eigen::Index>(n)),
+                 va.h2.leftCols(static_cast<Eigen::Index>(n)),
+                 va.out.leftCols(static_cast<Eigen::Index>(n))};
+  const Matrix d_v =
+      (static_cast<float>(options_.value_coef) * inv_n) * (vx.out - ret.transpose()).eval();
+  Backward(vl, params_.data(), x, vx, d_v, grad.data());
+
+  // Policy head: d/dz of -A log pi(a) - beta H(pi).
+  const Activations pa = Forward(pl, params_.data(), x);
+  const Matrix p = Softmax(pa.out);
+  const Matrix logp = p.array().max(1e-12f).log();
+  const Eigen::RowVectorXf entropy = -(p.array() * logp.array()).colwise().sum();
+  Matrix d_z = (static_cast<float>(options_.entropy_coef) * inv_n) *
+               (p.array() * (logp.array().rowwise() + entropy.array())).matrix();
+  off = 0;
+  for (const Trajectory& t : trajectories) {
+    for (size_t i = 0; i < t.size(); ++i, ++off) {
+      const auto col = static_cast<Eigen::Index>(off);
+      Eigen::VectorXf one_hot = Eigen::VectorXf::Zero(kLunarActionCount);
+      one_hot(static_cast<int>(t.actions[i])) = 1;
+      d_z.col(col) += (adv(col) * inv_n) * (p.col(col) - one_hot);
+    }
+  }
+  Backward(pl, params_.data(), x, pa, d_z, grad.data());
+  return grad;
+}
+
+absl::Status ActorCritic::ApplyGradients(std::span<const float> gradient) {
+  if (gradient.size() != params_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", params_.size(), " gradient entries, got ", gradient.size()));
+  }
+  ConstVecMap g_raw(gradient.data(), static_cast<Eigen::Index>(gradient.size()));
+  float scale = 1.0f;
+  const float norm = g_raw.norm();
+  if (!std::isfinite(norm)) return absl::InvalidArgumentError("non-finite gradient");
+  if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
+    scale = static_cast<float>(options_.max_grad_norm) / norm;
+  }
+  constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
+  ++adam_t_;
+  const auto t = static_cast<float>(adam_t_);
+  const float lr = static_cast<float>(options_.learning_rate) * std::sqrt(1 - std::pow(kBeta2, t)) /
+                   (1 - std::pow(kBeta1, t));
+  const auto size = static_cast<Eigen::Index>(params_.size());
+  VecMap m(adam_m_.data(), size), v(adam_v_.data(), size), w(params_.data(), size);
+  const Eigen::VectorXf g = scale * g_raw;
+  m = kBeta1 * m + (1 - kBeta1) * g;
+  v = kBeta2 * v + (1 - kBeta2) * g.cwiseProduct(g);
+  w.array() -= lr * m.array() / (v.array().sqrt() + kEps);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
+                                     const std::function<bool(const A2cProgress&)>& stop,
+                                     ActorCritic* model) {
+  if (options.num_envs < 1 || options.rollout_steps < 1) {
+    return absl::InvalidArgumentError("num_envs and rollout_steps must be >= 1");
+  }
+  std::unique_ptr<ActorCritic> owned;
+  if (model == nullptr) {
+    auto created = ActorCritic::Create(options.model);
+    if (!created.ok()) return created.status();
+    owned = std::move(created).value();
+    model = owned.get();
+  }
+  std::vector<std::unique_ptr<LunarLander>> envs;
+  std::vector<LunarObservation> obs;
+  std::vector<double> episode_return(options.num_envs, 0.0);
+  for (int i = 0; i < options.num_envs; ++i) {
+    auto env = LunarLander::Create({});
+    if (!env.ok()) return env.status();
+    envs.push_back(std::move(env).value());
+    obs.push_back(envs.back()->Reset(options.seed * 1000 + static_cast<uint64_t>(i)));
+  }
+  std::mt19937_64 rng(options.seed);
+  std::deque<double> last100;
+  double last100_sum = 0;
+  A2cProgress progress;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Trajectory> batch;
+  while (true) {
+    batch.clear();
+    for (int i = 0; i < options.num_envs; ++i) {
+      Trajectory t;
+      for (int k = 0; k < options.rollout_steps; ++k) {
+        const LunarAction a = model->Act(obs[i], rng);
+        const LunarStep r = envs[i]->Step(a);
+        t.observations.push_back(obs[i]);
+        t.actions.push_back(a);
+        t.rewards.push_back(static_cast<float>(r.reward));
+        episode_return[i] += r.reward;
+        ++progress.env_steps;
+        obs[i] = r.observation;
+        if (r.terminated || r.truncated) {
+          // Truncation bootstraps from the final state; termination does not.
+          t.terminal = r.terminated;
+          t.next_observation = r.observation;
+          batch.push_back(std::move(t));
+          t = Trajectory{};
+          ++progress.episodes;
+          last100.push_back(episode_return[i]);
+          last100_sum += episode_return[i];
+          if (last100.size() > 100) {
+            last100_sum -= last100.front();
+            last100.pop_front();
+          }
+          episode_return[i] = 0;
+          obs[i] = envs[i]->Reset();
+        }
+      }
+      if (t.size() > 0) {
+        t.terminal = false;
+        t.next_observation = obs[i];
+        batch.push_back(std::move(t));
+      }
+    }
+    if (absl::Status s = model->ApplyGradients(model->ComputeGradients(batch)); !s.ok()) return s;
+    ++progress.updates;
+    progress.mean_return_last100 =
+        last100.empty() ? 0.0 : last100_sum / static_cast<double>(last100.size());
+    progress.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (stop(progress)) return progress;
+  }
+}
+
+}  // namespace inca::rl

@@ -1,0 +1,137 @@
+// ActorCritic: gradients against finite differences of the A2C loss, the
+// flat-vector contract, and that a few updates move the policy the right way.
+#include "inca/rl/actor_critic.h"
+
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace inca::rl {
+namespace {
+
+std::unique_ptr<ActorCritic> Make(ActorCriticOptions o = {}) {
+  auto m = ActorCritic::Create(o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return std::move(m).value();
+}
+
+Trajectory Rollout(uint64_t seed, int steps, const ActorCritic& model) {
+  auto env = std::move(LunarLander::Create({})).value();
+  std::mt19937_64 rng(seed);
+  Trajectory t;
+  LunarObservation s = env->Reset(seed);
+  for (int k = 0; k < steps; ++k) {
+    const LunarAction a = model.Act(s, rng);
+    const LunarStep r = env->Step(a);
+    t.observations.push_back(s);
+    t.actions.push_back(a);
+    t.rewards.push_back(static_cast<float>(r.reward));
+    s = r.observation;
+    if (r.terminated) {
+      t.terminal = true;
+      break;
+    }
+  }
+  t.next_observation = s;
+  return t;
+}
+
+TEST(ActorCriticTest, Shapes) {
+  auto m = Make({.hidden = 64});
+  // policy 8*64+64+64*64+64+4*64+4, value the same with 1 output.
+  EXPECT_EQ(m->num_parameters(),
+            size_t{(512 + 64 + 4096 + 64 + 256 + 4) + (512 + 64 + 4096 + 64 + 64 + 1)});
+  EXPECT_FALSE(m->SetParameters(std::vector<float>(3)).ok());
+  EXPECT_FALSE(m->ApplyGradients(std::vector<float>(3)).ok());
+  EXPECT_FALSE(ActorCritic::Create({.hidden = 0}).ok());
+  const auto p = m->Probabilities(LunarObservation{});
+  for (float x : p) EXPECT_NEAR(x, 0.25, 0.02);  // small last layer: near uniform
+}
+
+// Loss with advantages and returns frozen at theta0 (as A2C's stop-gradient).
+double Loss(const ActorCritic& m, const Trajectory& t, const std::vector<double>& adv,
+            const std::vector<double>& ret) {
+  const auto& o = m.options();
+  double loss = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const auto p = m.Probabilities(t.observations[i]);
+    double h = 0;
+    for (float x : p) h -= x * std::log(std::max(x, 1e-12f));
+    const double v = m.Value(t.observations[i]);
+    loss += -adv[i] * std::log(p[static_cast<int>(t.actions[i])]) +
+            o.value_coef * 0.5 * (v - ret[i]) * (v - ret[i]) - o.entropy_coef * h;
+  }
+  return loss / static_cast<double>(t.size());
+}
+
+TEST(ActorCriticTest, GradientMatchesFiniteDifferences) {
+  auto m = Make({.hidden = 8, .gae_lambda = 0.9, .entropy_coef = 0.05, .seed = 3});
+  // Larger policy weights than the default init, so the policy term matters.
+  std::vector<float> w(m->parameters().begin(), m->parameters().end());
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> n(0, 0.3f);
+  for (float& x : w) x += n(rng);
+  ASSERT_TRUE(m->SetParameters(w).ok());
+  const Trajectory t = Rollout(7, 40, *m);
+  // GAE by hand at theta0.
+  const auto& o = m->options();
+  std::vector<double> adv(t.size()), ret(t.size());
+  double next_v = t.terminal ? 0 : m->Value(t.next_observation), gae = 0;
+  for (size_t i = t.size(); i-- > 0;) {
+    const double v = m->Value(t.observations[i]);
+    gae = t.rewards[i] + o.gamma * next_v - v + o.gamma * o.gae_lambda * gae;
+    adv[i] = gae;
+    ret[i] = gae + v;
+    next_v = v;
+  }
+  const std::vector<float> g = m->ComputeGradients(std::span(&t, 1));
+  ASSERT_EQ(g.size(), w.size());
+  std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
+  int checked = 0;
+  for (int k = 0; k < 60; ++k) {
+    const size_t i = pick(rng);
+    const float eps = 1e-2f;
+    std::vector<float> wp = w, wm = w;
+    wp[i] += eps;
+    wm[i] -= eps;
+    ASSERT_TRUE(m->SetParameters(wp).ok());
+    const double lp = Loss(*m, t, adv, ret);
+    ASSERT_TRUE(m->SetParameters(wm).ok());
+    const double lm = Loss(*m, t, adv, ret);
+    const double fd = (lp - lm) / (2 * eps);
+    EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-3) << "param " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 60);
+}
+
+TEST(ActorCriticTest, UpdatesRaiseProbabilityOfRewardedAction) {
+  auto m = Make({.learning_rate = 1e-2, .max_grad_norm = 0});
+  Trajectory t;
+  for (int i = 0; i < 32; ++i) {
+    t.observations.push_back(LunarObservation{0.1f, 0.5f});
+    t.actions.push_back(LunarAction::kFireMain);
+    t.rewards.push_back(1.0f);
+  }
+  t.terminal = true;
+  const float before = m->Probabilities(LunarObservation{0.1f, 0.5f})[2];
+  for (int k = 0; k < 20; ++k)
+    ASSERT_TRUE(m->ApplyGradients(m->ComputeGradients(std::span(&t, 1))).ok());
+  EXPECT_GT(m->Probabilities(LunarObservation{0.1f, 0.5f})[2], before + 0.1f);
+  EXPECT_EQ(m->steps_applied(), 20u);
+}
+
+TEST(ActorCriticTest, TrainerRunsAndReportsProgress) {
+  A2cTrainerOptions o;
+  o.num_envs = 4;
+  auto r = TrainA2c(o, [](const A2cProgress& p) { return p.updates >= 50; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->updates, 50u);
+  EXPECT_EQ(r->env_steps, 50u * 4 * 16);
+  EXPECT_GT(r->episodes, 0u);
+  EXPECT_LT(r->mean_return_last100, 0.0);  // far from trained
+}
+
+}  // namespace
+}  // namespace inca::rl
