@@ -107,7 +107,7 @@ absl::Status ActorCriticOptions::Validate() const {
     return absl::InvalidArgumentError("gae_lambda must be in [0, 1]");
   }
   if (!(learning_rate > 0)) return absl::InvalidArgumentError("learning_rate must be > 0");
-  if (value_coef < 0 || entropy_coef < 0 || max_grad_norm < 0) {
+  if (value_coef < 0 || entropy_coef < 0 || max_grad_norm < 0 || ppo_clip < 0) {
     return absl::InvalidArgumentError("coefficients must be >= 0");
   }
   return absl::OkStatus();
@@ -151,16 +151,53 @@ float ActorCritic::Value(const LunarObservation& s) const {
   return Forward(ValueLayout(options_.hidden), params_.data(), x).out(0, 0);
 }
 
-LunarAction ActorCritic::Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy) const {
+LunarAction ActorCritic::Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy,
+                             float* log_prob) const {
   const auto p = Probabilities(s);
-  if (greedy) return static_cast<LunarAction>(std::max_element(p.begin(), p.end()) - p.begin());
-  const float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53);
-  float acc = 0;
-  for (int a = 0; a < kLunarActionCount; ++a) {
-    acc += p[a];
-    if (u < acc) return static_cast<LunarAction>(a);
+  int chosen = kLunarActionCount - 1;
+  if (greedy) {
+    chosen = static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin());
+  } else {
+    const float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53);
+    float acc = 0;
+    for (int a = 0; a < kLunarActionCount; ++a) {
+      acc += p[a];
+      if (u < acc) {
+        chosen = a;
+        break;
+      }
+    }
   }
-  return static_cast<LunarAction>(kLunarActionCount - 1);
+  if (log_prob != nullptr) *log_prob = std::log(std::max(p[chosen], 1e-12f));
+  return static_cast<LunarAction>(chosen);
+}
+
+void ActorCritic::FillAdvantages(std::span<Trajectory> trajectories) const {
+  std::vector<LunarObservation> states;
+  for (const Trajectory& t : trajectories) {
+    states.insert(states.end(), t.observations.begin(), t.observations.begin() + t.size());
+    states.push_back(t.next_observation);
+  }
+  if (states.empty()) return;
+  const Matrix v = Forward(ValueLayout(options_.hidden), params_.data(), ToColumns(states)).out;
+  const float gamma = static_cast<float>(options_.gamma);
+  const float lambda = static_cast<float>(options_.gae_lambda);
+  Eigen::Index off = 0;
+  for (Trajectory& t : trajectories) {
+    const auto n = static_cast<Eigen::Index>(t.size());
+    t.advantages.assign(t.size(), 0.0f);
+    t.returns.assign(t.size(), 0.0f);
+    float next_v = t.terminal ? 0.0f : v(0, off + n);
+    float gae = 0;
+    for (size_t i = t.size(); i-- > 0;) {
+      const float vi = v(0, off + static_cast<Eigen::Index>(i));
+      gae = t.rewards[i] + gamma * next_v - vi + gamma * lambda * gae;
+      t.advantages[i] = gae;
+      t.returns[i] = gae + vi;
+      next_v = vi;
+    }
+    off += n + 1;
+  }
 }
 
 std::vector<float> ActorCritic::ComputeGradients(std::span<const Trajectory> trajectories) const {
@@ -185,6 +222,14 @@ std::vector<float> ActorCritic::ComputeGradients(std::span<const Trajectory> tra
   size_t off = 0;
   for (size_t k = 0; k < trajectories.size(); ++k) {
     const Trajectory& t = trajectories[k];
+    if (t.advantages.size() == t.size() && t.returns.size() == t.size()) {
+      for (size_t i = 0; i < t.size(); ++i) {
+        adv(static_cast<Eigen::Index>(off + i)) = t.advantages[i];
+        ret(static_cast<Eigen::Index>(off + i)) = t.returns[i];
+      }
+      off += t.size();
+      continue;
+    }
     const float gamma = static_cast<float>(options_.gamma);
     const float lambda = static_cast<float>(options_.gae_lambda);
     float next_v = t.terminal ? 0.0f : va.out(0, static_cast<Eigen::Index>(n + k));
@@ -201,6 +246,12 @@ std::vector<float> ActorCritic::ComputeGradients(std::span<const Trajectory> tra
     off += t.size();
   }
 
+  if (options_.normalize_advantages && n > 1) {
+    const float mean = adv.mean();
+    const float sd = std::sqrt((adv.array() - mean).square().mean());
+    adv = ((adv.array() - mean) / (sd + 1e-8f)).matrix();
+  }
+
   const float inv_n = 1.0f / static_cast<float>(n);
   // Value head: d/dV of value_coef * 0.5 * (V - R)^2, averaged.
   Activations vx{va.h1.leftCols(static_cast<Eigen::Index>(n)),
@@ -210,20 +261,32 @@ std::vector<float> ActorCritic::ComputeGradients(std::span<const Trajectory> tra
       (static_cast<float>(options_.value_coef) * inv_n) * (vx.out - ret.transpose()).eval();
   Backward(vl, params_.data(), x, vx, d_v, grad.data());
 
-  // Policy head: d/dz of -A log pi(a) - beta H(pi).
+  // Policy head: d/dz of -A log pi(a) - beta H(pi); for PPO, of
+  // -min(r A, clip(r) A) with r = pi(a) / pi_old(a): d/dz = -A r d log pi(a)
+  // where the unclipped term is the minimum, 0 where the clipped one is.
   const Activations pa = Forward(pl, params_.data(), x);
   const Matrix p = Softmax(pa.out);
   const Matrix logp = p.array().max(1e-12f).log();
   const Eigen::RowVectorXf entropy = -(p.array() * logp.array()).colwise().sum();
   Matrix d_z = (static_cast<float>(options_.entropy_coef) * inv_n) *
                (p.array() * (logp.array().rowwise() + entropy.array())).matrix();
+  const float eps = static_cast<float>(options_.ppo_clip);
   off = 0;
   for (const Trajectory& t : trajectories) {
+    const bool ppo = eps > 0 && t.log_probs.size() == t.size();
     for (size_t i = 0; i < t.size(); ++i, ++off) {
       const auto col = static_cast<Eigen::Index>(off);
+      const int a = static_cast<int>(t.actions[i]);
+      float w = adv(col);
+      if (ppo) {
+        const float ratio = std::exp(logp(a, col) - t.log_probs[i]);
+        const bool clipped = (w > 0 && ratio > 1 + eps) || (w < 0 && ratio < 1 - eps);
+        w = clipped ? 0.0f : w * ratio;
+      }
+      if (w == 0) continue;
       Eigen::VectorXf one_hot = Eigen::VectorXf::Zero(kLunarActionCount);
-      one_hot(static_cast<int>(t.actions[i])) = 1;
-      d_z.col(col) += (adv(col) * inv_n) * (p.col(col) - one_hot);
+      one_hot(a) = 1;
+      d_z.col(col) += (w * inv_n) * (p.col(col) - one_hot);
     }
   }
   Backward(pl, params_.data(), x, pa, d_z, grad.data());
@@ -262,6 +325,9 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
   if (options.num_envs < 1 || options.rollout_steps < 1) {
     return absl::InvalidArgumentError("num_envs and rollout_steps must be >= 1");
   }
+  if (options.ppo_epochs < 0 || options.minibatch_size < 1) {
+    return absl::InvalidArgumentError("ppo_epochs must be >= 0 and minibatch_size >= 1");
+  }
   std::unique_ptr<ActorCritic> owned;
   if (model == nullptr) {
     auto created = ActorCritic::Create(options.model);
@@ -283,16 +349,19 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
   double last100_sum = 0;
   A2cProgress progress;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Trajectory> batch;
+  std::vector<Trajectory> batch, steps;
+  const double base_lr = model->options().learning_rate;
   while (true) {
     batch.clear();
     for (int i = 0; i < options.num_envs; ++i) {
       Trajectory t;
       for (int k = 0; k < options.rollout_steps; ++k) {
-        const LunarAction a = model->Act(obs[i], rng);
+        float log_prob = 0;
+        const LunarAction a = model->Act(obs[i], rng, false, &log_prob);
         const LunarStep r = envs[i]->Step(a);
         t.observations.push_back(obs[i]);
         t.actions.push_back(a);
+        t.log_probs.push_back(log_prob);
         t.rewards.push_back(static_cast<float>(r.reward));
         episode_return[i] += r.reward;
         ++progress.env_steps;
@@ -320,7 +389,40 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
         batch.push_back(std::move(t));
       }
     }
-    if (absl::Status s = model->ApplyGradients(model->ComputeGradients(batch)); !s.ok()) return s;
+    if (options.anneal_steps > 0) {
+      const double frac =
+          1.0 - static_cast<double>(progress.env_steps) / static_cast<double>(options.anneal_steps);
+      model->set_learning_rate(base_lr * std::max(frac, 0.02));
+    }
+    if (options.ppo_epochs <= 0) {
+      if (absl::Status s = model->ApplyGradients(model->ComputeGradients(batch)); !s.ok()) return s;
+    } else {
+      // One-step trajectories with fixed advantages/returns: any subset of
+      // them is a minibatch.
+      model->FillAdvantages(std::span(batch));
+      steps.clear();
+      for (const Trajectory& t : batch) {
+        for (size_t i = 0; i < t.size(); ++i) {
+          Trajectory s;
+          s.observations = {t.observations[i]};
+          s.actions = {t.actions[i]};
+          s.rewards = {t.rewards[i]};
+          s.log_probs = {t.log_probs[i]};
+          s.advantages = {t.advantages[i]};
+          s.returns = {t.returns[i]};
+          steps.push_back(std::move(s));
+        }
+      }
+      const size_t mb = static_cast<size_t>(std::max(options.minibatch_size, 1));
+      for (int epoch = 0; epoch < options.ppo_epochs; ++epoch) {
+        std::shuffle(steps.begin(), steps.end(), rng);
+        for (size_t b = 0; b < steps.size(); b += mb) {
+          const size_t e = std::min(b + mb, steps.size());
+          const auto g = model->ComputeGradients(std::span(steps).subspan(b, e - b));
+          if (absl::Status s = model->ApplyGradients(g); !s.ok()) return s;
+        }
+      }
+    }
     ++progress.updates;
     progress.mean_return_last100 =
         last100.empty() ? 0.0 : last100_sum / static_cast<double>(last100.size());

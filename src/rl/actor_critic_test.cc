@@ -2,6 +2,7 @@
 // flat-vector contract, and that a few updates move the policy the right way.
 #include "inca/rl/actor_critic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -106,6 +107,76 @@ TEST(ActorCriticTest, GradientMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 60);
 }
 
+// The PPO loss with normalised, precomputed advantages (what TrainA2c with
+// ppo_epochs > 0 optimises): -min(r A, clip(r, 1-e, 1+e) A) + value + entropy.
+TEST(ActorCriticTest, PpoGradientMatchesFiniteDifferences) {
+  auto m = Make({.hidden = 8,
+                 .gae_lambda = 0.9,
+                 .entropy_coef = 0.05,
+                 .ppo_clip = 0.2,
+                 .normalize_advantages = true,
+                 .seed = 4});
+  std::vector<float> w(m->parameters().begin(), m->parameters().end());
+  std::mt19937_64 rng(6);
+  std::normal_distribution<float> n(0, 0.3f);
+  for (float& x : w) x += n(rng);
+  // Act with an older policy (w_old) so that some ratios fall outside the clip.
+  std::vector<float> w_old = w;
+  for (float& x : w_old) x += 0.5f * n(rng);
+  ASSERT_TRUE(m->SetParameters(w_old).ok());
+  Trajectory t = Rollout(8, 40, *m);
+  for (size_t i = 0; i < t.size(); ++i) {
+    t.log_probs.push_back(
+        std::log(m->Probabilities(t.observations[i])[static_cast<int>(t.actions[i])]));
+  }
+  ASSERT_TRUE(m->SetParameters(w).ok());
+  m->FillAdvantages(std::span(&t, 1));
+  ASSERT_EQ(t.advantages.size(), t.size());
+  double mean = 0, var = 0;
+  for (float a : t.advantages) mean += a / static_cast<double>(t.size());
+  for (float a : t.advantages) var += (a - mean) * (a - mean) / static_cast<double>(t.size());
+  std::vector<double> adv(t.size());
+  for (size_t i = 0; i < t.size(); ++i) adv[i] = (t.advantages[i] - mean) / std::sqrt(var);
+  const auto& o = m->options();
+  auto loss = [&] {
+    double l = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const auto p = m->Probabilities(t.observations[i]);
+      double h = 0;
+      for (float x : p) h -= x * std::log(std::max(x, 1e-12f));
+      const double r =
+          std::exp(std::log(p[static_cast<int>(t.actions[i])]) - double{t.log_probs[i]});
+      const double rc = std::clamp(r, 1 - o.ppo_clip, 1 + o.ppo_clip);
+      const double v = m->Value(t.observations[i]);
+      l += -std::min(r * adv[i], rc * adv[i]) +
+           o.value_coef * 0.5 * (v - t.returns[i]) * (v - t.returns[i]) - o.entropy_coef * h;
+    }
+    return l / static_cast<double>(t.size());
+  };
+  int clipped = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const double r = m->Probabilities(t.observations[i])[static_cast<int>(t.actions[i])] /
+                     std::exp(double{t.log_probs[i]});
+    clipped += (r > 1 + o.ppo_clip || r < 1 - o.ppo_clip);
+  }
+  EXPECT_GT(clipped, 0);  // the clip branch is exercised
+  const std::vector<float> g = m->ComputeGradients(std::span(&t, 1));
+  std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
+  for (int k = 0; k < 60; ++k) {
+    const size_t i = pick(rng);
+    const float eps = 1e-2f;
+    std::vector<float> wp = w, wm = w;
+    wp[i] += eps;
+    wm[i] -= eps;
+    ASSERT_TRUE(m->SetParameters(wp).ok());
+    const double lp = loss();
+    ASSERT_TRUE(m->SetParameters(wm).ok());
+    const double lm = loss();
+    const double fd = (lp - lm) / (2 * eps);
+    EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-3) << "param " << i;
+  }
+}
+
 TEST(ActorCriticTest, UpdatesRaiseProbabilityOfRewardedAction) {
   auto m = Make({.learning_rate = 1e-2, .max_grad_norm = 0});
   Trajectory t;
@@ -131,6 +202,22 @@ TEST(ActorCriticTest, TrainerRunsAndReportsProgress) {
   EXPECT_EQ(r->env_steps, 50u * 4 * 16);
   EXPECT_GT(r->episodes, 0u);
   EXPECT_LT(r->mean_return_last100, 0.0);  // far from trained
+}
+
+TEST(ActorCriticTest, PpoTrainerAppliesOneStepPerMinibatch) {
+  A2cTrainerOptions o;
+  o.num_envs = 4;
+  o.rollout_steps = 32;
+  o.ppo_epochs = 3;
+  o.minibatch_size = 32;
+  o.model.ppo_clip = 0.2;
+  o.model.normalize_advantages = true;
+  auto model = ActorCritic::Create(o.model).value();
+  auto r = TrainA2c(
+      o, [](const A2cProgress& p) { return p.updates >= 5; }, model.get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->env_steps, 5u * 4 * 32);
+  EXPECT_EQ(model->steps_applied(), 5u * 3 * (4 * 32 / 32));
 }
 
 }  // namespace

@@ -38,7 +38,13 @@ struct ActorCriticOptions {
   double entropy_coef = 0.01;   // weight of the entropy bonus
   double learning_rate = 7e-4;  // Adam
   double max_grad_norm = 0.5;   // global-norm clip in ApplyGradients; 0 = off
-  uint64_t seed = 1;            // weight initialisation
+  // > 0: PPO clipped surrogate -min(r A, clip(r, 1-eps, 1+eps) A) with
+  // r = pi(a|s) / exp(log_probs) instead of -A log pi(a|s). Needs
+  // Trajectory::log_probs.
+  double ppo_clip = 0;
+  // Normalise the advantages of each ComputeGradients batch to mean 0, std 1.
+  bool normalize_advantages = false;
+  uint64_t seed = 1;  // weight initialisation
 
   absl::Status Validate() const;
 };
@@ -49,6 +55,12 @@ struct Trajectory {
   std::vector<float> rewards;                  // r_t
   bool terminal = false;                       // ended by termination: no bootstrap
   LunarObservation next_observation{};         // s_T, bootstrapped from when !terminal
+  // Optional: log pi_old(a_t|s_t) of the acting policy (required for PPO).
+  std::vector<float> log_probs;
+  // Optional: precomputed advantages and value targets (FillAdvantages). When
+  // set, ComputeGradients uses them as they are (then terminal and
+  // next_observation are not used), so any subset of steps is a valid batch.
+  std::vector<float> advantages, returns;
   size_t size() const { return actions.size(); }
 };
 
@@ -62,16 +74,25 @@ class ActorCritic {
   absl::Status SetParameters(std::span<const float> params);
   const ActorCriticOptions& options() const { return options_; }
   uint64_t steps_applied() const { return adam_t_; }
+  void set_learning_rate(double lr) { options_.learning_rate = lr; }
 
   // Samples from pi(.|s); greedy=true takes the most probable action.
-  LunarAction Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy = false) const;
+  // log_prob (optional) receives log pi(a|s) of the returned action.
+  LunarAction Act(const LunarObservation& s, std::mt19937_64& rng, bool greedy = false,
+                  float* log_prob = nullptr) const;
   std::array<float, kLunarActionCount> Probabilities(const LunarObservation& s) const;
   float Value(const LunarObservation& s) const;
 
   // Gradient of the mean A2C loss over all steps of all trajectories, in the
   // flat layout: -A * log pi(a|s) + value_coef * 0.5 * (V - R)^2 - entropy_coef
-  // * H(pi), with A from GAE(gamma, lambda) and R = A + V. Empty input: zeros.
+  // * H(pi), with A from GAE(gamma, lambda) and R = A + V (or the trajectory's
+  // precomputed advantages/returns), A optionally normalised over the batch,
+  // and the policy term replaced by the PPO clipped surrogate when
+  // ppo_clip > 0. A and R are constants (no gradient). Empty input: zeros.
   std::vector<float> ComputeGradients(std::span<const Trajectory> trajectories) const;
+  // Fills each trajectory's advantages/returns with GAE under the current
+  // value function (done once per rollout before several PPO epochs).
+  void FillAdvantages(std::span<Trajectory> trajectories) const;
   // One Adam step with the gradient clipped to max_grad_norm. Size must match.
   absl::Status ApplyGradients(std::span<const float> gradient);
 
@@ -89,6 +110,14 @@ struct A2cTrainerOptions {
   int num_envs = 16;
   int rollout_steps = 16;  // per env per update
   uint64_t seed = 1;       // environments and action sampling
+  // > 0: PPO-style reuse of each rollout: advantages are computed once, then
+  // ppo_epochs passes over the shuffled steps in minibatches of
+  // minibatch_size, one ComputeGradients/ApplyGradients per minibatch
+  // (set model.ppo_clip too). 0: one A2C update per rollout.
+  int ppo_epochs = 0;
+  int minibatch_size = 64;
+  // Linearly anneal the learning rate to 0 over this many env steps (0: off).
+  uint64_t anneal_steps = 0;
 };
 
 struct A2cProgress {
