@@ -308,6 +308,14 @@ TEST(OlafWorkerCoreTest, SendsFragmentedUpdatesStampedWithNow) {
   EXPECT_FALSE((*w)->Generate({}, 17, 6 * kMs).ok());
   EXPECT_EQ((*w)->counters().sent, 2u);
   EXPECT_EQ((*w)->counters().datagrams_sent, 3u);
+  // A worker with its own id (the simulator's) writes it into every fragment.
+  o.worker_id = 0x01020304;
+  auto named = WorkerCore::Create(o);
+  ASSERT_TRUE(named.ok());
+  auto sent = (*named)->Generate(Ramp(3000), 1, kMs);
+  ASSERT_TRUE(sent.ok());
+  ASSERT_EQ(sent->datagrams.size(), 2u);
+  for (const auto& d : sent->datagrams) EXPECT_EQ(Parse(d).update.worker_id, 0x01020304u);
 }
 
 TEST(OlafWorkerCoreTest, AcksDriveSendControl) {

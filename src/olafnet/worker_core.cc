@@ -67,7 +67,7 @@ absl::StatusOr<WorkerSend> WorkerCore::GenerateWithDraw(std::span<const float> g
   }
   UpdateHeader h;
   h.cluster_id = options_.cluster_id;
-  h.worker_id = kUnstampedWorker;
+  h.worker_id = options_.worker_id;
   h.model_version = model_version;
   h.gen_time_ns = static_cast<uint64_t>(std::max<dp::TimeNs>(0, now));
   h.merged_count = 1;

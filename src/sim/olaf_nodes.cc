@@ -15,6 +15,7 @@ WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
     : Node(std::move(name)), config_(config), rng_(config.seed), grad_(config.elements, 0.001f) {
   olaf::WorkerOptions o;
   o.cluster_id = config.cluster_id;
+  o.worker_id = config.worker_id;
   o.send_control = config.send_control;
   o.seed = config.seed;
   auto core = olaf::WorkerCore::Create(o);
@@ -37,16 +38,7 @@ void WorkerNode::Tick() {
   if (config_.compute) config_.compute(grad_, version);
   auto s = core_->GenerateWithDraw(grad_, version, now, Uniform01(rng_));
   if (s.ok() && s->sent) {
-    for (auto& d : s->datagrams) {
-      // The worker stamps its own id (a switch keeps a non-zero worker_id).
-      if (d.size() >= 12) {
-        d[8] = static_cast<uint8_t>(config_.worker_id >> 24);
-        d[9] = static_cast<uint8_t>(config_.worker_id >> 16);
-        d[10] = static_cast<uint8_t>(config_.worker_id >> 8);
-        d[11] = static_cast<uint8_t>(config_.worker_id);
-      }
-      Send(0, std::move(d));
-    }
+    for (auto& d : s->datagrams) Send(0, std::move(d));
   }
   const TimeNs jitter =
       config_.jitter_ns > 0

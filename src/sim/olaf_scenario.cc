@@ -226,17 +226,14 @@ class ClusterEdge final : public Node {
  public:
   explicit ClusterEdge(std::string name) : Node(std::move(name)) {}
   void Receive(dp::PortId port, Packet p) override {
-    if (port != 0) {  // from a worker
-      if (p.size() >= 12) {
-        const uint32_t id =
-            (uint32_t{p[8]} << 24) | (uint32_t{p[9]} << 16) | (uint32_t{p[10]} << 8) | p[11];
-        by_worker_[id] = port;
-      }
+    olaf::OlafPacket pkt;
+    const bool ok = olaf::ParseOlaf(p, &pkt) == olaf::OlafParseError::kOk;
+    if (port != 0) {  // from a worker: learn its port, pass everything up
+      if (ok && pkt.type == olaf::OlafType::kUpdate) by_worker_[pkt.update.worker_id] = port;
       Send(0, std::move(p));
       return;
     }
-    olaf::OlafPacket pkt;
-    if (olaf::ParseOlaf(p, &pkt) != olaf::OlafParseError::kOk) return;
+    if (!ok) return;
     if (pkt.type == olaf::OlafType::kAck) {
       if (auto it = by_worker_.find(pkt.ack.worker_id); it != by_worker_.end()) {
         Send(it->second, std::move(p));

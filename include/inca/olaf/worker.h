@@ -33,6 +33,10 @@ struct WorkerOptions {
   // switch's cluster table decide (it keys by UDP source port); without a
   // switch set it explicitly.
   uint16_t cluster_id = kUnassignedCluster;
+  // Written into every UPDATE. kUnstampedWorker (0) lets the first OLAF
+  // switch stamp the Worker_ID from the 5-tuple; the simulator, which has no
+  // 5-tuples, gives each worker its own.
+  uint32_t worker_id = kUnstampedWorker;
   SendControlOptions send_control;
   uint32_t max_payload_bytes = kDefaultUpdatePayloadBytes;  // per UPDATE datagram
   // Model reassembly (a few versions in flight at most).
