@@ -22,7 +22,7 @@ std::string_view ToString(PsOutcome o) {
 }
 
 absl::Status PsOptions::Validate() const {
-  if (model_policy == ModelPolicy::kToUpdatedCluster && !model_params) {
+  if (model_policy != ModelPolicy::kNone && !model_params) {
     return absl::InvalidArgumentError(
         "ps: model_policy to_updated_cluster needs model_params (the current parameters)");
   }
@@ -174,8 +174,11 @@ void PsCore::Apply(AppliedUpdate& a, uint16_t cluster, dp::TimeNs now, PsResult&
   a.applied_ns = now;
   a.new_model_version = model_version_;
   if (options_.apply) options_.apply(a);
-  if (options_.model_policy == ModelPolicy::kToUpdatedCluster &&
-      counters_.updates_applied % options_.model_every == 0) {
+  const bool counts =
+      options_.model_policy == ModelPolicy::kToUpdatedCluster ||
+      (options_.model_policy == ModelPolicy::kToUpdatedClusterOnLastFragment &&
+       a.frag_index + 1 == a.frag_count);
+  if (counts && ++counters_.model_triggers % options_.model_every == 0) {
     auto models = BuildModel(options_.model_params(), cluster, now);
     if (models.ok()) r.models = *std::move(models);
   }

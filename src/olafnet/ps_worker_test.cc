@@ -281,6 +281,38 @@ TEST(OlafPsCoreTest, FragmentGranularityAppliesEachFragmentAtItsOffset) {
   EXPECT_EQ(applied.got.size(), 2u);
 }
 
+TEST(OlafPsCoreTest, ModelAfterLastFragments) {
+  std::vector<float> params = Ramp(100, 0);
+  PsOptions o;
+  o.granularity = ApplyGranularity::kFragment;
+  o.model_policy = ModelPolicy::kToUpdatedClusterOnLastFragment;
+  o.model_params = [&params]() { return std::span<const float>(params); };
+  auto ps = MakePs(o);
+  auto a = UpdateFrags(3, 1, 1, 0, 5000), b = UpdateFrags(6, 2, 1, 0, 5000);
+  // Middle and first fragments bring no model; a last one does, to its
+  // cluster, whatever order they come in.
+  EXPECT_TRUE(ps->OnDatagram(a[1], 1).models.empty());
+  PsResult last = ps->OnDatagram(b[2], 2);
+  ASSERT_EQ(last.models.size(), 1u);
+  EXPECT_EQ(Parse(last.models[0]).model.cluster_id, 6);
+  EXPECT_EQ(Parse(last.models[0]).model.model_version, 2u);
+  EXPECT_TRUE(ps->OnDatagram(a[0], 3).models.empty());
+  PsResult a_last = ps->OnDatagram(a[2], 4);
+  ASSERT_EQ(a_last.models.size(), 1u);
+  EXPECT_EQ(Parse(a_last.models[0]).model.cluster_id, 3);
+  EXPECT_EQ(ps->counters().model_triggers, 2u);
+  EXPECT_EQ(ps->counters().updates_applied, 4u);
+  // model_every counts last fragments.
+  o.model_every = 2;
+  auto ps2 = MakePs(o);
+  EXPECT_TRUE(ps2->OnDatagram(a[2], 1).models.empty());
+  EXPECT_EQ(ps2->OnDatagram(b[2], 2).models.size(), 1u);
+  // Needs the parameters.
+  PsOptions bad;
+  bad.model_policy = ModelPolicy::kToUpdatedClusterOnLastFragment;
+  EXPECT_FALSE(PsCore::Create(bad).ok());
+}
+
 // ---- WorkerCore ----
 
 TEST(OlafWorkerCoreTest, SendsFragmentedUpdatesStampedWithNow) {

@@ -319,6 +319,43 @@ absl::Status ActorCritic::ApplyGradients(std::span<const float> gradient) {
   return absl::OkStatus();
 }
 
+absl::Status ActorCritic::ApplyGradientSlice(size_t offset, std::span<const float> gradient) {
+  if (gradient.empty() || offset > params_.size() || gradient.size() > params_.size() - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient slice [", offset, ", +",
+                                                   gradient.size(), ") outside the ",
+                                                   params_.size(), " parameters"));
+  }
+  ConstVecMap g(gradient.data(), static_cast<Eigen::Index>(gradient.size()));
+  const float norm = g.norm();
+  if (!std::isfinite(norm)) return absl::InvalidArgumentError("non-finite gradient");
+  float scale = 1.0f;
+  const double limit = options_.max_grad_norm *
+                       std::sqrt(static_cast<double>(gradient.size()) /
+                                 static_cast<double>(params_.size()));
+  if (options_.max_grad_norm > 0 && norm > limit) scale = static_cast<float>(limit / norm);
+  if (slice_t_.empty()) slice_t_.assign(params_.size(), static_cast<uint32_t>(adam_t_));
+  constexpr double kBeta1 = 0.9, kBeta2 = 0.999;
+  constexpr float kEps = 1e-8f;
+  const auto lr0 = options_.learning_rate;
+  // Elements of one fragment share their step count in practice; recompute
+  // the correction only when it changes.
+  uint32_t cached_t = 0;
+  float lr = 0;
+  for (size_t i = 0; i < gradient.size(); ++i) {
+    const size_t k = offset + i;
+    const uint32_t t = ++slice_t_[k];
+    if (t != cached_t) {
+      cached_t = t;
+      lr = static_cast<float>(lr0 * std::sqrt(1 - std::pow(kBeta2, t)) / (1 - std::pow(kBeta1, t)));
+    }
+    const float gi = scale * gradient[i];
+    adam_m_[k] = 0.9f * adam_m_[k] + 0.1f * gi;
+    adam_v_[k] = 0.999f * adam_v_[k] + 0.001f * gi * gi;
+    params_[k] -= lr * adam_m_[k] / (std::sqrt(adam_v_[k]) + kEps);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
                                      const std::function<bool(const A2cProgress&)>& stop,
                                      ActorCritic* model) {

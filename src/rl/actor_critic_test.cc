@@ -220,5 +220,56 @@ TEST(ActorCriticTest, PpoTrainerAppliesOneStepPerMinibatch) {
   EXPECT_EQ(model->steps_applied(), 5u * 3 * (4 * 32 / 32));
 }
 
+
+// A gradient applied fragment by fragment (the PS behind OLAF switches) is
+// the same Adam step as the whole gradient when clipping is off, and a
+// fragment touches only its own parameters.
+TEST(ActorCriticTest, GradientSlicesComposeToTheWholeStep) {
+  ActorCriticOptions o{.hidden = 16, .max_grad_norm = 0};
+  auto whole = Make(o), sliced = Make(o);
+  ASSERT_EQ(whole->num_parameters(), sliced->num_parameters());
+  const size_t n = whole->num_parameters();
+  for (int step = 0; step < 3; ++step) {
+    const Trajectory t = Rollout(10 + static_cast<uint64_t>(step), 40, *whole);
+    const std::vector<float> g = whole->ComputeGradients(std::span(&t, 1));
+    ASSERT_TRUE(whole->ApplyGradients(g).ok());
+    const size_t frag = 300;  // not a divisor of n: the last slice is short
+    for (size_t off = 0; off < n; off += frag) {
+      const size_t len = std::min(frag, n - off);
+      ASSERT_TRUE(sliced->ApplyGradientSlice(off, std::span(g).subspan(off, len)).ok());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(whole->parameters()[i], sliced->parameters()[i], 1e-5) << "step " << step;
+    }
+  }
+  // One slice moves its parameters and nothing else.
+  std::vector<float> before(sliced->parameters().begin(), sliced->parameters().end());
+  std::vector<float> g(100, 1.0f);
+  ASSERT_TRUE(sliced->ApplyGradientSlice(200, g).ok());
+  for (size_t i = 0; i < n; ++i) {
+    if (i >= 200 && i < 300) {
+      EXPECT_LT(sliced->parameters()[i], before[i]) << i;
+    } else {
+      EXPECT_EQ(sliced->parameters()[i], before[i]) << i;
+    }
+  }
+  // Bad slices are refused and change nothing.
+  before.assign(sliced->parameters().begin(), sliced->parameters().end());
+  EXPECT_FALSE(sliced->ApplyGradientSlice(n - 10, std::vector<float>(11, 1.0f)).ok());
+  EXPECT_FALSE(sliced->ApplyGradientSlice(n + 1, std::vector<float>(1, 1.0f)).ok());
+  EXPECT_FALSE(sliced->ApplyGradientSlice(0, {}).ok());
+  EXPECT_FALSE(sliced->ApplyGradientSlice(0, std::vector<float>{1.0f, NAN}).ok());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), sliced->parameters().begin()));
+}
+
+// The slice clip is the slice's share of max_grad_norm: a huge fragment
+// moves each parameter by about the learning rate, not more.
+TEST(ActorCriticTest, GradientSliceIsClipped) {
+  auto m = Make({.hidden = 16, .learning_rate = 1e-3, .max_grad_norm = 0.5});
+  std::vector<float> before(m->parameters().begin(), m->parameters().end());
+  ASSERT_TRUE(m->ApplyGradientSlice(0, std::vector<float>(50, 1e6f)).ok());
+  for (size_t i = 0; i < 50; ++i) EXPECT_NEAR(before[i] - m->parameters()[i], 1e-3, 1e-5);
+}
+
 }  // namespace
 }  // namespace inca::rl

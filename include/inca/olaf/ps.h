@@ -75,15 +75,20 @@ enum class ModelPolicy : uint8_t {
   kNone,              // MODELs only through BuildModel / BroadcastModel
   kToUpdatedCluster,  // after every model_every-th applied update: the model,
                       // to the cluster whose update was applied
+  // kFragment granularity: as kToUpdatedCluster, but only applied *last*
+  // fragments (frag_index == frag_count - 1) count, so a cluster gets about
+  // one model per update it sends rather than one per fragment. With
+  // kWholeUpdate every update is its own last fragment (= kToUpdatedCluster).
+  kToUpdatedClusterOnLastFragment,
 };
 
 struct PsOptions {
   // Called once per whole update, in arrival order of completing fragments.
   std::function<void(const AppliedUpdate&)> apply;
-  // The current parameters, for ModelPolicy::kToUpdatedCluster (required then).
+  // The current parameters, for the kToUpdatedCluster* policies (required then).
   std::function<std::span<const float>()> model_params;
   ModelPolicy model_policy = ModelPolicy::kNone;
-  uint32_t model_every = 1;  // >= 1 (counted in applied updates / fragments)
+  uint32_t model_every = 1;  // >= 1 (counted in applied updates / fragments / last fragments)
   ApplyGranularity granularity = ApplyGranularity::kWholeUpdate;
   // kFragment: the payload bytes of every non-last UPDATE fragment (the
   // workers' max_payload_bytes).
@@ -130,6 +135,7 @@ struct PsCounters {
   uint64_t acks_sent = 0;
   uint64_t models_built = 0;           // model vectors fragmented (BuildModel + policy)
   uint64_t model_datagrams_built = 0;  // their fragments
+  uint64_t model_triggers = 0;         // applications the model policy counted
   ReassemblyCounters reassembly;       // duplicates, inconsistent, incomplete, ...
 
   uint64_t updates_incomplete() const { return reassembly.incomplete(); }

@@ -95,6 +95,14 @@ class ActorCritic {
   void FillAdvantages(std::span<Trajectory> trajectories) const;
   // One Adam step with the gradient clipped to max_grad_norm. Size must match.
   absl::Status ApplyGradients(std::span<const float> gradient);
+  // One Adam step on parameters [offset, offset + gradient.size()) only: a
+  // fragment of a gradient applied as a partial gradient (a PS behind OLAF
+  // switches, docs/design/olaf-core.md "Fragments"). Adam's moments are
+  // per element already; the bias correction uses a per-element step count,
+  // and the clip is the slice's share of max_grad_norm (max_grad_norm ·
+  // sqrt(len / num_parameters)). Out of range, empty or non-finite:
+  // InvalidArgument, nothing changed.
+  absl::Status ApplyGradientSlice(size_t offset, std::span<const float> gradient);
 
  private:
   explicit ActorCritic(const ActorCriticOptions& options);
@@ -103,6 +111,7 @@ class ActorCritic {
   std::vector<float> params_;
   std::vector<float> adam_m_, adam_v_;
   uint64_t adam_t_ = 0;
+  std::vector<uint32_t> slice_t_;  // per-element Adam steps (ApplyGradientSlice)
 };
 
 struct A2cTrainerOptions {
