@@ -114,6 +114,24 @@ void SwitchNode::Wake() {
   ArmWake();
 }
 
+void ClusterEdge::Receive(dp::PortId port, Packet p) {
+  olaf::OlafPacket pkt;
+  const bool ok = olaf::ParseOlaf(p, &pkt) == olaf::OlafParseError::kOk;
+  if (port != 0) {  // from a worker: learn its port, pass everything up
+    if (ok && pkt.type == olaf::OlafType::kUpdate) by_worker_[pkt.update.worker_id] = port;
+    Send(0, std::move(p));
+    return;
+  }
+  if (!ok) return;
+  if (pkt.type == olaf::OlafType::kAck) {
+    if (auto it = by_worker_.find(pkt.ack.worker_id); it != by_worker_.end()) {
+      Send(it->second, std::move(p));
+    }
+  } else if (pkt.type == olaf::OlafType::kModel) {
+    for (dp::PortId q = 1; q <= workers_; ++q) Send(q, p);
+  }
+}
+
 PoissonSource::PoissonSource(std::string name, PoissonSourceConfig config)
     : Node(std::move(name)), config_(std::move(config)), rng_(config_.seed) {}
 

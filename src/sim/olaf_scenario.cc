@@ -217,40 +217,6 @@ double JainIndex(const std::vector<double>& x) {
   return sum * sum / (static_cast<double>(x.size()) * sq);
 }
 
-namespace {
-
-// Workers of one cluster sit behind an edge that forwards their updates up
-// and routes ACKs (by worker_id) and MODELs (to all) down: the cluster's
-// multicast group of the OLAF paper's 2.3.
-class ClusterEdge final : public Node {
- public:
-  explicit ClusterEdge(std::string name) : Node(std::move(name)) {}
-  void Receive(dp::PortId port, Packet p) override {
-    olaf::OlafPacket pkt;
-    const bool ok = olaf::ParseOlaf(p, &pkt) == olaf::OlafParseError::kOk;
-    if (port != 0) {  // from a worker: learn its port, pass everything up
-      if (ok && pkt.type == olaf::OlafType::kUpdate) by_worker_[pkt.update.worker_id] = port;
-      Send(0, std::move(p));
-      return;
-    }
-    if (!ok) return;
-    if (pkt.type == olaf::OlafType::kAck) {
-      if (auto it = by_worker_.find(pkt.ack.worker_id); it != by_worker_.end()) {
-        Send(it->second, std::move(p));
-      }
-    } else if (pkt.type == olaf::OlafType::kModel) {
-      for (dp::PortId q = 1; q <= workers_; ++q) Send(q, p);
-    }
-  }
-  void set_workers(uint32_t n) { workers_ = static_cast<dp::PortId>(n); }
-
- private:
-  std::map<uint32_t, dp::PortId> by_worker_;
-  dp::PortId workers_ = 0;
-};
-
-}  // namespace
-
 absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
                                            const std::function<void(double)>& progress) {
   if (auto st = s.Validate(); !st.ok()) return st;

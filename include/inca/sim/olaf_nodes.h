@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -84,6 +85,21 @@ class SwitchNode final : public Node {
   std::unique_ptr<olaf::OlafSwitch> program_;
   std::unique_ptr<Sink> sink_;
   TimeNs wake_at_ = olaf::OlafSwitch::kIdle;
+};
+
+// Workers of one cluster sit behind an edge (port 0 up, ports 1..n the
+// workers) that forwards their datagrams up and routes ACKs (by worker_id,
+// learned from their updates) and MODELs (to every worker) down: the
+// cluster's multicast group of the OLAF paper's 2.3.
+class ClusterEdge final : public Node {
+ public:
+  explicit ClusterEdge(std::string name) : Node(std::move(name)) {}
+  void Receive(dp::PortId port, Packet p) override;
+  void set_workers(uint32_t n) { workers_ = static_cast<dp::PortId>(n); }
+
+ private:
+  std::map<uint32_t, dp::PortId> by_worker_;
+  dp::PortId workers_ = 0;
 };
 
 // Updates of cluster 0 with exponential inter-arrival times and payload

@@ -1,0 +1,503 @@
+#include "inca/sim/drl_training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "inca/olaf/olaf_switch.h"
+#include "inca/olaf/ps.h"
+#include "inca/olaf/worker.h"
+#include "inca/sim/olaf_nodes.h"
+#include "inca/sim/olaf_scenario.h"
+#include "inca/sim/simulator.h"
+
+namespace inca::sim {
+
+rl::AsyncWorkerOptions DrlTrainingConfig::DefaultWorkerOptions() {
+  rl::AsyncWorkerOptions o;
+  // 24 hidden units: 1,757 parameters, one 9000-byte UPDATE frame, as the
+  // seed's switch expects ("one update per jumbo frame").
+  o.model.hidden = 24;
+  o.model.ppo_clip = 0.2;
+  o.model.normalize_advantages = true;
+  o.model.learning_rate = 3e-4;
+  o.model.gamma = 0.999;
+  o.model.gae_lambda = 0.98;
+  o.model.entropy_coef = 0.01;
+  o.num_envs = 2;
+  o.rollout_steps = 128;
+  o.epochs = 4;
+  o.minibatch_size = 64;
+  return o;
+}
+
+std::vector<DrlClusterSpec> DrlTrainingConfig::DefaultClusters() {
+  return {{.count = 3, .workers = 4, .slowdown = 1}, {.count = 6, .workers = 4, .slowdown = 3}};
+}
+
+absl::Status DrlTrainingConfig::Validate() const {
+  if (absl::Status s = worker.Validate(); !s.ok()) return s;
+  if (!(duration_s > 0 && duration_s <= 1e6)) {
+    return absl::InvalidArgumentError("duration_s must be in (0, 1e6]");
+  }
+  if (queue_depth < 1 || queue_depth > 1u << 16) {
+    return absl::InvalidArgumentError("queue_depth must be 1..65536");
+  }
+  if (!(delta_t_ms > 0) || !(tau_ms > 0)) {
+    return absl::InvalidArgumentError("delta_t_ms and tau_ms must be > 0");
+  }
+  if (!(egress_mbps > 0) || !(link_gbps > 0) || !(link_delay_us >= 0)) {
+    return absl::InvalidArgumentError("egress_mbps, link_gbps must be > 0, link_delay_us >= 0");
+  }
+  if (!(gradient_ms > 0) || !(env_step_us >= 0)) {
+    return absl::InvalidArgumentError("gradient_ms must be > 0 and env_step_us >= 0");
+  }
+  if (!(sample_s > 0)) return absl::InvalidArgumentError("sample_s must be > 0");
+  if (eval_episodes > 10000) return absl::InvalidArgumentError("eval_episodes must be <= 10000");
+  if (clusters.empty()) return absl::InvalidArgumentError("clusters: at least one");
+  uint64_t n_clusters = 0, n_workers = 0;
+  for (const DrlClusterSpec& c : clusters) {
+    if (c.count < 1 || c.workers < 1 || c.workers > 1000 || !(c.slowdown > 0)) {
+      return absl::InvalidArgumentError(
+          "clusters: count >= 1, workers 1..1000 and slowdown > 0 each");
+    }
+    n_clusters += c.count;
+    n_workers += uint64_t{c.count} * c.workers;
+  }
+  if (n_clusters > 1000) return absl::InvalidArgumentError("clusters: at most 1000 in all");
+  if (n_workers > 4096) return absl::InvalidArgumentError("clusters: at most 4096 workers in all");
+  return absl::OkStatus();
+}
+
+namespace {
+
+template <typename T>
+absl::Status ParseNumber(std::string_view key, std::string_view value, T* out) {
+  const absl::string_view v(value.data(), value.size());
+  bool ok = false;
+  if constexpr (std::is_same_v<T, double>) {
+    ok = absl::SimpleAtod(v, out);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    ok = absl::SimpleAtob(v, out);
+  } else {
+    ok = absl::SimpleAtoi(v, out);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(key.data(), key.size()), ": '", v,
+                                                   "' is not a valid value"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SetDrlKey(std::string_view key, std::string_view value, DrlTrainingConfig* c) {
+  const absl::string_view v(value.data(), value.size());
+  if (key == "name") {
+    c->name = std::string(value);
+    return absl::OkStatus();
+  }
+  if (key == "policy") {
+    if (v == "olaf") {
+      c->policy = olaf::QueuePolicy::kOlaf;
+    } else if (v == "fifo") {
+      c->policy = olaf::QueuePolicy::kFifo;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("policy: '", v, "' is not olaf or fifo"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "send_control") {
+    const auto m = olaf::ParseSendControlMode(value);
+    if (!m.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("send_control: '", v, "' is not off, priority or fairness"));
+    }
+    c->send_control = *m;
+    return absl::OkStatus();
+  }
+  if (key == "clusters") {
+    // count x workers x slowdown, comma-separated groups.
+    std::vector<DrlClusterSpec> groups;
+    for (absl::string_view g : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(g, 'x');
+      DrlClusterSpec spec;
+      if (f.size() != 3 || !absl::SimpleAtoi(f[0], &spec.count) ||
+          !absl::SimpleAtoi(f[1], &spec.workers) || !absl::SimpleAtod(f[2], &spec.slowdown)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "clusters: '", g, "' is not COUNTxWORKERSxSLOWDOWN (e.g. 3x4x1,6x4x3)"));
+      }
+      groups.push_back(spec);
+    }
+    c->clusters = std::move(groups);
+    return absl::OkStatus();
+  }
+  if (key == "seed") return ParseNumber(key, value, &c->seed);
+  if (key == "duration_s") return ParseNumber(key, value, &c->duration_s);
+  if (key == "queue_depth") return ParseNumber(key, value, &c->queue_depth);
+  if (key == "delta_t_ms") return ParseNumber(key, value, &c->delta_t_ms);
+  if (key == "tau_ms") return ParseNumber(key, value, &c->tau_ms);
+  if (key == "egress_mbps") return ParseNumber(key, value, &c->egress_mbps);
+  if (key == "link_gbps") return ParseNumber(key, value, &c->link_gbps);
+  if (key == "link_delay_us") return ParseNumber(key, value, &c->link_delay_us);
+  if (key == "gradient_ms") return ParseNumber(key, value, &c->gradient_ms);
+  if (key == "env_step_us") return ParseNumber(key, value, &c->env_step_us);
+  if (key == "threshold") return ParseNumber(key, value, &c->threshold);
+  if (key == "stop_at_threshold") return ParseNumber(key, value, &c->stop_at_threshold);
+  if (key == "sample_s") return ParseNumber(key, value, &c->sample_s);
+  if (key == "eval_episodes") return ParseNumber(key, value, &c->eval_episodes);
+  if (key == "hidden") return ParseNumber(key, value, &c->worker.model.hidden);
+  if (key == "lr") return ParseNumber(key, value, &c->worker.model.learning_rate);
+  if (key == "envs") return ParseNumber(key, value, &c->worker.num_envs);
+  if (key == "rollout") return ParseNumber(key, value, &c->worker.rollout_steps);
+  if (key == "epochs") return ParseNumber(key, value, &c->worker.epochs);
+  if (key == "minibatch") return ParseNumber(key, value, &c->worker.minibatch_size);
+  return absl::InvalidArgumentError(absl::StrCat("unknown key '", absl::string_view(key.data(), key.size()), "'"));
+}
+
+namespace {
+
+double Uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+// Training episodes of every worker, in completion order.
+struct EpisodeLog {
+  std::deque<double> last100;
+  double sum100 = 0;
+  uint64_t episodes = 0;
+  void Add(double r) {
+    ++episodes;
+    last100.push_back(r);
+    sum100 += r;
+    if (last100.size() > 100) {
+      sum100 -= last100.front();
+      last100.pop_front();
+    }
+  }
+  double mean() const {
+    return last100.empty() ? 0.0 : sum100 / static_cast<double>(last100.size());
+  }
+};
+
+struct Shared {
+  EpisodeLog episodes;
+  uint64_t env_steps = 0;
+  uint64_t sent = 0;
+  std::function<void()> on_episode;  // threshold check
+};
+
+// A DRL worker: computes with the newest model it received, then, after the
+// modelled compute time, sends the gradient through its WorkerCore.
+class DrlWorkerNode final : public Node {
+ public:
+  DrlWorkerNode(std::string name, std::unique_ptr<rl::AsyncWorker> agent, olaf::WorkerOptions wo,
+                double slowdown, const DrlTrainingConfig& config, TimeNs phase, Shared* shared)
+      : Node(std::move(name)),
+        agent_(std::move(agent)),
+        slowdown_(slowdown),
+        gradient_ns_(config.gradient_ms * 1e6),
+        env_step_ns_(config.env_step_us * 1e3),
+        phase_(phase),
+        rng_(wo.seed ^ 0x9e3779b97f4a7c15ULL),
+        shared_(shared) {
+    auto core = olaf::WorkerCore::Create(wo);
+    if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
+    core_ = std::move(*core);
+  }
+  void Start() override {
+    sim().Schedule(phase_, [this] { Compute(); });
+  }
+  void Receive(dp::PortId, Packet packet) override { core_->OnDatagram(packet, sim().now()); }
+  const olaf::WorkerCore& core() const { return *core_; }
+
+ private:
+  void Compute() {
+    if (const olaf::AssembledModel* m = core_->latest_model();
+        m != nullptr && (!have_model_ || m->model_version > version_)) {
+      if (agent_->SetModel(m->values).ok()) {
+        version_ = m->model_version;
+        have_model_ = true;
+      }
+    }
+    const bool rollout = agent_->rollout_pending();
+    auto g = agent_->Next();
+    if (!g.ok()) return;  // cannot happen with validated options; the worker stops
+    double cost = gradient_ns_;
+    if (rollout) cost += env_step_ns_ * static_cast<double>(g->env_steps);
+    pending_ = std::move(*g);
+    pending_version_ = version_;
+    sim().ScheduleIn(std::max<TimeNs>(1, static_cast<TimeNs>(cost * slowdown_)), [this] { Done(); });
+  }
+  void Done() {
+    shared_->env_steps += pending_.env_steps;
+    for (double r : pending_.episode_returns) {
+      shared_->episodes.Add(r);
+      if (shared_->on_episode) shared_->on_episode();
+    }
+    auto s = core_->GenerateWithDraw(pending_.gradient, pending_version_, sim().now(),
+                                     Uniform01(rng_));
+    if (s.ok() && s->sent) {
+      ++shared_->sent;
+      for (auto& d : s->datagrams) Send(0, std::move(d));
+    }
+    Compute();
+  }
+
+  std::unique_ptr<rl::AsyncWorker> agent_;
+  std::unique_ptr<olaf::WorkerCore> core_;
+  double slowdown_, gradient_ns_, env_step_ns_;
+  TimeNs phase_;
+  std::mt19937_64 rng_;
+  Shared* shared_;
+  rl::WorkerGradient pending_;
+  uint32_t pending_version_ = 0, version_ = 0;
+  bool have_model_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<DrlTrainingResult> RunDrlTraining(
+    const DrlTrainingConfig& config, const std::function<void(const DrlSample&)>& on_sample) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  const auto wall_start = std::chrono::steady_clock::now();
+  rl::ActorCriticOptions model_options = config.worker.model;
+  model_options.seed = config.seed;
+  auto learner_or = rl::ActorCritic::Create(model_options);
+  if (!learner_or.ok()) return learner_or.status();
+  std::unique_ptr<rl::ActorCritic> learner = std::move(learner_or).value();
+  const size_t n_params = learner->num_parameters();
+  const uint32_t frag_elems = olaf::kDefaultUpdatePayloadBytes / 4;
+  const auto frags = static_cast<uint32_t>((n_params + frag_elems - 1) / frag_elems);
+
+  Simulator sim;
+  Network net(&sim);
+  Shared shared;
+  uint64_t fragments_applied = 0, carried_fragments = 0;
+  double staleness_sum = 0, staleness_window = 0;
+  uint64_t staleness_window_n = 0;
+
+  PsNodeConfig pc;
+  pc.ps.granularity = olaf::ApplyGranularity::kFragment;
+  pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
+  pc.ps.model_params = [&learner]() { return learner->parameters(); };
+  pc.ps.apply = [&](const olaf::AppliedUpdate& a) {
+    if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) return;
+    ++fragments_applied;
+    carried_fragments += a.merged_count;
+    // PS versions count fragments; staleness in updates.
+    const double lag = static_cast<double>(a.new_model_version - 1 - a.model_version) /
+                       static_cast<double>(frags);
+    staleness_sum += lag;
+    staleness_window += lag;
+    ++staleness_window_n;
+  };
+  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+
+  olaf::OlafSwitchConfig sc;
+  sc.policy = config.policy;
+  sc.depth = config.queue_depth;
+  sc.delta_t_ns = static_cast<TimeNs>(config.delta_t_ms * 1e6);
+  sc.tau_ns = static_cast<TimeNs>(config.tau_ms * 1e6);
+  sc.egress_rate_bps = static_cast<uint64_t>(config.egress_mbps * 1e6);
+  sc.ps_port = 0;
+  SwitchNode* sw = nullptr;
+  try {
+    sw = net.Add(std::make_unique<SwitchNode>("sw", sc));
+  } catch (const std::invalid_argument& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  const LinkConfig link{config.link_gbps * 1e9, static_cast<TimeNs>(config.link_delay_us * 1e3),
+                        9000, 66, 4096};
+  net.Connect(sw, ps, link);
+
+  std::vector<DrlWorkerNode*> workers;
+  std::vector<std::vector<DrlWorkerNode*>> by_cluster;
+  std::mt19937_64 phase_rng(config.seed * 7919 + 17);
+  uint16_t cluster = 0;
+  for (const DrlClusterSpec& g : config.clusters) {
+    for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
+      auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
+      net.Connect(edge, sw, link);
+      edge->set_workers(g.workers);
+      by_cluster.emplace_back();
+      for (uint32_t w = 0; w < g.workers; ++w) {
+        rl::AsyncWorkerOptions ao = config.worker;
+        const uint32_t worker_id = uint32_t{cluster} * 10000 + w + 1;
+        ao.seed = config.seed * 1'000'003 + worker_id;
+        ao.model = model_options;
+        auto agent = rl::AsyncWorker::Create(ao);
+        if (!agent.ok()) return agent.status();
+        if (auto st = (*agent)->SetModel(learner->parameters()); !st.ok()) return st;
+        olaf::WorkerOptions wo;
+        wo.cluster_id = cluster;
+        wo.worker_id = worker_id;
+        wo.send_control.mode = config.send_control;
+        wo.send_control.delta_t_ns = sc.delta_t_ns;
+        wo.seed = ao.seed;
+        // Workers start spread over one gradient time: no global step boundary.
+        const auto phase = static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 *
+                                               g.slowdown);
+        DrlWorkerNode* node = nullptr;
+        try {
+          node = net.Add(std::make_unique<DrlWorkerNode>(absl::StrCat("w", cluster, ".", w),
+                                                         std::move(agent).value(), wo, g.slowdown,
+                                                         config, phase, &shared));
+        } catch (const std::invalid_argument& e) {
+          return absl::InvalidArgumentError(e.what());
+        }
+        net.Connect(node, edge, link);
+        workers.push_back(node);
+        by_cluster.back().push_back(node);
+      }
+    }
+  }
+  const size_t n_clusters = by_cluster.size();
+
+  DrlTrainingResult out;
+  out.name = config.name;
+  out.num_parameters = n_params;
+  out.fragments_per_update = frags;
+  const auto end = static_cast<TimeNs>(config.duration_s * 1e9);
+  bool stop = false;
+  shared.on_episode = [&] {
+    if (out.reached || shared.episodes.last100.size() < 100 ||
+        shared.episodes.mean() < config.threshold) {
+      return;
+    }
+    out.reached = true;
+    out.time_to_threshold_s = static_cast<double>(sim.now()) / 1e9;
+    out.updates_to_threshold = static_cast<double>(fragments_applied) / frags;
+    out.env_steps_to_threshold = shared.env_steps;
+    if (config.stop_at_threshold) stop = true;
+  };
+
+  const auto sample_every = static_cast<TimeNs>(config.sample_s * 1e9);
+  std::function<void()> sample = [&] {
+    DrlSample p;
+    p.t_s = static_cast<double>(sim.now()) / 1e9;
+    p.ps_updates = static_cast<double>(fragments_applied) / frags;
+    p.worker_updates_sent = shared.sent;
+    p.episodes = shared.episodes.episodes;
+    p.env_steps = shared.env_steps;
+    p.mean_return = shared.episodes.mean();
+    double aom = 0;
+    size_t seen = 0;
+    for (size_t c = 0; c < n_clusters; ++c) {
+      if (auto st = ps->core().aom().Stats(static_cast<uint16_t>(c), sim.now())) {
+        aom += static_cast<double>(st->current_ns) / 1e6;
+        ++seen;
+      }
+    }
+    p.mean_aom_ms = seen ? aom / static_cast<double>(seen) : 0;
+    p.staleness =
+        staleness_window_n ? staleness_window / static_cast<double>(staleness_window_n) : 0;
+    staleness_window = 0;
+    staleness_window_n = 0;
+    p.queue = sw->program().queue_state(sim.now()).occupancy;
+    if (on_sample) on_sample(p);
+    out.series.push_back(p);
+    if (sim.now() + sample_every <= end) sim.ScheduleIn(sample_every, sample);
+  };
+  sim.Schedule(0, sample);
+  net.Start();
+  // Run in slices so that stop_at_threshold can end the run early.
+  const TimeNs slice = std::max<TimeNs>(sample_every, 1);
+  TimeNs t = 0;
+  while (t < end && !stop) {
+    t = std::min(end, t + slice);
+    sim.RunUntil(t);
+  }
+  out.sim_s = static_cast<double>(sim.now()) / 1e9;
+
+  // Totals.
+  std::vector<double> aoms;
+  for (size_t c = 0; c < n_clusters; ++c) {
+    for (DrlWorkerNode* w : by_cluster[c]) {
+      out.generated += w->core().counters().generated;
+      out.sent += w->core().counters().sent;
+    }
+    if (auto cs = ps->core().cluster(static_cast<uint16_t>(c), sim.now()); cs && cs->aom) {
+      aoms.push_back(cs->aom->average_ns / 1e6);
+    } else {
+      aoms.push_back(out.sim_s * 1e3);  // never delivered: its age is the whole run
+    }
+  }
+  double sum = 0;
+  for (double a : aoms) sum += a;
+  out.mean_aom_ms = aoms.empty() ? 0 : sum / static_cast<double>(aoms.size());
+  out.jain_aom = JainIndex(aoms);
+  out.fragments_applied = fragments_applied;
+  out.ps_updates = static_cast<double>(fragments_applied) / frags;
+  out.mean_staleness =
+      fragments_applied ? staleness_sum / static_cast<double>(fragments_applied) : 0;
+  const double offered_fragments = static_cast<double>(out.sent) * frags;
+  out.loss = offered_fragments > 0
+                 ? 1.0 - std::min(1.0, static_cast<double>(carried_fragments) / offered_fragments)
+                 : 0.0;
+  out.episodes = shared.episodes.episodes;
+  out.env_steps = shared.env_steps;
+  out.final_return = shared.episodes.mean();
+  out.events = sim.events_run();
+
+  // The PS's final model on fresh episodes (sampled actions, as in training).
+  if (config.eval_episodes > 0) {
+    auto env = rl::LunarLander::Create({});
+    if (!env.ok()) return env.status();
+    std::mt19937_64 rng(config.seed + 424242);
+    double total = 0;
+    for (uint32_t e = 0; e < config.eval_episodes; ++e) {
+      rl::LunarObservation s = (*env)->Reset(config.seed * 100000 + 7777 + e);
+      while (true) {
+        const rl::LunarStep r = (*env)->Step(learner->Act(s, rng));
+        total += r.reward;
+        s = r.observation;
+        if (r.terminated || r.truncated) break;
+      }
+    }
+    out.eval_return = total / config.eval_episodes;
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return out;
+}
+
+std::string DrlResultJson(const DrlTrainingResult& r) {
+  std::ostringstream o;
+  o.precision(8);
+  o << "{\"name\":\"" << r.name << "\",\"reached\":" << (r.reached ? "true" : "false")
+    << ",\"time_to_threshold_s\":" << r.time_to_threshold_s
+    << ",\"updates_to_threshold\":" << r.updates_to_threshold
+    << ",\"env_steps_to_threshold\":" << r.env_steps_to_threshold
+    << ",\"final_return\":" << r.final_return << ",\"eval_return\":" << r.eval_return
+    << ",\"mean_aom_ms\":" << r.mean_aom_ms << ",\"jain_aom\":" << r.jain_aom
+    << ",\"mean_staleness\":" << r.mean_staleness << ",\"loss\":" << r.loss
+    << ",\"generated\":" << r.generated << ",\"sent\":" << r.sent
+    << ",\"ps_updates\":" << r.ps_updates << ",\"fragments_applied\":" << r.fragments_applied
+    << ",\"episodes\":" << r.episodes << ",\"env_steps\":" << r.env_steps
+    << ",\"num_parameters\":" << r.num_parameters
+    << ",\"fragments_per_update\":" << r.fragments_per_update << ",\"events\":" << r.events
+    << ",\"sim_s\":" << r.sim_s << ",\"wall_s\":" << r.wall_s << "}";
+  return o.str();
+}
+
+std::string DrlSeriesCsv(const DrlTrainingResult& r) {
+  std::ostringstream o;
+  o.precision(8);
+  o << "t_s,ps_updates,worker_updates_sent,episodes,env_steps,mean_return,mean_aom_ms,staleness,"
+       "queue\n";
+  for (const DrlSample& p : r.series) {
+    o << p.t_s << "," << p.ps_updates << "," << p.worker_updates_sent << "," << p.episodes << ","
+      << p.env_steps << "," << p.mean_return << "," << p.mean_aom_ms << "," << p.staleness << ","
+      << p.queue << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace inca::sim
