@@ -174,10 +174,9 @@ void PsCore::Apply(AppliedUpdate& a, uint16_t cluster, dp::TimeNs now, PsResult&
   a.applied_ns = now;
   a.new_model_version = model_version_;
   if (options_.apply) options_.apply(a);
-  const bool counts =
-      options_.model_policy == ModelPolicy::kToUpdatedCluster ||
-      (options_.model_policy == ModelPolicy::kToUpdatedClusterOnLastFragment &&
-       a.frag_index + 1 == a.frag_count);
+  const bool counts = options_.model_policy == ModelPolicy::kToUpdatedCluster ||
+                      (options_.model_policy == ModelPolicy::kToUpdatedClusterOnLastFragment &&
+                       a.frag_index + 1 == a.frag_count);
   if (counts && ++counters_.model_triggers % options_.model_every == 0) {
     auto models = BuildModel(options_.model_params(), cluster, now);
     if (models.ok()) r.models = *std::move(models);

@@ -329,9 +329,8 @@ absl::Status ActorCritic::ApplyGradientSlice(size_t offset, std::span<const floa
   const float norm = g.norm();
   if (!std::isfinite(norm)) return absl::InvalidArgumentError("non-finite gradient");
   float scale = 1.0f;
-  const double limit = options_.max_grad_norm *
-                       std::sqrt(static_cast<double>(gradient.size()) /
-                                 static_cast<double>(params_.size()));
+  const double limit = options_.max_grad_norm * std::sqrt(static_cast<double>(gradient.size()) /
+                                                          static_cast<double>(params_.size()));
   if (options_.max_grad_norm > 0 && norm > limit) scale = static_cast<float>(limit / norm);
   if (slice_t_.empty()) slice_t_.assign(params_.size(), static_cast<uint32_t>(adam_t_));
   constexpr double kBeta1 = 0.9, kBeta2 = 0.999;

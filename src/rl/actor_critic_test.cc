@@ -220,7 +220,6 @@ TEST(ActorCriticTest, PpoTrainerAppliesOneStepPerMinibatch) {
   EXPECT_EQ(model->steps_applied(), 5u * 3 * (4 * 32 / 32));
 }
 
-
 // A gradient applied fragment by fragment (the PS behind OLAF switches) is
 // the same Adam step as the whole gradient when clipping is off, and a
 // fragment touches only its own parameters.

@@ -90,8 +90,8 @@ absl::Status ParseNumber(std::string_view key, std::string_view value, T* out) {
     ok = absl::SimpleAtoi(v, out);
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(key.data(), key.size()), ": '", v,
-                                                   "' is not a valid value"));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(key.data(), key.size()), ": '",
+                                                   v, "' is not a valid value"));
   }
   return absl::OkStatus();
 }
@@ -131,8 +131,8 @@ absl::Status SetDrlKey(std::string_view key, std::string_view value, DrlTraining
       DrlClusterSpec spec;
       if (f.size() != 3 || !absl::SimpleAtoi(f[0], &spec.count) ||
           !absl::SimpleAtoi(f[1], &spec.workers) || !absl::SimpleAtod(f[2], &spec.slowdown)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "clusters: '", g, "' is not COUNTxWORKERSxSLOWDOWN (e.g. 3x4x1,6x4x3)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("clusters: '", g, "' is not COUNTxWORKERSxSLOWDOWN (e.g. 3x4x1,6x4x3)"));
       }
       groups.push_back(spec);
     }
@@ -159,7 +159,8 @@ absl::Status SetDrlKey(std::string_view key, std::string_view value, DrlTraining
   if (key == "rollout") return ParseNumber(key, value, &c->worker.rollout_steps);
   if (key == "epochs") return ParseNumber(key, value, &c->worker.epochs);
   if (key == "minibatch") return ParseNumber(key, value, &c->worker.minibatch_size);
-  return absl::InvalidArgumentError(absl::StrCat("unknown key '", absl::string_view(key.data(), key.size()), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown key '", absl::string_view(key.data(), key.size()), "'"));
 }
 
 namespace {
@@ -234,7 +235,8 @@ class DrlWorkerNode final : public Node {
     if (rollout) cost += env_step_ns_ * static_cast<double>(g->env_steps);
     pending_ = std::move(*g);
     pending_version_ = version_;
-    sim().ScheduleIn(std::max<TimeNs>(1, static_cast<TimeNs>(cost * slowdown_)), [this] { Done(); });
+    sim().ScheduleIn(std::max<TimeNs>(1, static_cast<TimeNs>(cost * slowdown_)),
+                     [this] { Done(); });
   }
   void Done() {
     shared_->env_steps += pending_.env_steps;
@@ -242,8 +244,8 @@ class DrlWorkerNode final : public Node {
       shared_->episodes.Add(r);
       if (shared_->on_episode) shared_->on_episode();
     }
-    auto s = core_->GenerateWithDraw(pending_.gradient, pending_version_, sim().now(),
-                                     Uniform01(rng_));
+    auto s =
+        core_->GenerateWithDraw(pending_.gradient, pending_version_, sim().now(), Uniform01(rng_));
     if (s.ok() && s->sent) {
       ++shared_->sent;
       for (auto& d : s->datagrams) Send(0, std::move(d));
@@ -293,8 +295,8 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
     ++fragments_applied;
     carried_fragments += a.merged_count;
     // PS versions count fragments; staleness in updates.
-    const double lag = static_cast<double>(a.new_model_version - 1 - a.model_version) /
-                       static_cast<double>(frags);
+    const double lag =
+        static_cast<double>(a.new_model_version - 1 - a.model_version) / static_cast<double>(frags);
     staleness_sum += lag;
     staleness_window += lag;
     ++staleness_window_n;
@@ -343,8 +345,8 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
         wo.send_control.delta_t_ns = sc.delta_t_ns;
         wo.seed = ao.seed;
         // Workers start spread over one gradient time: no global step boundary.
-        const auto phase = static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 *
-                                               g.slowdown);
+        const auto phase =
+            static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 * g.slowdown);
         DrlWorkerNode* node = nullptr;
         try {
           node = net.Add(std::make_unique<DrlWorkerNode>(absl::StrCat("w", cluster, ".", w),

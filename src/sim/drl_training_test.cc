@@ -19,7 +19,8 @@ DrlTrainingConfig Tiny(olaf::QueuePolicy policy) {
   c.worker.rollout_steps = 64;
   c.worker.epochs = 2;
   c.worker.minibatch_size = 32;
-  c.clusters = {{.count = 2, .workers = 3, .slowdown = 1}, {.count = 2, .workers = 3, .slowdown = 3}};
+  c.clusters = {{.count = 2, .workers = 3, .slowdown = 1},
+                {.count = 2, .workers = 3, .slowdown = 3}};
   return c;
 }
 
@@ -69,12 +70,12 @@ TEST(DrlTrainingTest, CongestionCostsFifoUpdatesNotOlaf) {
   auto f = RunDrlTraining(fifo), o = RunDrlTraining(olaf);
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_TRUE(o.ok()) << o.status();
-  std::printf("FIFO: loss %.3f, staleness %.1f, AoM %.1f ms; OLAF: loss %.3f, staleness %.1f, "
-              "AoM %.1f ms\n",
-              f->loss, f->mean_staleness, f->mean_aom_ms, o->loss, o->mean_staleness,
-              o->mean_aom_ms);
-  EXPECT_GT(f->loss, 0.4);   // tail drops
-  EXPECT_LT(o->loss, 0.1);   // merged into queued updates instead
+  std::printf(
+      "FIFO: loss %.3f, staleness %.1f, AoM %.1f ms; OLAF: loss %.3f, staleness %.1f, "
+      "AoM %.1f ms\n",
+      f->loss, f->mean_staleness, f->mean_aom_ms, o->loss, o->mean_staleness, o->mean_aom_ms);
+  EXPECT_GT(f->loss, 0.4);  // tail drops
+  EXPECT_LT(o->loss, 0.1);  // merged into queued updates instead
   // Same bottleneck: the PS applies about as many updates either way.
   EXPECT_NEAR(o->ps_updates / f->ps_updates, 1.0, 0.2);
 }

@@ -69,6 +69,23 @@ Process Process::Spawn(const std::string& path, const std::vector<std::string>& 
   return Process(pid);
 }
 
+Process Process::SpawnToFile(const std::string& path, const std::vector<std::string>& args,
+                             const std::string& stdout_path) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return Process();
+  return Process(pid);
+}
+
 void Process::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
 }

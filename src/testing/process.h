@@ -27,6 +27,9 @@ class Process {
   // Starts `path` with `args`; with quiet_stdout its stdout goes to /dev/null.
   static Process Spawn(const std::string& path, const std::vector<std::string>& args,
                        bool quiet_stdout = false);
+  // The same with stdout written to `stdout_path` (created or truncated).
+  static Process SpawnToFile(const std::string& path, const std::vector<std::string>& args,
+                             const std::string& stdout_path);
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   void Signal(int sig);

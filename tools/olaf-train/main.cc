@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "inca/rl/distributed.h"
 #include "inca/sim/drl_training.h"
 
 namespace {
@@ -65,6 +66,19 @@ int RunSim(const std::vector<std::string>& sets, const std::string& out_dir, boo
   return 0;
 }
 
+void AddModelOptions(CLI::App& app, inca::rl::DistributedOptions* d) {
+  app.add_option("--seed", d->seed, "seed (initial model, environments, draws)")
+      ->capture_default_str();
+  app.add_option("--duration", d->duration_s, "seconds of training")->capture_default_str();
+  app.add_option("--out", d->out_dir, "output directory")->capture_default_str();
+  app.add_option("--hidden", d->worker.model.hidden, "hidden units per layer (24: one frame)")
+      ->capture_default_str();
+  app.add_option("--lr", d->worker.model.learning_rate, "Adam learning rate")
+      ->capture_default_str();
+  app.add_option("--delta-t-ms", d->delta_t_ms, "OLAF AoM threshold (switch, send control)")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +96,40 @@ int main(int argc, char** argv) {
   sim->add_option("--out", out_dir, "output directory")->capture_default_str();
   sim->add_flag("--quiet", quiet, "no progress on stderr");
 
+  inca::rl::DistributedOptions d;
+  auto* run = app.add_subcommand("run", "real processes through inca-switchd on loopback");
+  AddModelOptions(*run, &d);
+  run->add_option("--program", d.program, "olaf | fifo")->capture_default_str();
+  run->add_option("--send-control", d.send_control, "off | priority | fairness")
+      ->capture_default_str();
+  run->add_option("--clusters", d.clusters)->capture_default_str();
+  run->add_option("--workers-per-cluster", d.workers_per_cluster)->capture_default_str();
+  run->add_option("--fast-clusters", d.fast_clusters, "clusters at full speed")
+      ->capture_default_str();
+  run->add_option("--slow-factor", d.slow_factor, "compute-time multiplier of the others")
+      ->capture_default_str();
+  run->add_option("--cycle-ms", d.cycle_ms, "wall time per gradient at full speed")
+      ->capture_default_str();
+  run->add_option("--egress-mbps", d.egress_mbps, "the switch's paced egress toward the PS")
+      ->capture_default_str();
+  run->add_option("--depth", d.queue_depth, "switch queue depth")->capture_default_str();
+  run->add_option("--tau-ms", d.tau_ms, "OLAF merge decay")->capture_default_str();
+  run->add_option("--eval-episodes", d.eval_episodes, "episodes to evaluate the final model")
+      ->capture_default_str();
+  run->add_option("--switchd", d.switchd, "inca-switchd path (default: beside olaf-train)");
+  auto* ps = app.add_subcommand("ps", "one PS process");
+  AddModelOptions(*ps, &d);
+  ps->add_option("--bind", d.ps_bind, "HOST:PORT")->capture_default_str();
+  ps->add_option("--eval-episodes", d.eval_episodes)->capture_default_str();
+  auto* worker = app.add_subcommand("worker", "one worker process");
+  AddModelOptions(*worker, &d);
+  worker->add_option("--peer", d.peer, "the switch HOST:PORT")->required();
+  worker->add_option("--bind", d.bind, "HOST:PORT")->capture_default_str();
+  worker->add_option("--cluster", d.cluster)->capture_default_str();
+  worker->add_option("--index", d.index, "worker index within the cluster")->capture_default_str();
+  worker->add_option("--cycle-ms", d.cycle_ms)->capture_default_str();
+  worker->add_option("--slowdown", d.slowdown)->capture_default_str();
+  worker->add_option("--send-control", d.send_control)->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,5 +137,8 @@ int main(int argc, char** argv) {
     std::cerr << "olaf-train: " << e.what() << "\n";
     return 2;
   }
-  return RunSim(sets, out_dir, quiet);
+  if (*sim) return RunSim(sets, out_dir, quiet);
+  if (*run) return inca::rl::RunDistributed(d, argv[0]);
+  if (*ps) return inca::rl::RunPsProcess(d);
+  return inca::rl::RunWorkerProcess(d);
 }

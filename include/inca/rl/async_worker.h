@@ -49,8 +49,8 @@ struct AsyncWorkerOptions {
 };
 
 struct WorkerGradient {
-  std::vector<float> gradient;  // flat, ActorCritic layout
-  uint64_t env_steps = 0;       // steps collected during this call (a rollout, or 0)
+  std::vector<float> gradient;          // flat, ActorCritic layout
+  uint64_t env_steps = 0;               // steps collected during this call (a rollout, or 0)
   std::vector<double> episode_returns;  // episodes that ended during this call
 };
 
@@ -82,7 +82,7 @@ class AsyncWorker {
   std::vector<LunarObservation> obs_;
   std::vector<double> episode_return_;
   std::mt19937_64 rng_;
-  std::vector<Trajectory> steps_;  // one-step trajectories with advantages
+  std::vector<Trajectory> steps_;              // one-step trajectories with advantages
   size_t next_batch_ = 0, batches_total_ = 0;  // minibatches of this rollout
   uint64_t env_steps_ = 0, episodes_ = 0, gradients_ = 0;
 };

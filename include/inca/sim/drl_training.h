@@ -47,7 +47,7 @@ struct DrlTrainingConfig {
   // The switch's paced egress toward the PS: about 40% of what the default
   // 36 workers offer (~40 Mbit/s), so the queue is the bottleneck.
   double egress_mbps = 16;
-  double link_gbps = 40;     // every link
+  double link_gbps = 40;  // every link
   double link_delay_us = 1;
   // Simulated compute per gradient and per rollout step (times slowdown).
   double gradient_ms = 20;
@@ -77,23 +77,23 @@ struct DrlSample {
   uint64_t worker_updates_sent = 0;  // over all workers so far
   uint64_t episodes = 0;
   uint64_t env_steps = 0;
-  double mean_return = 0;     // last min(100, episodes) training episodes
-  double mean_aom_ms = 0;     // instantaneous AoM at the PS, mean over clusters seen
-  double staleness = 0;       // mean over fragments applied since the last sample, in updates
-  uint64_t queue = 0;         // switch occupancy
+  double mean_return = 0;  // last min(100, episodes) training episodes
+  double mean_aom_ms = 0;  // instantaneous AoM at the PS, mean over clusters seen
+  double staleness = 0;    // mean over fragments applied since the last sample, in updates
+  uint64_t queue = 0;      // switch occupancy
 };
 
 struct DrlTrainingResult {
   std::string name;
   std::vector<DrlSample> series;
-  bool reached = false;          // the threshold
+  bool reached = false;  // the threshold
   double time_to_threshold_s = 0;
   double updates_to_threshold = 0;  // PS updates applied by then
   uint64_t env_steps_to_threshold = 0;
-  double final_return = 0;  // last 100 training episodes at the end
-  double eval_return = 0;   // the PS's final model over eval_episodes
-  double mean_aom_ms = 0;   // time-average AoM at the PS, mean over clusters
-  double jain_aom = 1;      // of the per-cluster time-averages
+  double final_return = 0;    // last 100 training episodes at the end
+  double eval_return = 0;     // the PS's final model over eval_episodes
+  double mean_aom_ms = 0;     // time-average AoM at the PS, mean over clusters
+  double jain_aom = 1;        // of the per-cluster time-averages
   double mean_staleness = 0;  // updates, over every applied fragment
   double loss = 0;            // 1 - worker updates carried / sent (per fragment)
   uint64_t generated = 0, sent = 0;

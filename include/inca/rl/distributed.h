@@ -1,0 +1,77 @@
+// Real asynchronous DRL through inca-switchd (olaf-train run/ps/worker):
+// the OLAF paper's §4.2 set-up (arXiv 2507.05876) as separate processes on
+// loopback UDP.
+//
+//  RunPsProcess      an ActorCritic behind an OlafPsEndpoint: applies every
+//                    UPDATE fragment as a partial gradient and answers each
+//                    update's last fragment with the model, to the updating
+//                    cluster (the switch multicasts it). Writes ps.csv
+//                    (progress) and ps.json (totals, final evaluation).
+//  RunWorkerProcess  an AsyncWorker behind an OlafWorkerEndpoint: computes
+//                    a gradient on the newest model it received, pads the
+//                    cycle to cycle_ms x slowdown of wall time (the modelled
+//                    compute of a slower machine), sends it through the
+//                    switch. Writes worker-C-I.csv (episode returns) and
+//                    worker-C-I.json (counters).
+//  RunDistributed    the launcher: a PS, inca-switchd (program olaf or fifo,
+//                    egress paced below the offered load, one cluster-table
+//                    entry per worker port) and the workers; waits, stops
+//                    the switch, merges everything into summary.json and
+//                    curve.csv (time, running mean of the last 100 training
+//                    episodes, PS updates, AoM).
+//
+// Every process is bounded by duration_s (plus a grace period); the launcher
+// kills what outlives it. All of them start from the same initial model
+// (ActorCriticOptions::seed = seed), so no initial broadcast is needed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "inca/rl/async_worker.h"
+
+namespace inca::rl {
+
+struct DistributedOptions {
+  // Shared by every role.
+  uint64_t seed = 1;
+  double duration_s = 120;  // wall time of training
+  std::string out_dir = "olaf-train-out/real";
+  AsyncWorkerOptions worker = DefaultDistributedWorkerOptions();
+  double delta_t_ms = 400;  // OLAF ΔT (switch and send control)
+
+  // Launcher (run).
+  std::string switchd;               // inca-switchd path; empty: next to this executable
+  std::string program = "olaf";      // olaf | fifo
+  std::string send_control = "off";  // off | priority | fairness
+  uint32_t clusters = 9;
+  uint32_t workers_per_cluster = 2;
+  uint32_t fast_clusters = 3;  // the rest compute `slow_factor` times slower
+  double slow_factor = 3;
+  double egress_mbps = 20;  // switch -> PS pacing
+  uint32_t queue_depth = 8;
+  double tau_ms = 100;
+
+  // PS (ps).
+  std::string ps_bind = "127.0.0.1:0";
+  double sample_s = 1;
+  uint32_t eval_episodes = 20;
+
+  // Worker (worker).
+  std::string peer;  // the switch HOST:PORT
+  std::string bind = "127.0.0.1:0";
+  uint32_t cluster = 0;
+  uint32_t index = 0;    // within the cluster
+  double cycle_ms = 10;  // wall time per gradient at slowdown 1 (padded by waiting)
+  double slowdown = 1;
+
+  static AsyncWorkerOptions DefaultDistributedWorkerOptions();
+};
+
+// Each returns the process exit status: 0 ok, 1 runtime failure, 2 bad options.
+int RunPsProcess(const DistributedOptions& o);
+int RunWorkerProcess(const DistributedOptions& o);
+// `self` is this executable (for the ps/worker subcommands).
+int RunDistributed(const DistributedOptions& o, const std::string& self);
+
+}  // namespace inca::rl

@@ -1,0 +1,524 @@
+#include "inca/rl/distributed.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "inca/olaf/ps.h"
+#include "inca/olaf/send_control.h"
+#include "inca/olaf/worker.h"
+#include "testing/process.h"
+
+namespace inca::rl {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+AsyncWorkerOptions DistributedOptions::DefaultDistributedWorkerOptions() {
+  AsyncWorkerOptions o;
+  o.model.hidden = 24;  // 1,757 parameters: one 9000-byte UPDATE frame
+  o.model.ppo_clip = 0.2;
+  o.model.normalize_advantages = true;
+  o.model.learning_rate = 3e-4;
+  o.model.gamma = 0.999;
+  o.model.gae_lambda = 0.98;
+  o.model.entropy_coef = 0.01;
+  o.num_envs = 2;
+  o.rollout_steps = 128;
+  o.epochs = 4;
+  o.minibatch_size = 64;
+  return o;
+}
+
+namespace {
+
+int Fail(std::string_view role, absl::string_view what, int code = 1) {
+  std::cerr << "olaf-train " << role << ": " << what << "\n";
+  return code;
+}
+
+ActorCriticOptions ModelOptions(const DistributedOptions& o) {
+  ActorCriticOptions m = o.worker.model;
+  m.seed = o.seed;  // every process starts from the same weights
+  return m;
+}
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+bool ValidCommon(const DistributedOptions& o, std::string_view role) {
+  if (!(o.duration_s > 0 && o.duration_s <= 86400)) {
+    Fail(role, "--duration must be in (0, 86400] seconds");
+    return false;
+  }
+  if (auto st = o.worker.Validate(); !st.ok()) {
+    Fail(role, st.message());
+    return false;
+  }
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) {
+    Fail(role, absl::StrCat("cannot create ", o.out_dir, ": ", ec.message()));
+    return false;
+  }
+  return true;
+}
+
+double Evaluate(const ActorCritic& model, uint32_t episodes, uint64_t seed) {
+  if (episodes == 0) return 0;
+  auto env = LunarLander::Create({});
+  if (!env.ok()) return 0;
+  std::mt19937_64 rng(seed + 424242);
+  double total = 0;
+  for (uint32_t e = 0; e < episodes; ++e) {
+    LunarObservation s = (*env)->Reset(seed * 100000 + 7777 + e);
+    while (true) {
+      const LunarStep r = (*env)->Step(model.Act(s, rng));
+      total += r.reward;
+      s = r.observation;
+      if (r.terminated || r.truncated) break;
+    }
+  }
+  return total / episodes;
+}
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) {
+  g_stop = true;
+}
+void InstallStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+}  // namespace
+
+int RunPsProcess(const DistributedOptions& o) {
+  if (!ValidCommon(o, "ps")) return 2;
+  InstallStopHandlers();
+  auto learner_or = ActorCritic::Create(ModelOptions(o));
+  if (!learner_or.ok()) return Fail("ps", learner_or.status().message(), 2);
+  std::unique_ptr<ActorCritic> learner = std::move(learner_or).value();
+  const uint32_t frag_elems = olaf::kDefaultUpdatePayloadBytes / 4;
+  const auto frags =
+      static_cast<uint32_t>((learner->num_parameters() + frag_elems - 1) / frag_elems);
+  uint64_t applied = 0, carried = 0, rejected = 0;
+  double staleness_sum = 0, window_staleness = 0;
+  uint64_t window_n = 0;
+
+  olaf::OlafPsEndpointOptions po;
+  po.bind = o.ps_bind;
+  po.ps.granularity = olaf::ApplyGranularity::kFragment;
+  po.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
+  po.ps.model_params = [&learner]() { return learner->parameters(); };
+  po.ps.apply = [&](const olaf::AppliedUpdate& a) {
+    if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) {
+      ++rejected;  // wrong model size or non-finite: counted, not applied
+      return;
+    }
+    ++applied;
+    carried += a.merged_count;
+    const double lag =
+        static_cast<double>(a.new_model_version - 1 - a.model_version) / static_cast<double>(frags);
+    staleness_sum += lag;
+    window_staleness += lag;
+    ++window_n;
+  };
+  auto ps = olaf::OlafPsEndpoint::Create(po);
+  if (!ps.ok()) return Fail("ps", ps.status().message());
+  std::printf("ps listening %s\n", (*ps)->local_address().c_str());
+  std::fflush(stdout);
+
+  std::ofstream csv(fs::path(o.out_dir) / "ps.csv");
+  csv << "t_s,ps_updates,worker_updates,staleness,mean_aom_ms\n";
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(o.duration_s + 2));
+  auto next_sample = start;
+  while (Clock::now() < end && !g_stop) {
+    (*ps)->Poll(std::chrono::milliseconds(5));
+    if (Clock::now() >= next_sample) {
+      const dp::TimeNs now = olaf::OlafPsEndpoint::Now();
+      double aom = 0;
+      int seen = 0;
+      for (uint16_t c : (*ps)->core().cluster_ids()) {
+        if (auto a = (*ps)->core().aom().Aom(c, now)) {
+          aom += static_cast<double>(*a) / 1e6;
+          ++seen;
+        }
+      }
+      csv << Seconds(Clock::now() - start) << "," << static_cast<double>(applied) / frags << ","
+          << static_cast<double>(carried) / frags << ","
+          << (window_n ? window_staleness / static_cast<double>(window_n) : 0.0) << ","
+          << (seen ? aom / seen : 0.0) << "\n";
+      csv.flush();
+      window_staleness = 0;
+      window_n = 0;
+      next_sample +=
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.sample_s));
+    }
+  }
+  const dp::TimeNs now = olaf::OlafPsEndpoint::Now();
+  std::ostringstream clusters;
+  double aom_sum = 0;
+  int aom_n = 0;
+  for (uint16_t c : (*ps)->core().cluster_ids()) {
+    auto cs = (*ps)->core().cluster(c, now);
+    if (!cs) continue;
+    const double avg = cs->aom ? cs->aom->average_ns / 1e6 : 0;
+    if (cs->aom) {
+      aom_sum += avg;
+      ++aom_n;
+    }
+    clusters << (clusters.tellp() > 0 ? "," : "") << "{\"cluster\":" << c
+             << ",\"fragments\":" << cs->fragments_rx << ",\"mean_aom_ms\":" << avg << "}";
+  }
+  const double eval = Evaluate(*learner, o.eval_episodes, o.seed);
+  std::ofstream(fs::path(o.out_dir) / "ps.json")
+      << "{\"ps_updates\":" << static_cast<double>(applied) / frags
+      << ",\"fragments_applied\":" << applied << ",\"fragments_rejected\":" << rejected
+      << ",\"worker_fragments_carried\":" << carried << ",\"fragments_per_update\":" << frags
+      << ",\"mean_staleness\":" << (applied ? staleness_sum / static_cast<double>(applied) : 0.0)
+      << ",\"mean_aom_ms\":" << (aom_n ? aom_sum / aom_n : 0.0)
+      << ",\"malformed\":" << (*ps)->stats().malformed << ",\"eval_return\":" << eval
+      << ",\"eval_episodes\":" << o.eval_episodes << ",\"clusters\":[" << clusters.str() << "]}\n";
+  return 0;
+}
+
+int RunWorkerProcess(const DistributedOptions& o) {
+  if (!ValidCommon(o, "worker")) return 2;
+  if (o.peer.empty()) return Fail("worker", "--peer (the switch HOST:PORT) is required", 2);
+  if (!(o.cycle_ms > 0) || !(o.slowdown > 0)) {
+    return Fail("worker", "--cycle-ms and --slowdown must be > 0", 2);
+  }
+  if (o.cluster > 0xfffe) return Fail("worker", "--cluster must be 0..65534", 2);
+  const auto mode = olaf::ParseSendControlMode(o.send_control);
+  if (!mode) return Fail("worker", "--send-control must be off, priority or fairness", 2);
+  InstallStopHandlers();
+  AsyncWorkerOptions ao = o.worker;
+  ao.model = ModelOptions(o);
+  ao.seed = o.seed * 1'000'003 + o.cluster * 10000 + o.index + 1;
+  auto agent = AsyncWorker::Create(ao);
+  if (!agent.ok()) return Fail("worker", agent.status().message(), 2);
+  olaf::OlafWorkerEndpointOptions wo;
+  wo.bind = o.bind;
+  wo.peer = o.peer;
+  wo.worker.cluster_id = static_cast<uint16_t>(o.cluster);
+  wo.worker.send_control.mode = *mode;
+  wo.worker.send_control.delta_t_ns = static_cast<dp::TimeNs>(o.delta_t_ms * 1e6);
+  wo.worker.seed = ao.seed;
+  auto ep = olaf::OlafWorkerEndpoint::Create(wo);
+  if (!ep.ok()) return Fail("worker", ep.status().message());
+
+  const std::string stem = absl::StrCat("worker-", o.cluster, "-", o.index);
+  std::ofstream csv(fs::path(o.out_dir) / (stem + ".csv"));
+  csv << "t_ns,return\n";
+  const auto cycle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(o.cycle_ms * o.slowdown));
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(o.duration_s));
+  uint32_t version = 0;
+  uint64_t adopted = 0, send_errors = 0;
+  while (Clock::now() < end && !g_stop) {
+    const auto cycle_start = Clock::now();
+    if (const olaf::AssembledModel* m = (*ep)->latest_model();
+        m != nullptr && (adopted == 0 || m->model_version > version)) {
+      if ((*agent)->SetModel(m->values).ok()) {
+        version = m->model_version;
+        ++adopted;
+      }
+    }
+    auto g = (*agent)->Next();
+    if (!g.ok()) return Fail("worker", g.status().message());
+    for (double r : g->episode_returns) csv << olaf::OlafWorkerEndpoint::Now() << "," << r << "\n";
+    // The rest of the cycle: what a machine this slow would still be
+    // computing. Models and ACKs are taken meanwhile.
+    for (;;) {
+      const auto left = cycle_start + cycle - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      (*ep)->Poll(std::max(std::chrono::milliseconds(0),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(left)));
+      if (cycle_start + cycle - Clock::now() < std::chrono::milliseconds(1)) {
+        std::this_thread::sleep_until(cycle_start + cycle);
+        break;
+      }
+    }
+    auto s = (*ep)->Send(g->gradient, version);
+    if (!s.ok()) return Fail("worker", s.status().message());
+    send_errors += s->send_errors;
+    (*ep)->Poll(std::chrono::milliseconds(0));
+  }
+  for (int i = 0; i < 5; ++i) (*ep)->Poll(std::chrono::milliseconds(10));
+  const olaf::WorkerCounters& c = (*ep)->stats();
+  std::ofstream(fs::path(o.out_dir) / (stem + ".json"))
+      << "{\"cluster\":" << o.cluster << ",\"index\":" << o.index
+      << ",\"generated\":" << c.generated << ",\"sent\":" << c.sent
+      << ",\"suppressed\":" << c.suppressed << ",\"datagrams_sent\":" << c.datagrams_sent
+      << ",\"send_errors\":" << send_errors << ",\"acks\":" << c.acks_rx
+      << ",\"models\":" << c.models_rx << ",\"models_adopted\":" << adopted
+      << ",\"episodes\":" << (*agent)->episodes() << ",\"env_steps\":" << (*agent)->env_steps()
+      << "}\n";
+  return 0;
+}
+
+namespace {
+
+// Waits until something has bound UDP `port` on 127.0.0.1 (the switch).
+bool WaitForUdpBind(int port, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    const int rc = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+    const int err = errno;
+    close(fd);
+    if (rc != 0 && err == EADDRINUSE) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+struct Episode {
+  int64_t t_ns;
+  double ret;
+};
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The number after "key": in a flat JSON object (our own files).
+double JsonNumber(const std::string& json, std::string_view key) {
+  const std::string k = absl::StrCat("\"", absl::string_view(key.data(), key.size()), "\":");
+  const size_t at = json.find(k);
+  if (at == std::string::npos) return 0;
+  size_t end = at + k.size();
+  while (end < json.size() &&
+         (std::isdigit(static_cast<unsigned char>(json[end])) || json[end] == '.' ||
+          json[end] == '-' || json[end] == 'e' || json[end] == '+')) {
+    ++end;
+  }
+  double v = 0;
+  return absl::SimpleAtod(absl::string_view(json).substr(at + k.size(), end - at - k.size()), &v)
+             ? v
+             : 0;
+}
+
+}  // namespace
+
+int RunDistributed(const DistributedOptions& o, const std::string& self) {
+  if (!ValidCommon(o, "run")) return 2;
+  if (o.program != "olaf" && o.program != "fifo") {
+    return Fail("run", "--program must be olaf or fifo", 2);
+  }
+  if (!olaf::ParseSendControlMode(o.send_control)) {
+    return Fail("run", "--send-control must be off, priority or fairness", 2);
+  }
+  if (o.clusters < 1 || o.clusters > 60 || o.workers_per_cluster < 1 ||
+      o.clusters * o.workers_per_cluster > 60) {
+    return Fail("run", "--clusters x --workers-per-cluster must be 1..60 workers", 2);
+  }
+  if (!(o.egress_mbps > 0) || !(o.slow_factor > 0) || !(o.cycle_ms > 0)) {
+    return Fail("run", "--egress-mbps, --slow-factor and --cycle-ms must be > 0", 2);
+  }
+  std::string switchd = o.switchd;
+  if (switchd.empty()) switchd = (fs::path(self).parent_path() / "inca-switchd").string();
+  if (access(switchd.c_str(), X_OK) != 0) {
+    return Fail("run", absl::StrCat("inca-switchd not found at ", switchd, " (--switchd)"), 2);
+  }
+  // Old results must not mix with this run's.
+  for (const auto& e : fs::directory_iterator(o.out_dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("worker-", 0) == 0 || n.rfind("ps.", 0) == 0 || n == "summary.json" ||
+        n == "curve.csv" || n == "switchd.json") {
+      fs::remove(e.path());
+    }
+  }
+  const std::string dur = absl::StrCat(o.duration_s);
+  const std::string seed = absl::StrCat(o.seed);
+  const std::string ps_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  const int sw_port = testing::FreeLoopbackPort(true);
+  const std::string sw_addr = absl::StrCat("127.0.0.1:", sw_port);
+  const std::vector<std::string> model_args = {
+      "--seed",     seed,
+      "--duration", dur,
+      "--out",      o.out_dir,
+      "--hidden",   absl::StrCat(o.worker.model.hidden),
+      "--lr",       absl::StrCat(o.worker.model.learning_rate)};
+  std::vector<std::string> ps_args = {"ps", "--bind", ps_addr, "--eval-episodes",
+                                      absl::StrCat(o.eval_episodes)};
+  ps_args.insert(ps_args.end(), model_args.begin(), model_args.end());
+  testing::Process ps =
+      testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
+  if (!ps.running()) return Fail("run", "cannot start the PS");
+
+  std::vector<int> ports;
+  std::vector<std::string> sw_args = {"--program",
+                                      o.program,
+                                      "--ps",
+                                      ps_addr,
+                                      "--listen",
+                                      sw_addr,
+                                      "--egress-mbps",
+                                      absl::StrCat(o.egress_mbps),
+                                      "--depth",
+                                      absl::StrCat(o.queue_depth),
+                                      "--delta-t-ms",
+                                      absl::StrCat(o.delta_t_ms),
+                                      "--tau-ms",
+                                      absl::StrCat(o.tau_ms),
+                                      "--log-level",
+                                      "warn",
+                                      "--control-listen",
+                                      "off",
+                                      "--http-listen",
+                                      "off"};
+  for (uint32_t c = 0; c < o.clusters; ++c) {
+    for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
+      ports.push_back(testing::FreeLoopbackPort(true));
+      sw_args.push_back("--cluster");
+      sw_args.push_back(absl::StrCat(ports.back(), "=", c));
+    }
+  }
+  testing::Process sw = testing::Process::SpawnToFile(
+      switchd, sw_args, (fs::path(o.out_dir) / "switchd.json").string());
+  if (!sw.running()) return Fail("run", "cannot start inca-switchd");
+  if (!WaitForUdpBind(sw_port, std::chrono::seconds(20))) {
+    return Fail("run", "inca-switchd did not come up within 20 s");
+  }
+  std::fprintf(stderr,
+               "olaf-train run: %s, send control %s, %u clusters x %u workers, egress %.1f "
+               "Mbit/s, %.0f s; results in %s\n",
+               o.program.c_str(), o.send_control.c_str(), o.clusters, o.workers_per_cluster,
+               o.egress_mbps, o.duration_s, o.out_dir.c_str());
+  const auto start_ns = olaf::OlafWorkerEndpoint::Now();
+  std::vector<testing::Process> workers;
+  for (uint32_t c = 0; c < o.clusters; ++c) {
+    const double slowdown = c < o.fast_clusters ? 1.0 : o.slow_factor;
+    for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
+      std::vector<std::string> args = {
+          "worker",
+          "--peer",
+          sw_addr,
+          "--bind",
+          absl::StrCat("127.0.0.1:", ports[c * o.workers_per_cluster + w]),
+          "--cluster",
+          absl::StrCat(c),
+          "--index",
+          absl::StrCat(w),
+          "--cycle-ms",
+          absl::StrCat(o.cycle_ms),
+          "--slowdown",
+          absl::StrCat(slowdown),
+          "--send-control",
+          o.send_control,
+          "--delta-t-ms",
+          absl::StrCat(o.delta_t_ms)};
+      args.insert(args.end(), model_args.begin(), model_args.end());
+      workers.push_back(testing::Process::SpawnToFile(
+          self, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
+      if (!workers.back().running()) return Fail("run", "cannot start a worker");
+    }
+  }
+  const auto budget = std::chrono::milliseconds(static_cast<int64_t>(o.duration_s * 1000) + 30000);
+  int failures = 0;
+  for (auto& w : workers) {
+    if (w.Wait(budget) != 0) ++failures;
+  }
+  if (ps.Wait(std::chrono::seconds(60)) != 0) ++failures;
+  sw.Signal(SIGTERM);
+  if (sw.Wait(std::chrono::seconds(10)) != 0) ++failures;
+  if (failures > 0) {
+    Fail("run", absl::StrCat(failures, " process(es) failed; see the .log files in ", o.out_dir));
+  }
+
+  // Merge: every worker's episodes in time order -> the training curve.
+  std::vector<Episode> episodes;
+  double generated = 0, sent = 0, models = 0;
+  for (uint32_t c = 0; c < o.clusters; ++c) {
+    for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
+      const fs::path stem = fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w);
+      std::ifstream in(stem.string() + ".csv");
+      std::string line;
+      std::getline(in, line);  // header
+      while (std::getline(in, line)) {
+        std::vector<absl::string_view> f = absl::StrSplit(line, ',');
+        Episode e{};
+        if (f.size() == 2 && absl::SimpleAtoi(f[0], &e.t_ns) && absl::SimpleAtod(f[1], &e.ret)) {
+          episodes.push_back(e);
+        }
+      }
+      const std::string j = ReadAll(stem.string() + ".json");
+      generated += JsonNumber(j, "generated");
+      sent += JsonNumber(j, "sent");
+      models += JsonNumber(j, "models");
+    }
+  }
+  std::sort(episodes.begin(), episodes.end(),
+            [](const Episode& a, const Episode& b) { return a.t_ns < b.t_ns; });
+  std::ofstream curve(fs::path(o.out_dir) / "curve.csv");
+  curve << "t_s,episodes,mean_return\n";
+  std::deque<double> last;
+  double sum = 0, final_return = 0;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    last.push_back(episodes[i].ret);
+    sum += episodes[i].ret;
+    if (last.size() > 100) {
+      sum -= last.front();
+      last.pop_front();
+    }
+    final_return = sum / static_cast<double>(last.size());
+    curve << static_cast<double>(episodes[i].t_ns - start_ns) / 1e9 << "," << i + 1 << ","
+          << final_return << "\n";
+  }
+  const std::string psj = ReadAll(fs::path(o.out_dir) / "ps.json");
+  const double carried = JsonNumber(psj, "worker_fragments_carried") /
+                         std::max(1.0, JsonNumber(psj, "fragments_per_update"));
+  const double loss = sent > 0 ? 1.0 - std::min(1.0, carried / sent) : 0.0;
+  std::ofstream(fs::path(o.out_dir) / "summary.json")
+      << "{\"program\":\"" << o.program << "\",\"send_control\":\"" << o.send_control
+      << "\",\"seed\":" << o.seed << ",\"duration_s\":" << o.duration_s
+      << ",\"egress_mbps\":" << o.egress_mbps << ",\"workers\":" << workers.size()
+      << ",\"generated\":" << generated << ",\"sent\":" << sent << ",\"loss\":" << loss
+      << ",\"models_received\":" << models << ",\"episodes\":" << episodes.size()
+      << ",\"final_return\":" << final_return
+      << ",\"eval_return\":" << JsonNumber(psj, "eval_return")
+      << ",\"ps_updates\":" << JsonNumber(psj, "ps_updates")
+      << ",\"mean_staleness\":" << JsonNumber(psj, "mean_staleness")
+      << ",\"mean_aom_ms\":" << JsonNumber(psj, "mean_aom_ms") << ",\"failures\":" << failures
+      << "}\n";
+  std::printf(
+      "%s%s: final return %.1f (eval %.1f), %.0f PS updates, loss %.1f%%, staleness %.1f, AoM "
+      "%.1f ms, %zu episodes\n",
+      o.program.c_str(), o.send_control == "off" ? "" : ("+" + o.send_control).c_str(),
+      final_return, JsonNumber(psj, "eval_return"), JsonNumber(psj, "ps_updates"), 100 * loss,
+      JsonNumber(psj, "mean_staleness"), JsonNumber(psj, "mean_aom_ms"), episodes.size());
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace inca::rl

@@ -1,0 +1,167 @@
+// olaf-train run (issue 9): asynchronous DRL as real processes — a PS, 6
+// workers in 3 clusters and inca-switchd running OLAF or FIFO, paced below
+// the offered load — end to end on loopback, with the launcher's merged
+// results checked.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "testing/process.h"
+
+namespace inca {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The number after "key": in one of our flat JSON files; NaN when absent.
+double Number(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const size_t at = json.find(k);
+  if (at == std::string::npos) return std::nan("");
+  size_t end = at + k.size();
+  while (end < json.size() &&
+         std::string_view("0123456789.-+e").find(json[end]) != std::string_view::npos) {
+    ++end;
+  }
+  double v = 0;
+  return absl::SimpleAtod(json.substr(at + k.size(), end - at - k.size()), &v) ? v : std::nan("");
+}
+
+fs::path TempDir(const std::string& name) {
+  const fs::path d =
+      fs::temp_directory_path() / absl::StrCat("olaf-train-it-", getpid(), "-", name);
+  fs::remove_all(d);
+  return d;
+}
+
+int RunTool(const std::vector<std::string>& args) {
+  testing::Process p = testing::Process::Spawn(INCA_OLAF_TRAIN_PATH, args, true);
+  EXPECT_TRUE(p.running());
+  return p.Wait(std::chrono::seconds(120));
+}
+
+struct Summary {
+  std::string json;
+  fs::path dir;
+};
+
+Summary RunTraining(const std::string& program, const std::string& send_control) {
+  const fs::path dir = TempDir(program + send_control);
+  // 6 workers offer ~1.4k x 7.1 kB/s ~ 80 Mbit/s at a 5 ms cycle... slowed
+  // clusters: 2 x 200/s + 4 x 67/s ~ 670 updates/s ~ 38 Mbit/s; egress 8.
+  const int rc = RunTool({"run",
+                          "--program",
+                          program,
+                          "--send-control",
+                          send_control,
+                          "--duration",
+                          "5",
+                          "--clusters",
+                          "3",
+                          "--workers-per-cluster",
+                          "2",
+                          "--fast-clusters",
+                          "1",
+                          "--cycle-ms",
+                          "5",
+                          "--egress-mbps",
+                          "8",
+                          "--eval-episodes",
+                          "2",
+                          "--out",
+                          dir.string(),
+                          "--switchd",
+                          INCA_SWITCHD_PATH});
+  EXPECT_EQ(rc, 0) << program << ": see " << dir;
+  return {ReadAll(dir / "summary.json"), dir};
+}
+
+TEST(OlafTrainIntegrationTest, FifoLosesUpdatesOlafMergesThem) {
+  const Summary fifo = RunTraining("fifo", "off"), olaf = RunTraining("olaf", "off");
+  for (const Summary* s : {&fifo, &olaf}) {
+    SCOPED_TRACE(s->dir.string());
+    EXPECT_EQ(Number(s->json, "failures"), 0);
+    EXPECT_EQ(Number(s->json, "workers"), 6);
+    EXPECT_GT(Number(s->json, "sent"), 1000);
+    EXPECT_GT(Number(s->json, "ps_updates"), 200);
+    EXPECT_GT(Number(s->json, "episodes"), 20);
+    // Models come back through the switch's cluster multicast to every worker.
+    for (int c = 0; c < 3; ++c) {
+      for (int w = 0; w < 2; ++w) {
+        const std::string wj = ReadAll(s->dir / absl::StrCat("worker-", c, "-", w, ".json"));
+        EXPECT_GT(Number(wj, "models_adopted"), 0) << c << "." << w;
+        EXPECT_EQ(Number(wj, "sent") + Number(wj, "suppressed"), Number(wj, "generated"));
+        EXPECT_EQ(Number(wj, "send_errors"), 0);
+      }
+    }
+    // Without returned models staleness would grow with the run (~ps_updates / 2).
+    EXPECT_LT(Number(s->json, "mean_staleness"), Number(s->json, "ps_updates") / 10);
+    const std::string ps = ReadAll(s->dir / "ps.json");
+    EXPECT_EQ(Number(ps, "malformed"), 0);
+    EXPECT_EQ(Number(ps, "fragments_rejected"), 0);
+    EXPECT_NE(ReadAll(s->dir / "switchd.json").find("\"conserved\":true"), std::string::npos);
+    // The curve has a row per episode.
+    std::ifstream curve(s->dir / "curve.csv");
+    int rows = -1;
+    for (std::string line; std::getline(curve, line);) ++rows;
+    EXPECT_EQ(rows, Number(s->json, "episodes"));
+  }
+  std::printf("loss FIFO %.3f OLAF %.3f; PS updates FIFO %.0f OLAF %.0f\n",
+              Number(fifo.json, "loss"), Number(olaf.json, "loss"), Number(fifo.json, "ps_updates"),
+              Number(olaf.json, "ps_updates"));
+  // The paced egress is the bottleneck: FIFO tail-drops, OLAF merges.
+  EXPECT_GT(Number(fifo.json, "loss"), 0.3);
+  EXPECT_LT(Number(olaf.json, "loss"), 0.1);
+  EXPECT_NEAR(Number(olaf.json, "ps_updates") / Number(fifo.json, "ps_updates"), 1.0, 0.3);
+  fs::remove_all(fifo.dir);
+  fs::remove_all(olaf.dir);
+}
+
+TEST(OlafTrainIntegrationTest, SendControlRuns) {
+  const Summary s = RunTraining("olaf", "priority");
+  EXPECT_EQ(Number(s.json, "failures"), 0);
+  EXPECT_GT(Number(s.json, "ps_updates"), 100);
+  double suppressed = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int w = 0; w < 2; ++w) {
+      const std::string wj = ReadAll(s.dir / absl::StrCat("worker-", c, "-", w, ".json"));
+      EXPECT_GT(Number(wj, "acks"), 0);
+      suppressed += Number(wj, "suppressed");
+    }
+  }
+  // P_send = Q_max / N_clusters < 1 with 3 clusters and a full queue.
+  EXPECT_GT(suppressed, 0);
+  fs::remove_all(s.dir);
+}
+
+TEST(OlafTrainIntegrationTest, BadFlagsExitTwo) {
+  const std::string out = TempDir("bad").string();
+  EXPECT_EQ(RunTool({"run", "--program", "lifo", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"run", "--duration", "0", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"run", "--clusters", "100", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"run", "--switchd", "/nonexistent", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"worker", "--out", out}), 2);  // --peer is required
+  EXPECT_EQ(RunTool({"worker", "--peer", "127.0.0.1:1", "--send-control", "maybe", "--out", out}),
+            2);
+  EXPECT_EQ(RunTool({"sim", "--set", "policy=lifo"}), 2);
+  EXPECT_EQ(RunTool({"sim", "--set", "nonsense"}), 2);
+  EXPECT_EQ(RunTool({}), 2);
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace inca
