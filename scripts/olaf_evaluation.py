@@ -189,6 +189,16 @@ w("- What is real: the queue, merge, eviction, pacing and ACK stamping code is t
   "60.5 ms vs OLAF 33.6 ms mean AoM and 62.1 % vs 2.9 % loss in one run. The simulator is validated against M/D/1, M/G/1 and the "
   "M/M/1 Age-of-Information closed form (`src/sim/queueing_test.cc`).")
 w("")
-with open(os.path.join(docs, "EVALUATION.md"), "w") as f:
-    f.write("\n".join(lines))
+# The training comparison (scripts/evaluate-drl.sh) keeps its own section.
+path = os.path.join(docs, "EVALUATION.md")
+drl = ""
+if os.path.exists(path):
+    with open(path) as f:
+        old = f.read()
+    begin = old.find("<!-- drl:begin -->")
+    end = old.find("<!-- drl:end -->")
+    if begin >= 0 and end > begin:
+        drl = old[begin:end + len("<!-- drl:end -->")] + "\n"
+with open(path, "w") as f:
+    f.write("\n".join(lines) + ("\n" + drl if drl else ""))
 print("wrote", os.path.join(docs, "EVALUATION.md"))

@@ -129,7 +129,14 @@ int RunPsProcess(const DistributedOptions& o) {
   po.ps.granularity = olaf::ApplyGranularity::kFragment;
   po.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
   po.ps.model_params = [&learner]() { return learner->parameters(); };
+  const double lr0 = learner->options().learning_rate;
+  const double anneal_s = o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s;
+  const auto start = Clock::now();
   po.ps.apply = [&](const olaf::AppliedUpdate& a) {
+    if (anneal_s > 0) {
+      const double done = Seconds(Clock::now() - start) / anneal_s;
+      learner->set_learning_rate(lr0 * std::max(0.02, 1.0 - done));
+    }
     if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) {
       ++rejected;  // wrong model size or non-finite: counted, not applied
       return;
@@ -149,7 +156,6 @@ int RunPsProcess(const DistributedOptions& o) {
 
   std::ofstream csv(fs::path(o.out_dir) / "ps.csv");
   csv << "t_s,ps_updates,worker_updates,staleness,mean_aom_ms\n";
-  const auto start = Clock::now();
   const auto end = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(o.duration_s + 2));
   auto next_sample = start;
@@ -370,8 +376,13 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
       "--out",      o.out_dir,
       "--hidden",   absl::StrCat(o.worker.model.hidden),
       "--lr",       absl::StrCat(o.worker.model.learning_rate)};
-  std::vector<std::string> ps_args = {"ps", "--bind", ps_addr, "--eval-episodes",
-                                      absl::StrCat(o.eval_episodes)};
+  std::vector<std::string> ps_args = {"ps",
+                                      "--bind",
+                                      ps_addr,
+                                      "--eval-episodes",
+                                      absl::StrCat(o.eval_episodes),
+                                      "--lr-anneal-s",
+                                      absl::StrCat(o.lr_anneal_s)};
   ps_args.insert(ps_args.end(), model_args.begin(), model_args.end());
   testing::Process ps =
       testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());

@@ -60,6 +60,7 @@ absl::Status DrlTrainingConfig::Validate() const {
     return absl::InvalidArgumentError("gradient_ms must be > 0 and env_step_us >= 0");
   }
   if (!(sample_s > 0)) return absl::InvalidArgumentError("sample_s must be > 0");
+  if (!(lr_anneal_s >= 0)) return absl::InvalidArgumentError("lr_anneal_s must be >= 0");
   if (eval_episodes > 10000) return absl::InvalidArgumentError("eval_episodes must be <= 10000");
   if (clusters.empty()) return absl::InvalidArgumentError("clusters: at least one");
   uint64_t n_clusters = 0, n_workers = 0;
@@ -154,6 +155,7 @@ absl::Status SetDrlKey(std::string_view key, std::string_view value, DrlTraining
   if (key == "sample_s") return ParseNumber(key, value, &c->sample_s);
   if (key == "eval_episodes") return ParseNumber(key, value, &c->eval_episodes);
   if (key == "hidden") return ParseNumber(key, value, &c->worker.model.hidden);
+  if (key == "lr_anneal_s") return ParseNumber(key, value, &c->lr_anneal_s);
   if (key == "lr") return ParseNumber(key, value, &c->worker.model.learning_rate);
   if (key == "envs") return ParseNumber(key, value, &c->worker.num_envs);
   if (key == "rollout") return ParseNumber(key, value, &c->worker.rollout_steps);
@@ -290,7 +292,12 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   pc.ps.granularity = olaf::ApplyGranularity::kFragment;
   pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
   pc.ps.model_params = [&learner]() { return learner->parameters(); };
+  const double lr0 = model_options.learning_rate;
   pc.ps.apply = [&](const olaf::AppliedUpdate& a) {
+    if (config.lr_anneal_s > 0) {
+      const double done = static_cast<double>(sim.now()) / 1e9 / config.lr_anneal_s;
+      learner->set_learning_rate(lr0 * std::max(0.02, 1.0 - done));
+    }
     if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) return;
     ++fragments_applied;
     carried_fragments += a.merged_count;

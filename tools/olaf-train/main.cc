@@ -88,11 +88,12 @@ int main(int argc, char** argv) {
   std::string out_dir = "olaf-train-out";
   bool quiet = false;
   auto* sim = app.add_subcommand("sim", "co-simulated training on inca-sim (deterministic)");
-  sim->add_option("--set", sets,
-                  "KEY=VALUE (repeatable): name, seed, duration_s, policy olaf|fifo, send_control "
-                  "off|priority|fairness, egress_mbps, queue_depth, delta_t_ms, tau_ms, "
-                  "link_gbps, gradient_ms, env_step_us, clusters COUNTxWORKERSxSLOWDOWN,..., "
-                  "threshold, stop_at_threshold, hidden, lr, envs, rollout, epochs, minibatch");
+  sim->add_option(
+      "--set", sets,
+      "KEY=VALUE (repeatable): name, seed, duration_s, policy olaf|fifo, send_control "
+      "off|priority|fairness, egress_mbps, queue_depth, delta_t_ms, tau_ms, "
+      "link_gbps, gradient_ms, env_step_us, clusters COUNTxWORKERSxSLOWDOWN,..., "
+      "threshold, stop_at_threshold, lr_anneal_s, hidden, lr, envs, rollout, epochs, minibatch");
   sim->add_option("--out", out_dir, "output directory")->capture_default_str();
   sim->add_flag("--quiet", quiet, "no progress on stderr");
 
@@ -116,11 +117,16 @@ int main(int argc, char** argv) {
   run->add_option("--tau-ms", d.tau_ms, "OLAF merge decay")->capture_default_str();
   run->add_option("--eval-episodes", d.eval_episodes, "episodes to evaluate the final model")
       ->capture_default_str();
+  run->add_option("--lr-anneal-s", d.lr_anneal_s,
+                  "PS: anneal the learning rate to 2 % over this many seconds (0 = constant, "
+                  "< 0 = over --duration)")
+      ->capture_default_str();
   run->add_option("--switchd", d.switchd, "inca-switchd path (default: beside olaf-train)");
   auto* ps = app.add_subcommand("ps", "one PS process");
   AddModelOptions(*ps, &d);
   ps->add_option("--bind", d.ps_bind, "HOST:PORT")->capture_default_str();
   ps->add_option("--eval-episodes", d.eval_episodes)->capture_default_str();
+  ps->add_option("--lr-anneal-s", d.lr_anneal_s)->capture_default_str();
   auto* worker = app.add_subcommand("worker", "one worker process");
   AddModelOptions(*worker, &d);
   worker->add_option("--peer", d.peer, "the switch HOST:PORT")->required();

@@ -54,6 +54,10 @@ struct DistributedOptions {
 
   // PS (ps).
   std::string ps_bind = "127.0.0.1:0";
+  // Anneal the learning rate linearly to 2 % over this many seconds of
+  // training (as DrlTrainingConfig::lr_anneal_s); 0 = constant, < 0 = over
+  // duration_s.
+  double lr_anneal_s = -1;
   double sample_s = 1;
   uint32_t eval_episodes = 20;
 

@@ -38,7 +38,7 @@ struct DrlClusterSpec {
 struct DrlTrainingConfig {
   std::string name = "drl";
   uint64_t seed = 1;
-  double duration_s = 200;  // simulated
+  double duration_s = 300;  // simulated
   olaf::QueuePolicy policy = olaf::QueuePolicy::kOlaf;
   olaf::SendControlMode send_control = olaf::SendControlMode::kOff;
   uint32_t queue_depth = 8;  // entries (fragments), the seed's 8
@@ -54,6 +54,11 @@ struct DrlTrainingConfig {
   double env_step_us = 500;
   // Workers' learner settings; seed and model.seed are derived per run.
   rl::AsyncWorkerOptions worker = DefaultWorkerOptions();
+  // > 0: the PS anneals its learning rate linearly to 2 % of
+  // worker.model.learning_rate over this many (simulated) seconds, PPO's
+  // usual schedule, which keeps late training from collapsing. In time, not
+  // in updates, so that every queue policy gets the same schedule.
+  double lr_anneal_s = 300;
   double threshold = 100;  // training return (mean of the last 100 episodes) to reach
   bool stop_at_threshold = false;
   double sample_s = 1;
