@@ -8,7 +8,7 @@
 #
 #   scripts/evaluate-drl.sh [--real] [seeds] [simulated seconds]
 #
-# Time on the 2-core dev VM: ~15 min for the default 5 seeds x 4
+# Time on the 2-core dev VM: ~18 min for the default 5 seeds x 5
 # configurations x 300 simulated s (each run ~70 s of CPU, two at a time),
 # plus ~6 min with --real.
 set -euo pipefail
@@ -30,6 +30,8 @@ for seed in $(seq 1 "$seeds"); do
   jobs+=("--set policy=fifo --set name=fifo-s$seed --set seed=$seed")
   jobs+=("--set policy=olaf --set name=olaf-s$seed --set seed=$seed")
   jobs+=("--set policy=olaf --set send_control=priority --set name=olaftc-s$seed --set seed=$seed")
+  # OLAF with a short merge decay: merges average rather than keep the queued gradient.
+  jobs+=("--set policy=olaf --set tau_ms=10 --set name=olaftau10-s$seed --set seed=$seed")
   # Reference: the same workers with an egress far above their load.
   jobs+=("--set policy=fifo --set egress_mbps=1000 --set name=free-s$seed --set seed=$seed")
 done

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -62,9 +64,25 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+bool In(double x, double lo, double hi) {
+  return std::isfinite(x) && x >= lo && x <= hi;
+}
+
 bool ValidCommon(const DistributedOptions& o, std::string_view role) {
-  if (!(o.duration_s > 0 && o.duration_s <= 86400)) {
+  if (!In(o.duration_s, 1e-3, 86400)) {
     Fail(role, "--duration must be in (0, 86400] seconds");
+    return false;
+  }
+  if (!In(o.delta_t_ms, 1e-3, 1e6)) {
+    Fail(role, "--delta-t-ms must be in (0, 1e6]");
+    return false;
+  }
+  if (!In(o.lr_anneal_s, -1, 1e9)) {
+    Fail(role, "--lr-anneal-s must be in [-1, 1e9] (0 = constant, < 0 = over --duration)");
+    return false;
+  }
+  if (o.eval_episodes > 10000) {
+    Fail(role, "--eval-episodes must be <= 10000");
     return false;
   }
   if (auto st = o.worker.Validate(); !st.ok()) {
@@ -109,18 +127,32 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
+// A PS or worker started by the launcher stops (SIGTERM: results written)
+// when the launcher dies, however it dies.
+void StopWithParent() {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() == 1) g_stop = true;  // the parent is already gone
+}
+
+// Bad addresses and options are the caller's mistake: exit 2.
+int StatusExit(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
 }  // namespace
 
 int RunPsProcess(const DistributedOptions& o) {
   if (!ValidCommon(o, "ps")) return 2;
+  if (o.clusters > 0xffff) return Fail("ps", "--clusters must be <= 65535", 2);
   InstallStopHandlers();
+  StopWithParent();
   auto learner_or = ActorCritic::Create(ModelOptions(o));
   if (!learner_or.ok()) return Fail("ps", learner_or.status().message(), 2);
   std::unique_ptr<ActorCritic> learner = std::move(learner_or).value();
   const uint32_t frag_elems = olaf::kDefaultUpdatePayloadBytes / 4;
   const auto frags =
       static_cast<uint32_t>((learner->num_parameters() + frag_elems - 1) / frag_elems);
-  uint64_t applied = 0, carried = 0, rejected = 0;
+  uint64_t applied = 0, carried = 0, rejected = 0, staleness_n = 0;
   double staleness_sum = 0, window_staleness = 0;
   uint64_t window_n = 0;
 
@@ -129,6 +161,7 @@ int RunPsProcess(const DistributedOptions& o) {
   po.ps.granularity = olaf::ApplyGranularity::kFragment;
   po.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
   po.ps.model_params = [&learner]() { return learner->parameters(); };
+  po.ps.expected_elements = learner->num_parameters();  // other models: rejected, counted
   const double lr0 = learner->options().learning_rate;
   const double anneal_s = o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s;
   const auto start = Clock::now();
@@ -143,19 +176,26 @@ int RunPsProcess(const DistributedOptions& o) {
     }
     ++applied;
     carried += a.merged_count;
-    const double lag =
-        static_cast<double>(a.new_model_version - 1 - a.model_version) / static_cast<double>(frags);
+    // A version the PS has not reached (a foreign sender) is left out
+    // rather than wrapping.
+    const int64_t lag_versions =
+        int64_t{a.new_model_version} - 1 - static_cast<int64_t>(a.model_version);
+    if (lag_versions < 0) return;
+    const double lag = static_cast<double>(lag_versions) / static_cast<double>(frags);
+    ++staleness_n;
     staleness_sum += lag;
     window_staleness += lag;
     ++window_n;
   };
   auto ps = olaf::OlafPsEndpoint::Create(po);
-  if (!ps.ok()) return Fail("ps", ps.status().message());
+  if (!ps.ok()) return Fail("ps", ps.status().message(), StatusExit(ps.status()));
   std::printf("ps listening %s\n", (*ps)->local_address().c_str());
   std::fflush(stdout);
 
   std::ofstream csv(fs::path(o.out_dir) / "ps.csv");
   csv << "t_s,ps_updates,worker_updates,staleness,mean_aom_ms\n";
+  // Under the launcher the PS serves until SIGTERM (sent when the workers
+  // are done); --duration (plus 2 s for late packets) is the hard cap.
   const auto end = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(o.duration_s + 2));
   auto next_sample = start;
@@ -186,23 +226,30 @@ int RunPsProcess(const DistributedOptions& o) {
   std::ostringstream clusters;
   double aom_sum = 0;
   int aom_n = 0;
-  for (uint16_t c : (*ps)->core().cluster_ids()) {
+  std::set<uint16_t> ids;
+  for (uint16_t c : (*ps)->core().cluster_ids()) ids.insert(c);
+  // The expected clusters (0..clusters-1) too: one that never delivered
+  // counts at the whole run's age, as in the simulator.
+  for (uint32_t c = 0; c < o.clusters; ++c) ids.insert(static_cast<uint16_t>(c));
+  for (uint16_t c : ids) {
     auto cs = (*ps)->core().cluster(c, now);
-    if (!cs) continue;
-    const double avg = cs->aom ? cs->aom->average_ns / 1e6 : 0;
-    if (cs->aom) {
-      aom_sum += avg;
-      ++aom_n;
-    }
+    const bool delivered = cs && cs->aom;
+    const double avg = delivered ? cs->aom->average_ns / 1e6 : Seconds(Clock::now() - start) * 1e3;
+    aom_sum += avg;
+    ++aom_n;
     clusters << (clusters.tellp() > 0 ? "," : "") << "{\"cluster\":" << c
-             << ",\"fragments\":" << cs->fragments_rx << ",\"mean_aom_ms\":" << avg << "}";
+             << ",\"fragments\":" << (cs ? cs->fragments_rx : 0)
+             << ",\"delivered\":" << (delivered ? "true" : "false") << ",\"mean_aom_ms\":" << avg
+             << "}";
   }
   const double eval = Evaluate(*learner, o.eval_episodes, o.seed);
   std::ofstream(fs::path(o.out_dir) / "ps.json")
       << "{\"ps_updates\":" << static_cast<double>(applied) / frags
-      << ",\"fragments_applied\":" << applied << ",\"fragments_rejected\":" << rejected
+      << ",\"fragments_applied\":" << applied
+      << ",\"fragments_rejected\":" << rejected + (*ps)->stats().fragments_inconsistent
       << ",\"worker_fragments_carried\":" << carried << ",\"fragments_per_update\":" << frags
-      << ",\"mean_staleness\":" << (applied ? staleness_sum / static_cast<double>(applied) : 0.0)
+      << ",\"mean_staleness\":"
+      << (staleness_n ? staleness_sum / static_cast<double>(staleness_n) : 0.0)
       << ",\"mean_aom_ms\":" << (aom_n ? aom_sum / aom_n : 0.0)
       << ",\"malformed\":" << (*ps)->stats().malformed << ",\"eval_return\":" << eval
       << ",\"eval_episodes\":" << o.eval_episodes << ",\"clusters\":[" << clusters.str() << "]}\n";
@@ -212,13 +259,14 @@ int RunPsProcess(const DistributedOptions& o) {
 int RunWorkerProcess(const DistributedOptions& o) {
   if (!ValidCommon(o, "worker")) return 2;
   if (o.peer.empty()) return Fail("worker", "--peer (the switch HOST:PORT) is required", 2);
-  if (!(o.cycle_ms > 0) || !(o.slowdown > 0)) {
-    return Fail("worker", "--cycle-ms and --slowdown must be > 0", 2);
+  if (!In(o.cycle_ms, 1e-3, 1e6) || !In(o.slowdown, 1e-3, 1e3)) {
+    return Fail("worker", "--cycle-ms must be in (0, 1e6] and --slowdown in (0, 1000]", 2);
   }
   if (o.cluster > 0xfffe) return Fail("worker", "--cluster must be 0..65534", 2);
   const auto mode = olaf::ParseSendControlMode(o.send_control);
   if (!mode) return Fail("worker", "--send-control must be off, priority or fairness", 2);
   InstallStopHandlers();
+  StopWithParent();
   AsyncWorkerOptions ao = o.worker;
   ao.model = ModelOptions(o);
   ao.seed = o.seed * 1'000'003 + o.cluster * 10000 + o.index + 1;
@@ -231,8 +279,9 @@ int RunWorkerProcess(const DistributedOptions& o) {
   wo.worker.send_control.mode = *mode;
   wo.worker.send_control.delta_t_ns = static_cast<dp::TimeNs>(o.delta_t_ms * 1e6);
   wo.worker.seed = ao.seed;
+  wo.worker.model_elements = (*agent)->num_parameters();  // other models: rejected, counted
   auto ep = olaf::OlafWorkerEndpoint::Create(wo);
-  if (!ep.ok()) return Fail("worker", ep.status().message());
+  if (!ep.ok()) return Fail("worker", ep.status().message(), StatusExit(ep.status()));
 
   const std::string stem = absl::StrCat("worker-", o.cluster, "-", o.index);
   std::ofstream csv(fs::path(o.out_dir) / (stem + ".csv"));
@@ -258,16 +307,19 @@ int RunWorkerProcess(const DistributedOptions& o) {
     for (double r : g->episode_returns) csv << olaf::OlafWorkerEndpoint::Now() << "," << r << "\n";
     // The rest of the cycle: what a machine this slow would still be
     // computing. Models and ACKs are taken meanwhile.
-    for (;;) {
-      const auto left = cycle_start + cycle - Clock::now();
+    // Never past the end of the run, and a signal ends the wait.
+    const auto cycle_end = std::min(cycle_start + cycle, end);
+    while (!g_stop) {
+      const auto left = cycle_end - Clock::now();
       if (left <= Clock::duration::zero()) break;
-      (*ep)->Poll(std::max(std::chrono::milliseconds(0),
+      (*ep)->Poll(std::min(std::chrono::milliseconds(100),
                            std::chrono::duration_cast<std::chrono::milliseconds>(left)));
-      if (cycle_start + cycle - Clock::now() < std::chrono::milliseconds(1)) {
-        std::this_thread::sleep_until(cycle_start + cycle);
+      if (cycle_end - Clock::now() < std::chrono::milliseconds(1)) {
+        std::this_thread::sleep_until(cycle_end);
         break;
       }
     }
+    if (g_stop || Clock::now() >= end) break;
     auto s = (*ep)->Send(g->gradient, version);
     if (!s.ok()) return Fail("worker", s.status().message());
     send_errors += s->send_errors;
@@ -280,28 +332,22 @@ int RunWorkerProcess(const DistributedOptions& o) {
       << ",\"generated\":" << c.generated << ",\"sent\":" << c.sent
       << ",\"suppressed\":" << c.suppressed << ",\"datagrams_sent\":" << c.datagrams_sent
       << ",\"send_errors\":" << send_errors << ",\"acks\":" << c.acks_rx
-      << ",\"models\":" << c.models_rx << ",\"models_adopted\":" << adopted
-      << ",\"episodes\":" << (*agent)->episodes() << ",\"env_steps\":" << (*agent)->env_steps()
-      << "}\n";
+      << ",\"models\":" << c.models_rx << ",\"models_rejected\":" << c.models_rejected
+      << ",\"models_adopted\":" << adopted << ",\"episodes\":" << (*agent)->episodes()
+      << ",\"env_steps\":" << (*agent)->env_steps() << "}\n";
   return 0;
 }
 
 namespace {
 
-// Waits until something has bound UDP `port` on 127.0.0.1 (the switch).
-bool WaitForUdpBind(int port, std::chrono::milliseconds timeout) {
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    const int rc = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-    const int err = errno;
-    close(fd);
-    if (rc != 0 && err == EADDRINUSE) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// Whether something has bound UDP 127.0.0.1:`port` (Linux /proc/net/udp;
+// looking, not binding, so the switch is never raced for its port).
+bool UdpBound(int port) {
+  std::ifstream in("/proc/net/udp");
+  char want[32];
+  std::snprintf(want, sizeof(want), "0100007F:%04X ", port);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(want) != std::string::npos) return true;
   }
   return false;
 }
@@ -346,11 +392,18 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
     return Fail("run", "--send-control must be off, priority or fairness", 2);
   }
   if (o.clusters < 1 || o.clusters > 60 || o.workers_per_cluster < 1 ||
-      o.clusters * o.workers_per_cluster > 60) {
+      uint64_t{o.clusters} * o.workers_per_cluster > 60) {
     return Fail("run", "--clusters x --workers-per-cluster must be 1..60 workers", 2);
   }
-  if (!(o.egress_mbps > 0) || !(o.slow_factor > 0) || !(o.cycle_ms > 0)) {
-    return Fail("run", "--egress-mbps, --slow-factor and --cycle-ms must be > 0", 2);
+  if (!In(o.egress_mbps, 1e-3, 1e7) || !In(o.slow_factor, 1e-3, 1e3) ||
+      !In(o.cycle_ms, 1e-3, 1e6) || !In(o.tau_ms, 1e-3, 1e6)) {
+    return Fail("run",
+                "--egress-mbps (0, 1e7], --slow-factor (0, 1000], --cycle-ms (0, 1e6] and "
+                "--tau-ms (0, 1e6] please",
+                2);
+  }
+  if (o.queue_depth < 1 || o.queue_depth > 65536) {
+    return Fail("run", "--depth must be 1..65536", 2);
   }
   std::string switchd = o.switchd;
   if (switchd.empty()) switchd = (fs::path(self).parent_path() / "inca-switchd").string();
@@ -358,31 +411,50 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
     return Fail("run", absl::StrCat("inca-switchd not found at ", switchd, " (--switchd)"), 2);
   }
   // Old results must not mix with this run's.
-  for (const auto& e : fs::directory_iterator(o.out_dir)) {
-    const std::string n = e.path().filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it(o.out_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
     if (n.rfind("worker-", 0) == 0 || n.rfind("ps.", 0) == 0 || n == "summary.json" ||
         n == "curve.csv" || n == "switchd.json") {
-      fs::remove(e.path());
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+      if (rm) return Fail("run", absl::StrCat("cannot remove old ", it->path().string()));
     }
   }
-  const std::string dur = absl::StrCat(o.duration_s);
-  const std::string seed = absl::StrCat(o.seed);
-  const std::string ps_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-  const int sw_port = testing::FreeLoopbackPort(true);
+  if (ec) return Fail("run", absl::StrCat("cannot list ", o.out_dir, ": ", ec.message()));
+  InstallStopHandlers();  // Ctrl-C: stop the children, still merge what they wrote
+
+  // Distinct ports for the PS, the switch and every worker.
+  std::set<int> taken;
+  auto fresh_port = [&taken]() {
+    for (int i = 0; i < 100; ++i) {
+      const int p = testing::FreeLoopbackPort(true);
+      if (p > 0 && taken.insert(p).second) return p;
+    }
+    return 0;
+  };
+  const int ps_port = fresh_port(), sw_port = fresh_port();
+  const std::string ps_addr = absl::StrCat("127.0.0.1:", ps_port);
   const std::string sw_addr = absl::StrCat("127.0.0.1:", sw_port);
   const std::vector<std::string> model_args = {
-      "--seed",     seed,
-      "--duration", dur,
-      "--out",      o.out_dir,
-      "--hidden",   absl::StrCat(o.worker.model.hidden),
-      "--lr",       absl::StrCat(o.worker.model.learning_rate)};
-  std::vector<std::string> ps_args = {"ps",
-                                      "--bind",
-                                      ps_addr,
-                                      "--eval-episodes",
-                                      absl::StrCat(o.eval_episodes),
-                                      "--lr-anneal-s",
-                                      absl::StrCat(o.lr_anneal_s)};
+      "--seed",       absl::StrCat(o.seed),
+      "--out",        o.out_dir,
+      "--hidden",     absl::StrCat(o.worker.model.hidden),
+      "--lr",         absl::StrCat(o.worker.model.learning_rate),
+      "--delta-t-ms", absl::StrCat(o.delta_t_ms)};
+  // The PS serves until told to stop; its --duration is only a hard cap.
+  std::vector<std::string> ps_args = {
+      "ps",
+      "--bind",
+      ps_addr,
+      "--duration",
+      absl::StrCat(o.duration_s + 60),
+      "--clusters",
+      absl::StrCat(o.clusters),
+      "--eval-episodes",
+      absl::StrCat(o.eval_episodes),
+      "--lr-anneal-s",
+      absl::StrCat(o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s)};
   ps_args.insert(ps_args.end(), model_args.begin(), model_args.end());
   testing::Process ps =
       testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
@@ -411,7 +483,7 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
                                       "off"};
   for (uint32_t c = 0; c < o.clusters; ++c) {
     for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
-      ports.push_back(testing::FreeLoopbackPort(true));
+      ports.push_back(fresh_port());
       sw_args.push_back("--cluster");
       sw_args.push_back(absl::StrCat(ports.back(), "=", c));
     }
@@ -419,8 +491,11 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
   testing::Process sw = testing::Process::SpawnToFile(
       switchd, sw_args, (fs::path(o.out_dir) / "switchd.json").string());
   if (!sw.running()) return Fail("run", "cannot start inca-switchd");
-  if (!WaitForUdpBind(sw_port, std::chrono::seconds(20))) {
-    return Fail("run", "inca-switchd did not come up within 20 s");
+  for (const auto up_by = Clock::now() + std::chrono::seconds(20); !UdpBound(sw_port);) {
+    if (const int rc = sw.Wait(std::chrono::milliseconds(20)); rc >= 0) {
+      return Fail("run", absl::StrCat("inca-switchd exited with ", rc, " at start-up"));
+    }
+    if (Clock::now() > up_by || g_stop) return Fail("run", "inca-switchd did not come up in 20 s");
   }
   std::fprintf(stderr,
                "olaf-train run: %s, send control %s, %u clusters x %u workers, egress %.1f "
@@ -448,24 +523,62 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
           absl::StrCat(slowdown),
           "--send-control",
           o.send_control,
-          "--delta-t-ms",
-          absl::StrCat(o.delta_t_ms)};
+          "--duration",
+          absl::StrCat(o.duration_s)};
       args.insert(args.end(), model_args.begin(), model_args.end());
       workers.push_back(testing::Process::SpawnToFile(
           self, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
       if (!workers.back().running()) return Fail("run", "cannot start a worker");
     }
   }
-  const auto budget = std::chrono::milliseconds(static_cast<int64_t>(o.duration_s * 1000) + 30000);
+  // One deadline for all workers; past it (or on Ctrl-C) they get SIGTERM,
+  // then SIGKILL, before anything is merged.
   int failures = 0;
-  for (auto& w : workers) {
-    if (w.Wait(budget) != 0) ++failures;
+  std::vector<int> codes(workers.size(), -1);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(o.duration_s + 30));
+  for (size_t done = 0; done < workers.size();) {
+    done = 0;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (codes[i] < 0) codes[i] = workers[i].Wait(std::chrono::milliseconds(0));
+      if (codes[i] >= 0) ++done;
+    }
+    if (done == workers.size()) break;
+    if (g_stop || Clock::now() > deadline) {
+      for (size_t i = 0; i < workers.size(); ++i) {
+        if (codes[i] < 0) workers[i].Signal(SIGTERM);
+      }
+      for (size_t i = 0; i < workers.size(); ++i) {
+        if (codes[i] < 0) codes[i] = workers[i].Wait(std::chrono::seconds(5));
+        if (codes[i] < 0) {
+          workers[i].Signal(SIGKILL);
+          codes[i] = workers[i].Wait(std::chrono::seconds(5));  // 137: a failure
+        }
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (ps.Wait(std::chrono::seconds(60)) != 0) ++failures;
+  for (int c : codes) failures += c != 0 ? 1 : 0;
+  ps.Signal(SIGTERM);  // writes ps.json (and evaluates the model) on the way out
+  int rc = ps.Wait(std::chrono::seconds(300));
+  if (rc < 0) {
+    ps.Signal(SIGKILL);
+    ps.Wait(std::chrono::seconds(5));
+  }
+  if (rc != 0) ++failures;
   sw.Signal(SIGTERM);
-  if (sw.Wait(std::chrono::seconds(10)) != 0) ++failures;
+  rc = sw.Wait(std::chrono::seconds(10));
+  if (rc < 0) {
+    sw.Signal(SIGKILL);
+    sw.Wait(std::chrono::seconds(5));
+  }
+  if (rc != 0) ++failures;
   if (failures > 0) {
-    Fail("run", absl::StrCat(failures, " process(es) failed; see the .log files in ", o.out_dir));
+    Fail("run", absl::StrCat(failures,
+                             " process(es) failed or had to be stopped; their stderr is "
+                             "above, their stdout in the .log files in ",
+                             o.out_dir));
   }
 
   // Merge: every worker's episodes in time order -> the training curve.

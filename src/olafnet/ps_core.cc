@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -114,7 +115,18 @@ PsResult PsCore::OnDatagram(std::span<const uint8_t> datagram, dp::TimeNs now,
     const size_t stride = options_.update_payload_bytes / 4;
     const bool last = h.frag_index + 1 == h.frag_count;
     const size_t n = p.payload.size() / 4;
-    if ((!last && n != stride) || (last && n > stride)) {
+    bool fits = (!last && n == stride) || (last && n <= stride);
+    if (fits && options_.expected_elements > 0) {
+      const size_t count = (options_.expected_elements + stride - 1) / stride;
+      fits = h.frag_count == count &&
+             (!last || n == options_.expected_elements - (count - 1) * stride);
+      for (size_t i = 0; fits && i < n; ++i) {
+        float v;
+        std::memcpy(&v, p.payload.data() + 4 * i, 4);
+        fits = std::isfinite(v);
+      }
+    }
+    if (!fits) {
       ++counters_.fragments_inconsistent;
       r.outcome = PsOutcome::kInconsistent;
     } else {

@@ -313,6 +313,59 @@ TEST(OlafPsCoreTest, ModelAfterLastFragments) {
   EXPECT_FALSE(PsCore::Create(bad).ok());
 }
 
+TEST(OlafPsCoreTest, FragmentsOfAnotherModelSizeOrNonFiniteAreRejected) {
+  Applied applied;
+  PsOptions o;
+  o.apply = applied.Fn();
+  o.granularity = ApplyGranularity::kFragment;
+  o.expected_elements = 5000;  // 3 fragments: 2233 + 2233 + 534
+  auto ps = MakePs(o);
+  auto good = UpdateFrags(1, 1, 1, 0, 5000);
+  for (const auto& d : good) EXPECT_EQ(ps->OnDatagram(d, 1).outcome, PsOutcome::kFragmentApplied);
+  // A smaller model: one last fragment of 917 elements, or 2 fragments.
+  PsResult r = ps->OnDatagram(UpdateFrags(1, 2, 1, 0, 917)[0], 2);
+  EXPECT_EQ(r.outcome, PsOutcome::kInconsistent);
+  EXPECT_EQ(r.ack.size(), kOlafAckBytes);  // still acknowledged
+  for (const auto& d : UpdateFrags(1, 2, 2, 0, 4000)) {
+    EXPECT_EQ(ps->OnDatagram(d, 3).outcome, PsOutcome::kInconsistent);
+  }
+  // The right shape with a NaN in it.
+  UpdateHeader h;
+  h.cluster_id = 1;
+  h.worker_id = 3;
+  std::vector<float> bad = Ramp(5000, 0);
+  bad[4999] = NAN;
+  auto f = Fragmenter::Create();
+  auto nan = f->Update(h, bad);
+  ASSERT_TRUE(nan.ok());
+  EXPECT_EQ(ps->OnDatagram((*nan)[0], 4).outcome, PsOutcome::kFragmentApplied);
+  EXPECT_EQ(ps->OnDatagram((*nan)[2], 4).outcome, PsOutcome::kInconsistent);
+  EXPECT_EQ(applied.got.size(), 4u);
+  EXPECT_EQ(ps->counters().fragments_inconsistent, 4u);
+  EXPECT_EQ(ps->model_version(), 4u);  // rejected fragments do not count
+}
+
+TEST(OlafWorkerCoreTest, ModelsOfAnotherSizeAreRejected) {
+  WorkerOptions wo;
+  wo.model_elements = 100;
+  auto w = WorkerCore::Create(wo);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> small = Ramp(50, 0), right = Ramp(100, 0);
+  PsOptions o;
+  auto ps = MakePs(o);
+  auto wrong = ps->BuildModel(small, 1, 1);
+  ASSERT_TRUE(wrong.ok());
+  for (const auto& d : *wrong) (*w)->OnDatagram(d, 1);
+  EXPECT_EQ((*w)->latest_model(), nullptr);
+  EXPECT_EQ((*w)->counters().models_rejected, 1u);
+  PsOptions o2;
+  o2.initial_model_version = 1;  // the next version
+  auto ok = MakePs(o2)->BuildModel(right, 1, 2);
+  for (const auto& d : *ok) (*w)->OnDatagram(d, 2);
+  ASSERT_NE((*w)->latest_model(), nullptr);
+  EXPECT_EQ((*w)->latest_model()->values, right);
+}
+
 // ---- WorkerCore ----
 
 TEST(OlafWorkerCoreTest, SendsFragmentedUpdatesStampedWithNow) {

@@ -109,6 +109,10 @@ WorkerInbound WorkerCore::OnDatagram(std::span<const uint8_t> datagram, dp::Time
   if (models_.AddModel(p.model, p.payload, now, &m) != FragmentOutcome::kCompleted) {
     return WorkerInbound::kModelFragment;
   }
+  if (options_.model_elements > 0 && m.values.size() != options_.model_elements) {
+    ++counters_.models_rejected;
+    return WorkerInbound::kModelFragment;
+  }
   ++counters_.models_rx;
   latest_model_ = std::move(m);
   return WorkerInbound::kModelComplete;

@@ -326,26 +326,29 @@ absl::Status ActorCritic::ApplyGradientSlice(size_t offset, std::span<const floa
                                                    params_.size(), " parameters"));
   }
   ConstVecMap g(gradient.data(), static_cast<Eigen::Index>(gradient.size()));
-  const float norm = g.norm();
+  // In double: a large but finite float gradient is clipped, not refused.
+  const double norm = g.cast<double>().norm();
   if (!std::isfinite(norm)) return absl::InvalidArgumentError("non-finite gradient");
   float scale = 1.0f;
   const double limit = options_.max_grad_norm * std::sqrt(static_cast<double>(gradient.size()) /
                                                           static_cast<double>(params_.size()));
   if (options_.max_grad_norm > 0 && norm > limit) scale = static_cast<float>(limit / norm);
-  if (slice_t_.empty()) slice_t_.assign(params_.size(), static_cast<uint32_t>(adam_t_));
+  if (slice_t_.empty()) slice_t_.assign(params_.size(), adam_t_);
   constexpr double kBeta1 = 0.9, kBeta2 = 0.999;
   constexpr float kEps = 1e-8f;
   const auto lr0 = options_.learning_rate;
   // Elements of one fragment share their step count in practice; recompute
   // the correction only when it changes.
-  uint32_t cached_t = 0;
+  uint64_t cached_t = 0;
   float lr = 0;
   for (size_t i = 0; i < gradient.size(); ++i) {
     const size_t k = offset + i;
-    const uint32_t t = ++slice_t_[k];
+    const uint64_t t = ++slice_t_[k];
     if (t != cached_t) {
       cached_t = t;
-      lr = static_cast<float>(lr0 * std::sqrt(1 - std::pow(kBeta2, t)) / (1 - std::pow(kBeta1, t)));
+      const auto td = static_cast<double>(t);
+      lr = static_cast<float>(lr0 * std::sqrt(1 - std::pow(kBeta2, td)) /
+                              (1 - std::pow(kBeta1, td)));
     }
     const float gi = scale * gradient[i];
     adam_m_[k] = 0.9f * adam_m_[k] + 0.1f * gi;

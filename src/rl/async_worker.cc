@@ -14,7 +14,12 @@ absl::Status AsyncWorkerOptions::Validate() const {
     return absl::InvalidArgumentError("rollout_steps must be 1..100000");
   }
   if (epochs < 1 || epochs > 100) return absl::InvalidArgumentError("epochs must be 1..100");
-  if (minibatch_size < 1) return absl::InvalidArgumentError("minibatch_size must be >= 1");
+  if (int64_t{num_envs} * rollout_steps > 1'000'000) {
+    return absl::InvalidArgumentError("num_envs x rollout_steps must be <= 1e6");
+  }
+  if (minibatch_size < 1 || minibatch_size > num_envs * rollout_steps) {
+    return absl::InvalidArgumentError("minibatch_size must be 1..num_envs x rollout_steps");
+  }
   if (model.ppo_clip <= 0 && epochs > 1) {
     return absl::InvalidArgumentError(
         "epochs > 1 reuses a rollout off-policy: set model.ppo_clip > 0");

@@ -42,38 +42,58 @@ std::vector<DrlClusterSpec> DrlTrainingConfig::DefaultClusters() {
   return {{.count = 3, .workers = 4, .slowdown = 1}, {.count = 6, .workers = 4, .slowdown = 3}};
 }
 
+namespace {
+bool In(double x, double lo, double hi) {
+  return std::isfinite(x) && x >= lo && x <= hi;
+}
+}  // namespace
+
 absl::Status DrlTrainingConfig::Validate() const {
-  if (absl::Status s = worker.Validate(); !s.ok()) return s;
-  if (!(duration_s > 0 && duration_s <= 1e6)) {
-    return absl::InvalidArgumentError("duration_s must be in (0, 1e6]");
+  if (absl::Status st = worker.Validate(); !st.ok()) return st;
+  if (name.empty() || name.size() > 100 ||
+      name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos) {
+    return absl::InvalidArgumentError("name: 1..100 characters of [A-Za-z0-9._-] (a file name)");
   }
+  if (!In(duration_s, 1e-3, 1e6)) return absl::InvalidArgumentError("duration_s: 0.001..1e6");
   if (queue_depth < 1 || queue_depth > 1u << 16) {
     return absl::InvalidArgumentError("queue_depth must be 1..65536");
   }
-  if (!(delta_t_ms > 0) || !(tau_ms > 0)) {
-    return absl::InvalidArgumentError("delta_t_ms and tau_ms must be > 0");
+  if (!In(delta_t_ms, 1e-3, 1e6) || !In(tau_ms, 1e-3, 1e6)) {
+    return absl::InvalidArgumentError("delta_t_ms and tau_ms: 0.001..1e6");
   }
-  if (!(egress_mbps > 0) || !(link_gbps > 0) || !(link_delay_us >= 0)) {
-    return absl::InvalidArgumentError("egress_mbps, link_gbps must be > 0, link_delay_us >= 0");
+  if (!In(egress_mbps, 1e-3, 1e7)) return absl::InvalidArgumentError("egress_mbps: 0.001..1e7");
+  if (!In(link_gbps, 1e-3, 1e4)) return absl::InvalidArgumentError("link_gbps: 0.001..1e4");
+  if (!In(link_delay_us, 0, 1e6)) return absl::InvalidArgumentError("link_delay_us: 0..1e6");
+  if (!In(gradient_ms, 1e-6, 1e6) || !In(env_step_us, 0, 1e6)) {
+    return absl::InvalidArgumentError("gradient_ms: 1e-6..1e6, env_step_us: 0..1e6");
   }
-  if (!(gradient_ms > 0) || !(env_step_us >= 0)) {
-    return absl::InvalidArgumentError("gradient_ms must be > 0 and env_step_us >= 0");
+  if (!In(sample_s, 1e-3, duration_s) || duration_s / sample_s > 1e6) {
+    return absl::InvalidArgumentError("sample_s: 0.001..duration_s, at most 1e6 samples");
   }
-  if (!(sample_s > 0)) return absl::InvalidArgumentError("sample_s must be > 0");
-  if (!(lr_anneal_s >= 0)) return absl::InvalidArgumentError("lr_anneal_s must be >= 0");
+  if (!In(lr_anneal_s, 0, 1e9)) return absl::InvalidArgumentError("lr_anneal_s: 0..1e9");
+  if (!std::isfinite(threshold)) return absl::InvalidArgumentError("threshold must be finite");
   if (eval_episodes > 10000) return absl::InvalidArgumentError("eval_episodes must be <= 10000");
   if (clusters.empty()) return absl::InvalidArgumentError("clusters: at least one");
   uint64_t n_clusters = 0, n_workers = 0;
   for (const DrlClusterSpec& c : clusters) {
-    if (c.count < 1 || c.workers < 1 || c.workers > 1000 || !(c.slowdown > 0)) {
+    if (c.count < 1 || c.count > 1000 || c.workers < 1 || c.workers > 1000 ||
+        !In(c.slowdown, 1e-3, 1e3)) {
       return absl::InvalidArgumentError(
-          "clusters: count >= 1, workers 1..1000 and slowdown > 0 each");
+          "clusters: count 1..1000, workers 1..1000 and slowdown 0.001..1000 each");
     }
     n_clusters += c.count;
     n_workers += uint64_t{c.count} * c.workers;
   }
   if (n_clusters > 1000) return absl::InvalidArgumentError("clusters: at most 1000 in all");
   if (n_workers > 4096) return absl::InvalidArgumentError("clusters: at most 4096 workers in all");
+  // Each worker holds a model (+ Adam state); keep the whole run under ~2 GiB.
+  const auto h = static_cast<uint64_t>(worker.model.hidden);
+  const uint64_t params = 2 * (h * h + 10 * h) + 5;
+  if (n_workers * params * 12 > (uint64_t{2} << 30)) {
+    return absl::InvalidArgumentError(
+        "workers x model size: over 2 GiB of models; fewer or smaller");
+  }
   return absl::OkStatus();
 }
 
@@ -284,7 +304,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   Simulator sim;
   Network net(&sim);
   Shared shared;
-  uint64_t fragments_applied = 0, carried_fragments = 0;
+  uint64_t fragments_applied = 0, carried_fragments = 0, staleness_n = 0;
   double staleness_sum = 0, staleness_window = 0;
   uint64_t staleness_window_n = 0;
 
@@ -301,13 +321,18 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
     if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) return;
     ++fragments_applied;
     carried_fragments += a.merged_count;
-    // PS versions count fragments; staleness in updates.
-    const double lag =
-        static_cast<double>(a.new_model_version - 1 - a.model_version) / static_cast<double>(frags);
+    // PS versions count fragments; staleness in updates. A version the PS
+    // has not reached (a foreign sender) is left out rather than wrapping.
+    const int64_t lag_versions =
+        int64_t{a.new_model_version} - 1 - static_cast<int64_t>(a.model_version);
+    if (lag_versions < 0) return;
+    const double lag = static_cast<double>(lag_versions) / static_cast<double>(frags);
     staleness_sum += lag;
+    ++staleness_n;
     staleness_window += lag;
     ++staleness_window_n;
   };
+  pc.ps.expected_elements = n_params;
   auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
 
   olaf::OlafSwitchConfig sc;
@@ -351,6 +376,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
         wo.send_control.mode = config.send_control;
         wo.send_control.delta_t_ns = sc.delta_t_ns;
         wo.seed = ao.seed;
+        wo.model_elements = n_params;
         // Workers start spread over one gradient time: no global step boundary.
         const auto phase =
             static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 * g.slowdown);
@@ -445,8 +471,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   out.jain_aom = JainIndex(aoms);
   out.fragments_applied = fragments_applied;
   out.ps_updates = static_cast<double>(fragments_applied) / frags;
-  out.mean_staleness =
-      fragments_applied ? staleness_sum / static_cast<double>(fragments_applied) : 0;
+  out.mean_staleness = staleness_n ? staleness_sum / static_cast<double>(staleness_n) : 0;
   const double offered_fragments = static_cast<double>(out.sent) * frags;
   out.loss = offered_fragments > 0
                  ? 1.0 - std::min(1.0, static_cast<double>(carried_fragments) / offered_fragments)

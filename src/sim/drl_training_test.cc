@@ -3,6 +3,8 @@
 // not under OLAF, and bad configurations are refused.
 #include "inca/sim/drl_training.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace inca::sim {
@@ -80,6 +82,41 @@ TEST(DrlTrainingTest, CongestionCostsFifoUpdatesNotOlaf) {
   EXPECT_NEAR(o->ps_updates / f->ps_updates, 1.0, 0.2);
 }
 
+TEST(DrlTrainingTest, ThresholdIsWhenTheLast100EpisodesFirstAverageAboveIt) {
+  DrlTrainingConfig c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.duration_s = 6;
+  c.eval_episodes = 0;
+  c.threshold = -1e9;  // any 100 episodes do: reached at the 100th
+  auto r = RunDrlTraining(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->reached);
+  ASSERT_GT(r->episodes, 100u);
+  for (const DrlSample& p : r->series) {
+    if (p.t_s < r->time_to_threshold_s) {
+      EXPECT_LT(p.episodes, 100u) << p.t_s;
+    } else if (p.t_s > r->time_to_threshold_s) {
+      EXPECT_GE(p.episodes, 100u) << p.t_s;
+    }
+  }
+  EXPECT_GT(r->updates_to_threshold, 0);
+  EXPECT_LE(r->updates_to_threshold, r->ps_updates);
+  // Stopping there: the same run up to the threshold, then no further.
+  c.stop_at_threshold = true;
+  auto s = RunDrlTraining(c);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->time_to_threshold_s, r->time_to_threshold_s);
+  EXPECT_LE(s->sim_s, r->time_to_threshold_s + c.sample_s);
+  EXPECT_LT(s->sim_s, c.duration_s);
+  // Out of reach: not reached, and says so.
+  c.stop_at_threshold = false;
+  c.duration_s = 1;
+  c.threshold = 1e9;
+  auto n = RunDrlTraining(c);
+  ASSERT_TRUE(n.ok());
+  EXPECT_FALSE(n->reached);
+  EXPECT_EQ(n->time_to_threshold_s, 0);
+}
+
 TEST(DrlTrainingTest, RejectsBadConfigs) {
   DrlTrainingConfig c = Tiny(olaf::QueuePolicy::kOlaf);
   c.clusters.clear();
@@ -89,6 +126,25 @@ TEST(DrlTrainingTest, RejectsBadConfigs) {
   EXPECT_FALSE(RunDrlTraining(c).ok());
   c = Tiny(olaf::QueuePolicy::kOlaf);
   c.worker.epochs = 0;
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.sample_s = 1e-12;  // would reschedule itself forever
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.egress_mbps = INFINITY;
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.gradient_ms = NAN;
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.threshold = NAN;
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.name = "../elsewhere";  // a file name, not a path
+  EXPECT_FALSE(RunDrlTraining(c).ok());
+  c = Tiny(olaf::QueuePolicy::kOlaf);
+  c.worker.model.hidden = 4096;  // 36 copies of a 34M-parameter model
+  c.clusters = {{.count = 9, .workers = 4, .slowdown = 1}};
   EXPECT_FALSE(RunDrlTraining(c).ok());
 
   DrlTrainingConfig k;

@@ -61,8 +61,8 @@ struct Summary {
 
 Summary RunTraining(const std::string& program, const std::string& send_control) {
   const fs::path dir = TempDir(program + send_control);
-  // 6 workers offer ~1.4k x 7.1 kB/s ~ 80 Mbit/s at a 5 ms cycle... slowed
-  // clusters: 2 x 200/s + 4 x 67/s ~ 670 updates/s ~ 38 Mbit/s; egress 8.
+  // 6 workers: 2 at a 5 ms cycle, 4 at 15 ms ~ 670 updates/s x 7.1 kB ~ 38 Mbit/s
+  // offered against an 8 Mbit/s egress.
   const int rc = RunTool({"run",
                           "--program",
                           program,
@@ -153,12 +153,21 @@ TEST(OlafTrainIntegrationTest, BadFlagsExitTwo) {
   EXPECT_EQ(RunTool({"run", "--program", "lifo", "--out", out}), 2);
   EXPECT_EQ(RunTool({"run", "--duration", "0", "--out", out}), 2);
   EXPECT_EQ(RunTool({"run", "--clusters", "100", "--out", out}), 2);
+  EXPECT_EQ(
+      RunTool({"run", "--clusters", "2", "--workers-per-cluster", "2147483648", "--out", out}),
+      2);  // would wrap to 0 in 32 bits
+  EXPECT_EQ(RunTool({"run", "--egress-mbps", "inf", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"run", "--depth", "0", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"ps", "--bind", "not-an-address", "--out", out}), 2);
+  EXPECT_EQ(RunTool({"ps", "--eval-episodes", "100000", "--out", out}), 2);
   EXPECT_EQ(RunTool({"run", "--switchd", "/nonexistent", "--out", out}), 2);
   EXPECT_EQ(RunTool({"worker", "--out", out}), 2);  // --peer is required
   EXPECT_EQ(RunTool({"worker", "--peer", "127.0.0.1:1", "--send-control", "maybe", "--out", out}),
             2);
   EXPECT_EQ(RunTool({"sim", "--set", "policy=lifo"}), 2);
   EXPECT_EQ(RunTool({"sim", "--set", "nonsense"}), 2);
+  EXPECT_EQ(RunTool({"sim", "--set", "sample_s=1e-12"}), 2);
+  EXPECT_EQ(RunTool({"sim", "--set", "name=../x"}), 2);
   EXPECT_EQ(RunTool({}), 2);
   fs::remove_all(out);
 }

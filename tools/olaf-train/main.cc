@@ -51,12 +51,21 @@ int RunSim(const std::vector<std::string>& sets, const std::string& out_dir, boo
                  p.t_s, p.ps_updates, static_cast<unsigned long>(p.episodes), p.mean_return,
                  p.mean_aom_ms, p.staleness);
   });
-  if (!r.ok()) return Fail(std::string(r.status().message()));
+  if (!r.ok()) {
+    return Fail(std::string(r.status().message()),
+                r.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Fail("cannot create " + out_dir + ": " + ec.message());
-  std::ofstream(fs::path(out_dir) / (c.name + ".json")) << inca::sim::DrlResultJson(*r) << "\n";
-  std::ofstream(fs::path(out_dir) / (c.name + ".csv")) << inca::sim::DrlSeriesCsv(*r);
+  for (const auto& [ext, text] : {std::pair{".json", inca::sim::DrlResultJson(*r) + "\n"},
+                                  std::pair{".csv", inca::sim::DrlSeriesCsv(*r)}}) {
+    const fs::path path = fs::path(out_dir) / (c.name + ext);
+    std::ofstream out(path);
+    out << text;
+    out.close();
+    if (!out) return Fail("cannot write " + path.string());
+  }
   std::printf(
       "%-20s final return %7.1f  eval %7.1f  %s %.0f at %.1f s (%.0f PS updates)  AoM %.1f ms  "
       "staleness %.1f  loss %.1f%%  %.1f s wall\n",
@@ -125,6 +134,10 @@ int main(int argc, char** argv) {
   auto* ps = app.add_subcommand("ps", "one PS process");
   AddModelOptions(*ps, &d);
   ps->add_option("--bind", d.ps_bind, "HOST:PORT")->capture_default_str();
+  ps->add_option("--clusters", d.clusters,
+                 "clusters expected (ids 0..N-1); one that never delivers counts at the whole "
+                 "run's age in the mean AoM")
+      ->capture_default_str();
   ps->add_option("--eval-episodes", d.eval_episodes)->capture_default_str();
   ps->add_option("--lr-anneal-s", d.lr_anneal_s)->capture_default_str();
   auto* worker = app.add_subcommand("worker", "one worker process");
@@ -144,7 +157,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*sim) return RunSim(sets, out_dir, quiet);
-  if (*run) return inca::rl::RunDistributed(d, argv[0]);
+  if (*run) {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);  // argv[0] may be bare
+    return inca::rl::RunDistributed(d, ec ? std::string(argv[0]) : self.string());
+  }
   if (*ps) return inca::rl::RunPsProcess(d);
   return inca::rl::RunWorkerProcess(d);
 }

@@ -93,6 +93,11 @@ struct PsOptions {
   // kFragment: the payload bytes of every non-last UPDATE fragment (the
   // workers' max_payload_bytes).
   uint32_t update_payload_bytes = kDefaultUpdatePayloadBytes;
+  // kFragment, > 0: the gradient's length in f32. A fragment whose
+  // frag_count or length does not fit a vector of this size (a worker with
+  // another model), or that holds a non-finite value, is rejected as
+  // kInconsistent (counted in fragments_inconsistent) and never applied.
+  size_t expected_elements = 0;
   uint32_t initial_model_version = 0;
   uint32_t model_max_payload_bytes = kDefaultModelPayloadBytes;
   ReassemblerOptions reassembly;

@@ -42,6 +42,9 @@ struct WorkerOptions {
   // Model reassembly (a few versions in flight at most).
   ReassemblerOptions model_reassembly{
       .max_pending = 4, .max_pending_bytes = size_t{256} << 20, .timeout_ns = 1'000'000'000};
+  // > 0: a complete MODEL of another length is rejected (models_rejected)
+  // and does not replace the latest model.
+  size_t model_elements = 0;
   uint64_t seed = 1;             // of the send-control draws (mt19937_64)
   uint32_t first_update_id = 0;  // update_id of the first sent update
 
@@ -58,8 +61,9 @@ struct WorkerCounters {
   uint64_t wrong_type = 0;  // UPDATE received by a worker
   uint64_t acks_rx = 0;
   uint64_t model_fragments_rx = 0;
-  uint64_t models_rx = 0;     // complete models newer than the previous one
-  uint64_t stale_models = 0;  // fragments of versions <= the latest complete one
+  uint64_t models_rx = 0;        // complete models newer than the previous one
+  uint64_t stale_models = 0;     // fragments of versions <= the latest complete one
+  uint64_t models_rejected = 0;  // complete, but not model_elements long
   ReassemblyCounters model_reassembly;
 };
 

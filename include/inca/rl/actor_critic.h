@@ -111,7 +111,7 @@ class ActorCritic {
   std::vector<float> params_;
   std::vector<float> adam_m_, adam_v_;
   uint64_t adam_t_ = 0;
-  std::vector<uint32_t> slice_t_;  // per-element Adam steps (ApplyGradientSlice)
+  std::vector<uint64_t> slice_t_;  // per-element Adam steps (ApplyGradientSlice)
 };
 
 struct A2cTrainerOptions {

@@ -42,9 +42,9 @@ struct AsyncWorkerOptions {
 
   absl::Status Validate() const;
   // Gradients produced from one rollout.
-  int gradients_per_rollout() const {
-    const int steps = num_envs * rollout_steps;
-    return epochs * ((steps + minibatch_size - 1) / minibatch_size);
+  int64_t gradients_per_rollout() const {
+    const int64_t steps = int64_t{num_envs} * rollout_steps;
+    return minibatch_size < 1 ? 0 : epochs * ((steps + minibatch_size - 1) / minibatch_size);
   }
 };
 

@@ -20,9 +20,12 @@
 //                    curve.csv (time, running mean of the last 100 training
 //                    episodes, PS updates, AoM).
 //
-// Every process is bounded by duration_s (plus a grace period); the launcher
-// kills what outlives it. All of them start from the same initial model
-// (ActorCriticOptions::seed = seed), so no initial broadcast is needed.
+// Workers stop at duration_s; the launcher waits for them against one
+// deadline (SIGTERM, then SIGKILL, past it), then stops the PS (SIGTERM:
+// it evaluates and writes its results; its own duration is only a cap) and
+// the switch. The PS and workers die with the launcher (PR_SET_PDEATHSIG).
+// All of them start from the same initial model (ActorCriticOptions::seed
+// = seed), so no initial broadcast is needed.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +55,9 @@ struct DistributedOptions {
   uint32_t queue_depth = 8;
   double tau_ms = 100;
 
-  // PS (ps).
+  // PS (ps). `clusters` (above) also tells the PS which clusters to expect
+  // (ids 0..clusters-1): one that never delivers counts at the whole run's
+  // age in its mean AoM.
   std::string ps_bind = "127.0.0.1:0";
   // Anneal the learning rate linearly to 2 % over this many seconds of
   // training (as DrlTrainingConfig::lr_anneal_s); 0 = constant, < 0 = over
