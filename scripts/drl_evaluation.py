@@ -179,7 +179,8 @@ w("Mean ± 95 % confidence half-width over seeds (Student t). *Loss* counts a wo
   "delivered when the PS applied it alone or merged into another (merged_count); *staleness* is "
   "how many PS updates happened between the model a gradient was computed on and its "
   "application (a merged update carries its freshest contributor's version, so for OLAF this "
-  "is a lower bound).")
+  "is a lower bound). Threshold times are read from the 1 s samples of the running mean, so a "
+  "crossing that lasted less than a sample is not counted.")
 w("")
 w("![reward vs time](eval/drl-reward-time.png)")
 w("![reward vs PS updates](eval/drl-reward-updates.png)")

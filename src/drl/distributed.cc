@@ -81,6 +81,11 @@ bool ValidCommon(const DistributedOptions& o, std::string_view role) {
     Fail(role, "--lr-anneal-s must be in [-1, 1e9] (0 = constant, < 0 = over --duration)");
     return false;
   }
+  if (o.worker.model.hidden > 1024) {
+    // 2.1 M parameters: an 8.4 MB model per process and per MODEL broadcast.
+    Fail(role, "--hidden must be <= 1024");
+    return false;
+  }
   if (o.eval_episodes > 10000) {
     Fail(role, "--eval-episodes must be <= 10000");
     return false;

@@ -8,8 +8,10 @@ namespace inca::rl {
 
 absl::Status AsyncWorkerOptions::Validate() const {
   if (absl::Status s = model.Validate(); !s.ok()) return s;
-  if (num_envs < 1 || num_envs > 1024)
-    return absl::InvalidArgumentError("num_envs must be 1..1024");
+  // Environment seeds are seed * 1000 + i: distinct across workers up to 1000.
+  if (num_envs < 1 || num_envs > 1000) {
+    return absl::InvalidArgumentError("num_envs must be 1..1000");
+  }
   if (rollout_steps < 1 || rollout_steps > 100000) {
     return absl::InvalidArgumentError("rollout_steps must be 1..100000");
   }
