@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -30,22 +29,6 @@ namespace inca::rl {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-AsyncWorkerOptions DistributedOptions::DefaultDistributedWorkerOptions() {
-  AsyncWorkerOptions o;
-  o.model.hidden = 24;  // 1,757 parameters: one 9000-byte UPDATE frame
-  o.model.ppo_clip = 0.2;
-  o.model.normalize_advantages = true;
-  o.model.learning_rate = 3e-4;
-  o.model.gamma = 0.999;
-  o.model.gae_lambda = 0.98;
-  o.model.entropy_coef = 0.01;
-  o.num_envs = 2;
-  o.rollout_steps = 128;
-  o.epochs = 4;
-  o.minibatch_size = 64;
-  return o;
-}
 
 namespace {
 
@@ -103,24 +86,6 @@ bool ValidCommon(const DistributedOptions& o, std::string_view role) {
   return true;
 }
 
-double Evaluate(const ActorCritic& model, uint32_t episodes, uint64_t seed) {
-  if (episodes == 0) return 0;
-  auto env = LunarLander::Create({});
-  if (!env.ok()) return 0;
-  std::mt19937_64 rng(seed + 424242);
-  double total = 0;
-  for (uint32_t e = 0; e < episodes; ++e) {
-    LunarObservation s = (*env)->Reset(seed * 100000 + 7777 + e);
-    while (true) {
-      const LunarStep r = (*env)->Step(model.Act(s, rng));
-      total += r.reward;
-      s = r.observation;
-      if (r.terminated || r.truncated) break;
-    }
-  }
-  return total / episodes;
-}
-
 std::atomic<bool> g_stop{false};
 void OnSignal(int) {
   g_stop = true;
@@ -151,46 +116,24 @@ int RunPsProcess(const DistributedOptions& o) {
   if (o.clusters > 0xffff) return Fail("ps", "--clusters must be <= 65535", 2);
   InstallStopHandlers();
   StopWithParent();
-  auto learner_or = ActorCritic::Create(ModelOptions(o));
-  if (!learner_or.ok()) return Fail("ps", learner_or.status().message(), 2);
-  std::unique_ptr<ActorCritic> learner = std::move(learner_or).value();
-  const uint32_t frag_elems = olaf::kDefaultUpdatePayloadBytes / 4;
-  const auto frags =
-      static_cast<uint32_t>((learner->num_parameters() + frag_elems - 1) / frag_elems);
-  uint64_t applied = 0, carried = 0, rejected = 0, staleness_n = 0;
-  double staleness_sum = 0, window_staleness = 0;
-  uint64_t window_n = 0;
+  auto model = ActorCritic::Create(ModelOptions(o));
+  if (!model.ok()) return Fail("ps", model.status().message(), 2);
+  FragmentLearner learner(std::move(model).value(),
+                          o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s,
+                          olaf::kDefaultUpdatePayloadBytes / 4);
 
   olaf::OlafPsEndpointOptions po;
   po.bind = o.ps_bind;
   po.ps.granularity = olaf::ApplyGranularity::kFragment;
   po.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
-  po.ps.model_params = [&learner]() { return learner->parameters(); };
-  po.ps.expected_elements = learner->num_parameters();  // other models: rejected, counted
-  const double lr0 = learner->options().learning_rate;
-  const double anneal_s = o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s;
+  po.ps.model_params = [&learner]() { return learner.parameters(); };
+  // Fragments of another model size or with non-finite values: rejected
+  // and counted by PsCore, never applied.
+  po.ps.expected_elements = learner.model().num_parameters();
   const auto start = Clock::now();
   po.ps.apply = [&](const olaf::AppliedUpdate& a) {
-    if (anneal_s > 0) {
-      const double done = Seconds(Clock::now() - start) / anneal_s;
-      learner->set_learning_rate(lr0 * std::max(0.02, 1.0 - done));
-    }
-    if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) {
-      ++rejected;  // wrong model size or non-finite: counted, not applied
-      return;
-    }
-    ++applied;
-    carried += a.merged_count;
-    // A version the PS has not reached (a foreign sender) is left out
-    // rather than wrapping.
-    const int64_t lag_versions =
-        int64_t{a.new_model_version} - 1 - static_cast<int64_t>(a.model_version);
-    if (lag_versions < 0) return;
-    const double lag = static_cast<double>(lag_versions) / static_cast<double>(frags);
-    ++staleness_n;
-    staleness_sum += lag;
-    window_staleness += lag;
-    ++window_n;
+    learner.Apply(a.element_offset, a.values, a.model_version, a.new_model_version, a.merged_count,
+                  Seconds(Clock::now() - start));
   };
   auto ps = olaf::OlafPsEndpoint::Create(po);
   if (!ps.ok()) return Fail("ps", ps.status().message(), StatusExit(ps.status()));
@@ -216,13 +159,10 @@ int RunPsProcess(const DistributedOptions& o) {
           ++seen;
         }
       }
-      csv << Seconds(Clock::now() - start) << "," << static_cast<double>(applied) / frags << ","
-          << static_cast<double>(carried) / frags << ","
-          << (window_n ? window_staleness / static_cast<double>(window_n) : 0.0) << ","
+      csv << Seconds(Clock::now() - start) << "," << learner.updates() << ","
+          << learner.carried_updates() << "," << learner.TakeWindowStaleness() << ","
           << (seen ? aom / seen : 0.0) << "\n";
       csv.flush();
-      window_staleness = 0;
-      window_n = 0;
       next_sample +=
           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.sample_s));
     }
@@ -247,14 +187,14 @@ int RunPsProcess(const DistributedOptions& o) {
              << ",\"delivered\":" << (delivered ? "true" : "false") << ",\"mean_aom_ms\":" << avg
              << "}";
   }
-  const double eval = Evaluate(*learner, o.eval_episodes, o.seed);
+  const double eval = EvaluatePolicy(learner.model(), o.eval_episodes, o.seed);
   std::ofstream(fs::path(o.out_dir) / "ps.json")
-      << "{\"ps_updates\":" << static_cast<double>(applied) / frags
-      << ",\"fragments_applied\":" << applied
-      << ",\"fragments_rejected\":" << rejected + (*ps)->stats().fragments_inconsistent
-      << ",\"worker_fragments_carried\":" << carried << ",\"fragments_per_update\":" << frags
-      << ",\"mean_staleness\":"
-      << (staleness_n ? staleness_sum / static_cast<double>(staleness_n) : 0.0)
+      << "{\"ps_updates\":" << learner.updates()
+      << ",\"fragments_applied\":" << learner.fragments_applied()
+      << ",\"fragments_rejected\":" << learner.rejected() + (*ps)->stats().fragments_inconsistent
+      << ",\"worker_fragments_carried\":" << learner.worker_fragments_carried()
+      << ",\"fragments_per_update\":" << learner.fragments_per_update()
+      << ",\"mean_staleness\":" << learner.mean_staleness()
       << ",\"mean_aom_ms\":" << (aom_n ? aom_sum / aom_n : 0.0)
       << ",\"malformed\":" << (*ps)->stats().malformed << ",\"eval_return\":" << eval
       << ",\"eval_episodes\":" << o.eval_episodes << ",\"clusters\":[" << clusters.str() << "]}\n";
@@ -612,16 +552,11 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
             [](const Episode& a, const Episode& b) { return a.t_ns < b.t_ns; });
   std::ofstream curve(fs::path(o.out_dir) / "curve.csv");
   curve << "t_s,episodes,mean_return\n";
-  std::deque<double> last;
-  double sum = 0, final_return = 0;
+  ReturnWindow window;
+  double final_return = 0;
   for (size_t i = 0; i < episodes.size(); ++i) {
-    last.push_back(episodes[i].ret);
-    sum += episodes[i].ret;
-    if (last.size() > 100) {
-      sum -= last.front();
-      last.pop_front();
-    }
-    final_return = sum / static_cast<double>(last.size());
+    window.Add(episodes[i].ret);
+    final_return = window.mean();
     curve << static_cast<double>(episodes[i].t_ns - start_ns) / 1e9 << "," << i + 1 << ","
           << final_return << "\n";
   }

@@ -358,6 +358,103 @@ absl::Status ActorCritic::ApplyGradientSlice(size_t offset, std::span<const floa
   return absl::OkStatus();
 }
 
+void ReturnWindow::Add(double episode_return) {
+  ++episodes_;
+  last_.push_back(episode_return);
+  sum_ += episode_return;
+  if (last_.size() > 100) {
+    sum_ -= last_.front();
+    last_.pop_front();
+  }
+}
+
+double ReturnWindow::mean() const {
+  return last_.empty() ? 0.0 : sum_ / static_cast<double>(last_.size());
+}
+
+absl::StatusOr<Rollouts> Rollouts::Create(int num_envs, uint64_t seed) {
+  Rollouts r;
+  for (int i = 0; i < num_envs; ++i) {
+    auto env = LunarLander::Create({});
+    if (!env.ok()) return env.status();
+    r.envs_.push_back(std::move(env).value());
+    r.obs_.push_back(r.envs_.back()->Reset(seed * 1000 + static_cast<uint64_t>(i)));
+  }
+  r.episode_return_.assign(r.envs_.size(), 0.0);
+  return r;
+}
+
+uint64_t Rollouts::Collect(const ActorCritic& model, int steps, std::mt19937_64& rng,
+                           std::vector<Trajectory>* batch, std::vector<double>* episode_returns) {
+  uint64_t taken = 0;
+  for (size_t i = 0; i < envs_.size(); ++i) {
+    Trajectory t;
+    for (int k = 0; k < steps; ++k) {
+      float log_prob = 0;
+      const LunarAction a = model.Act(obs_[i], rng, false, &log_prob);
+      const LunarStep r = envs_[i]->Step(a);
+      t.observations.push_back(obs_[i]);
+      t.actions.push_back(a);
+      t.log_probs.push_back(log_prob);
+      t.rewards.push_back(static_cast<float>(r.reward));
+      episode_return_[i] += r.reward;
+      ++taken;
+      obs_[i] = r.observation;
+      if (r.terminated || r.truncated) {
+        // Truncation bootstraps from the final state; termination does not.
+        t.terminal = r.terminated;
+        t.next_observation = r.observation;
+        batch->push_back(std::move(t));
+        t = Trajectory{};
+        episode_returns->push_back(episode_return_[i]);
+        episode_return_[i] = 0;
+        obs_[i] = envs_[i]->Reset();
+      }
+    }
+    if (t.size() > 0) {
+      t.terminal = false;
+      t.next_observation = obs_[i];
+      batch->push_back(std::move(t));
+    }
+  }
+  return taken;
+}
+
+std::vector<Trajectory> SplitIntoSteps(std::span<const Trajectory> batch) {
+  std::vector<Trajectory> steps;
+  for (const Trajectory& t : batch) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      Trajectory s;
+      s.observations = {t.observations[i]};
+      s.actions = {t.actions[i]};
+      s.rewards = {t.rewards[i]};
+      s.log_probs = {t.log_probs[i]};
+      s.advantages = {t.advantages[i]};
+      s.returns = {t.returns[i]};
+      steps.push_back(std::move(s));
+    }
+  }
+  return steps;
+}
+
+double EvaluatePolicy(const ActorCritic& model, uint32_t episodes, uint64_t seed) {
+  if (episodes == 0) return 0;
+  auto env = LunarLander::Create({});
+  if (!env.ok()) return 0;
+  std::mt19937_64 rng(seed + 424242);
+  double total = 0;
+  for (uint32_t e = 0; e < episodes; ++e) {
+    LunarObservation s = (*env)->Reset(seed * 100000 + 7777 + e);
+    while (true) {
+      const LunarStep r = (*env)->Step(model.Act(s, rng));
+      total += r.reward;
+      s = r.observation;
+      if (r.terminated || r.truncated) break;
+    }
+  }
+  return total / episodes;
+}
+
 absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
                                      const std::function<bool(const A2cProgress&)>& stop,
                                      ActorCritic* model) {
@@ -374,60 +471,21 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
     owned = std::move(created).value();
     model = owned.get();
   }
-  std::vector<std::unique_ptr<LunarLander>> envs;
-  std::vector<LunarObservation> obs;
-  std::vector<double> episode_return(options.num_envs, 0.0);
-  for (int i = 0; i < options.num_envs; ++i) {
-    auto env = LunarLander::Create({});
-    if (!env.ok()) return env.status();
-    envs.push_back(std::move(env).value());
-    obs.push_back(envs.back()->Reset(options.seed * 1000 + static_cast<uint64_t>(i)));
-  }
+  auto rollouts = Rollouts::Create(options.num_envs, options.seed);
+  if (!rollouts.ok()) return rollouts.status();
   std::mt19937_64 rng(options.seed);
-  std::deque<double> last100;
-  double last100_sum = 0;
+  ReturnWindow window;
   A2cProgress progress;
   const auto start = std::chrono::steady_clock::now();
   std::vector<Trajectory> batch, steps;
+  std::vector<double> returns;
   const double base_lr = model->options().learning_rate;
   while (true) {
     batch.clear();
-    for (int i = 0; i < options.num_envs; ++i) {
-      Trajectory t;
-      for (int k = 0; k < options.rollout_steps; ++k) {
-        float log_prob = 0;
-        const LunarAction a = model->Act(obs[i], rng, false, &log_prob);
-        const LunarStep r = envs[i]->Step(a);
-        t.observations.push_back(obs[i]);
-        t.actions.push_back(a);
-        t.log_probs.push_back(log_prob);
-        t.rewards.push_back(static_cast<float>(r.reward));
-        episode_return[i] += r.reward;
-        ++progress.env_steps;
-        obs[i] = r.observation;
-        if (r.terminated || r.truncated) {
-          // Truncation bootstraps from the final state; termination does not.
-          t.terminal = r.terminated;
-          t.next_observation = r.observation;
-          batch.push_back(std::move(t));
-          t = Trajectory{};
-          ++progress.episodes;
-          last100.push_back(episode_return[i]);
-          last100_sum += episode_return[i];
-          if (last100.size() > 100) {
-            last100_sum -= last100.front();
-            last100.pop_front();
-          }
-          episode_return[i] = 0;
-          obs[i] = envs[i]->Reset();
-        }
-      }
-      if (t.size() > 0) {
-        t.terminal = false;
-        t.next_observation = obs[i];
-        batch.push_back(std::move(t));
-      }
-    }
+    returns.clear();
+    progress.env_steps += rollouts->Collect(*model, options.rollout_steps, rng, &batch, &returns);
+    for (double r : returns) window.Add(r);
+    progress.episodes = window.episodes();
     if (options.anneal_steps > 0) {
       const double frac =
           1.0 - static_cast<double>(progress.env_steps) / static_cast<double>(options.anneal_steps);
@@ -439,19 +497,7 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
       // One-step trajectories with fixed advantages/returns: any subset of
       // them is a minibatch.
       model->FillAdvantages(std::span(batch));
-      steps.clear();
-      for (const Trajectory& t : batch) {
-        for (size_t i = 0; i < t.size(); ++i) {
-          Trajectory s;
-          s.observations = {t.observations[i]};
-          s.actions = {t.actions[i]};
-          s.rewards = {t.rewards[i]};
-          s.log_probs = {t.log_probs[i]};
-          s.advantages = {t.advantages[i]};
-          s.returns = {t.returns[i]};
-          steps.push_back(std::move(s));
-        }
-      }
+      steps = SplitIntoSteps(batch);
       const size_t mb = static_cast<size_t>(std::max(options.minibatch_size, 1));
       for (int epoch = 0; epoch < options.ppo_epochs; ++epoch) {
         std::shuffle(steps.begin(), steps.end(), rng);
@@ -463,8 +509,7 @@ absl::StatusOr<A2cProgress> TrainA2c(const A2cTrainerOptions& options,
       }
     }
     ++progress.updates;
-    progress.mean_return_last100 =
-        last100.empty() ? 0.0 : last100_sum / static_cast<double>(last100.size());
+    progress.mean_return_last100 = window.mean();
     progress.wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (stop(progress)) return progress;

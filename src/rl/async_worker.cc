@@ -6,6 +6,22 @@
 
 namespace inca::rl {
 
+AsyncWorkerOptions DefaultAsyncWorkerOptions() {
+  AsyncWorkerOptions o;
+  o.model.hidden = 24;
+  o.model.ppo_clip = 0.2;
+  o.model.normalize_advantages = true;
+  o.model.learning_rate = 3e-4;
+  o.model.gamma = 0.999;
+  o.model.gae_lambda = 0.98;
+  o.model.entropy_coef = 0.01;
+  o.num_envs = 2;
+  o.rollout_steps = 128;
+  o.epochs = 4;
+  o.minibatch_size = 64;
+  return o;
+}
+
 absl::Status AsyncWorkerOptions::Validate() const {
   if (absl::Status s = model.Validate(); !s.ok()) return s;
   // Environment seeds are seed * 1000 + i: distinct across workers up to 1000.
@@ -34,20 +50,17 @@ absl::StatusOr<std::unique_ptr<AsyncWorker>> AsyncWorker::Create(
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   auto model = ActorCritic::Create(options.model);
   if (!model.ok()) return model.status();
-  auto w = std::unique_ptr<AsyncWorker>(new AsyncWorker(options, std::move(model).value()));
-  for (int i = 0; i < options.num_envs; ++i) {
-    auto env = LunarLander::Create({});
-    if (!env.ok()) return env.status();
-    w->envs_.push_back(std::move(env).value());
-    w->obs_.push_back(w->envs_.back()->Reset(options.seed * 1000 + static_cast<uint64_t>(i)));
-  }
-  return w;
+  auto rollouts = Rollouts::Create(options.num_envs, options.seed);
+  if (!rollouts.ok()) return rollouts.status();
+  return std::unique_ptr<AsyncWorker>(
+      new AsyncWorker(options, std::move(model).value(), std::move(rollouts).value()));
 }
 
-AsyncWorker::AsyncWorker(const AsyncWorkerOptions& options, std::unique_ptr<ActorCritic> model)
+AsyncWorker::AsyncWorker(const AsyncWorkerOptions& options, std::unique_ptr<ActorCritic> model,
+                         Rollouts rollouts)
     : options_(options),
       model_(std::move(model)),
-      episode_return_(static_cast<size_t>(options.num_envs), 0.0),
+      rollouts_(std::move(rollouts)),
       rng_(options.seed) {}
 
 absl::Status AsyncWorker::SetModel(std::span<const float> params) {
@@ -56,52 +69,12 @@ absl::Status AsyncWorker::SetModel(std::span<const float> params) {
 
 void AsyncWorker::CollectRollout(WorkerGradient& out) {
   std::vector<Trajectory> batch;
-  for (size_t i = 0; i < envs_.size(); ++i) {
-    Trajectory t;
-    for (int k = 0; k < options_.rollout_steps; ++k) {
-      float log_prob = 0;
-      const LunarAction a = model_->Act(obs_[i], rng_, false, &log_prob);
-      const LunarStep r = envs_[i]->Step(a);
-      t.observations.push_back(obs_[i]);
-      t.actions.push_back(a);
-      t.log_probs.push_back(log_prob);
-      t.rewards.push_back(static_cast<float>(r.reward));
-      episode_return_[i] += r.reward;
-      ++out.env_steps;
-      obs_[i] = r.observation;
-      if (r.terminated || r.truncated) {
-        // Truncation bootstraps from the final state; termination does not.
-        t.terminal = r.terminated;
-        t.next_observation = r.observation;
-        batch.push_back(std::move(t));
-        t = Trajectory{};
-        out.episode_returns.push_back(episode_return_[i]);
-        ++episodes_;
-        episode_return_[i] = 0;
-        obs_[i] = envs_[i]->Reset();
-      }
-    }
-    if (t.size() > 0) {
-      t.terminal = false;
-      t.next_observation = obs_[i];
-      batch.push_back(std::move(t));
-    }
-  }
+  out.env_steps =
+      rollouts_.Collect(*model_, options_.rollout_steps, rng_, &batch, &out.episode_returns);
   env_steps_ += out.env_steps;
+  episodes_ += out.episode_returns.size();
   model_->FillAdvantages(std::span(batch));
-  steps_.clear();
-  for (const Trajectory& t : batch) {
-    for (size_t i = 0; i < t.size(); ++i) {
-      Trajectory s;
-      s.observations = {t.observations[i]};
-      s.actions = {t.actions[i]};
-      s.rewards = {t.rewards[i]};
-      s.log_probs = {t.log_probs[i]};
-      s.advantages = {t.advantages[i]};
-      s.returns = {t.returns[i]};
-      steps_.push_back(std::move(s));
-    }
-  }
+  steps_ = SplitIntoSteps(batch);
   next_batch_ = 0;
   batches_total_ = static_cast<size_t>(options_.gradients_per_rollout());
 }
@@ -118,6 +91,44 @@ absl::StatusOr<WorkerGradient> AsyncWorker::Next() {
   ++next_batch_;
   ++gradients_;
   return out;
+}
+
+FragmentLearner::FragmentLearner(std::unique_ptr<ActorCritic> model, double anneal_s,
+                                 uint32_t fragment_elements)
+    : model_(std::move(model)),
+      anneal_s_(anneal_s),
+      lr0_(model_->options().learning_rate),
+      frags_(static_cast<uint32_t>(
+          (model_->num_parameters() + std::max<uint32_t>(fragment_elements, 1) - 1) /
+          std::max<uint32_t>(fragment_elements, 1))) {}
+
+bool FragmentLearner::Apply(size_t offset, std::span<const float> values, uint32_t model_version,
+                            uint32_t new_version, uint32_t merged_count, double elapsed_s) {
+  if (anneal_s_ > 0) {
+    model_->set_learning_rate(lr0_ * std::max(0.02, 1.0 - elapsed_s / anneal_s_));
+  }
+  if (!model_->ApplyGradientSlice(offset, values).ok()) {
+    ++rejected_;
+    return false;
+  }
+  ++applied_;
+  carried_ += merged_count;
+  const int64_t lag = int64_t{new_version} - 1 - static_cast<int64_t>(model_version);
+  if (lag >= 0) {
+    const double updates = static_cast<double>(lag) / frags_;
+    sum_ += updates;
+    ++n_;
+    window_sum_ += updates;
+    ++window_n_;
+  }
+  return true;
+}
+
+double FragmentLearner::TakeWindowStaleness() {
+  const double mean = window_n_ ? window_sum_ / static_cast<double>(window_n_) : 0;
+  window_sum_ = 0;
+  window_n_ = 0;
+  return mean;
 }
 
 }  // namespace inca::rl

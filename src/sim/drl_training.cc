@@ -20,24 +20,6 @@
 
 namespace inca::sim {
 
-rl::AsyncWorkerOptions DrlTrainingConfig::DefaultWorkerOptions() {
-  rl::AsyncWorkerOptions o;
-  // 24 hidden units: 1,757 parameters, one 9000-byte UPDATE frame, as the
-  // seed's switch expects ("one update per jumbo frame").
-  o.model.hidden = 24;
-  o.model.ppo_clip = 0.2;
-  o.model.normalize_advantages = true;
-  o.model.learning_rate = 3e-4;
-  o.model.gamma = 0.999;
-  o.model.gae_lambda = 0.98;
-  o.model.entropy_coef = 0.01;
-  o.num_envs = 2;
-  o.rollout_steps = 128;
-  o.epochs = 4;
-  o.minibatch_size = 64;
-  return o;
-}
-
 std::vector<DrlClusterSpec> DrlTrainingConfig::DefaultClusters() {
   return {{.count = 3, .workers = 4, .slowdown = 1}, {.count = 6, .workers = 4, .slowdown = 3}};
 }
@@ -191,27 +173,8 @@ double Uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-// Training episodes of every worker, in completion order.
-struct EpisodeLog {
-  std::deque<double> last100;
-  double sum100 = 0;
-  uint64_t episodes = 0;
-  void Add(double r) {
-    ++episodes;
-    last100.push_back(r);
-    sum100 += r;
-    if (last100.size() > 100) {
-      sum100 -= last100.front();
-      last100.pop_front();
-    }
-  }
-  double mean() const {
-    return last100.empty() ? 0.0 : sum100 / static_cast<double>(last100.size());
-  }
-};
-
 struct Shared {
-  EpisodeLog episodes;
+  rl::ReturnWindow episodes;  // every worker's, in completion order
   uint64_t env_steps = 0;
   uint64_t sent = 0;
   std::function<void()> on_episode;  // threshold check
@@ -294,43 +257,24 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   const auto wall_start = std::chrono::steady_clock::now();
   rl::ActorCriticOptions model_options = config.worker.model;
   model_options.seed = config.seed;
-  auto learner_or = rl::ActorCritic::Create(model_options);
-  if (!learner_or.ok()) return learner_or.status();
-  std::unique_ptr<rl::ActorCritic> learner = std::move(learner_or).value();
-  const size_t n_params = learner->num_parameters();
-  const uint32_t frag_elems = olaf::kDefaultUpdatePayloadBytes / 4;
-  const auto frags = static_cast<uint32_t>((n_params + frag_elems - 1) / frag_elems);
+  auto model = rl::ActorCritic::Create(model_options);
+  if (!model.ok()) return model.status();
+  rl::FragmentLearner learner(std::move(model).value(), config.lr_anneal_s,
+                              olaf::kDefaultUpdatePayloadBytes / 4);
+  const size_t n_params = learner.model().num_parameters();
+  const uint32_t frags = learner.fragments_per_update();
 
   Simulator sim;
   Network net(&sim);
   Shared shared;
-  uint64_t fragments_applied = 0, carried_fragments = 0, staleness_n = 0;
-  double staleness_sum = 0, staleness_window = 0;
-  uint64_t staleness_window_n = 0;
 
   PsNodeConfig pc;
   pc.ps.granularity = olaf::ApplyGranularity::kFragment;
   pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
-  pc.ps.model_params = [&learner]() { return learner->parameters(); };
-  const double lr0 = model_options.learning_rate;
+  pc.ps.model_params = [&learner]() { return learner.parameters(); };
   pc.ps.apply = [&](const olaf::AppliedUpdate& a) {
-    if (config.lr_anneal_s > 0) {
-      const double done = static_cast<double>(sim.now()) / 1e9 / config.lr_anneal_s;
-      learner->set_learning_rate(lr0 * std::max(0.02, 1.0 - done));
-    }
-    if (!learner->ApplyGradientSlice(a.element_offset, a.values).ok()) return;
-    ++fragments_applied;
-    carried_fragments += a.merged_count;
-    // PS versions count fragments; staleness in updates. A version the PS
-    // has not reached (a foreign sender) is left out rather than wrapping.
-    const int64_t lag_versions =
-        int64_t{a.new_model_version} - 1 - static_cast<int64_t>(a.model_version);
-    if (lag_versions < 0) return;
-    const double lag = static_cast<double>(lag_versions) / static_cast<double>(frags);
-    staleness_sum += lag;
-    ++staleness_n;
-    staleness_window += lag;
-    ++staleness_window_n;
+    learner.Apply(a.element_offset, a.values, a.model_version, a.new_model_version, a.merged_count,
+                  static_cast<double>(sim.now()) / 1e9);
   };
   pc.ps.expected_elements = n_params;
   auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
@@ -369,7 +313,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
         ao.model = model_options;
         auto agent = rl::AsyncWorker::Create(ao);
         if (!agent.ok()) return agent.status();
-        if (auto st = (*agent)->SetModel(learner->parameters()); !st.ok()) return st;
+        if (auto st = (*agent)->SetModel(learner.parameters()); !st.ok()) return st;
         olaf::WorkerOptions wo;
         wo.cluster_id = cluster;
         wo.worker_id = worker_id;
@@ -403,13 +347,12 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   const auto end = static_cast<TimeNs>(config.duration_s * 1e9);
   bool stop = false;
   shared.on_episode = [&] {
-    if (out.reached || shared.episodes.last100.size() < 100 ||
-        shared.episodes.mean() < config.threshold) {
+    if (out.reached || shared.episodes.size() < 100 || shared.episodes.mean() < config.threshold) {
       return;
     }
     out.reached = true;
     out.time_to_threshold_s = static_cast<double>(sim.now()) / 1e9;
-    out.updates_to_threshold = static_cast<double>(fragments_applied) / frags;
+    out.updates_to_threshold = learner.updates();
     out.env_steps_to_threshold = shared.env_steps;
     if (config.stop_at_threshold) stop = true;
   };
@@ -418,9 +361,9 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   std::function<void()> sample = [&] {
     DrlSample p;
     p.t_s = static_cast<double>(sim.now()) / 1e9;
-    p.ps_updates = static_cast<double>(fragments_applied) / frags;
+    p.ps_updates = learner.updates();
     p.worker_updates_sent = shared.sent;
-    p.episodes = shared.episodes.episodes;
+    p.episodes = shared.episodes.episodes();
     p.env_steps = shared.env_steps;
     p.mean_return = shared.episodes.mean();
     double aom = 0;
@@ -432,10 +375,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
       }
     }
     p.mean_aom_ms = seen ? aom / static_cast<double>(seen) : 0;
-    p.staleness =
-        staleness_window_n ? staleness_window / static_cast<double>(staleness_window_n) : 0;
-    staleness_window = 0;
-    staleness_window_n = 0;
+    p.staleness = learner.TakeWindowStaleness();
     p.queue = sw->program().queue_state(sim.now()).occupancy;
     if (on_sample) on_sample(p);
     out.series.push_back(p);
@@ -469,35 +409,21 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   for (double a : aoms) sum += a;
   out.mean_aom_ms = aoms.empty() ? 0 : sum / static_cast<double>(aoms.size());
   out.jain_aom = JainIndex(aoms);
-  out.fragments_applied = fragments_applied;
-  out.ps_updates = static_cast<double>(fragments_applied) / frags;
-  out.mean_staleness = staleness_n ? staleness_sum / static_cast<double>(staleness_n) : 0;
+  out.fragments_applied = learner.fragments_applied();
+  out.ps_updates = learner.updates();
+  out.mean_staleness = learner.mean_staleness();
   const double offered_fragments = static_cast<double>(out.sent) * frags;
   out.loss = offered_fragments > 0
-                 ? 1.0 - std::min(1.0, static_cast<double>(carried_fragments) / offered_fragments)
+                 ? 1.0 - std::min(1.0, static_cast<double>(learner.worker_fragments_carried()) /
+                                           offered_fragments)
                  : 0.0;
-  out.episodes = shared.episodes.episodes;
+  out.episodes = shared.episodes.episodes();
   out.env_steps = shared.env_steps;
   out.final_return = shared.episodes.mean();
   out.events = sim.events_run();
 
   // The PS's final model on fresh episodes (sampled actions, as in training).
-  if (config.eval_episodes > 0) {
-    auto env = rl::LunarLander::Create({});
-    if (!env.ok()) return env.status();
-    std::mt19937_64 rng(config.seed + 424242);
-    double total = 0;
-    for (uint32_t e = 0; e < config.eval_episodes; ++e) {
-      rl::LunarObservation s = (*env)->Reset(config.seed * 100000 + 7777 + e);
-      while (true) {
-        const rl::LunarStep r = (*env)->Step(learner->Act(s, rng));
-        total += r.reward;
-        s = r.observation;
-        if (r.terminated || r.truncated) break;
-      }
-    }
-    out.eval_return = total / config.eval_episodes;
-  }
+  out.eval_return = rl::EvaluatePolicy(learner.model(), config.eval_episodes, config.seed);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return out;
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -113,6 +114,48 @@ class ActorCritic {
   uint64_t adam_t_ = 0;
   std::vector<uint64_t> slice_t_;  // per-element Adam steps (ApplyGradientSlice)
 };
+
+// Mean of the last 100 training episodes (Gymnasium's "solved" window).
+class ReturnWindow {
+ public:
+  void Add(double episode_return);
+  double mean() const;  // 0 before the first episode
+  size_t size() const { return last_.size(); }
+  uint64_t episodes() const { return episodes_; }
+
+ private:
+  std::deque<double> last_;
+  double sum_ = 0;
+  uint64_t episodes_ = 0;
+};
+
+// N LunarLander environments stepped together with a model's sampled
+// actions: the rollout collection of TrainA2c and AsyncWorker.
+class Rollouts {
+ public:
+  // Environment i starts from Reset(seed * 1000 + i).
+  static absl::StatusOr<Rollouts> Create(int num_envs, uint64_t seed);
+  // Steps every environment `steps` times with `model` (log-probs
+  // recorded) and appends one Trajectory per contiguous segment to
+  // `batch`: an episode's end closes a segment (truncation bootstraps,
+  // termination does not). The returns of episodes that ended go to
+  // `episode_returns`. Returns the steps taken.
+  uint64_t Collect(const ActorCritic& model, int steps, std::mt19937_64& rng,
+                   std::vector<Trajectory>* batch, std::vector<double>* episode_returns);
+
+ private:
+  std::vector<std::unique_ptr<LunarLander>> envs_;
+  std::vector<LunarObservation> obs_;
+  std::vector<double> episode_return_;
+};
+
+// One-step trajectories of `batch` (advantages and returns filled by
+// FillAdvantages): any subset of them is a valid minibatch.
+std::vector<Trajectory> SplitIntoSteps(std::span<const Trajectory> batch);
+
+// Mean return of `model` (sampled actions) over `episodes` fresh episodes,
+// seeded from `seed`; 0 for none.
+double EvaluatePolicy(const ActorCritic& model, uint32_t episodes, uint64_t seed);
 
 struct A2cTrainerOptions {
   ActorCriticOptions model;

@@ -48,6 +48,13 @@ struct AsyncWorkerOptions {
   }
 };
 
+// The settings the OLAF training experiments use (olaf-train sim and run):
+// PPO clip 0.2, normalised advantages, Adam 3e-4, gamma 0.999, lambda 0.98,
+// 2 environments x 128 steps, 4 epochs of 64-step minibatches, and 24
+// hidden units, i.e. 1,757 parameters: one 9000-byte UPDATE frame, as the
+// seed's switch expects ("one update per jumbo frame").
+AsyncWorkerOptions DefaultAsyncWorkerOptions();
+
 struct WorkerGradient {
   std::vector<float> gradient;          // flat, ActorCritic layout
   uint64_t env_steps = 0;               // steps collected during this call (a rollout, or 0)
@@ -73,18 +80,54 @@ class AsyncWorker {
   const AsyncWorkerOptions& options() const { return options_; }
 
  private:
-  AsyncWorker(const AsyncWorkerOptions& options, std::unique_ptr<ActorCritic> model);
+  AsyncWorker(const AsyncWorkerOptions& options, std::unique_ptr<ActorCritic> model,
+              Rollouts rollouts);
   void CollectRollout(WorkerGradient& out);
 
   AsyncWorkerOptions options_;
   std::unique_ptr<ActorCritic> model_;
-  std::vector<std::unique_ptr<LunarLander>> envs_;
-  std::vector<LunarObservation> obs_;
-  std::vector<double> episode_return_;
+  Rollouts rollouts_;
   std::mt19937_64 rng_;
   std::vector<Trajectory> steps_;              // one-step trajectories with advantages
   size_t next_batch_ = 0, batches_total_ = 0;  // minibatches of this rollout
   uint64_t env_steps_ = 0, episodes_ = 0, gradients_ = 0;
+};
+
+// The PS side: an ActorCritic that takes each gradient fragment as a
+// partial Adam step (ApplyGradientSlice), anneals its learning rate linearly
+// to 2 % over `anneal_s` seconds of training (0: constant), and measures
+// staleness: how many updates the PS applied between the model a gradient
+// was computed on and its application. Versions count applied fragments
+// (PsCore's kFragment granularity); figures are in whole updates.
+class FragmentLearner {
+ public:
+  FragmentLearner(std::unique_ptr<ActorCritic> model, double anneal_s, uint32_t fragment_elements);
+
+  // A fragment computed on PS version `model_version` and applied as
+  // version `new_version`, `elapsed_s` into training. False: refused by the
+  // model (counted in rejected()). A model_version the PS has not reached
+  // (a foreign sender) is applied but left out of the staleness figures.
+  bool Apply(size_t offset, std::span<const float> values, uint32_t model_version,
+             uint32_t new_version, uint32_t merged_count, double elapsed_s);
+
+  const ActorCritic& model() const { return *model_; }
+  std::span<const float> parameters() const { return model_->parameters(); }
+  uint32_t fragments_per_update() const { return frags_; }
+  uint64_t fragments_applied() const { return applied_; }
+  uint64_t rejected() const { return rejected_; }
+  double updates() const { return static_cast<double>(applied_) / frags_; }
+  uint64_t worker_fragments_carried() const { return carried_; }  // Σ merged_count
+  double carried_updates() const { return static_cast<double>(carried_) / frags_; }
+  double mean_staleness() const { return n_ ? sum_ / static_cast<double>(n_) : 0; }
+  // Mean staleness since the previous call (0 when nothing was applied).
+  double TakeWindowStaleness();
+
+ private:
+  std::unique_ptr<ActorCritic> model_;
+  double anneal_s_, lr0_;
+  uint32_t frags_;
+  uint64_t applied_ = 0, carried_ = 0, rejected_ = 0, n_ = 0, window_n_ = 0;
+  double sum_ = 0, window_sum_ = 0;
 };
 
 }  // namespace inca::rl

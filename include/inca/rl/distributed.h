@@ -40,7 +40,7 @@ struct DistributedOptions {
   uint64_t seed = 1;
   double duration_s = 120;  // wall time of training
   std::string out_dir = "olaf-train-out/real";
-  AsyncWorkerOptions worker = DefaultDistributedWorkerOptions();
+  AsyncWorkerOptions worker = DefaultAsyncWorkerOptions();
   double delta_t_ms = 400;  // OLAF ΔT (switch and send control)
 
   // Launcher (run).
@@ -73,8 +73,6 @@ struct DistributedOptions {
   uint32_t index = 0;    // within the cluster
   double cycle_ms = 10;  // wall time per gradient at slowdown 1 (padded by waiting)
   double slowdown = 1;
-
-  static AsyncWorkerOptions DefaultDistributedWorkerOptions();
 };
 
 // Each returns the process exit status: 0 ok, 1 runtime failure, 2 bad options.

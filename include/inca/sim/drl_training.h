@@ -53,7 +53,7 @@ struct DrlTrainingConfig {
   double gradient_ms = 20;
   double env_step_us = 500;
   // Workers' learner settings; seed and model.seed are derived per run.
-  rl::AsyncWorkerOptions worker = DefaultWorkerOptions();
+  rl::AsyncWorkerOptions worker = rl::DefaultAsyncWorkerOptions();
   // > 0: the PS anneals its learning rate linearly to 2 % of
   // worker.model.learning_rate over this many (simulated) seconds, PPO's
   // usual schedule, which keeps late training from collapsing. In time, not
@@ -66,7 +66,6 @@ struct DrlTrainingConfig {
   std::vector<DrlClusterSpec> clusters = DefaultClusters();
 
   absl::Status Validate() const;
-  static rl::AsyncWorkerOptions DefaultWorkerOptions();
   // The seed's 9 clusters, heterogeneous: 3 at full speed, 6 three times slower.
   static std::vector<DrlClusterSpec> DefaultClusters();
 };
