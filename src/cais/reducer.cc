@@ -55,6 +55,15 @@ bool IsSingleContributor(CaisOp op) {
   return op == CaisOp::kAllGather || op == CaisOp::kBroadcast;
 }
 
+// ReduceScatter: chunk c's result belongs to output port
+// floor(c * N_out / total_chunks) in ascending order.
+PortId ScatterOwner(const wire::CaisHeader& h, const PortMask& outputs) {
+  const int nout = outputs.count();
+  const auto owner =
+      static_cast<int>(uint64_t{h.chunk_id} * static_cast<uint64_t>(nout) / h.total_chunks);
+  return outputs.nth(owner);
+}
+
 }  // namespace
 
 size_t CaisConfig::cell_bytes() const {
@@ -237,6 +246,15 @@ void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::Packe
   out.Emit(port, buf);
 }
 
+void CaisReducer::SendAck(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
+  wire::CaisHeader n = h;
+  n.flags = wire::cais_flags::kResult | wire::cais_flags::kAck;
+  n.payload_len = 0;
+  uint8_t buf[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(n, buf);
+  out.Emit(port, buf);
+}
+
 void CaisReducer::SendDeclined(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
   wire::CaisHeader n = h;
   n.flags = wire::cais_flags::kFallback | wire::cais_flags::kResult | wire::cais_flags::kDeclined;
@@ -320,10 +338,13 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
 
   const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);
   if (h.op == CaisOp::kReduceScatter) {
-    const int nout = s.outputs.count();
-    const auto owner =
-        static_cast<int>(uint64_t{h.chunk_id} * static_cast<uint64_t>(nout) / h.total_chunks);
-    out.Emit(s.outputs.nth(owner), bytes);
+    // The result to its owner only; the other contributors get a 20-byte
+    // ACK so that their windows move (they never see this chunk's data).
+    const PortId owner = ScatterOwner(h, s.outputs);
+    out.Emit(owner, bytes);
+    s.inputs.ForEach([&](PortId p) {
+      if (p != owner) SendAck(h, p, out);
+    });
   } else {
     s.outputs.ForEach([&](PortId p) { out.Emit(p, bytes); });
   }
@@ -332,6 +353,10 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
 
 void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
   const Slot& s = pool_->slot(i);
+  if (s.header.op == CaisOp::kReduceScatter && port != ScatterOwner(s.header, s.outputs)) {
+    SendAck(s.header, port, out);  // a non-owner's resend: its part is done
+    return;
+  }
   wire::CaisHeader h = s.header;
   h.flags = wire::cais_flags::kResult;
   wire::SerializeCaisHeader(h, out_buf_);

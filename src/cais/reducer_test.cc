@@ -460,7 +460,7 @@ TEST_F(ReducerTest, ResultRequestsForAllReduce) {
   EXPECT_EQ(AsF32(out[0].payload), (std::vector<float>{3}));
 }
 
-TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnly) {
+TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnlyAndAcksTheRest) {
   Make();
   AddAllReduce({1, 2, 3, 4}, 0, CaisOp::kReduceScatter);
   std::vector<PortId> owners;
@@ -470,11 +470,37 @@ TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnly) {
                      F32Bytes({float(p)})));
     }
     const auto out = sink_.Take();
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(AsF32(out[0].payload)[0], 10.0f);
-    owners.push_back(out[0].port);
+    ASSERT_EQ(out.size(), 4u);  // one result, three ACKs
+    int results = 0;
+    std::vector<PortId> acked;
+    for (const auto& e : out) {
+      if (e.header.has_flag(wire::cais_flags::kAck)) {
+        EXPECT_TRUE(e.payload.empty());
+        EXPECT_TRUE(e.header.has_flag(wire::cais_flags::kResult));
+        acked.push_back(e.port);
+      } else {
+        ++results;
+        EXPECT_EQ(AsF32(e.payload)[0], 10.0f);
+        owners.push_back(e.port);
+      }
+    }
+    EXPECT_EQ(results, 1);
+    EXPECT_EQ(acked.size(), 3u);
+    EXPECT_EQ(std::count(acked.begin(), acked.end(), owners.back()), 0);
   }
   EXPECT_EQ(owners, (std::vector<PortId>{1, 1, 2, 2, 3, 3, 4, 4}));
+  // A resend after completion: the owner gets the result again, any other
+  // contributor an ACK.
+  wire::CaisHeader again = Hdr(CaisOp::kReduceScatter, ReduceOp::kSum, DType::kF32, 0, 8);
+  again.flags = wire::cais_flags::kRetransmit;
+  Send(1, Packet(again, F32Bytes({1})));
+  Send(3, Packet(again, F32Bytes({3})));
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].port, 1);
+  EXPECT_EQ(AsF32(out[0].payload)[0], 10.0f);
+  EXPECT_EQ(out[1].port, 3);
+  EXPECT_TRUE(out[1].header.has_flag(wire::cais_flags::kAck));
 }
 
 TEST_F(ReducerTest, GroupsAndOperationsAreIsolated) {

@@ -95,9 +95,9 @@ CaisParseError ParseImpl(std::span<const uint8_t> datagram, CaisWireHeader* raw,
 
   const auto t = static_cast<DType>(dtype);
   if (payload_len % ElementBytes(t) != 0) return CaisParseError::kPayloadMisaligned;
-  // Empty payloads: fallback notices, and result requests (RETRANSMIT
-  // without RESULT) from hosts that lost a result.
-  const bool notice = (w.flags & cais_flags::kFallback) != 0;
+  // Empty payloads: fallback notices, ReduceScatter ACKs, and result
+  // requests (RETRANSMIT without RESULT) from hosts that lost a result.
+  const bool notice = (w.flags & (cais_flags::kFallback | cais_flags::kAck)) != 0;
   const bool request =
       (w.flags & (cais_flags::kRetransmit | cais_flags::kResult)) == cais_flags::kRetransmit;
   if (payload_len == 0 && !notice && !request) {
@@ -145,6 +145,7 @@ std::string FlagsToString(uint8_t flags) {
   if ((flags & cais_flags::kRetransmit) != 0) add("retransmit");
   if ((flags & cais_flags::kFallback) != 0) add("fallback");
   if ((flags & cais_flags::kDeclined) != 0) add("declined");
+  if ((flags & cais_flags::kAck) != 0) add("ack");
   const uint8_t unknown = static_cast<uint8_t>(flags & ~cais_flags::kKnownMask);
   if (unknown != 0) add(Hex2(unknown));
   return s;

@@ -190,10 +190,26 @@ TEST(CaisRoundTrip, EveryFlagCombination) {
     CaisHeader h = Valid(8);
     h.flags = f;
     ExpectRoundTrip(h);
-    if ((f & cais_flags::kFallback) != 0) {
+    if ((f & (cais_flags::kFallback | cais_flags::kAck)) != 0) {
       h.payload_len = 0;
       ExpectRoundTrip(h);
     }
+  }
+}
+
+TEST(CaisParse, EmptyPayloadOnlyForNoticesAcksAndRequests) {
+  for (uint8_t f = 0; f <= cais_flags::kKnownMask; ++f) {
+    CaisHeader h = Valid(8);
+    h.flags = f;
+    h.payload_len = 0;
+    uint8_t buf[kCaisHeaderBytes];
+    ASSERT_EQ(SerializeCaisHeader(h, buf), kCaisHeaderBytes);
+    CaisPacketView v;
+    const bool allowed =
+        (f & (cais_flags::kFallback | cais_flags::kAck)) != 0 ||
+        (f & (cais_flags::kRetransmit | cais_flags::kResult)) == cais_flags::kRetransmit;
+    EXPECT_EQ(ParseCais(buf, &v), allowed ? CaisParseError::kOk : CaisParseError::kEmptyPayload)
+        << "flags " << int{f};
   }
 }
 
@@ -285,7 +301,7 @@ TEST(CaisMalformed, UnknownDType) {
 }
 
 TEST(CaisMalformed, UnknownFlags) {
-  for (int bit = 4; bit < 8; ++bit) {
+  for (int bit = 5; bit < 8; ++bit) {
     CaisHeader h = Valid();
     h.flags = static_cast<uint8_t>(cais_flags::kResult | (1 << bit));
     EXPECT_EQ(Parse(Datagram(h, 16)), CaisParseError::kUnknownFlags) << bit;
@@ -472,9 +488,9 @@ TEST(CaisStatus, Messages) {
   EXPECT_THAT(StatusMessage(d), HasSubstr("unknown_dtype: dtype 12"));
 
   h = Valid();
-  h.flags = 0x11;
+  h.flags = 0x21;
   EXPECT_THAT(StatusMessage(Datagram(h, 16)),
-              HasSubstr("unknown_flags: flags 0x11 has unknown bits 0x10"));
+              HasSubstr("unknown_flags: flags 0x21 has unknown bits 0x20"));
 
   EXPECT_THAT(StatusMessage(Datagram(Valid(100), 60)),
               HasSubstr("payload_len 100 disagrees with datagram (60 payload bytes)"));

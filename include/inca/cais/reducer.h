@@ -184,6 +184,7 @@ class CaisReducer final : public dp::Program {
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
   void SendFallback(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
+  void SendAck(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
   void ReleaseCells(uint8_t group, uint64_t n) {
     groups_[group].sram_cells -= n;
     totals_.sram_cells -= n;

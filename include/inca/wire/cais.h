@@ -57,9 +57,13 @@ inline constexpr uint8_t kFallback = 0x04;    // switch -> host: finish on host
 // switch -> host, with FALLBACK|RESULT: the offload policy declined the whole
 // operation; run it on the host path and stay joined.
 inline constexpr uint8_t kDeclined = 0x08;
-inline constexpr uint8_t kKnownMask = 0x0F;  // any other bit set is an error
+// switch -> host, with RESULT and an empty payload: a ReduceScatter chunk is
+// complete and its result went to the chunk's owner; this contributor's part
+// is done (it clears the contribution from the sender's window).
+inline constexpr uint8_t kAck = 0x10;
+inline constexpr uint8_t kKnownMask = 0x1F;  // any other bit set is an error
 // Flags only the switch may set.
-inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined;
+inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined | kAck;
 }  // namespace cais_flags
 
 constexpr size_t ElementBytes(DType t) {
