@@ -183,62 +183,67 @@ class CommunicatorImpl final : public Communicator {
     return absl::OkStatus();
   }
 
-  absl::Status AllReduce(void* data, size_t count, DType type, ReduceOp op) override {
-    return AllReduceAsync(data, count, type, op)->Wait();
+  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type, ReduceOp op,
+                                       const OpOptions& oo) override {
+    SwitchOp s;
+    s.op = CaisOp::kAllReduce;
+    s.type = type;
+    s.reduce = op;
+    s.layer_id = oo.layer_id;
+    s.data = static_cast<uint8_t*>(data);
+    s.count = count;
+    return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
   }
-  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type, ReduceOp op) override {
-    return Enqueue([=, this] {
-      SwitchOp s;
-      s.op = CaisOp::kAllReduce;
-      s.type = type;
-      s.reduce = op;
-      s.data = static_cast<uint8_t*>(data);
-      s.count = count;
-      return RunPieces(s);
-    });
+  std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count, DType type,
+                                       const OpOptions& oo) override {
+    SwitchOp s;
+    s.op = CaisOp::kAllGather;
+    s.type = type;
+    s.layer_id = oo.layer_id;
+    s.in = static_cast<const uint8_t*>(in);
+    s.out = static_cast<uint8_t*>(out);
+    s.count = count;
+    s.block_stride_bytes = count * wire::ElementBytes(type);
+    return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
   }
-  absl::Status AllGather(const void* in, void* out, size_t count, DType type) override {
-    return AllGatherAsync(in, out, count, type)->Wait();
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t count, DType type,
+                                           ReduceOp op, const OpOptions& oo) override {
+    SwitchOp s;
+    s.op = CaisOp::kReduceScatter;
+    s.type = type;
+    s.reduce = op;
+    s.layer_id = oo.layer_id;
+    s.in = static_cast<const uint8_t*>(in);
+    s.out = static_cast<uint8_t*>(out);
+    s.count = count;
+    s.block_stride_bytes = count * wire::ElementBytes(type);  // between input blocks
+    return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
   }
-  std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count,
-                                       DType type) override {
-    return Enqueue([=, this] {
-      SwitchOp s;
-      s.op = CaisOp::kAllGather;
-      s.type = type;
-      s.in = static_cast<const uint8_t*>(in);
-      s.out = static_cast<uint8_t*>(out);
-      s.count = count;
-      s.block_stride_bytes = count * wire::ElementBytes(type);
-      return RunPieces(s);
-    });
-  }
-  absl::Status Broadcast(void* data, size_t count, DType type, int root) override {
-    return BroadcastAsync(data, count, type, root)->Wait();
-  }
-  std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root) override {
+  std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root,
+                                       const OpOptions& oo) override {
     if (root < 0 || root >= o_.world_size) {
       auto w = std::make_shared<WorkImpl>();
-      w->Finish(absl::InvalidArgumentError(
-          absl::StrCat("broadcast root ", root, " must be in [0, ", o_.world_size, ")")));
+      absl::Status st = absl::InvalidArgumentError(
+          absl::StrCat("broadcast root ", root, " must be in [0, ", o_.world_size, ")"));
+      if (oo.on_done) oo.on_done(st);
+      w->Finish(std::move(st));
       return w;
     }
-    return Enqueue([=, this] {
-      // Through the switch a broadcast is an AllReduce-sum in which the
-      // other ranks contribute negative zeros (x + -0 == x bit for bit): every
-      // rank takes part, so no rank can finish an operation without the
-      // others (the recovery protocol relies on that), and each link still
-      // carries the tensor once.
-      SwitchOp s;
-      s.op = CaisOp::kAllReduce;
-      s.reduce = ReduceOp::kSum;
-      s.broadcast = true;
-      s.type = type;
-      s.data = static_cast<uint8_t*>(data);
-      s.count = count;
-      s.root = root;
-      return RunPieces(s);
-    });
+    // Through the switch a broadcast is an AllReduce-sum in which the
+    // other ranks contribute negative zeros (x + -0 == x bit for bit): every
+    // rank takes part, so no rank can finish an operation without the
+    // others (the recovery protocol relies on that), and each link still
+    // carries the tensor once.
+    SwitchOp s;
+    s.op = CaisOp::kAllReduce;
+    s.reduce = ReduceOp::kSum;
+    s.broadcast = true;
+    s.type = type;
+    s.layer_id = oo.layer_id;
+    s.data = static_cast<uint8_t*>(data);
+    s.count = count;
+    s.root = root;
+    return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
   }
   absl::Status Synchronize() override {
     return Enqueue([] { return absl::OkStatus(); })->Wait();
@@ -255,11 +260,18 @@ class CommunicatorImpl final : public Communicator {
   int world_size() const override { return o_.world_size; }
 
  private:
-  std::shared_ptr<Work> Enqueue(std::function<absl::Status()> fn) {
+  using OnDone = std::function<void(const absl::Status&)>;
+  struct Item {
+    std::function<absl::Status()> run;
+    OnDone on_done;
+    std::shared_ptr<WorkImpl> work;
+  };
+
+  std::shared_ptr<Work> Enqueue(std::function<absl::Status()> fn, OnDone on_done = {}) {
     auto w = std::make_shared<WorkImpl>();
     {
       std::lock_guard lock(mu_);
-      queue_.emplace_back(std::move(fn), w);
+      queue_.push_back(Item{std::move(fn), std::move(on_done), w});
     }
     cv_.notify_one();
     return w;
@@ -267,7 +279,7 @@ class CommunicatorImpl final : public Communicator {
 
   void Loop() {
     for (;;) {
-      std::pair<std::function<absl::Status()>, std::shared_ptr<WorkImpl>> item;
+      Item item;
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -275,7 +287,13 @@ class CommunicatorImpl final : public Communicator {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
-      item.second->Finish(item.first());
+      absl::Status st = item.run();
+      item.run = nullptr;  // drop the captures before the work completes
+      if (item.on_done) {
+        item.on_done(st);
+        item.on_done = nullptr;  // releases the buffers' owners here, not in a waiter
+      }
+      item.work->Finish(std::move(st));
     }
   }
 
@@ -285,14 +303,16 @@ class CommunicatorImpl final : public Communicator {
     if (whole.count == 0) return absl::OkStatus();
     const size_t esize = wire::ElementBytes(whole.type);
     const size_t per = o_.chunk_size / esize;
-    const uint64_t max_chunks =
-        whole.op == CaisOp::kAllGather ? 65535 / static_cast<uint64_t>(o_.world_size) : 65535;
+    const bool blocked = whole.op == CaisOp::kAllGather || whole.op == CaisOp::kReduceScatter;
+    const uint64_t max_chunks = blocked ? 65535 / static_cast<uint64_t>(o_.world_size) : 65535;
     const size_t piece = static_cast<size_t>(max_chunks) * per;
     bool any_host = false;
     for (size_t off = 0; off < whole.count; off += piece) {
       SwitchOp s = whole;
       s.count = std::min(piece, whole.count - off);
-      if (s.op == CaisOp::kAllGather) {
+      if (blocked) {
+        // The same slice of every block; block_stride_bytes stays the
+        // whole operation's (AllGather: output blocks, ReduceScatter: input).
         s.in = whole.in + off * esize;
         s.out = whole.out + off * esize;
       } else {
@@ -377,11 +397,41 @@ class CommunicatorImpl final : public Communicator {
   // without a switch, ranks cannot disagree about an operation.
   absl::Status HostOnly(const SwitchOp& s) {
     const size_t bytes = s.count * wire::ElementBytes(s.type);
-    absl::Status st = s.broadcast ? host_->Broadcast(s.data, bytes, s.root)
-                      : s.op == CaisOp::kAllGather
-                          ? host_->AllGather(s.in, s.out, bytes)
+    absl::Status st = s.broadcast                  ? host_->Broadcast(s.data, bytes, s.root)
+                      : s.op == CaisOp::kAllGather ? host_->AllGather(s.in, s.out, bytes)
+                      : s.op == CaisOp::kReduceScatter
+                          ? HostReduceScatter(s)
                           : host_->AllReduce(s.data, s.count, s.type, s.reduce);
     return st;
+  }
+
+  // ReduceScatter's input blocks, packed (block r at r * count elements).
+  std::vector<uint8_t> PackedInput(const SwitchOp& s) const {
+    const size_t b = s.count * wire::ElementBytes(s.type);
+    std::vector<uint8_t> buf(b * static_cast<size_t>(o_.world_size));
+    for (int r = 0; r < o_.world_size; ++r) {
+      std::memcpy(buf.data() + static_cast<size_t>(r) * b,
+                  s.in + static_cast<size_t>(r) * s.block_stride_bytes, b);
+    }
+    return buf;
+  }
+
+  // On the host path a ReduceScatter is an all-reduce of the whole input of
+  // which each rank keeps its block (Gloo in torch 1.13 has no
+  // reduce-scatter; the host path is the fallback, not the fast path).
+  absl::Status HostReduceScatter(const SwitchOp& s) {
+    std::vector<uint8_t> buf = PackedInput(s);
+    return ReduceScatterOnHost(s, &buf);
+  }
+  absl::Status ReduceScatterOnHost(const SwitchOp& s, std::vector<uint8_t>* packed) {
+    const size_t b = s.count * wire::ElementBytes(s.type);
+    if (auto st = host_->AllReduce(packed->data(), s.count * static_cast<size_t>(o_.world_size),
+                                   s.type, s.reduce);
+        !st.ok()) {
+      return st;
+    }
+    std::memcpy(s.out, packed->data() + static_cast<size_t>(o_.rank) * b, b);
+    return absl::OkStatus();
   }
 
   void MaybeRejoin() {
@@ -396,13 +446,27 @@ class CommunicatorImpl final : public Communicator {
     const size_t b = s.count * wire::ElementBytes(s.type);
     return s.op == CaisOp::kAllGather ? b * static_cast<size_t>(o_.world_size) : b;
   }
+  // What Cache() keeps: the result, or for a ReduceScatter (whose results
+  // differ per rank) this rank's whole input.
+  size_t CacheBytes(const SwitchOp& s) const {
+    return s.op == CaisOp::kReduceScatter
+               ? s.count * wire::ElementBytes(s.type) * static_cast<size_t>(o_.world_size)
+               : ResultBytes(s);
+  }
 
-  // Keeps this op's result so a peer that lost its end can be served.
+  // Keeps what a peer that lost the end of this op needs to finish it.
   void Cache(const SwitchOp& s) {
-    const size_t bytes = ResultBytes(s);
+    const size_t bytes = CacheBytes(s);
     cache_valid_ = bytes <= o_.recovery_cache_bytes;
     cache_op_ = op_index_;
+    cache_rs_ = s.op == CaisOp::kReduceScatter;
+    cache_type_ = s.type;
+    cache_reduce_ = s.reduce;
     if (!cache_valid_) return;
+    if (cache_rs_) {
+      cache_ = PackedInput(s);
+      return;
+    }
     cache_.resize(bytes);
     if (s.op == CaisOp::kAllGather) {
       const size_t b = s.count * wire::ElementBytes(s.type);
@@ -439,14 +503,9 @@ class CommunicatorImpl final : public Communicator {
       }
       if (lo != hi) {
         // Some ranks finished op `lo` through the switch, others did not:
-        // the lowest rank ahead that kept the result broadcasts it.
-        int server = -1;
-        for (size_t r = 0; r < n; ++r) {
-          if (all[r].op_index == hi && (all[r].flags & kCacheValid) != 0) {
-            server = static_cast<int>(r);
-            break;
-          }
-        }
+        // ranks ahead that kept what the others need serve it.
+        const bool rs = op_index_ == lo ? s.op == CaisOp::kReduceScatter : cache_rs_;
+        const int server = PickServer(all, hi, rs);
         if (server < 0) {
           if (op_index_ == lo) {
             switch_mode_ = false;
@@ -457,17 +516,20 @@ class CommunicatorImpl final : public Communicator {
           continue;  // the ranks behind give up on their op; agree again on ours
         }
         if (op_index_ == lo) {
-          std::vector<uint8_t> tmp(ResultBytes(s));
-          if (auto st = host_->Broadcast(tmp.data(), tmp.size(), server); !st.ok()) return st;
-          Restore(s, tmp);
+          if (s.op == CaisOp::kReduceScatter) {
+            std::vector<uint8_t> packed = PackedInput(s);
+            if (auto st = ReduceScatterOnHost(s, &packed); !st.ok()) return st;
+          } else {
+            std::vector<uint8_t> tmp(ResultBytes(s));
+            if (auto st = host_->Broadcast(tmp.data(), tmp.size(), server); !st.ok()) return st;
+            Restore(s, tmp);
+          }
           Cache(s);
           switch_mode_ = false;  // the others are on the host path for the next op
           Bump(&CommunicatorStats::chunks_recovered_on_host, have.size());
           return absl::OkStatus();
         }
-        std::vector<uint8_t> served = cache_;
-        if (auto st = host_->Broadcast(served.data(), served.size(), server); !st.ok()) return st;
-        if (o_.rank == server) Bump(&CommunicatorStats::served_peers);
+        if (auto st = ServeFromCache(server); !st.ok()) return st;
         continue;
       }
       // Everyone is at this op.
@@ -475,9 +537,10 @@ class CommunicatorImpl final : public Communicator {
         return (a.flags & kHaveChunks) != 0;
       });
       const size_t bytes = s.count * wire::ElementBytes(s.type);
-      absl::Status st = s.broadcast                  ? host_->Broadcast(s.data, bytes, s.root)
-                        : s.op == CaisOp::kAllGather ? host_->AllGather(s.in, s.out, bytes)
-                        : any_chunks                 ? RecoverAllReduce(s, have)
+      absl::Status st = s.broadcast                      ? host_->Broadcast(s.data, bytes, s.root)
+                        : s.op == CaisOp::kAllGather     ? host_->AllGather(s.in, s.out, bytes)
+                        : s.op == CaisOp::kReduceScatter ? HostReduceScatter(s)
+                        : any_chunks                     ? RecoverAllReduce(s, have)
                                      : host_->AllReduce(s.data, s.count, s.type, s.reduce);
       if (!st.ok()) return st;
       Cache(s);
@@ -487,6 +550,33 @@ class CommunicatorImpl final : public Communicator {
       switch_mode_ = resume;
       return absl::OkStatus();
     }
+  }
+
+  // The rank that serves peers stuck on the op before `ahead`: the lowest
+  // rank at `ahead` that kept its result; -1 if none. A ReduceScatter needs
+  // every rank ahead to have kept its input (each contributes to the
+  // others' blocks).
+  static int PickServer(const std::vector<AgreeRecord>& all, uint64_t ahead, bool rs) {
+    int server = -1;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].op_index != ahead) continue;
+      const bool valid = (all[r].flags & kCacheValid) != 0;
+      if (rs && !valid) return -1;
+      if (valid && server < 0) server = static_cast<int>(r);
+    }
+    return server;
+  }
+
+  // A rank ahead helps the ranks behind finish the op it cached: broadcasts
+  // the result, or joins the host all-reduce of a ReduceScatter's input.
+  absl::Status ServeFromCache(int server) {
+    std::vector<uint8_t> served = cache_;
+    absl::Status st =
+        cache_rs_ ? host_->AllReduce(served.data(), served.size() / wire::ElementBytes(cache_type_),
+                                     cache_type_, cache_reduce_)
+                  : host_->Broadcast(served.data(), served.size(), server);
+    if (st.ok() && o_.rank == server) Bump(&CommunicatorStats::served_peers);
+    return st;
   }
 
   // One more agreement round, at op_index + 1, in which this rank serves
@@ -503,17 +593,9 @@ class CommunicatorImpl final : public Communicator {
       uint64_t lo = UINT64_MAX;
       for (const auto& a : all) lo = std::min(lo, a.op_index);
       if (lo == op_index_) return absl::OkStatus();
-      int server = -1;
-      for (size_t r = 0; r < n; ++r) {
-        if (all[r].op_index == op_index_ && (all[r].flags & kCacheValid) != 0) {
-          server = static_cast<int>(r);
-          break;
-        }
-      }
+      const int server = PickServer(all, op_index_, cache_rs_);
       if (server < 0) continue;  // the lagging ranks fail their op; agree again
-      std::vector<uint8_t> served = cache_;
-      if (auto st = host_->Broadcast(served.data(), served.size(), server); !st.ok()) return st;
-      if (o_.rank == server) Bump(&CommunicatorStats::served_peers);
+      if (auto st = ServeFromCache(server); !st.ok()) return st;
     }
     return absl::DeadlineExceededError("peers did not reach the end of the last operation");
   }
@@ -583,10 +665,13 @@ class CommunicatorImpl final : public Communicator {
   std::vector<uint8_t> cache_;
   uint64_t cache_op_ = 0;
   bool cache_valid_ = false;
+  bool cache_rs_ = false;  // cache_ holds a ReduceScatter's input, not a result
+  DType cache_type_ = DType::kF32;
+  ReduceOp cache_reduce_ = ReduceOp::kSum;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::function<absl::Status()>, std::shared_ptr<WorkImpl>>> queue_;
+  std::deque<Item> queue_;
   bool stopping_ = false;
   std::thread thread_;
 

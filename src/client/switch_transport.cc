@@ -64,7 +64,9 @@ absl::StatusOr<sockaddr_in> ParseIpv4Endpoint(const std::string& address) {
 uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size) {
   const size_t per = chunk_size / wire::ElementBytes(op.type);
   const uint64_t chunks = (op.count + per - 1) / per;
-  return op.op == CaisOp::kAllGather ? chunks * static_cast<uint64_t>(world_size) : chunks;
+  return op.op == CaisOp::kAllGather || op.op == CaisOp::kReduceScatter
+             ? chunks * static_cast<uint64_t>(world_size)
+             : chunks;
 }
 
 SwitchTransport::SwitchTransport(const CommunicatorOptions& o) : options_(o) {}
@@ -193,7 +195,7 @@ struct SwitchTransport::Engine {
   SwitchPhaseResult& r;
   size_t esize;
   size_t per;                     // elements per chunk
-  uint64_t cpb;                   // chunks per block (AllGather) or in total
+  uint64_t cpb;                   // chunks per block (AllGather, ReduceScatter) or in total
   int my_index;                   // this rank's position in port order
   int root_index;                 // Broadcast
   std::vector<int64_t> deadline;  // own chunks in flight: retransmit time
@@ -255,6 +257,8 @@ struct SwitchTransport::Engine {
            (tail_ok && static_cast<int64_t>(c) <= h + t.options_.max_pending_chunks);
   }
 
+  bool Blocked() const { return op.op == CaisOp::kAllGather || op.op == CaisOp::kReduceScatter; }
+  // Chunks this rank contributes.
   bool Own(uint32_t c) const {
     switch (op.op) {
       case CaisOp::kAllGather: return static_cast<int>(c / cpb) == my_index;
@@ -262,21 +266,34 @@ struct SwitchTransport::Engine {
       default: return true;
     }
   }
-  // Where chunk c lives in this rank's result, and how long it is.
-  std::pair<uint8_t*, size_t> Locate(uint32_t c) const {
+  // Chunks whose result comes to this rank (the others of a ReduceScatter
+  // come back as ACKs).
+  bool Receives(uint32_t c) const {
+    return op.op != CaisOp::kReduceScatter || static_cast<int>(c / cpb) == my_index;
+  }
+  // Payload bytes of chunk c.
+  size_t Length(uint32_t c) const {
+    const uint64_t j = Blocked() ? c % cpb : c;
+    return std::min<size_t>(per, op.count - j * per) * esize;
+  }
+  // Where chunk c's result goes in this rank's output (only if Receives(c)).
+  uint8_t* Locate(uint32_t c) const {
     if (op.op == CaisOp::kAllGather) {
       const uint64_t block = c / cpb, j = c % cpb;
       const int rank = t.rank_at_index_[block];
-      const size_t n = std::min<size_t>(per, op.count - j * per);
-      return {op.out + static_cast<size_t>(rank) * op.block_stride_bytes + j * per * esize,
-              n * esize};
+      return op.out + static_cast<size_t>(rank) * op.block_stride_bytes + j * per * esize;
     }
-    const size_t n = std::min<size_t>(per, op.count - size_t{c} * per);
-    return {op.data + size_t{c} * per * esize, n * esize};
+    if (op.op == CaisOp::kReduceScatter) return op.out + (c % cpb) * per * esize;
+    return op.data + size_t{c} * per * esize;
   }
-  // The bytes this rank contributes for an own chunk.
+  // The bytes this rank contributes for an own chunk. ReduceScatter: block
+  // b of the switch's port order belongs to the rank at that port.
   const uint8_t* Source(uint32_t c) const {
     if (op.op == CaisOp::kAllGather) return op.in + (c % cpb) * per * esize;
+    if (op.op == CaisOp::kReduceScatter) {
+      const int rank = t.rank_at_index_[c / cpb];
+      return op.in + static_cast<size_t>(rank) * op.block_stride_bytes + (c % cpb) * per * esize;
+    }
     return op.data + size_t{c} * per * esize;
   }
 
@@ -284,7 +301,7 @@ struct SwitchTransport::Engine {
     wire::CaisHeader h;
     h.op = op.op;
     h.group_id = t.options_.group_id;
-    h.layer_id = 0;
+    h.layer_id = op.layer_id;
     h.chunk_id = static_cast<uint16_t>(c);
     h.total_chunks = static_cast<uint16_t>(r.total_chunks);
     h.seq_num = op.seq;
@@ -292,7 +309,7 @@ struct SwitchTransport::Engine {
     h.dtype = op.type;
     h.block = op.op == CaisOp::kBroadcast ? static_cast<uint8_t>(root_index) : uint8_t{0};
     h.flags = retransmit ? wire::cais_flags::kRetransmit : uint8_t{0};
-    const size_t len = request ? 0 : Locate(c).second;
+    const size_t len = request ? 0 : Length(c);
     h.payload_len = static_cast<uint32_t>(len);
     wire::SerializeCaisHeader(h, hdrs[batched]);
     iovec* v = &iov[2 * batched];
@@ -340,7 +357,8 @@ struct SwitchTransport::Engine {
       return;
     }
     if (!h.has_flag(wire::cais_flags::kResult) || h.seq_num != op.seq ||
-        h.group_id != t.options_.group_id || h.op != op.op || h.total_chunks != r.total_chunks) {
+        h.group_id != t.options_.group_id || h.layer_id != op.layer_id || h.op != op.op ||
+        h.total_chunks != r.total_chunks) {
       return;  // a late packet of an earlier operation, or not ours
     }
     const uint32_t c = h.chunk_id;
@@ -362,9 +380,13 @@ struct SwitchTransport::Engine {
       handed_back = true;
       return;
     }
-    auto [dst, len] = Locate(c);
-    if (v.payload.size() != len) return;
-    std::memcpy(dst, v.payload.data(), len);
+    if (h.has_flag(wire::cais_flags::kAck)) {
+      // ReduceScatter: another rank's chunk is complete; nothing to copy.
+      if (!Receives(c)) Complete(c, false, now);
+      return;
+    }
+    if (!Receives(c) || v.payload.size() != Length(c)) return;
+    std::memcpy(Locate(c), v.payload.data(), v.payload.size());
     if (!highest.empty()) {
       int64_t& top = highest[c / cpb];
       top = std::max<int64_t>(top, c);

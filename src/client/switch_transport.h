@@ -30,9 +30,12 @@ struct SwitchOp {
   wire::DType type = wire::DType::kF32;
   wire::ReduceOp reduce = wire::ReduceOp::kSum;
   uint32_t seq = 0;
+  uint16_t layer_id = 0;
   // AllReduce and Broadcast: `data` holds `count` elements, in place.
   // AllGather: `in` holds this rank's `count` elements; block r of the
   // result goes to out + r * block_stride_bytes.
+  // ReduceScatter: block r of the input (`count` elements) is at
+  // in + r * block_stride_bytes; this rank's reduced block goes to `out`.
   uint8_t* data = nullptr;
   const uint8_t* in = nullptr;
   uint8_t* out = nullptr;
@@ -43,7 +46,7 @@ struct SwitchOp {
   bool broadcast = false;
 };
 
-// Number of chunks `op` needs (AllGather: over all blocks).
+// Number of chunks `op` needs (AllGather, ReduceScatter: over all blocks).
 uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size);
 
 struct SwitchPhaseResult {

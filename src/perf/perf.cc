@@ -104,9 +104,12 @@ int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   const auto n = static_cast<uint64_t>(o.ranks);
   for (uint32_t k = 0; k < sizes.size(); ++k) {
     const uint64_t bytes = sizes[k];
-    // As nccl-tests: AllGather's size is the gathered (output) size.
+    // As nccl-tests: AllGather's size is the gathered (output) size,
+    // ReduceScatter's the scattered (input) size.
     const uint64_t count = o.op == Collective::kAllGather ? bytes / esize / n : bytes / esize;
-    const uint64_t out_count = o.op == Collective::kAllGather ? count * n : count;
+    const uint64_t out_count = o.op == Collective::kAllGather       ? count * n
+                               : o.op == Collective::kReduceScatter ? count / n
+                                                                    : count;
     std::vector<uint8_t> in(count * esize), out(out_count * esize);
     auto fill = [&] {
       for (uint64_t i = 0; i < count; ++i)
@@ -118,6 +121,8 @@ int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
         case Collective::kAllGather:
           return (*comm)->AllGather(in.data(), out.data(), count, o.type);
         case Collective::kBroadcast: return (*comm)->Broadcast(in.data(), count, o.type, o.root);
+        case Collective::kReduceScatter:
+          return (*comm)->ReduceScatter(in.data(), out.data(), out_count, o.type, o.reduce);
       }
       return absl::OkStatus();
     };
@@ -154,12 +159,17 @@ int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
           for (int r = 1; r < o.ranks; ++r) v = Reduce(o.reduce, v, InputValue(o.reduce, r, i));
         } else if (o.op == Collective::kAllGather) {
           v = InputValue(o.reduce, static_cast<int>(i / count), i % count);
+        } else if (o.op == Collective::kReduceScatter) {
+          const uint64_t g = static_cast<uint64_t>(rank) * out_count + i;
+          v = InputValue(o.reduce, 0, g);
+          for (int r = 1; r < o.ranks; ++r) v = Reduce(o.reduce, v, InputValue(o.reduce, r, g));
         } else {
           v = InputValue(o.reduce, o.root, i);
         }
         Store(o.type, &expect[i * esize], v);
       }
-      const std::vector<uint8_t>& got = o.op == Collective::kAllGather ? out : in;
+      const std::vector<uint8_t>& got =
+          o.op == Collective::kAllGather || o.op == Collective::kReduceScatter ? out : in;
       for (uint64_t i = 0; i < out_count; ++i) {
         if (std::memcmp(&got[i * esize], &expect[i * esize], esize) != 0) ++wrong;
       }
@@ -196,8 +206,9 @@ absl::StatusOr<Collective> ParseCollective(const std::string& s) {
   if (s == "allreduce") return Collective::kAllReduce;
   if (s == "allgather") return Collective::kAllGather;
   if (s == "broadcast") return Collective::kBroadcast;
+  if (s == "reducescatter") return Collective::kReduceScatter;
   return absl::InvalidArgumentError(
-      absl::StrCat("op '", s, "' is not one of allreduce, allgather, broadcast"));
+      absl::StrCat("op '", s, "' is not one of allreduce, allgather, broadcast, reducescatter"));
 }
 
 absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
@@ -211,8 +222,8 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     return absl::InvalidArgumentError(absl::StrCat("--root ", o.root, " must be < --ranks"));
   }
   const size_t esize = wire::ElementBytes(o.type);
-  const uint64_t unit =
-      esize * (o.op == Collective::kAllGather ? static_cast<uint64_t>(o.ranks) : 1);
+  const bool blocked = o.op == Collective::kAllGather || o.op == Collective::kReduceScatter;
+  const uint64_t unit = esize * (blocked ? static_cast<uint64_t>(o.ranks) : 1);
   std::vector<uint64_t> sizes;
   for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0001;
        b *= o.factor) {
@@ -266,9 +277,10 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     procs.emplace_back(pid);
   }
 
-  const char* op_name = o.op == Collective::kAllReduce   ? "allreduce"
-                        : o.op == Collective::kAllGather ? "allgather"
-                                                         : "broadcast";
+  const char* op_name = o.op == Collective::kAllReduce       ? "allreduce"
+                        : o.op == Collective::kAllGather     ? "allgather"
+                        : o.op == Collective::kReduceScatter ? "reducescatter"
+                                                             : "broadcast";
   out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend "
       << (o.use_switch ? absl::StrCat("switch ", switch_addr,
                                       o.switch_address.empty() ? " (started by cais-perf)" : "")
@@ -281,9 +293,7 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
   std::map<uint32_t, std::vector<Record>> got;
   std::vector<PerfRow> rows;
   const double n = o.ranks;
-  const double bus = o.op == Collective::kAllReduce   ? 2 * (n - 1) / n
-                     : o.op == Collective::kAllGather ? (n - 1) / n
-                                                      : 1.0;
+  const double bus = o.op == Collective::kAllReduce ? 2 * (n - 1) / n : blocked ? (n - 1) / n : 1.0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
   size_t open_fds = fds.size();
   while (open_fds > 0 && std::chrono::steady_clock::now() < deadline) {

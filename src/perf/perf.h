@@ -14,7 +14,7 @@
 
 namespace inca::perf {
 
-enum class Collective { kAllReduce, kAllGather, kBroadcast };
+enum class Collective { kAllReduce, kAllGather, kBroadcast, kReduceScatter };
 
 struct PerfOptions {
   Collective op = Collective::kAllReduce;

@@ -100,8 +100,33 @@ double Fold(ReduceOp op, double a, double b) {
   return 0;
 }
 
-// Runs AllReduce, AllGather and Broadcast of `count` elements on one rank
-// and checks them exactly. Returns the number of wrong elements.
+// ReduceScatter of `count` elements per rank (n * count in), checked exactly.
+uint64_t CheckReduceScatter(Communicator& c, DType t, ReduceOp op, size_t count) {
+  const size_t es = wire::ElementBytes(t);
+  const int n = c.world_size(), me = c.rank();
+  std::vector<uint8_t> in(count * es * static_cast<size_t>(n)), out(count * es), want(count * es);
+  for (size_t i = 0; i < count * static_cast<size_t>(n); ++i) Put(t, &in[i * es], Value(op, me, i));
+  for (size_t i = 0; i < count; ++i) {
+    const size_t g = static_cast<size_t>(me) * count + i;
+    double v = Value(op, 0, g);
+    for (int r = 1; r < n; ++r) v = Fold(op, v, Value(op, r, g));
+    Put(t, &want[i * es], v);
+  }
+  if (auto s = c.ReduceScatter(in.data(), out.data(), count, t, op); !s.ok()) {
+    std::fprintf(stderr, "reducescatter: %s\n", std::string(s.message()).c_str());
+    return count + 1;
+  }
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < count * es; i += es) wrong += std::memcmp(&out[i], &want[i], es) != 0;
+  if (wrong)
+    std::fprintf(stderr, "rank %d: reducescatter %zu elements: %lu wrong\n", me, count,
+                 static_cast<unsigned long>(wrong));
+  return wrong;
+}
+
+// Runs AllReduce, AllGather, Broadcast and ReduceScatter of `count`
+// elements on one rank and checks them exactly. Returns the number of wrong
+// elements.
 uint64_t CheckAll(Communicator& c, DType t, ReduceOp op, size_t count, int root) {
   const size_t es = wire::ElementBytes(t);
   const int n = c.world_size(), me = c.rank();
@@ -153,7 +178,7 @@ uint64_t CheckAll(Communicator& c, DType t, ReduceOp op, size_t count, int root)
   if (wrong != after_allgather)
     std::fprintf(stderr, "rank %d: broadcast %zu elements: %lu wrong\n", me, count,
                  static_cast<unsigned long>(wrong - after_allgather));
-  return wrong;
+  return wrong + CheckReduceScatter(c, t, op, count);
 }
 
 int Fail(const char* what, const absl::Status& s) {
@@ -436,12 +461,15 @@ TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
 }
 
 TEST(CaisPerfTest, ReportsCorrectResultsForBothBackends) {
-  for (const char* backend : {"switch", "gloo"}) {
-    Process p =
-        Process::Spawn(INCA_CAIS_PERF_PATH,
-                       {"--op", "allreduce", "--ranks", "2", "-b", "4K", "-e", "64K", "-f", "4",
-                        "--backend", backend, "--iters", "2", "--switchd", INCA_SWITCHD_PATH});
-    EXPECT_EQ(p.Wait(std::chrono::seconds(120)), 0) << backend;
+  for (const char* op : {"allreduce", "reducescatter"}) {
+    for (const char* backend : {"switch", "gloo"}) {
+      Process p =
+          Process::Spawn(INCA_CAIS_PERF_PATH,
+                         {"--op", op, "--ranks", "3", "-b", "4K", "-e", "64K", "-f", "4",
+                          "--backend", backend, "--iters", "2", "--switchd", INCA_SWITCHD_PATH});
+      // Exit 0 only if every rank's result was exact (#wrong 0 on every row).
+      EXPECT_EQ(p.Wait(std::chrono::seconds(120)), 0) << op << " " << backend;
+    }
   }
 }
 

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   std::string op = "allreduce", backend = "switch", begin = "1K", end = "64M", type = "f32",
               redop = "sum";
   CLI::App app{"cais-perf: CAIS collective benchmark and checker (nccl-tests style)"};
-  app.add_option("--op", op, "allreduce | allgather | broadcast");
+  app.add_option("--op", op, "allreduce | allgather | broadcast | reducescatter");
   app.add_option("--ranks,-n", o.ranks, "ranks to start on this host")->check(CLI::Range(1, 64));
   app.add_option("-b,--minbytes", begin, "smallest size (1K, 8M, ...)");
   app.add_option("-e,--maxbytes", end, "largest size");

@@ -7,7 +7,9 @@
 // one Communicator are executed in issue order by its progress thread; the
 // blocking forms wait for their operation, the async forms return a Work.
 // A Communicator is thread-safe for issuing operations. Buffers passed to an
-// async operation must stay valid and untouched until its Work completes.
+// async operation must stay valid and untouched until its Work completes;
+// OpOptions::on_done is where a binding releases what keeps them alive, so
+// the buffers outlive the operation even when every Work handle is dropped.
 //
 // Errors: every call returns within a bounded time (host_timeout_ms plus
 // switch_timeout_ms per 65,535 chunks at most) with the right result or an
@@ -16,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -92,6 +95,20 @@ struct CommunicatorStats {
   bool offload_active = false;
 };
 
+// Per-operation options.
+struct OpOptions {
+  // The model layer this operation belongs to, carried in every packet's
+  // `layer_id`: per-layer switch rules and per-layer offload decisions act
+  // on it (CAIS write-up 3.1, 4.1). 0 = untagged.
+  uint16_t layer_id = 0;
+  // Runs on the progress thread once the operation has finished (with its
+  // status), before its Work is marked done and before any later operation
+  // starts. Bindings use it to release the buffers' owners (a dropped async
+  // handle must not free memory the operation still writes) and to copy
+  // results into non-contiguous originals. Must not block or throw.
+  std::function<void(const absl::Status&)> on_done;
+};
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -108,17 +125,36 @@ class Communicator {
   virtual ~Communicator() = default;
 
   // In place: data[i] = op over all ranks of data[i].
-  virtual absl::Status AllReduce(void* data, size_t count, DType type, ReduceOp op) = 0;
-  virtual std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type,
-                                               ReduceOp op) = 0;
+  absl::Status AllReduce(void* data, size_t count, DType type, ReduceOp op,
+                         const OpOptions& o = {}) {
+    return AllReduceAsync(data, count, type, op, o)->Wait();
+  }
+  virtual std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DType type, ReduceOp op,
+                                               const OpOptions& o = {}) = 0;
   // out (world_size * count elements) = every rank's `in` (count elements),
   // in rank order.
-  virtual absl::Status AllGather(const void* in, void* out, size_t count, DType type) = 0;
-  virtual std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count,
-                                               DType type) = 0;
+  absl::Status AllGather(const void* in, void* out, size_t count, DType type,
+                         const OpOptions& o = {}) {
+    return AllGatherAsync(in, out, count, type, o)->Wait();
+  }
+  virtual std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count, DType type,
+                                               const OpOptions& o = {}) = 0;
+  // out (count elements) = op over all ranks of block `rank` of `in`
+  // (world_size * count elements, block r at in + r * count elements).
+  // Through the switch each rank receives only its own block.
+  absl::Status ReduceScatter(const void* in, void* out, size_t count, DType type, ReduceOp op,
+                             const OpOptions& o = {}) {
+    return ReduceScatterAsync(in, out, count, type, op, o)->Wait();
+  }
+  virtual std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t count,
+                                                   DType type, ReduceOp op,
+                                                   const OpOptions& o = {}) = 0;
   // data on every rank = data on `root`.
-  virtual absl::Status Broadcast(void* data, size_t count, DType type, int root) = 0;
-  virtual std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root) = 0;
+  absl::Status Broadcast(void* data, size_t count, DType type, int root, const OpOptions& o = {}) {
+    return BroadcastAsync(data, count, type, root, o)->Wait();
+  }
+  virtual std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DType type, int root,
+                                               const OpOptions& o = {}) = 0;
   // Waits for every operation issued so far.
   virtual absl::Status Synchronize() = 0;
 
