@@ -21,9 +21,13 @@ time; call .contiguous() yourself to silence it).
 
 from __future__ import annotations
 
+import atexit
+import collections
+import contextlib
 import enum
 import os
 import sys
+import threading
 import warnings
 from typing import Any, Dict, Iterable, List, Optional
 
@@ -37,7 +41,8 @@ except ImportError as e:  # pragma: no cover - depends on the build
     ) from e
 
 __all__ = [
-    "init", "new_group", "all_reduce", "all_gather", "broadcast", "synchronize", "configure",
+    "init", "new_group", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "synchronize",
+    "configure", "layer",
     "set_offload", "stats", "switch_stats", "shutdown", "is_initialized", "get_rank",
     "get_world_size", "ReduceOp", "Group", "Work", "Error", "CaisWarning",
 ]
@@ -63,10 +68,20 @@ WORLD_GROUP_ID = 255
 DEFAULT_CONTROLLER_PORT = 50051
 DEFAULT_SWITCH_PORT = 9410
 
-# configure() keys (the write-up's 4.2 / 5.3 names).
-_CLIENT_KEYS = {"chunk_size", "max_pending_chunks", "switch_timeout_ms", "join_timeout_ms"}
-_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms"}
+# configure() keys: the write-up's 4.2 / 5.3 names, each meaning what the
+# write-up says (docs/python.md), plus inca's own client_window.
+_CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window"}
+_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms", "max_pending_chunks"}
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
+# The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
+# CAIS header, rounded down to whole 4-byte elements).
+MAX_CHUNK_BYTES = 65472
+# inca-switchd's default max_payload_bytes: a 9000-byte jumbo frame less the
+# IPv4, UDP and CAIS headers.
+DEFAULT_SWITCH_PAYLOAD = 8952
+# Client settings (CommunicatorOptions fields) under their configure() names.
+_CLIENT_OPTION = {"chunk_size": "chunk_size", "switch_timeout_ms": "switch_timeout_ms",
+                  "join_timeout_ms": "join_timeout_ms", "client_window": "max_pending_chunks"}
 
 
 class _State:
@@ -201,9 +216,33 @@ class Group:
             serve_store=self.rank == 0, offload=_state.offload, bind_ip=_state.bind_ip)
         options.update(_state.client)
         self._comm = _cais.create(options)
+        # Operations in flight with the buffers they use, oldest first. A Work
+        # the caller drops keeps its entry here, so the memory the operation
+        # writes stays alive until it has completed (operations complete in
+        # issue order); entries are reaped by later calls, synchronize and close.
+        self._pending: Any = collections.deque()
+        self._lock = threading.Lock()
+
+    def _issue(self, work: Any, buffers: List["_Buffer"], result: Any) -> "Work":
+        w = Work(work, buffers, result)
+        with self._lock:
+            while self._pending and self._pending[0].is_completed():
+                self._pending.popleft()._finish()
+            self._pending.append(w)
+        return w
+
+    def _drain(self) -> None:
+        with self._lock:
+            pending, self._pending = list(self._pending), collections.deque()
+        for w in pending:
+            try:
+                w.wait()
+            except Exception:  # raised to whoever waits on it; here only released
+                pass
 
     def synchronize(self) -> None:
         self._comm.synchronize()
+        self._drain()
 
     def set_offload(self, enabled: bool) -> None:
         self._comm.set_offload(bool(enabled))
@@ -212,6 +251,7 @@ class Group:
         return self._comm.stats()
 
     def close(self) -> None:
+        self._drain()
         self._comm.close()
 
     def __repr__(self) -> str:
@@ -253,7 +293,19 @@ def _world() -> Group:
     return g
 
 
-def _group(group: Optional[Group]) -> Group:
+def _group(group: Optional[Group], group_id: Optional[int] = None) -> Group:
+    if group_id is not None:
+        # The write-up's form (3.4): cais.all_reduce(t, group_id=0).
+        if group is not None and group.group_id != group_id:
+            raise ValueError("cais: group=%r and group_id=%d disagree; pass one of them"
+                             % (group, group_id))
+        _require_init()
+        g = _state.groups.get(group_id)
+        if g is None:
+            # Every rank makes the same call, so creating the group of all
+            # ranks here is as collective as new_group(group_id=...) itself.
+            g = _world() if group_id == WORLD_GROUP_ID else new_group(group_id=group_id)
+        return g
     if group is None:
         return _world()
     if not isinstance(group, Group):
@@ -349,29 +401,43 @@ def _buffer(x: Any, what: str, writable: bool) -> _Buffer:
                     % (what, type(x).__name__))
 
 
-def _empty_like_stacked(x: Any, n: int) -> Any:
+def _empty_like_shape(x: Any, shape: tuple) -> Any:
     if _is_torch(x):
         import torch
-        return torch.empty((n,) + tuple(x.shape), dtype=x.dtype)
+        return torch.empty(shape, dtype=x.dtype)
     import numpy as np
-    return np.empty((n,) + x.shape, dtype=x.dtype)
+    return np.empty(shape, dtype=x.dtype)
+
+
+def _empty_like_stacked(x: Any, n: int) -> Any:
+    return _empty_like_shape(x, (n,) + tuple(x.shape))
 
 
 class Work:
     """An asynchronous operation: wait() blocks until it is done, writes back
-    any non-contiguous original, and returns the result tensor/array."""
+    any non-contiguous original, and returns the result tensor/array.
+    Dropping a Work without wait() is safe: its group keeps the buffers until
+    the operation has completed, and writes back then."""
 
     def __init__(self, work: Any, buffers: List[_Buffer], result: Any) -> None:
         self._work, self._buffers, self._result = work, buffers, result
         self._done = False
 
+    def _finish(self) -> None:
+        if not self._done:
+            self._done = True
+            buffers, self._buffers = self._buffers, []
+            for b in buffers:
+                b.write_back()
+
     def wait(self) -> Any:
         if not self._done:
-            self._work.wait()
-            for b in self._buffers:
-                b.write_back()
-            self._buffers = []
-            self._done = True
+            try:
+                self._work.wait()
+            except BaseException:
+                self._done, self._buffers = True, []
+                raise
+            self._finish()
         return self._result
 
     def is_completed(self) -> bool:
@@ -384,6 +450,41 @@ class _DoneWork(Work):
 
     def is_completed(self) -> bool:
         return True
+
+
+_layer = threading.local()
+
+
+def _layer_id(layer_id: Optional[int]) -> int:
+    v = layer_id if layer_id is not None else getattr(_layer, "value", 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 65535:
+        raise ValueError("cais: layer_id %r must be an integer in 0..65535" % (v,))
+    return v
+
+
+@contextlib.contextmanager
+def layer(layer_id: int):
+    """Tags the operations this thread issues inside the block with a model
+    layer (the header's layer_id, write-up 3.1): per-layer switch rules
+    (`cais-cli add-rule --layer-id N`) and per-layer offload decisions act on
+    it. Covers cais.* calls and torch.distributed calls on backend "cais"."""
+    v = _layer_id(layer_id)
+    old = getattr(_layer, "value", 0)
+    c10d = sys.modules.get(__name__ + "._cais_c10d")
+    _layer.value = v
+    if c10d is not None:
+        c10d.set_layer(v)
+    try:
+        yield
+    finally:
+        _layer.value = old
+        if c10d is not None:
+            c10d.set_layer(old)
+
+
+def _run(g: Group, work: Any, buffers: List[_Buffer], result: Any, async_op: bool) -> Any:
+    w = g._issue(work, buffers, result)
+    return w if async_op else w.wait()
 
 
 def _op_code(op: Any) -> int:
@@ -402,25 +503,25 @@ def _op_code(op: Any) -> int:
 
 
 def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = None,
-               async_op: bool = False) -> Any:
-    """In place: tensor = op over the group's ranks. Returns the tensor (or a Work)."""
-    g = _group(group)
+               async_op: bool = False, *, group_id: Optional[int] = None,
+               layer_id: Optional[int] = None) -> Any:
+    """In place: tensor = op over the group's ranks. Returns the tensor (or a Work).
+    group_id= names the group by its switch id, as in the write-up (3.4)."""
+    g = _group(group, group_id)
     code = _op_code(op)
     b = _buffer(tensor, "all_reduce", writable=True)
     if b.count == 0:
         return _DoneWork(tensor) if async_op else tensor
-    if async_op:
-        return Work(g._comm.all_reduce_async(b.ptr, b.count, b.dtype, code), [b], tensor)
-    g._comm.all_reduce(b.ptr, b.count, b.dtype, code)
-    b.write_back()
-    return tensor
+    w = g._comm.all_reduce_async(b.ptr, b.count, b.dtype, code, _layer_id(layer_id))
+    return _run(g, w, [b], tensor, async_op)
 
 
 def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
-               async_op: bool = False) -> Any:
+               async_op: bool = False, *, group_id: Optional[int] = None,
+               layer_id: Optional[int] = None) -> Any:
     """Returns out[r] = rank r's tensor, shape (group size,) + tensor.shape. `out`,
     if given, must be contiguous with that shape and dtype."""
-    g = _group(group)
+    g = _group(group, group_id)
     b = _buffer(tensor, "all_gather", writable=False)
     if out is None:
         out = _empty_like_stacked(tensor, g.size)
@@ -430,28 +531,50 @@ def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
                          "holds %d" % (b.count * g.size, o.count))
     if b.count == 0:
         return _DoneWork(out) if async_op else out
-    if async_op:
-        return Work(g._comm.all_gather_async(b.ptr, o.ptr, b.count, b.dtype), [b, o], out)
-    g._comm.all_gather(b.ptr, o.ptr, b.count, b.dtype)
-    o.write_back()
-    return out
+    w = g._comm.all_gather_async(b.ptr, o.ptr, b.count, b.dtype, _layer_id(layer_id))
+    return _run(g, w, [b, o], out, async_op)
+
+
+def reduce_scatter(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = None,
+                   out: Any = None, async_op: bool = False, *, group_id: Optional[int] = None,
+                   layer_id: Optional[int] = None) -> Any:
+    """Returns this rank's block of op over the group's ranks of `tensor`, split
+    along its first dimension into group-size blocks (as torch's
+    reduce_scatter_tensor): shape (tensor.shape[0] // size,) + tensor.shape[1:].
+    Through the switch each rank receives only its own block. `out`, if given,
+    must be contiguous with that shape and dtype."""
+    g = _group(group, group_id)
+    code = _op_code(op)
+    shape = tuple(getattr(tensor, "shape", ()))
+    if not shape or shape[0] % g.size:
+        raise ValueError("cais.reduce_scatter: the first dimension of a tensor of shape %r must "
+                         "be a multiple of the group size %d" % (shape, g.size))
+    b = _buffer(tensor, "reduce_scatter", writable=False)
+    if out is None:
+        out = _empty_like_shape(tensor, (shape[0] // g.size,) + shape[1:])
+    o = _buffer(out, "reduce_scatter", writable=True)
+    if o.dtype != b.dtype or o.count * g.size != b.count:
+        raise ValueError("cais.reduce_scatter: out must hold %d elements of the input's dtype, "
+                         "it holds %d" % (b.count // g.size, o.count))
+    if o.count == 0:
+        return _DoneWork(out) if async_op else out
+    w = g._comm.reduce_scatter_async(b.ptr, o.ptr, o.count, b.dtype, code, _layer_id(layer_id))
+    return _run(g, w, [b, o], out, async_op)
 
 
 def broadcast(tensor: Any, src: int = 0, group: Optional[Group] = None,
-              async_op: bool = False) -> Any:
+              async_op: bool = False, *, group_id: Optional[int] = None,
+              layer_id: Optional[int] = None) -> Any:
     """In place: tensor on every rank = tensor on group rank `src`."""
-    g = _group(group)
+    g = _group(group, group_id)
     if not 0 <= src < g.size:
         raise ValueError("cais.broadcast: src %d must be a rank of the group (0..%d)"
                          % (src, g.size - 1))
     b = _buffer(tensor, "broadcast", writable=True)
     if b.count == 0:
         return _DoneWork(tensor) if async_op else tensor
-    if async_op:
-        return Work(g._comm.broadcast_async(b.ptr, b.count, b.dtype, src), [b], tensor)
-    g._comm.broadcast(b.ptr, b.count, b.dtype, src)
-    b.write_back()
-    return tensor
+    w = g._comm.broadcast_async(b.ptr, b.count, b.dtype, src, _layer_id(layer_id))
+    return _run(g, w, [b], tensor, async_op)
 
 
 def synchronize(group: Optional[Group] = None) -> None:
@@ -496,19 +619,25 @@ def switch_stats() -> Dict[str, Any]:
 
 
 def configure(config: Dict[str, Any]) -> Dict[str, Any]:
-    """Applies the write-up's settings (4.2, 5.3); returns the settings in effect.
+    """Applies the write-up's settings (4.2, 5.3) as written; returns the settings
+    in effect. Each key means what the write-up says (docs/python.md):
 
-    Client keys, for groups created from now on: chunk_size (payload bytes per
-    packet, multiple of 4, <= 65472), max_pending_chunks (packets in flight per
-    rank), switch_timeout_ms, join_timeout_ms.
-    Switch keys, set at once through the controller (init(controller_addr=...)):
-    offload_threshold (1 makes the switch decline everything: host path for every
-    job), sram_usage_limit, timeout_ms.
+    chunk_size: bytes of tensor per chunk, the unit the switch reduces in one
+        slot. A chunk travels in one datagram, so it is capped at what the
+        switch accepts (its max_payload_bytes, 8952 by default: a 9000-byte
+        jumbo frame) and at 65472; the write-up's 65536 becomes the cap, with
+        a CaisWarning, and the returned dict says what is used. Client side,
+        for groups created from now on.
+    offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks: the
+        switch's, set at once through the controller (init(controller_addr=...));
+        offload_threshold 1 sends every job to the host path.
+    switch_timeout_ms, join_timeout_ms, client_window (chunks in flight per
+        rank): inca's client settings, for groups created from now on.
     controller_port: the control API's port (default 50051), reconnects if needed.
     May be called before init() for client keys and controller_port.
     """
     if not isinstance(config, dict):
-        raise TypeError("cais.configure takes a dict, e.g. {'chunk_size': 8952}")
+        raise TypeError("cais.configure takes a dict, e.g. {'chunk_size': 65536}")
     unknown = sorted(set(config) - _ALL_KEYS)
     if unknown:
         raise ValueError("cais.configure: unknown key(s) %s; known: %s"
@@ -518,13 +647,7 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         v = config[k]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError("cais.configure: %s must be a non-negative integer, got %r" % (k, v))
-        client[k] = v
-    if "chunk_size" in client:
-        cs = client["chunk_size"]
-        if cs < 4 or cs % 4 or cs > 65472:
-            raise ValueError("cais.configure: chunk_size %d must be a multiple of 4 in 4..65472 "
-                             "(one UDP datagram per chunk; 8952 fits a 9000-byte jumbo frame, "
-                             "1452 a 1500-byte MTU)" % cs)
+        client[_CLIENT_OPTION[k]] = v
     switch = {k: config[k] for k in _SWITCH_KEYS & set(config)}
     for k, v in switch.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -540,23 +663,50 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         _state.controller_port = p
         if _state.controller is not None and _state.controller_host is not None:
             _connect_controller("%s:%d" % (_state.controller_host, p))
-    existing = [g for gid, g in _state.groups.items()]
+    if "chunk_size" in client:
+        client["chunk_size"] = _chunk_size(client["chunk_size"])
+    existing = list(_state.groups.values())
     if client and existing:
         warnings.warn("cais.configure: %s apply to groups created from now on; existing groups "
                       "%r keep their settings" % (", ".join(sorted(client)), existing),
                       CaisWarning, stacklevel=2)
-    _state.client.update(client)
     if switch:
         _state.controller.set_config({k: repr(float(v)) if isinstance(v, float) else str(v)
                                       for k, v in switch.items()})
-    effective: Dict[str, Any] = dict(_state.client)
+    _state.client.update(client)
+    effective: Dict[str, Any] = {k: _state.client[o] for k, o in _CLIENT_OPTION.items()
+                                 if o in _state.client}
     effective["controller_port"] = _state.controller_port
     if _state.controller is not None:
         cfg = _state.controller.get_config()
         for k in _SWITCH_KEYS:
             if k in cfg:
-                effective[k] = float(cfg[k])
+                effective[k] = int(cfg[k]) if k == "max_pending_chunks" else float(cfg[k])
     return effective
+
+
+def _chunk_size(requested: int) -> int:
+    """The chunk size to use for `requested`: a multiple of 4, at most what
+    the switch accepts in one datagram (asked through the controller when
+    there is one, else its default) and at most MAX_CHUNK_BYTES."""
+    if requested < 4 or requested % 4:
+        raise ValueError("cais.configure: chunk_size %d must be a multiple of 4, at least 4 "
+                         "(8952 fills a 9000-byte jumbo frame, 1452 a 1500-byte MTU)" % requested)
+    cap, source = DEFAULT_SWITCH_PAYLOAD, "the switch's default max_payload_bytes"
+    if _state.controller is not None:
+        try:
+            cap = int(_state.controller.get_config().get("chunk_size", cap))
+            source = "the switch's max_payload_bytes"
+        except Exception:  # the switch answers later calls; the default is safe
+            pass
+    cap = min(cap, MAX_CHUNK_BYTES)
+    if requested <= cap:
+        return requested
+    warnings.warn("cais.configure: chunk_size %d is more than one datagram carries here: a chunk "
+                  "is one switch slot in one datagram, and %s is %d bytes; using %d "
+                  "(docs/protocol.md, 'What a chunk is')" % (requested, source, cap, cap),
+                  CaisWarning, stacklevel=3)
+    return cap
 
 
 def shutdown() -> None:
@@ -581,3 +731,11 @@ if os.environ.get("CAIS_NO_TORCH") != "1":
         pass
     else:
         from . import torch_backend  # noqa: F401,E402
+
+
+@atexit.register
+def _release_pending() -> None:
+    # Operations still in flight at exit keep writing their buffers until
+    # they complete: wait for them before the interpreter frees the memory.
+    for g in list(_state.groups.values()):
+        g._drain()

@@ -147,9 +147,18 @@ def scenario_c10d():
         x = torch.ones(7)
         dist.all_reduce(x, group=sub)
         check(bool((x == 2).all()), "subgroup")
+    # int64/float64 broadcast and all_gather move words, not sums: through inca
     pg = dist.distributed_c10d._get_default_group()
+    before = pg.stats()["delegated"]
+    big = torch.arange(5, dtype=torch.int64) * (rank + 1) * 2 ** 40
+    dist.broadcast(big, src=0)
+    check(torch.equal(big, torch.arange(5, dtype=torch.int64) * 2 ** 40), "int64 broadcast")
+    parts = [torch.empty(3, dtype=torch.float64) for _ in range(n)]
+    dist.all_gather(parts, torch.full((3,), rank + 0.1, dtype=torch.float64))
+    check(all(bool((p == r + 0.1).all()) for r, p in enumerate(parts)), "float64 all_gather")
+    check(pg.stats()["delegated"] == before, "words were delegated: %r" % pg.stats())
     st = pg.stats()
-    check(st["ops_switch"] > 0 and st["delegated"] >= 1, "stats %r" % st)
+    check(st["ops_switch"] > 0 and st["delegated_by_op"].get("allreduce") == 1, "stats %r" % st)
     dist.destroy_process_group()
     return {"stats": st}
 
@@ -201,6 +210,187 @@ def scenario_offload():
     check(after["ops_switch"] == mid["ops_switch"], "switch still used: %r" % after)
     dist.destroy_process_group()
     return {"ops_until_host": switched_after, "seconds": elapsed, "stats": after}
+
+
+def scenario_dropped_work():
+    """Async operations whose Work is dropped at once, on both APIs (the
+    heap corruption of issue 14): buffers must outlive the operation."""
+    import gc
+    import torch
+    import torch.distributed as dist
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    iters = int(os.environ.get("ITERS", "300"))
+    cais.configure({"switch_timeout_ms": 5000})
+    dist.init_process_group("cais")
+    for i in range(iters):
+        dist.all_reduce(torch.ones(2 + i % 3), async_op=True)  # dropped at once
+        dist.all_reduce(torch.ones(3000).t()[::2], async_op=True)  # non-contiguous copy
+        if i % 50 == 0:
+            gc.collect()
+    keep = torch.full((5000,), float(rank))
+    dist.all_reduce(keep, async_op=True)  # dropped, but the tensor is ours
+    dist.barrier()
+    check(bool((keep == n * (n - 1) / 2).all()), "dropped work's tensor has its result")
+    pg = dist.distributed_c10d._get_default_group()
+    st = pg.stats()
+    check(st["ops_switch"] >= 2 * iters, "not through the switch: %r" % st)
+    dist.destroy_process_group()
+
+    cais.init()
+    g = cais.new_group(group_id=3)
+    for i in range(iters):
+        w = cais.all_reduce(torch.ones(2), group=g, async_op=True)
+        del w
+        cais.all_gather(np.ones(7, dtype=np.float32), group=g, async_op=True)
+        cais.reduce_scatter(torch.ones(4 * n), group=g, async_op=True)
+        v = torch.ones(64, 8)[:, ::4]
+        cais.all_reduce(v, group=g, async_op=True)  # non-contiguous: written back later
+        del v
+    m = torch.ones(16, 4) * (rank + 1)
+    cais.all_reduce(m[:, ::2], group=g, async_op=True)
+    cais.synchronize(g)
+    check(bool((m[:, ::2] == n * (n + 1) / 2).all()) and bool((m[:, 1::2] == rank + 1).all()),
+          "dropped non-contiguous work was written back")
+    st = cais.stats(g)
+    cais.shutdown()
+    return {"stats": st}
+
+
+def scenario_reduce_scatter():
+    """reduce_scatter for every op and type at odd sizes, on both APIs."""
+    import torch
+    import torch.distributed as dist
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.configure({"switch_timeout_ms": 5000, "chunk_size": 1452})
+    cais.init(controller_addr=os.environ.get("CAIS_CONTROLLER"))
+    g = cais.new_group(group_id=0)
+    sizes = [1, 7, 363, 1000, 20011]  # elements per rank: inside one chunk, odd, many chunks
+    types = {torch.float32: 1e-6, torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.int32: 0}
+    for k in sizes:
+        for dt, tol in types.items():
+            base = (torch.arange(n * k) % 5 + 1).to(dt)
+            for op, fn in [(cais.ReduceOp.SUM, lambda x: x * sum(r + 1 for r in range(n))),
+                           (cais.ReduceOp.MAX, lambda x: x * n),
+                           (cais.ReduceOp.MIN, lambda x: x),
+                           (cais.ReduceOp.PRODUCT, None)]:
+                if op == cais.ReduceOp.PRODUCT:
+                    x = torch.full((n * k,), 2 if rank % 2 == 0 else 1).to(dt)
+                    want = torch.full((k,), 2 ** ((n + 1) // 2)).to(dt)
+                else:
+                    x = base * (rank + 1)
+                    want = fn(base.double()).to(dt).double()[rank * k:(rank + 1) * k]
+                out = cais.reduce_scatter(x, op=op, group=g)
+                check(out.shape == (k,), "shape %r" % (out.shape,))
+                err = (out.double() - want.double()).abs().max().item()
+                check(err <= tol * max(1.0, want.double().abs().max().item()),
+                      "reduce_scatter %s %s k=%d err=%g" % (op.name, dt, k, err))
+    # numpy, 2-D, the stacked form
+    a = np.ones((2 * n, 3), dtype=np.float32) * (rank + 1)
+    r = cais.reduce_scatter(a, group=g)
+    check(r.shape == (2, 3) and (r == n * (n + 1) / 2).all(), "numpy 2-D")
+    st = cais.stats(g)
+    check(st["ops_switch"] > 0 and st["ops_host"] == 0, "not through the switch: %r" % st)
+    cais.shutdown()
+    # torch.distributed: reduce_scatter (list) and _reduce_scatter_base
+    dist.init_process_group("cais")
+    outs = torch.empty(5)
+    ins = [torch.full((5,), float(rank + 10 * j)) for j in range(n)]
+    dist.reduce_scatter(outs, ins)
+    check(bool((outs == sum(r + 10 * rank for r in range(n))).all()), "dist.reduce_scatter")
+    flat = torch.arange(n * 9, dtype=torch.float32) * (rank + 1)
+    o = torch.empty(9)
+    dist._reduce_scatter_base(o, flat)
+    want = torch.arange(n * 9, dtype=torch.float32)[rank * 9:(rank + 1) * 9] * (n * (n + 1) / 2)
+    check(torch.equal(o, want), "_reduce_scatter_base")
+    # coalesced all-reduce through inca, not delegated
+    ts = [torch.full((3,), float(rank)), torch.full((1000,), 1.0), torch.ones(2, 2)]
+    dist.all_reduce_coalesced(ts)
+    check(bool((ts[0] == n * (n - 1) / 2).all()) and bool((ts[1] == n).all())
+          and bool((ts[2] == n).all()), "all_reduce_coalesced")
+    pg = dist.distributed_c10d._get_default_group()
+    st = pg.stats()
+    check(st["delegated"] == 0, "delegated to Gloo: %r" % st)
+    # a delegated call is counted by name
+    dist.all_reduce(torch.ones(3, dtype=torch.float64))
+    st = pg.stats()
+    check(st["delegated_by_op"] == {"allreduce": 1}, "delegated_by_op %r" % st)
+    dist.destroy_process_group()
+    return {"stats": st}
+
+
+def scenario_writeup():
+    """The write-up's Python lines from 3.4 and 4.2, as written."""
+    import torch
+    cais.init(controller_addr=os.environ["CAIS_CONTROLLER"])
+    # 4.2 (its dict verbatim)
+    cais_config = {
+        "chunk_size": 65536,  # 64KB
+        "offload_threshold": 0.2,
+        "timeout_ms": 50,
+        "max_pending_chunks": 128,
+        "sram_usage_limit": 0.75,
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eff = cais.configure(cais_config)
+    check(any("chunk_size 65536" in str(w.message) for w in caught), "no clamp warning")
+    check(eff["chunk_size"] == 8952, "chunk_size in effect %r" % eff)
+    check(eff["max_pending_chunks"] == 128 and abs(eff["timeout_ms"] - 50) < 1e-9
+          and abs(eff["offload_threshold"] - 0.2) < 1e-9
+          and abs(eff["sram_usage_limit"] - 0.75) < 1e-9, "switch settings %r" % eff)
+    # 3.4
+    tp_group = cais.new_group(ranks=[0, 1, 2, 3], group_id=0)
+    partial_result = torch.full((50000,), float(cais.get_rank() + 1))
+    reduced = cais.all_reduce(partial_result, group=tp_group)
+    check(bool((reduced == 10).all()), "all_reduce(group=tp_group)")
+    t = torch.ones(1000)
+    cais.all_reduce(t, group_id=0)
+    check(bool((t == 4).all()), "all_reduce(group_id=0)")
+    u = torch.ones(10)
+    cais.all_reduce(u, group_id=7)  # a group id nobody created: all ranks, created here
+    check(bool((u == 4).all()), "all_reduce(group_id=7)")
+    cais.synchronize()
+    st = cais.stats(tp_group)
+    check(st["ops_switch"] >= 2 and st["ops_host"] == 0, "stats %r" % st)
+    sw = cais.switch_stats()
+    cais.shutdown()
+    return {"stats": st, "switch": {k: sw[k] for k in ("completed_chunks", "conserved")}}
+
+
+def scenario_ddp():
+    """An unmodified DDP training loop; prints its losses (compared with gloo's by the test)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    backend = os.environ["BACKEND"]
+    if backend == "cais":
+        cais.configure({"switch_timeout_ms": 5000})
+    dist.init_process_group(backend)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
+    ddp = DDP(model, bucket_cap_mb=0.01)  # several buckets
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    losses = []
+    for _ in range(20):
+        x = torch.randn(16, 32, generator=gen)
+        y = x[:, :4].sin()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        t = loss.detach().clone()
+        dist.all_reduce(t)
+        losses.append(t.item() / n)
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    out = {"losses": losses, "param_sum": float(params.double().sum())}
+    if backend == "cais":
+        st = dist.distributed_c10d._get_default_group().stats()
+        check(st["ops_switch"] > 0 and st["delegated"] == 0, "DDP not all through inca: %r" % st)
+        out["stats"] = st
+    dist.destroy_process_group()
+    return out
 
 
 if __name__ == "__main__":

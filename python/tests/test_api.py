@@ -18,9 +18,21 @@ def test_errors_say_what_to_do():
     with pytest.raises(ValueError, match="unknown key"):
         cais.configure({"chunksize": 4})
     with pytest.raises(ValueError, match="multiple of 4"):
-        cais.configure({"chunk_size": 65536})  # the write-up's example exceeds one datagram
+        cais.configure({"chunk_size": 65538})
     with pytest.raises(ValueError, match="controller_addr"):
         cais.configure({"offload_threshold": 0.2})
+    with pytest.raises(ValueError, match="controller_addr"):
+        cais.configure({"max_pending_chunks": 128})  # the switch's, as in the write-up
+
+
+def test_chunk_size_beyond_one_datagram_is_capped_with_a_warning():
+    # Without a controller the cap is the switch's default max payload (8952).
+    with pytest.warns(cais.CaisWarning, match="chunk_size 65536"):
+        eff = cais.configure({"chunk_size": 65536})
+    assert eff["chunk_size"] == 8952
+    eff = cais.configure({"chunk_size": 1452, "client_window": 32})
+    assert eff["chunk_size"] == 1452 and eff["client_window"] == 32
+    cais._state.client.clear()
     with pytest.raises(ValueError, match="RANK"):
         cais.init()
 

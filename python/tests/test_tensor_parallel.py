@@ -32,6 +32,25 @@ def test_loss_curve_matches_single_process(switch, n):
             assert abs(got - want) <= RTOL * max(1.0, abs(want)), (step, got, want)
 
 
+def test_megatron_tp_sp_with_ddp_matches_gloo_and_single_process(switch):
+    # 4 ranks: TP 2 with sequence parallelism (reduce-scatter + all-gather), DP 2 by DDP.
+    steps = 8
+    ref = tp.train(tp.Config(batch=16), steps)["losses"]  # the whole batch of both DP ranks
+    argv = [os.path.join(TP, "tp_transformer.py"), "--tp", "2", "--sequence-parallel",
+            "--steps", str(steps), "--batch", "8"]
+    gloo = launch.run_ranks(argv + ["--backend", "gloo"], 4)
+    cais_ = launch.run_ranks(argv + ["--backend", "cais"], 4,
+                             env={"INCA_SWITCH": switch.data_addr})
+    for r in cais_:
+        st = r["stats"]
+        assert st["ops_switch"] == st["ops"] > 0 and st["delegated"] == 0, st
+    for res in (gloo, cais_):
+        for r in res:
+            for step, (got, want) in enumerate(zip(r["losses"], ref)):
+                assert abs(got - want) <= RTOL * max(1.0, abs(want)), (step, got, want)
+    assert ref[-1] < ref[0]
+
+
 def test_tp_shards_are_a_real_split():
     # A tensor-parallel rank alone (no all-reduce) must not reproduce the full model.
     full = tp.train(tp.Config(), 2)["losses"]

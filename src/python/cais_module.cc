@@ -5,7 +5,8 @@
 // (inca::control::ConnectControl) for switch-side configuration.
 //
 // Ownership: the Python layer keeps every buffer alive until its operation
-// completes (Work holds references). Every blocking call releases the GIL.
+// completes (cais.Group's pending list holds references even when the Work
+// is dropped). Every blocking call releases the GIL.
 // Errors: absl::Status becomes ValueError (INVALID_ARGUMENT, OUT_OF_RANGE),
 // TimeoutError (DEADLINE_EXCEEDED), ConnectionError (UNAVAILABLE) or
 // cais.Error (anything else), each with the status message, which says what
@@ -150,49 +151,34 @@ class PyWork {
   std::shared_ptr<Work> work_;
 };
 
+OpOptions Layer(int layer) {
+  if (layer < 0 || layer > 65535) {
+    throw py::value_error(absl::StrCat("layer id ", layer, " must be 0..65535"));
+  }
+  OpOptions o;
+  o.layer_id = static_cast<uint16_t>(layer);
+  return o;
+}
+
 class PyCommunicator {
  public:
   explicit PyCommunicator(std::unique_ptr<Communicator> c) : c_(std::move(c)) {}
 
-  void AllReduce(uintptr_t p, size_t n, int d, int op) {
-    const DType t = ParseDType(d);
-    const ReduceOp o = ParseOp(op);
-    Communicator& c = get();
-    absl::Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = c.AllReduce(Ptr(p), n, t, o);
-    }
-    Check(s, "all_reduce");
+  // Every operation is issued asynchronously; the blocking forms wait
+  // without the GIL. The Python layer keeps the buffers alive until the
+  // operation has completed, whether or not the Work is kept.
+  PyWork AllReduceAsync(uintptr_t p, size_t n, int d, int op, int layer) {
+    return PyWork(get().AllReduceAsync(Ptr(p), n, ParseDType(d), ParseOp(op), Layer(layer)));
   }
-  PyWork AllReduceAsync(uintptr_t p, size_t n, int d, int op) {
-    return PyWork(get().AllReduceAsync(Ptr(p), n, ParseDType(d), ParseOp(op)));
+  PyWork AllGatherAsync(uintptr_t in, uintptr_t out, size_t n, int d, int layer) {
+    return PyWork(get().AllGatherAsync(Ptr(in), Ptr(out), n, ParseDType(d), Layer(layer)));
   }
-  void AllGather(uintptr_t in, uintptr_t out, size_t n, int d) {
-    const DType t = ParseDType(d);
-    Communicator& c = get();
-    absl::Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = c.AllGather(Ptr(in), Ptr(out), n, t);
-    }
-    Check(s, "all_gather");
+  PyWork ReduceScatterAsync(uintptr_t in, uintptr_t out, size_t n, int d, int op, int layer) {
+    return PyWork(
+        get().ReduceScatterAsync(Ptr(in), Ptr(out), n, ParseDType(d), ParseOp(op), Layer(layer)));
   }
-  PyWork AllGatherAsync(uintptr_t in, uintptr_t out, size_t n, int d) {
-    return PyWork(get().AllGatherAsync(Ptr(in), Ptr(out), n, ParseDType(d)));
-  }
-  void Broadcast(uintptr_t p, size_t n, int d, int root) {
-    const DType t = ParseDType(d);
-    Communicator& c = get();
-    absl::Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = c.Broadcast(Ptr(p), n, t, root);
-    }
-    Check(s, "broadcast");
-  }
-  PyWork BroadcastAsync(uintptr_t p, size_t n, int d, int root) {
-    return PyWork(get().BroadcastAsync(Ptr(p), n, ParseDType(d), root));
+  PyWork BroadcastAsync(uintptr_t p, size_t n, int d, int root, int layer) {
+    return PyWork(get().BroadcastAsync(Ptr(p), n, ParseDType(d), root, Layer(layer)));
   }
   void Synchronize() {
     Communicator& c = get();
@@ -331,13 +317,14 @@ PYBIND11_MODULE(_cais, m) {
       .def("done", &PyWork::Done);
 
   py::class_<PyCommunicator>(m, "Communicator")
-      .def("all_reduce", &PyCommunicator::AllReduce, py::arg("ptr"), py::arg("count"),
-           py::arg("dtype"), py::arg("op"))
-      .def("all_reduce_async", &PyCommunicator::AllReduceAsync)
-      .def("all_gather", &PyCommunicator::AllGather)
-      .def("all_gather_async", &PyCommunicator::AllGatherAsync)
-      .def("broadcast", &PyCommunicator::Broadcast)
-      .def("broadcast_async", &PyCommunicator::BroadcastAsync)
+      .def("all_reduce_async", &PyCommunicator::AllReduceAsync, py::arg("ptr"), py::arg("count"),
+           py::arg("dtype"), py::arg("op"), py::arg("layer") = 0)
+      .def("all_gather_async", &PyCommunicator::AllGatherAsync, py::arg("inp"), py::arg("out"),
+           py::arg("count"), py::arg("dtype"), py::arg("layer") = 0)
+      .def("reduce_scatter_async", &PyCommunicator::ReduceScatterAsync, py::arg("inp"),
+           py::arg("out"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("layer") = 0)
+      .def("broadcast_async", &PyCommunicator::BroadcastAsync, py::arg("ptr"), py::arg("count"),
+           py::arg("dtype"), py::arg("root"), py::arg("layer") = 0)
       .def("synchronize", &PyCommunicator::Synchronize)
       .def("set_offload", &PyCommunicator::SetOffload)
       .def("stats", &PyCommunicator::Stats)

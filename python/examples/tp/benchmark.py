@@ -8,7 +8,9 @@ rank builds a gloo group and a cais group, then:
      groups, results compared (the only difference allowed is summation order);
   2. for each backend, the tensor-parallel block of tp_transformer.py trained for
      --steps steps (after --warmup): average and p99 step time and the fraction of
-     the step spent in all-reduces.
+     the step spent in the block's collectives. --tp T (default: all ranks) with
+     data parallelism by DDP over the rest, --sequence-parallel for Megatron's
+     reduce-scatter/all-gather form.
 Rank 0 prints the table and one JSON line.
 """
 
@@ -52,9 +54,15 @@ def rank_main(a) -> dict:
     # 2. step times per backend, same model and batches
     cfg = tp.Config(a.hidden, a.heads, a.ffn, a.seq, a.batch)
     res = {"smoke": {"ops": a.smoke_ops, "mismatches": mismatches, "max_rel_diff": max_rel}}
+    tp_size = a.tp or n
     for be, grp in groups.items():
-        r = tp.train(cfg, a.warmup + a.steps, rank, n, grp,
-                     barrier=lambda grp=grp: dist.barrier(group=grp))
+        if tp_size == n:
+            tp_group, tp_rank, dp_group, dp_rank, dp_size = grp, rank, None, 0, 1
+        else:
+            tp_group, tp_rank, dp_group, dp_rank, dp_size = tp.make_groups(tp_size, be)
+        r = tp.train(cfg, a.warmup + a.steps, tp_rank, tp_size, tp_group,
+                     barrier=lambda grp=grp: dist.barrier(group=grp), sp=a.sequence_parallel,
+                     dp_rank=dp_rank, dp_size=dp_size, dp_group=dp_group)
         times = sorted(r["times"][a.warmup:])
         comm = r["comm"][a.warmup:]
         res[be] = {
@@ -80,6 +88,8 @@ def main() -> None:
     ap.add_argument("--ffn", type=int, default=1024)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--tp", type=int, default=0, help="tensor-parallel degree (default: --ranks)")
+    ap.add_argument("--sequence-parallel", action="store_true")
     ap.add_argument("--switch", help="use this inca-switchd (HOST:PORT) instead of starting one")
     ap.add_argument("--rank-process", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -87,7 +97,10 @@ def main() -> None:
         print(json.dumps(rank_main(a)), flush=True)
         return
     from cais import launch
-    sw = None if a.switch else launch.Switch()
+    # Several groups (TP and DP) share the switch's slots, which its default
+    # (128 pending chunks, switch-wide: the write-up's value) cannot hold for
+    # windows of 64 chunks per rank; per-group shares are issue 18's.
+    sw = None if a.switch else launch.Switch(extra=["--max-pending-chunks", "2048"])
     try:
         argv = [os.path.abspath(__file__), "--rank-process"] + sys.argv[1:]
         env = {"INCA_SWITCH": a.switch or sw.data_addr}
@@ -101,8 +114,10 @@ def main() -> None:
     print("smoke test (write-up 5.5 tip 1): %d random all-reduces, gloo vs cais: %d mismatches, "
           "max relative difference %.2g -> %s" % (s["ops"], s["mismatches"], s["max_rel_diff"],
                                                  "PASS" if s["mismatches"] == 0 else "FAIL"))
-    print("TP block hidden=%d ffn=%d seq=%d batch=%d, %d ranks, %d steps:" % (
-        a.hidden, a.ffn, a.seq, a.batch, a.ranks, a.steps))
+    print("TP block hidden=%d ffn=%d seq=%d batch=%d, %d ranks (TP %d%s, DP %d), %d steps:" % (
+        a.hidden, a.ffn, a.seq, a.batch, a.ranks, a.tp or a.ranks,
+        " with sequence parallelism" if a.sequence_parallel else "",
+        a.ranks // (a.tp or a.ranks), a.steps))
     print("%-8s %12s %12s %14s" % ("backend", "avg step", "p99 step", "comm fraction"))
     for be in ("gloo", "cais"):
         r = res[be]
