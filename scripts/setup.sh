@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
-  libcpp-httplib-dev libz3-dev chromium pkgconf
+  libcpp-httplib-dev libz3-dev chromium pkgconf tshark
   python3-dev pybind11-dev python3-torch libtorch-dev python3-numpy python3-pytest
   python3-matplotlib libbox2d-dev libeigen3-dev
 )

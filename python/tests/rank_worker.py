@@ -357,6 +357,23 @@ def scenario_writeup():
     return {"stats": st, "switch": {k: sw[k] for k in ("completed_chunks", "conserved")}}
 
 
+def scenario_tagged():
+    """A few operations with layer tags, for the capture test."""
+    import torch
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.init()
+    with cais.layer(5):
+        t = torch.full((5000,), float(rank + 1))
+        cais.all_reduce(t)
+    check(bool((t == n * (n + 1) / 2).all()), "tagged all_reduce")
+    out = cais.reduce_scatter(torch.ones(4 * n * 1000), layer_id=9)
+    check(bool((out == n).all()), "tagged reduce_scatter")
+    st = cais.stats()
+    check(st["ops_switch"] == 2, "stats %r" % st)
+    cais.shutdown()
+    return {"stats": st}
+
+
 def scenario_ddp():
     """An unmodified DDP training loop; prints its losses (compared with gloo's by the test)."""
     import torch

@@ -62,6 +62,8 @@ def corpus():
                                            payload=f32(42.0))
     c["ok_fallback_notice"] = header(flags=FALLBACK | RESULT, chunk=2, payload=b"")
     c["ok_declined_notice"] = header(flags=FALLBACK | RESULT | 0x08, chunk=0, payload=b"")
+    c["ok_reducescatter_ack"] = header(op=OPS["reducescatter"], flags=RESULT | 0x10, chunk=1,
+                                       payload=b"")
     # One per error class.
     c["err_too_short_19"] = header(payload=f32(1.0))[:19]
     c["err_too_short_1"] = b"\x00"
@@ -69,7 +71,7 @@ def corpus():
     c["err_unknown_op"] = header(op=4, payload=f32(1.0))
     c["err_unknown_reduce_op"] = header(reduce_op=4, payload=f32(1.0))
     c["err_unknown_dtype"] = header(dtype=15, payload=f32(1.0))
-    c["err_unknown_flags"] = header(flags=0x10, payload=f32(1.0))
+    c["err_unknown_flags"] = header(flags=0x20, payload=f32(1.0))
     c["err_payload_len_bigger"] = header(payload_len=100, payload=f32(1.0, 2.0))
     c["err_payload_len_smaller"] = header(payload_len=4, payload=f32(1.0, 2.0))
     c["err_chunk_eq_total"] = header(chunk=4, total=4, payload=f32(1.0))
