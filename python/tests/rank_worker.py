@@ -374,6 +374,23 @@ def scenario_tagged():
     return {"stats": st}
 
 
+def scenario_layers():
+    """Layer 5 is pinned to the host path by a rule (the test adds it): its
+    operations are declined, layer 7's go through the switch; all exact."""
+    import torch
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.configure({"switch_timeout_ms": 5000})
+    cais.init()
+    for layer in (5, 7, 5, 7, 5, 7):
+        t = torch.full((20000,), float(rank + layer))
+        cais.all_reduce(t, layer_id=layer)
+        check(bool((t == sum(r + layer for r in range(n))).all()), "layer %d result" % layer)
+    st = cais.stats()
+    check(st["ops_declined"] == 3 and st["ops_switch"] == 3, "stats %r" % st)
+    cais.shutdown()
+    return {"stats": st}
+
+
 def scenario_ddp():
     """An unmodified DDP training loop; prints its losses (compared with gloo's by the test)."""
     import torch

@@ -1,7 +1,11 @@
 """Transparent replacement (issue 14): dropped async Works, DDP against gloo,
 reduce_scatter through the switch, and the write-up's own Python lines."""
+import os
+import subprocess
+
 import pytest
 
+import cais.launch as launch
 from conftest import run
 
 
@@ -33,3 +37,15 @@ def test_ddp_matches_gloo(switch):
         assert c["losses"] == pytest.approx(g["losses"], rel=1e-5, abs=1e-7)
         assert c["param_sum"] == pytest.approx(g["param_sum"], rel=1e-5)
     assert cais_[0]["losses"][-1] < cais_[0]["losses"][0]
+
+
+def test_a_layer_rule_meets_tagged_traffic(switch):
+    # The write-up's 4.1 form for one layer, as a policy: layer 5 of the world
+    # group (id 255) runs on the host path; other layers stay on the switch.
+    cli = os.path.join(launch.build_dir(), "bin", "cais-cli")
+    out = subprocess.run([cli, "--device", switch.control_addr, "add-rule", "--group-id", "255",
+                          "--layer-id", "5", "--op-type", "any", "--host-path"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    res = run("layers", 2, {"INCA_SWITCH": switch.data_addr})
+    assert all(r["stats"]["ops_declined"] == 3 for r in res)

@@ -271,13 +271,13 @@ void CaisReducer::SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t
   offload_policy_set_[group_id] = true;
 }
 
-bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h) {
+bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   const uint64_t op_key =
       (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
   if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) return it->second;
   const uint64_t estimate = uint64_t{h.total_chunks} * h.payload_len;
-  const bool declined =
-      estimate < min_offload_bytes_[h.group_id] || estimate > max_offload_bytes_[h.group_id];
+  const bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
+                        estimate > max_offload_bytes_[h.group_id];
   Bump(h.group_id,
        declined ? &GroupCounters::offload_declined_ops : &GroupCounters::offload_accepted_ops);
   if (op_ring_.size() < config_.offload_decision_capacity) {
@@ -384,6 +384,17 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   // --- lookup ---
   const Rule* rule = rules_.Lookup(g, h.layer_id, h.chunk_id);
   if (rule == nullptr) return Drop(g, DropReason::kNoRule);
+  if (rule->host_path) {
+    // A policy rule: every packet of a matching operation is declined, so
+    // its senders run it on the host path and stay joined (an operation
+    // under way when the rule was added finishes there too: the client
+    // treats one declined chunk as a declined operation). Counted once per
+    // operation, as the offload range's decisions.
+    OffloadDeclined(h, /*by_rule=*/true);
+    SendDeclined(h, ingress, out);
+    Bump(g, &GroupCounters::declined_notices);
+    return Drop(g, DropReason::kOffloadDeclined);
+  }
   if (!rule->input_ports.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
   if (rule->op && *rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
   if (h.payload_len > config_.max_payload_bytes) return Drop(g, DropReason::kPayloadTooLarge);
@@ -428,7 +439,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       Bump(g, &GroupCounters::fallback_notices);
       return Drop(g, DropReason::kChunkClosed);
     }
-    if (offload_policy_set_[g] && OffloadDeclined(h)) {
+    if (offload_policy_set_[g] && OffloadDeclined(h, /*by_rule=*/false)) {
       SendDeclined(h, ingress, out);
       Bump(g, &GroupCounters::declined_notices);
       return Drop(g, DropReason::kOffloadDeclined);

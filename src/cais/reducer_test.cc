@@ -503,6 +503,43 @@ TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnlyAndAcksTheRest) {
   EXPECT_TRUE(out[1].header.has_flag(wire::cais_flags::kAck));
 }
 
+TEST_F(ReducerTest, HostPathRuleForALayerDeclinesItsOperationsOnly) {
+  Make();
+  AddAllReduce({1, 2});  // the group-wide rule, as JOIN installs it
+  Rule pin{RuleKey{0, uint16_t{9}, std::nullopt}, {}, {}, std::nullopt};
+  pin.host_path = true;
+  AddRule(pin);
+  // Layer 9: every packet (data or result request) gets a DECLINED notice on
+  // its own port; no slot opens; the operation is counted once.
+  for (uint16_t c = 0; c < 3; ++c) {
+    for (PortId p : {PortId{1}, PortId{2}}) {
+      EXPECT_EQ(Send(p, Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 3, 7, 0, 9),
+                               F32Bytes({1})))
+                    .verdict,
+                Verdict::kDropped);
+      const auto out = sink_.Take();
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].port, p);
+      EXPECT_TRUE(out[0].header.has_flag(wire::cais_flags::kDeclined));
+      EXPECT_EQ(out[0].header.layer_id, 9);
+    }
+  }
+  EXPECT_EQ(reducer_->sram().pending_chunks, 0u);
+  EXPECT_EQ(reducer_->group(0).offload_declined_ops, 1u);
+  EXPECT_EQ(
+      reducer_->group(0).drops_by_reason[static_cast<size_t>(dp::DropReason::kOffloadDeclined)],
+      6u);
+  // Another layer of the same group reduces as before.
+  Send(1,
+       Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 8, 0, 3), F32Bytes({1})));
+  Send(2,
+       Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, 8, 0, 3), F32Bytes({2})));
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(AsF32(out[0].payload)[0], 3.0f);
+  EXPECT_EQ(reducer_->group(0).completed_chunks, 1u);
+}
+
 TEST_F(ReducerTest, GroupsAndOperationsAreIsolated) {
   Make();
   AddAllReduce({1, 2}, 0);

@@ -89,13 +89,17 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   app.add_option("--timeout-ms", timeout_ms, "per-request deadline");
 
   std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
-  auto* add = app.add_subcommand("add-rule", "install a reduction rule");
+  bool host_path = false;
+  auto* add = app.add_subcommand("add-rule", "install a reduction rule (or a --host-path policy)");
   add->add_option("--group-id", group, "tensor-parallel group (0..255)")->required();
   add->add_option("--layer-id", layer, "layer (0..65535 or *)");
   add->add_option("--chunk-id", chunk, "chunk (0..65535 or *)");
-  add->add_option("--input-ports", in_ports, "ports that contribute, e.g. 1,2,3,4")->required();
-  add->add_option("--output-ports", out_ports, "ports that receive results")->required();
+  add->add_option("--input-ports", in_ports,
+                  "ports that contribute, e.g. 1,2,3,4 (required unless --host-path)");
+  add->add_option("--output-ports", out_ports, "ports that receive results (default: the inputs)");
   add->add_option("--op-type", op, "allreduce | allgather | broadcast | reducescatter | any");
+  add->add_flag("--host-path", host_path,
+                "matching operations run on the host path: the switch declines them");
   auto* del = app.add_subcommand("del-rule", "remove the rule with exactly this key");
   del->add_option("--group-id", group)->required();
   del->add_option("--layer-id", layer);
@@ -148,8 +152,18 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       cais::Rule r;
       r.key = {group_id(), ParseIdOrWildcard(layer, "--layer-id"),
                ParseIdOrWildcard(chunk, "--chunk-id")};
-      for (uint16_t p : ParsePorts(in_ports, "--input-ports")) r.input_ports.add(p);
-      for (uint16_t p : ParsePorts(out_ports, "--output-ports")) r.output_ports.add(p);
+      r.host_path = host_path;
+      if (!host_path && in_ports.empty()) {
+        throw UsageError{"add-rule needs --input-ports (or --host-path for a policy rule)"};
+      }
+      if (!in_ports.empty()) {
+        for (uint16_t p : ParsePorts(in_ports, "--input-ports")) r.input_ports.add(p);
+      }
+      if (!out_ports.empty()) {
+        for (uint16_t p : ParsePorts(out_ports, "--output-ports")) r.output_ports.add(p);
+      } else {
+        r.output_ports = r.input_ports;
+      }
       r.op = ParseOp(op);
       const absl::Status s = cp.AddRule(r);
       if (s.ok()) out << (json ? "{\"ok\":true}" : "added rule " + r.key.ToString()) << "\n";
@@ -172,16 +186,17 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
                                        Id(r.key.layer_id), "\",\"chunk_id\":\"", Id(r.key.chunk_id),
                                        "\",\"input_ports\":[", r.input_ports.ToString(),
                                        "],\"output_ports\":[", r.output_ports.ToString(),
-                                       "],\"op_type\":\"", OpName(r.op), "\"}"));
+                                       "],\"op_type\":\"", OpName(r.op),
+                                       "\",\"host_path\":", r.host_path ? "true" : "false", "}"));
         }
         out << "[" << absl::StrJoin(items, ",") << "]\n";
       } else {
-        out << "group  layer  chunk  input-ports       output-ports      op-type\n";
+        out << "group  layer  chunk  input-ports       output-ports      op-type  path\n";
         for (const auto& r : *rules) {
           out << std::left << std::setw(7) << static_cast<int>(r.key.group_id) << std::setw(7)
               << Id(r.key.layer_id) << std::setw(7) << Id(r.key.chunk_id) << std::setw(18)
               << r.input_ports.ToString() << std::setw(18) << r.output_ports.ToString()
-              << OpName(r.op) << "\n";
+              << std::setw(9) << OpName(r.op) << " " << (r.host_path ? "host" : "switch") << "\n";
         }
         out << rules->size() << " rule(s)\n";
       }

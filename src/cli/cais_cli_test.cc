@@ -105,6 +105,25 @@ TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
   EXPECT_EQ(control_.plane->SetOffloadPolicy(p).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(CaisCliTest, HostPathRulePinsALayerWithoutPorts) {
+  Start();
+  ASSERT_EQ(
+      Cli({"add-rule", "--group-id", "0", "--layer-id", "5", "--op-type", "any", "--host-path"}), 0)
+      << err_.str();
+  ASSERT_EQ(Cli({"dump-rules"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("any       host"));
+  ASSERT_EQ(Cli({"dump-rules", "--json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"layer_id\":\"5\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"host_path\":true"));
+  // A reduction rule still needs its ports; outputs default to the inputs.
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "1"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--input-ports"));
+  ASSERT_EQ(Cli({"add-rule", "--group-id", "1", "--input-ports", "0,1"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"dump-rules"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("1      *      *      0,1               0,1               "
+                                    "allreduce switch"));
+}
+
 TEST_F(CaisCliTest, WildcardsDeleteAndJson) {
   Start();
   ASSERT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "0,1", "--output-ports", "0,1",

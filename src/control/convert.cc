@@ -64,6 +64,7 @@ void ToProto(const cais::Rule& r, pb::Rule* out) {
   r.input_ports.ForEach([&](dp::PortId p) { out->add_input_ports(p); });
   r.output_ports.ForEach([&](dp::PortId p) { out->add_output_ports(p); });
   out->set_op(OpToProto(r.op));
+  out->set_host_path(r.host_path);
 }
 
 absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
@@ -80,6 +81,7 @@ absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
     case pb::OP_REDUCESCATTER: out->op = wire::CaisOp::kReduceScatter; break;
     default: return absl::InvalidArgumentError(absl::StrCat("unknown op type ", r.op()));
   }
+  out->host_path = r.host_path();
   return absl::OkStatus();
 }
 

@@ -235,6 +235,7 @@ absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais:
   out->key.layer_id = std::nullopt;
   out->key.chunk_id = std::nullopt;
   out->op = wire::CaisOp::kAllReduce;
+  out->host_path = false;
   auto key = [&](const std::string& k) { return absl::StrCat(where, ".", k); };
   Handlers h;
   h["group_id"] = [&](const YAML::Node& v, const std::string& k) {
@@ -263,7 +264,11 @@ absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais:
     out->op = *op;
     return absl::OkStatus();
   };
+  h["host_path"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Bool(v, key(k), &out->host_path);
+  };
   if (absl::Status s = r.Map(n, where, h); !s.ok()) return s;
+  if (has_group && out->host_path) return absl::OkStatus();  // a policy rule: no ports
   if (!has_group || !has_inputs) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.source(), ": ", where, Where(n), ": needs 'group_id' and 'input_ports'"));

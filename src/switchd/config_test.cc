@@ -89,6 +89,7 @@ rules:
     output_ports: [2]
     op_type: reducescatter
   - {group_id: 4, layer_id: 12, input_ports: [1], op_type: any}
+  - {group_id: 4, layer_id: 13, op_type: any, host_path: true}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen, "[::1]:9500");
@@ -116,7 +117,7 @@ rules:
   EXPECT_EQ(c->ports[0].port, 1);
   EXPECT_EQ(c->ports[0].endpoint, "127.0.0.1:9501");
   EXPECT_EQ(c->ports[1].endpoint, "[::1]:9502");
-  ASSERT_EQ(c->rules.size(), 2u);
+  ASSERT_EQ(c->rules.size(), 3u);
   const cais::Rule& a = c->rules[0];
   EXPECT_EQ(a.key, (cais::RuleKey{3, std::nullopt, uint16_t{7}}));
   EXPECT_EQ(a.input_ports, (cais::PortMask{1, 2}));
@@ -126,6 +127,12 @@ rules:
   EXPECT_EQ(b.key, (cais::RuleKey{4, uint16_t{12}, std::nullopt}));
   EXPECT_EQ(b.output_ports, b.input_ports);  // defaults to the inputs
   EXPECT_FALSE(b.op.has_value());
+  EXPECT_FALSE(b.host_path);
+  const cais::Rule& h = c->rules[2];
+  EXPECT_TRUE(h.host_path);  // a policy rule needs no ports
+  EXPECT_TRUE(h.input_ports.empty());
+  EXPECT_THAT(Error("rules:\n  - {group_id: 4, layer_id: 13, host_path: maybe}\n"),
+              HasSubstr("host_path"));
 }
 
 TEST(SwitchdConfigTest, MaxPayloadBytesIsChunkSize) {

@@ -43,12 +43,17 @@ GroupManager::GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t se
     : ports_(ports), rules_(rules), next_seq_base_(seq_start) {}
 
 absl::Status GroupManager::AddStaticRule(const cais::Rule& rule) {
-  if (groups_[rule.key.group_id]) {
+  // A rule for one layer overrides the group-wide rule for that layer's
+  // traffic; it may sit beside a group that JOIN forms. A group-wide rule
+  // makes the group static, and JOIN then refuses it.
+  const bool group_wide = !rule.key.layer_id.has_value();
+  if (group_wide && groups_[rule.key.group_id]) {
     return absl::FailedPreconditionError("group " + std::to_string(rule.key.group_id) +
-                                         " was formed by JOIN; it cannot also have static rules");
+                                         " was formed by JOIN; it cannot also have group-wide "
+                                         "static rules (a rule for one layer can)");
   }
   if (absl::Status s = rules_->Add(rule); !s.ok()) return s;
-  static_groups_.set(rule.key.group_id);
+  if (group_wide) static_groups_.set(rule.key.group_id);
   return absl::OkStatus();
 }
 

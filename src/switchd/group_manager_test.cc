@@ -202,8 +202,8 @@ TEST_F(GroupManagerTest, NoFreePort) {
 }
 
 TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {
-  cais::Rule rule{cais::RuleKey{5, 3, std::nullopt}, cais::PortMask{1, 2}, cais::PortMask{1, 2},
-                  wire::CaisOp::kAllReduce};
+  cais::Rule rule{cais::RuleKey{5, std::nullopt, std::nullopt}, cais::PortMask{1, 2},
+                  cais::PortMask{1, 2}, wire::CaisOp::kAllReduce};
   ASSERT_TRUE(gm_.AddStaticRule(rule).ok());
   EXPECT_TRUE(gm_.is_static_group(5));
   EXPECT_EQ(Join(5, 0, 1, Ep(1)).reason, MgmtReason::kGroupConflict);
@@ -211,12 +211,28 @@ TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {
   EXPECT_EQ(gm_.group(5), nullptr);
   EXPECT_EQ(ports_.size(), 0u);
   EXPECT_EQ(gm_.AddStaticRule(rule).code(), absl::StatusCode::kAlreadyExists);
-  // A group formed by JOIN cannot take static rules afterwards.
+  // A group formed by JOIN cannot take group-wide static rules afterwards.
   Form(6, 1, 10);
-  EXPECT_EQ(gm_.AddStaticRule(cais::Rule{cais::RuleKey{6, 1, 1}, cais::PortMask{0},
+  EXPECT_EQ(gm_.AddStaticRule(cais::Rule{cais::RuleKey{6, std::nullopt, 1}, cais::PortMask{0},
                                          cais::PortMask{0}, std::nullopt})
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(GroupManagerTest, RulesForOneLayerSitBesideAJoinFormedGroup) {
+  cais::Rule pin{cais::RuleKey{7, 5, std::nullopt}, {}, {}, std::nullopt};
+  pin.host_path = true;
+  ASSERT_TRUE(gm_.AddStaticRule(pin).ok());
+  EXPECT_FALSE(gm_.is_static_group(7));
+  Form(7, 2, 20);  // JOIN still forms the group, with its group-wide rule
+  ASSERT_NE(gm_.group(7), nullptr);
+  EXPECT_TRUE(gm_.group(7)->formed);
+  EXPECT_TRUE(rules_.Lookup(7, 5, 0)->host_path);
+  EXPECT_FALSE(rules_.Lookup(7, 4, 0)->host_path);
+  // ... and layer rules can be added to a formed group too.
+  EXPECT_TRUE(gm_.AddStaticRule(cais::Rule{cais::RuleKey{7, 6, std::nullopt}, cais::PortMask{20},
+                                           cais::PortMask{20}, std::nullopt})
+                  .ok());
 }
 
 TEST_F(GroupManagerTest, ExistingRuleForKeyRefusesFormationAndUndoes) {

@@ -388,12 +388,18 @@ TEST_F(SwitchServerTest, AccessorsBeforeRun) {
   ASSERT_TRUE(server.AddStaticPort(2, *ep).ok());
   EXPECT_EQ(server.AddStaticPort(2, *ep).code(), absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(server
-                  .AddStaticRule(cais::Rule{cais::RuleKey{1, 2, 3}, cais::PortMask{2},
+                  .AddStaticRule(cais::Rule{cais::RuleKey{1, std::nullopt, 3}, cais::PortMask{2},
                                             cais::PortMask{2}, std::nullopt})
                   .ok());
   EXPECT_TRUE(server.groups().is_static_group(1));
+  // A rule for one layer overrides, and leaves the group free for JOIN.
+  ASSERT_TRUE(server
+                  .AddStaticRule(cais::Rule{cais::RuleKey{4, 2, std::nullopt}, cais::PortMask{2},
+                                            cais::PortMask{2}, std::nullopt})
+                  .ok());
+  EXPECT_FALSE(server.groups().is_static_group(4));
   EXPECT_EQ(server.ports().Lookup(*ep), 2);
-  EXPECT_EQ(server.reducer().rules().size(), 1u);
+  EXPECT_EQ(server.reducer().rules().size(), 2u);
   // Stop() before Run(): Run returns at once.
   server.Stop();
   EXPECT_TRUE(server.Run().ok());

@@ -207,8 +207,9 @@ class CaisReducer final : public dp::Program {
   uint64_t rate_base_chunks_ = 0, rate_base_bytes_ = 0, rate_base_packets_ = 0;
 
   // Offload admission state (SetOffloadRange).
-  // Returns true when the operation of `h` is declined, deciding it first.
-  bool OffloadDeclined(const wire::CaisHeader& h);
+  // Returns true when the operation of `h` is declined, deciding it first
+  // (by_rule: a host_path rule matched, which declines it).
+  bool OffloadDeclined(const wire::CaisHeader& h, bool by_rule);
   void SendDeclined(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
   std::array<uint64_t, 256> min_offload_bytes_{};
   std::array<uint64_t, 256> max_offload_bytes_;

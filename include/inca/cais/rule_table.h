@@ -39,6 +39,13 @@ struct Rule {
   // decides). Groups formed by JOIN use `any`, so one rule serves every
   // collective of the group.
   std::optional<wire::CaisOp> op = wire::CaisOp::kAllReduce;
+  // A policy rule: operations that match it run on the host path. The switch
+  // declines them (a DECLINED notice on the sender's port, drop reason
+  // offload_declined) before any port check, so ports may be empty. This is
+  // how an operator pins a layer to the host (`cais-cli add-rule
+  // --layer-id 5 --host-path`); a layer-specific rule may sit beside the
+  // group-wide rule that JOIN installs.
+  bool host_path = false;
 
   friend bool operator==(const Rule&, const Rule&) = default;
 };
@@ -49,8 +56,8 @@ class RuleTable {
 
   explicit RuleTable(size_t capacity = kDefaultCapacity);
 
-  // Checks a rule on its own: non-empty input and output port sets, a known
-  // op. (Ports >= kMaxPorts cannot be represented in a PortMask; front ends
+  // Checks a rule on its own: non-empty input and output port sets (unless
+  // host_path), a known op. (Ports >= kMaxPorts cannot be represented in a PortMask; front ends
   // reject them when parsing.) For Broadcast, any input port may act as the
   // root. Returns InvalidArgument saying what to fix.
   static absl::Status Validate(const Rule& rule);
