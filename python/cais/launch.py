@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -36,20 +36,25 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 
 
 class Switch:
-    """inca-switchd on loopback with free ports; stop() (or `with`) ends it."""
+    """inca-switchd on loopback with free ports; stop() (or `with`) ends it.
+    host/wrap run it elsewhere, e.g. in a testbed's switch namespace:
+    Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns])."""
 
     def __init__(self, extra: Sequence[str] = (), offload_controller: str = "off",
-                 timeout_ms: float = 5000, binary: Optional[str] = None) -> None:
+                 timeout_ms: float = 5000, binary: Optional[str] = None,
+                 host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> None:
         self.binary = binary or os.path.join(build_dir(), "bin", "inca-switchd")
         if not os.path.exists(self.binary):
             raise FileNotFoundError("%s not found: build it with `ninja -C build/release "
                                     "inca-switchd` or set INCA_BUILD_DIR" % self.binary)
-        self.data_addr = "127.0.0.1:%d" % free_port(socket.SOCK_DGRAM)
+        # A port free here; in another namespace every port is free.
+        self.data_addr = "%s:%d" % (host, free_port(socket.SOCK_DGRAM))
+        self.host = host
         self.log = tempfile.NamedTemporaryFile(prefix="inca-switchd-", suffix=".log", delete=False)
-        args = [self.binary, "--listen", self.data_addr, "--control-listen", "127.0.0.1:0",
+        args = [self.binary, "--listen", self.data_addr, "--control-listen", host + ":0",
                 "--http-listen", "off", "--offload-controller", offload_controller,
                 "--timeout-ms", str(timeout_ms), "--log-level", "info"] + list(extra)
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(list(wrap) + args, stdout=self.log, stderr=subprocess.STDOUT)
         self.control_addr = self._wait_ready(10.0)
 
     def _wait_ready(self, timeout_s: float) -> str:
@@ -64,7 +69,7 @@ class Switch:
             if m:
                 port = int(m.group(1))
             if port and "event=switch_started" in text:
-                return "127.0.0.1:%d" % port
+                return "%s:%d" % (self.host, port)
             time.sleep(0.05)
         self.stop()
         raise TimeoutError("inca-switchd did not start within %.0f s:\n%s" % (timeout_s,
@@ -95,9 +100,12 @@ class Switch:
 
 
 def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]] = None,
-              timeout_s: float = 120.0) -> List[dict]:
+              timeout_s: float = 120.0, wrap: Optional[Callable[[int], List[str]]] = None,
+              rank_env: Optional[Callable[[int], Dict[str, str]]] = None) -> List[dict]:
     """Runs `python argv...` as ranks 0..world_size-1 and returns each rank's last stdout
-    line parsed as JSON. Raises with every rank's output if one fails or times out."""
+    line parsed as JSON. Raises with every rank's output if one fails or times out.
+    wrap(r): a command prefix for rank r (e.g. `ip netns exec NS`); rank_env(r):
+    variables for rank r only (e.g. INCA_BIND_IP)."""
     master_port = free_port()
     base = dict(os.environ)
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,8 +118,11 @@ def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]
     procs = []
     for r in range(world_size):
         e = dict(base, RANK=str(r), LOCAL_RANK=str(r))
-        procs.append(subprocess.Popen([PYTHON] + list(argv), env=e, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        if rank_env:
+            e.update(rank_env(r))
+        prefix = wrap(r) if wrap else []
+        procs.append(subprocess.Popen(prefix + [PYTHON] + list(argv), env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     deadline = time.monotonic() + timeout_s
     outs = []
     failed = False

@@ -391,6 +391,31 @@ def scenario_layers():
     return {"stats": st}
 
 
+def scenario_testbed():
+    """One rank per host namespace: exact all-reduce and reduce-scatter of a few
+    MiB through the switch, then on the host path alone (INCA_SWITCH=none)."""
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    count = int(os.environ.get("COUNT", str(1 << 19)))  # 2 MiB of f32
+    out = {}
+    for backend, switch in (("switch", None), ("host", "none")):
+        cais.configure({"switch_timeout_ms": 5000})
+        cais.init(switch_addr=switch)
+        t0 = time.monotonic()
+        for it in range(3):
+            a = (np.arange(count, dtype=np.float32) % 13 - 6) * (rank + 1 + it)
+            cais.all_reduce(a)
+            want = (np.arange(count, dtype=np.float32) % 13 - 6) * sum(r + 1 + it for r in range(n))
+            check(np.array_equal(a, want), "%s all_reduce %d" % (backend, it))
+        x = np.ones((n * 1000, 16), dtype=np.float32) * (rank + 1)
+        r = cais.reduce_scatter(x)
+        check(r.shape == (1000, 16) and (r == n * (n + 1) / 2).all(), "%s reduce_scatter" % backend)
+        st = cais.stats()
+        out[backend] = {"stats": st, "seconds": time.monotonic() - t0}
+        cais.shutdown()
+    check(out["switch"]["stats"]["ops_switch"] > 0, "nothing through the switch: %r" % out)
+    return out
+
+
 def scenario_ddp():
     """An unmodified DDP training loop; prints its losses (compared with gloo's by the test)."""
     import torch
