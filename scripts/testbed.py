@@ -505,6 +505,122 @@ def _probe(argv: List[str]) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ bounds
+
+ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
+IP_UDP_CAIS = 20 + 8 + 20
+IP_TCP = 20 + 32         # TCP with timestamps, as Linux sends it
+
+
+def wire_bounds(size: int, hosts: int, rate_bps: float, mtu: int, chunk: int) -> dict:
+    """The fastest an all-reduce of `size` bytes can finish when every host
+    link carries rate_bps each way, counted on wire bytes (headers included):
+    a ring moves 2(n-1)/n of the tensor through each host link in TCP
+    segments, the switch moves the tensor once each way in CAIS datagrams."""
+    if hosts < 2:
+        return {"ring_s": 0.0, "switch_s": 0.0}
+    payload = min(chunk, mtu - IP_UDP_CAIS)
+    packets = -(-size // payload)
+    switch_bytes = size + packets * (IP_UDP_CAIS + ETH_HEADER)
+    mss = mtu - IP_TCP
+    ring_payload = 2 * (hosts - 1) / hosts * size
+    ring_bytes = ring_payload + -(-ring_payload // mss) * (IP_TCP + ETH_HEADER)
+    return {"ring_s": ring_bytes * 8 / rate_bps, "switch_s": switch_bytes * 8 / rate_bps}
+
+
+def perf(a) -> int:
+    """Builds a testbed, starts inca-switchd in its switch namespace and one
+    cais-perf rank per host namespace, for each backend in turn; prints both
+    nccl-tests rows per size, their ratio, both bounds and the fraction of
+    its bound each backend reached."""
+    build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
+    perf_bin = os.path.join(build, "bin", "cais-perf")
+    switchd = os.path.join(build, "bin", "inca-switchd")
+    for b in (perf_bin, switchd):
+        if not os.path.exists(b):
+            raise TestbedError("%s not found: build it (scripts/setup.sh) or set INCA_BUILD_DIR"
+                               % b)
+    rate_bps = parse_rate(a.rate)
+    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
+                      loss=a.loss, duplicate=a.duplicate)
+    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    results: Dict[str, List[dict]] = {}
+    with tb:
+        switch_addr = "%s:9410" % tb.switch_ip
+        log = open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w")
+        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
+                                     tb.switch_ip + ":50051", "--http-listen", "off"]
+                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_log(log.name, "event=switch_started", sw)
+            for backend in a.backends.split(","):
+                results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a)
+        finally:
+            sw.terminate()
+            sw.wait(10)
+            log.close()
+    rows = []
+    print("# testbed: %d hosts x %s each way, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
+        a.hosts, a.rate, a.mtu, a.burst, a.limit_bytes or a.latency, a.chunk_size))
+    print("#  size (B)   gloo (ms) switch (ms)  switch/gloo   ring bound  switch bound"
+          "  gloo/bound switch/bound  path")
+    for i, g in enumerate(results.get("gloo", [])):
+        sw_row = results.get("switch", [{}] * (i + 1))[i]
+        b = wire_bounds(g["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)
+        row = {"bytes": g["bytes"], "gloo_us": g["time_us"], "switch_us": sw_row.get("time_us"),
+               "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
+               "path": sw_row.get("path"), "wrong": g["wrong"] + sw_row.get("wrong", 0)}
+        row["speedup"] = row["gloo_us"] / row["switch_us"] if row["switch_us"] else None
+        row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"]
+        row["switch_of_bound"] = (row["switch_bound_us"] / row["switch_us"]
+                                  if row["switch_us"] else None)
+        rows.append(row)
+        print("%11d %11.2f %11.2f %12.2f %10.2f ms %10.2f ms %11.2f %12.2f  %s" % (
+            row["bytes"], row["gloo_us"] / 1e3, (row["switch_us"] or 0) / 1e3,
+            row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
+            row["gloo_of_bound"], row["switch_of_bound"] or 0, row["path"]))
+    print(json.dumps({"testbed": {"hosts": a.hosts, "rate": a.rate, "mtu": a.mtu},
+                      "rows": rows}))
+    return 1 if any(r["wrong"] for r in rows) else 0
+
+
+def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TestbedError("inca-switchd exited: %s" % open(path).read()[-2000:])
+        if word in open(path).read():
+            return
+        time.sleep(0.02)  # polling a log for readiness, bounded by timeout_s
+    raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
+
+
+def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a) -> List[dict]:
+    port = 29500 + (os.getpid() % 1000) * 2
+    procs = []
+    for r in range(tb.hosts):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
+                   MASTER_PORT=str(port), INCA_SWITCH=switch_addr if backend == "switch"
+                   else "none", INCA_BIND_IP=tb.host_ip(r))
+        argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
+                str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
+                "--chunk-size", str(a.chunk_size), "--json"] + list(a.perf_arg)
+        if a.window:
+            argv += ["--window", str(a.window)]
+        procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=a.timeout) for p in procs]
+    for r, (p, (o, e)) in enumerate(zip(procs, outs)):
+        if p.returncode != 0:
+            raise TestbedError("cais-perf rank %d (%s) exited %d: %s" % (
+                r, backend, p.returncode, (e.strip().splitlines() or ["?"])[-1]))
+    sys.stdout.write("".join(l + "\n" for l in outs[0][0].splitlines() if not l.startswith("{")))
+    lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
+    if not lines:
+        raise TestbedError("cais-perf rank 0 printed no JSON")
+    return json.loads(lines[-1])["rows"]
+
+
 # ------------------------------------------------------------------ CLI
 
 def _shape_from(a, prefix: str = "") -> LinkShape:
@@ -541,6 +657,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     me.add_argument("--name", default="tb")
     me.add_argument("--count", type=int, default=2000)
     sub.add_parser("status", help="list instances")
+    pf = sub.add_parser("perf", help="all-reduce on a testbed: switch against gloo, with bounds")
+    pf.add_argument("--name", default="perf")
+    pf.add_argument("--hosts", type=int, default=4)
+    pf.add_argument("--rate", default="1gbit")
+    pf.add_argument("--mtu", type=int, default=9000)
+    pf.add_argument("--burst", default="256kb")
+    pf.add_argument("--latency", default="20ms")
+    pf.add_argument("--limit-bytes", type=int)
+    pf.add_argument("--loss")
+    pf.add_argument("--duplicate")
+    pf.add_argument("-b", "--min-bytes", default="16M")
+    pf.add_argument("-e", "--max-bytes", default="64M")
+    pf.add_argument("-f", "--factor", type=float, default=4)
+    pf.add_argument("--iters", type=int, default=5)
+    pf.add_argument("--warmup", type=int, default=1)
+    pf.add_argument("--chunk-size", type=int, default=8952)
+    pf.add_argument("--window", type=int, help="client window (default: cais-perf's)")
+    pf.add_argument("--backends", default="switch,gloo")
+    pf.add_argument("--switchd-arg", action="append", default=[], help="extra inca-switchd flag")
+    pf.add_argument("--perf-arg", action="append", default=[], help="extra cais-perf flag")
+    pf.add_argument("--timeout", type=float, default=600, help="seconds per backend")
     ex = sub.add_parser("exec", help="run a command in a host (or the switch) namespace")
     ex.add_argument("--name", default="tb")
     ex.add_argument("--host", default="sw", help="host index, or sw")
@@ -585,6 +722,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     print("host %d %-4s lost %.2f%% duplicated %.2f%% reordered %.2f%% (%d sent)"
                           % (i, d, 100 * m["lost"], 100 * m["duplicated"], 100 * m["reordered"],
                              m["sent"]))
+        elif a.cmd == "perf":
+            return perf(a)
         elif a.cmd == "status":
             for inst in _instances():
                 print(json.dumps(inst))

@@ -105,3 +105,37 @@ def test_bad_arguments_are_one_line_errors():
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (argv, p.stderr)
         assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
+
+
+def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
+    # scripts/testbed.py perf: cais-perf as one rank per host namespace
+    # (RANK/WORLD_SIZE/MASTER_ADDR/INCA_SWITCH/INCA_BIND_IP), both backends,
+    # exact results; the bounds it prints are checked in test_wire_bounds.
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                        "--name", instance_name("p"), "--hosts", "2", "--rate", "200mbit",
+                        "-b", "256K", "-e", "1M", "--iters", "2", "--warmup", "1",
+                        "--switchd-arg=--offload-controller=off"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    import json
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert [r["bytes"] for r in res["rows"]] == [262144, 1048576]
+    for r in res["rows"]:
+        assert r["wrong"] == 0 and r["path"] == "switch", r
+        assert r["gloo_us"] > 0 and r["switch_us"] > 0
+        # Nothing beats its own bound by more than measurement noise.
+        assert r["gloo_of_bound"] < 1.1 and r["switch_of_bound"] < 1.1, r
+
+
+def test_wire_bounds():
+    # 16 MiB over 4 hosts at 1 Gbit/s, MTU 9000: the ring moves 1.5 x 16 MiB
+    # in 8948-byte TCP segments (+66 B), the switch 16 MiB in 8952-byte
+    # datagrams (+62 B).
+    b = testbed.wire_bounds(16 << 20, 4, 1e9, 9000, 8952)
+    ring = 1.5 * (16 << 20)
+    assert b["ring_s"] == pytest.approx((ring + -(-ring // 8948) * 66) * 8 / 1e9)
+    assert b["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8952) * 62) * 8 / 1e9)
+    assert 1.49 < b["ring_s"] / b["switch_s"] < 1.51
+    assert testbed.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
+        testbed.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -15,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "testing/process.h"
@@ -84,13 +86,14 @@ struct Record {
   double mean_us;
 };
 
-int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
-             const std::string& switch_addr, int store_port, int fd) {
-  CommunicatorOptions co;
+// One rank's run over every size. `emit` gets each size's record (false:
+// stop). Returns the exit code.
+int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
+             const CommunicatorOptions& base,
+             const std::function<bool(Communicator&, const Record&)>& emit) {
+  CommunicatorOptions co = base;
   co.rank = rank;
   co.world_size = o.ranks;
-  co.switch_address = switch_addr;
-  co.store_address = absl::StrCat("127.0.0.1:", store_port);
   co.chunk_size = o.chunk_size;
   co.max_pending_chunks = o.window;
   co.switch_port = rank;
@@ -176,9 +179,118 @@ int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     }
     const Record rec{k, static_cast<uint32_t>((*comm)->stats().ops_host - host_before), wrong,
                      mean_us};
-    if (write(fd, &rec, sizeof(rec)) != sizeof(rec)) return 6;
+    if (!emit(**comm, rec)) return 6;
   }
   return 0;
+}
+
+int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
+             const std::string& switch_addr, int store_port, int fd) {
+  CommunicatorOptions co;
+  co.switch_address = switch_addr;
+  co.store_address = absl::StrCat("127.0.0.1:", store_port);
+  return RankBody(o, sizes, rank, co, [fd](Communicator&, const Record& rec) {
+    return write(fd, &rec, sizeof(rec)) == sizeof(rec);
+  });
+}
+
+double BusFactor(const PerfOptions& o) {
+  const double n = o.ranks;
+  const bool blocked = o.op == Collective::kAllGather || o.op == Collective::kReduceScatter;
+  return o.op == Collective::kAllReduce ? 2 * (n - 1) / n : blocked ? (n - 1) / n : 1.0;
+}
+
+// The row of one size from the slowest rank's time, the wrong elements of
+// all ranks and the most host-path operations any rank saw.
+PerfRow MakeRow(const PerfOptions& o, uint64_t bytes, double time_us, uint64_t wrong,
+                uint32_t host_ops) {
+  PerfRow row;
+  row.bytes = bytes;
+  row.count = bytes / wire::ElementBytes(o.type);
+  row.time_us = time_us;
+  row.wrong = wrong;
+  row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e3);
+  row.busbw_gbps = row.algbw_gbps * BusFactor(o);
+  row.path = !o.use_switch ? "host" : host_ops == 0 ? "switch" : "host/mixed";
+  return row;
+}
+
+void PrintHeader(const PerfOptions& o, const std::string& backend, std::ostream& out) {
+  const char* op_name = o.op == Collective::kAllReduce       ? "allreduce"
+                        : o.op == Collective::kAllGather     ? "allgather"
+                        : o.op == Collective::kReduceScatter ? "reducescatter"
+                                                             : "broadcast";
+  out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend " << backend << ", "
+      << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk " << o.chunk_size
+      << " B, window " << o.window << ", iters " << o.iters << "\n"
+      << "#\n"
+      << "#        size        count   type  redop      time    algbw    busbw  #wrong  path\n"
+      << "#         (B)   (elements)                    (us)   (GB/s)   (GB/s)\n";
+}
+
+void PrintRow(const PerfOptions& o, const PerfRow& row, std::ostream& out) {
+  out << std::setw(13) << row.bytes << std::setw(13) << row.count << std::setw(7)
+      << wire::ToString(o.type) << std::setw(7) << wire::ToString(o.reduce) << std::fixed
+      << std::setprecision(1) << std::setw(10) << row.time_us << std::setprecision(3)
+      << std::setw(9) << row.algbw_gbps << std::setw(9) << row.busbw_gbps << std::setw(8)
+      << row.wrong << "  " << row.path << std::endl;
+}
+
+void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::ostream& out) {
+  uint64_t wrong = 0;
+  for (const auto& r : rows) wrong += r.wrong;
+  out << "# " << (wrong == 0 ? "all results correct" : absl::StrCat(wrong, " wrong elements"))
+      << "\n";
+  if (!o.json) return;
+  std::vector<std::string> items;
+  for (const auto& r : rows) {
+    items.push_back(absl::StrCat("{\"bytes\":", r.bytes, ",\"count\":", r.count,
+                                 ",\"time_us\":", r.time_us, ",\"algbw_gbps\":", r.algbw_gbps,
+                                 ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
+                                 ",\"path\":\"", r.path, "\"}"));
+  }
+  out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
+      << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
+}
+
+// One rank of a job whose other ranks run elsewhere (RANK/WORLD_SIZE):
+// after each size the ranks agree on the slowest time, the wrong elements
+// and the host-path operations; rank 0 prints.
+absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
+                                                const std::vector<uint64_t>& sizes,
+                                                std::ostream& out) {
+  CommunicatorOptions co;
+  co.switch_address = o.use_switch ? o.switch_address : "";
+  co.store_address = absl::StrCat(o.master_addr, ":", o.master_port + 1);
+  co.serve_store = o.rank == 0;
+  co.bind_ip = o.bind_ip;
+  co.switch_port = -1;
+  std::vector<PerfRow> rows;
+  if (o.rank == 0) {
+    PrintHeader(o, o.use_switch ? absl::StrCat("switch ", o.switch_address) : "gloo (host path)",
+                out);
+  }
+  const int code = RankBody(o, sizes, o.rank, co, [&](Communicator& c, const Record& rec) {
+    float time_us = static_cast<float>(rec.mean_us);
+    int32_t counts[2] = {static_cast<int32_t>(std::min<uint64_t>(rec.wrong, INT32_MAX)),
+                         static_cast<int32_t>(rec.host_ops)};
+    if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
+        !c.AllReduce(counts, 2, DType::kI32, ReduceOp::kSum).ok()) {
+      return false;
+    }
+    PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
+                          static_cast<uint32_t>(counts[1]));
+    if (o.rank == 0) PrintRow(o, row, out);
+    rows.push_back(row);
+    return true;
+  });
+  if (code != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", o.rank, " of ", o.ranks, " failed (code ", code,
+                     "): check MASTER_ADDR/MASTER_PORT, INCA_SWITCH and that every rank runs"));
+  }
+  if (o.rank == 0) PrintFooter(o, rows, out);
+  return rows;
 }
 
 }  // namespace
@@ -231,6 +343,18 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     if (sizes.empty() || sizes.back() != s) sizes.push_back(s);
   }
 
+  if (o.rank >= 0) {
+    if (o.rank >= o.ranks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", o.rank, " must be below the world size ", o.ranks));
+    }
+    if (o.use_switch && o.switch_address.empty()) {
+      return absl::InvalidArgumentError(
+          "one rank of a job needs the switch's address: --switch HOST:PORT or INCA_SWITCH "
+          "(INCA_SWITCH=none or --backend gloo for Gloo only)");
+    }
+    return RunOneRank(o, sizes, out);
+  }
   testing::Process switchd;
   std::string switch_addr;
   if (o.use_switch) {
@@ -277,23 +401,13 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     procs.emplace_back(pid);
   }
 
-  const char* op_name = o.op == Collective::kAllReduce       ? "allreduce"
-                        : o.op == Collective::kAllGather     ? "allgather"
-                        : o.op == Collective::kReduceScatter ? "reducescatter"
-                                                             : "broadcast";
-  out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend "
-      << (o.use_switch ? absl::StrCat("switch ", switch_addr,
-                                      o.switch_address.empty() ? " (started by cais-perf)" : "")
-                       : std::string("gloo (host path only)"))
-      << ", " << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk "
-      << o.chunk_size << " B, window " << o.window << ", iters " << o.iters << "\n"
-      << "#\n"
-      << "#        size        count   type  redop      time    algbw    busbw  #wrong  path\n"
-      << "#         (B)   (elements)                    (us)   (GB/s)   (GB/s)\n";
+  PrintHeader(o,
+              o.use_switch ? absl::StrCat("switch ", switch_addr,
+                                          o.switch_address.empty() ? " (started by cais-perf)" : "")
+                           : std::string("gloo (host path only)"),
+              out);
   std::map<uint32_t, std::vector<Record>> got;
   std::vector<PerfRow> rows;
-  const double n = o.ranks;
-  const double bus = o.op == Collective::kAllReduce ? 2 * (n - 1) / n : blocked ? (n - 1) / n : 1.0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
   size_t open_fds = fds.size();
   while (open_fds > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -314,23 +428,16 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
       while (got.count(static_cast<uint32_t>(rows.size())) &&
              got[static_cast<uint32_t>(rows.size())].size() == fds.size()) {
         const auto& recs = got[static_cast<uint32_t>(rows.size())];
-        PerfRow row;
-        row.bytes = sizes[rows.size()];
-        row.count = row.bytes / esize;
+        double time_us = 0;
+        uint64_t wrong = 0;
         uint32_t host = 0;
         for (const auto& x : recs) {
-          row.time_us = std::max(row.time_us, x.mean_us);
-          row.wrong += x.wrong;
+          time_us = std::max(time_us, x.mean_us);
+          wrong += x.wrong;
           host = std::max(host, x.host_ops);
         }
-        row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e3);
-        row.busbw_gbps = row.algbw_gbps * bus;
-        row.path = !o.use_switch ? "host" : host == 0 ? "switch" : "host/mixed";
-        out << std::setw(13) << row.bytes << std::setw(13) << row.count << std::setw(7)
-            << wire::ToString(o.type) << std::setw(7) << wire::ToString(o.reduce) << std::fixed
-            << std::setprecision(1) << std::setw(10) << row.time_us << std::setprecision(3)
-            << std::setw(9) << row.algbw_gbps << std::setw(9) << row.busbw_gbps << std::setw(8)
-            << row.wrong << "  " << row.path << std::endl;
+        PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host);
+        PrintRow(o, row, out);
         rows.push_back(row);
       }
     }
@@ -352,10 +459,7 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     return absl::InternalError(
         absl::StrCat("cais-perf: ", rows.size(), " of ", sizes.size(), " sizes completed"));
   }
-  uint64_t wrong = 0;
-  for (const auto& r : rows) wrong += r.wrong;
-  out << "# " << (wrong == 0 ? "all results correct" : absl::StrCat(wrong, " wrong elements"))
-      << "\n";
+  PrintFooter(o, rows, out);
   return rows;
 }
 

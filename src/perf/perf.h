@@ -1,7 +1,8 @@
 // cais-perf: an nccl-tests-style benchmark and checker for the CAIS client.
 // The launcher forks the ranks (and starts inca-switchd when no switch is
 // given), every rank runs each size, checks every element against an exact
-// reference, and the launcher prints one row per size.
+// reference, and the launcher prints one row per size. Or it runs as one
+// rank of a multi-host job (PerfOptions::rank), as torchrun users expect.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,14 @@ struct PerfOptions {
   uint32_t window = 64;
   bool check = true;
   int timeout_s = 600;
+  bool json = false;  // also one JSON line with every row
+  // One rank of a job whose ranks run elsewhere (>= 0; `ranks` is then the
+  // world size): inca's store on master_addr:master_port + 1, served by
+  // rank 0; local sockets on bind_ip.
+  int rank = -1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string bind_ip = "127.0.0.1";
 };
 
 // "1K" -> 1024, "64M", "2G", "4096".
@@ -52,7 +61,8 @@ struct PerfRow {
 };
 
 // Runs the whole benchmark; prints the table to `out` as rows complete.
-// Call before this process starts any thread (it forks).
+// Call before this process starts any thread (it forks). With rank >= 0
+// runs that one rank instead (rank 0 prints).
 absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& options, std::ostream& out);
 
 }  // namespace inca::perf

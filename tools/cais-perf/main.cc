@@ -1,9 +1,13 @@
 // cais-perf: nccl-tests-style benchmark of CAIS collectives through an
 // inca switch or Gloo. Logic: src/perf.
 //   cais-perf --op allreduce --ranks 8 -b 1K -e 64M -f 4 --backend switch
+// One rank of a multi-host job (as torchrun sets it up):
+//   RANK=0 WORLD_SIZE=4 MASTER_ADDR=198.18.0.10 MASTER_PORT=29500
+//   INCA_SWITCH=198.18.0.1:9410 INCA_BIND_IP=198.18.0.10 cais-perf -b 1M -e 64M
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -34,6 +38,22 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "packets in flight per rank (max_pending_chunks)");
   app.add_flag("!--no-check", o.check, "skip the result check");
   app.add_option("--timeout-s", o.timeout_s, "give up after this long");
+  app.add_flag("--json", o.json, "also print one JSON line with every row");
+  int rank = -1, world = -1;
+  auto* rank_opt = app.add_option("--rank", rank, "run as this rank of a multi-host job (env RANK)")
+                       ->envname("RANK")
+                       ->check(CLI::Range(0, 63));
+  app.add_option("--world-size", world, "ranks of that job (env WORLD_SIZE)")
+      ->envname("WORLD_SIZE")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--master-addr", o.master_addr, "rank 0's address (env MASTER_ADDR)")
+      ->envname("MASTER_ADDR");
+  app.add_option("--master-port", o.master_port,
+                 "rendezvous port; inca's store listens one above (env MASTER_PORT)")
+      ->envname("MASTER_PORT")
+      ->check(CLI::Range(1, 65534));
+  app.add_option("--bind", o.bind_ip, "this rank's local address (env INCA_BIND_IP)")
+      ->envname("INCA_BIND_IP");
   CLI11_PARSE(app, argc, argv);
 
   auto fail = [](const auto& status) {
@@ -54,6 +74,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.use_switch = backend == "switch";
+  if (*rank_opt) {
+    if (world < 0) {
+      std::cerr << "cais-perf: --rank (RANK) needs --world-size (WORLD_SIZE)\n";
+      return 2;
+    }
+    o.rank = rank;
+    o.ranks = world;
+    if (const char* sw = std::getenv("INCA_SWITCH"); sw != nullptr && o.switch_address.empty()) {
+      o.switch_address = sw;
+    }
+    if (o.switch_address == "none") {
+      o.switch_address.clear();
+      o.use_switch = false;
+    }
+  }
   const std::map<std::string, inca::wire::DType> types = {{"f32", inca::wire::DType::kF32},
                                                           {"f16", inca::wire::DType::kF16},
                                                           {"bf16", inca::wire::DType::kBF16},
