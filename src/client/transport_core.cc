@@ -1,0 +1,337 @@
+#include "client/transport_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace inca::client {
+
+using wire::CaisOp;
+
+uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size) {
+  const size_t per = chunk_size / wire::ElementBytes(op.type);
+  const uint64_t chunks = (op.count + per - 1) / per;
+  return op.op == CaisOp::kAllGather || op.op == CaisOp::kReduceScatter
+             ? chunks * static_cast<uint64_t>(world_size)
+             : chunks;
+}
+
+// ------------------------------------------------------------------ PathState
+
+PathState::PathState(const TransportConfig& c)
+    : c_(c),
+      cwnd_(std::clamp<double>(c.initial_window, c.min_window,
+                               std::max(c.min_window, c.max_window))) {}
+
+uint32_t PathState::window_chunks() const {
+  const auto w = static_cast<uint32_t>(std::floor(cwnd_));
+  return std::clamp(w, c_.min_window, std::max(c_.min_window, c_.max_window));
+}
+
+int64_t PathState::rto_ns() const {
+  int64_t base = srtt_ == 0 ? c_.rto_min_ns : static_cast<int64_t>(srtt_ + 4 * rttvar_);
+  base = std::clamp(base, c_.rto_min_ns, c_.rto_max_ns);
+  for (int i = 0; i < backoff_ && base < c_.rto_max_ns; ++i) base *= 2;
+  return std::min(base, c_.rto_max_ns);
+}
+
+int64_t PathState::target_ns() const {
+  return base_rtt_ + std::max(c_.target_floor_ns, base_rtt_ / 4);
+}
+
+void PathState::OnRtt(int64_t rtt, int64_t now) {
+  if (rtt <= 0) rtt = 1;
+  backoff_ = 0;
+  const auto r = static_cast<double>(rtt);
+  if (srtt_ == 0) {
+    srtt_ = r;
+    rttvar_ = r / 2;
+  } else {
+    rttvar_ = 0.75 * rttvar_ + 0.25 * std::abs(srtt_ - r);
+    srtt_ = 0.875 * srtt_ + 0.125 * r;
+  }
+  if (base_rtt_ == 0 || rtt < base_rtt_ || now - base_rtt_at_ > c_.base_rtt_window_ns) {
+    base_rtt_ = rtt;
+    base_rtt_at_ = now;
+  }
+  const int64_t target = target_ns();
+  if (rtt <= target) {
+    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
+  } else {
+    const double f = 1.0 - c_.beta * static_cast<double>(rtt - target) / r;
+    Decrease(std::max(f, 1.0 - c_.max_decrease), now);
+  }
+}
+
+void PathState::OnTimeout(int64_t now) {
+  ++timeouts_;
+  if (backoff_ < 8) ++backoff_;
+  Decrease(0.5, now);
+}
+
+void PathState::OnLoss(int64_t now) {
+  Decrease(0.7, now);
+}
+
+void PathState::Decrease(double factor, int64_t now) {
+  // Once per round trip: the window's effect shows a round trip later.
+  const int64_t rtt = srtt_ == 0 ? c_.rto_min_ns : static_cast<int64_t>(srtt_);
+  if (now - last_decrease_ < rtt) return;
+  cwnd_ = std::max<double>(c_.min_window, cwnd_ * factor);
+  last_decrease_ = now;
+  ++decreases_;
+}
+
+// ------------------------------------------------------------------ OpCore
+
+OpCore::OpCore(const TransportConfig& c, const GroupLayout& layout, const SwitchOp& op,
+               PathState* path, SwitchPhaseResult* result)
+    : c_(c),
+      layout_(layout),
+      op_(op),
+      path_(*path),
+      r_(*result),
+      esize_(wire::ElementBytes(op.type)),
+      per_(c.chunk_size / wire::ElementBytes(op.type)),
+      cpb_((op.count + per_ - 1) / per_),
+      root_index_(op.op == CaisOp::kBroadcast ? layout.index_of_rank[static_cast<size_t>(op.root)]
+                                              : 0) {}
+
+void OpCore::Start(int64_t now) {
+  r_.total_chunks = static_cast<uint32_t>(ChunkCount(op_, c_.chunk_size, c_.world_size));
+  r_.have.assign(r_.total_chunks, 0);
+  sent_at_.assign(r_.total_chunks, -1);
+  first_at_.assign(r_.total_chunks, -1);
+  order_.assign(r_.total_chunks, 0);
+  fast_done_.assign(r_.total_chunks, 0);
+  remaining_ = r_.total_chunks;
+  last_progress_ = now;
+  rto_deadline_ = now;
+  request_rto_ = path_.rto_ns();
+  request_at_ = now + request_rto_;
+  if (op_.op == CaisOp::kAllGather) {
+    highest_.resize(static_cast<size_t>(c_.world_size));
+    for (size_t b = 0; b < highest_.size(); ++b) highest_[b] = static_cast<int64_t>(b * cpb_) - 1;
+  }
+  if (remaining_ == 0) Finish();
+}
+
+bool OpCore::Blocked() const {
+  return op_.op == CaisOp::kAllGather || op_.op == CaisOp::kReduceScatter;
+}
+
+bool OpCore::Own(uint32_t c) const {
+  switch (op_.op) {
+    case CaisOp::kAllGather: return static_cast<int>(c / cpb_) == layout_.my_index;
+    case CaisOp::kBroadcast: return layout_.my_index == root_index_;
+    default: return true;
+  }
+}
+
+bool OpCore::Receives(uint32_t c) const {
+  return op_.op != CaisOp::kReduceScatter || static_cast<int>(c / cpb_) == layout_.my_index;
+}
+
+size_t OpCore::Length(uint32_t c) const {
+  const uint64_t j = Blocked() ? c % cpb_ : c;
+  return std::min<size_t>(per_, op_.count - j * per_) * esize_;
+}
+
+uint8_t* OpCore::Locate(uint32_t c) const {
+  if (op_.op == CaisOp::kAllGather) {
+    const uint64_t block = c / cpb_, j = c % cpb_;
+    const int rank = layout_.rank_at_index[block];
+    return op_.out + static_cast<size_t>(rank) * op_.block_stride_bytes + j * per_ * esize_;
+  }
+  if (op_.op == CaisOp::kReduceScatter) return op_.out + (c % cpb_) * per_ * esize_;
+  return op_.data + size_t{c} * per_ * esize_;
+}
+
+const uint8_t* OpCore::Source(uint32_t c) const {
+  if (op_.op == CaisOp::kAllGather) return op_.in + (c % cpb_) * per_ * esize_;
+  if (op_.op == CaisOp::kReduceScatter) {
+    const int rank = layout_.rank_at_index[c / cpb_];
+    return op_.in + static_cast<size_t>(rank) * op_.block_stride_bytes + (c % cpb_) * per_ * esize_;
+  }
+  return op_.data + size_t{c} * per_ * esize_;
+}
+
+// Worth asking the switch for chunk c (not owned here, still missing)?
+// Gaps below a later chunk of the same owner at once; the next window of
+// chunks above it only after two quiet spells (a lost tail).
+bool OpCore::WorthRequesting(uint32_t c, bool tail_ok) const {
+  if (op_.op != CaisOp::kAllGather) return tail_ok;
+  const int64_t h = highest_[c / cpb_];
+  return static_cast<int64_t>(c) < h ||
+         (tail_ok && static_cast<int64_t>(c) <= h + static_cast<int64_t>(c_.max_window));
+}
+
+void OpCore::Send(uint32_t c, bool retransmit, bool request, DatagramSink& out) {
+  wire::CaisHeader h;
+  h.op = op_.op;
+  h.group_id = c_.group_id;
+  h.layer_id = op_.layer_id;
+  h.chunk_id = static_cast<uint16_t>(c);
+  h.total_chunks = static_cast<uint16_t>(r_.total_chunks);
+  h.seq_num = op_.seq;
+  h.reduce_op = op_.reduce;
+  h.dtype = op_.type;
+  h.block = op_.op == CaisOp::kBroadcast ? static_cast<uint8_t>(root_index_) : uint8_t{0};
+  h.flags = retransmit ? wire::cais_flags::kRetransmit : uint8_t{0};
+  const size_t len = request ? 0 : Length(c);
+  h.payload_len = static_cast<uint32_t>(len);
+  out.Send(h, request ? std::span<const uint8_t>() : std::span<const uint8_t>(Source(c), len));
+}
+
+void OpCore::Complete(uint32_t c, bool fallback, int64_t now) {
+  if (Own(c) && sent_at_[c] >= 0) {
+    if (first_at_[c] >= 0 && !fallback) path_.OnRtt(now - first_at_[c], now);
+    --outstanding_;
+    completed_order_hi_ = std::max(completed_order_hi_, order_[c] + 1);
+  }
+  r_.have[c] = fallback ? 0 : 1;
+  if (fallback) r_.fallback_notice = true;
+  sent_at_[c] = -2;  // done
+  --remaining_;
+  last_progress_ = now;
+  rto_deadline_ = now;  // the timer restarts on progress (as TCP's on a new ACK)
+  request_rto_ = path_.rto_ns();
+  request_at_ = now + request_rto_;
+  if (remaining_ == 0) Finish();
+}
+
+void OpCore::Finish() {
+  finished_ = true;
+  r_.complete = remaining_ == 0 && !r_.fallback_notice && !handed_back_;
+}
+
+bool OpCore::IsEarly(std::span<const uint8_t> d) const {
+  if (d.size() < wire::kCaisHeaderBytes) return false;
+  wire::CaisPacketView v;
+  if (wire::ParseCais(d, &v) != wire::CaisParseError::kOk) return false;
+  const uint32_t ahead = v.header.seq_num - op_.seq;  // modulo 2^32
+  return ahead == 1 || ahead == 2;
+}
+
+void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
+  if (finished_) return;
+  wire::CaisPacketView v;
+  if (wire::ParseCais(d, &v) != wire::CaisParseError::kOk) return;
+  const wire::CaisHeader& h = v.header;
+  if (!h.has_flag(wire::cais_flags::kResult) || h.seq_num != op_.seq || h.group_id != c_.group_id ||
+      h.layer_id != op_.layer_id || h.op != op_.op || h.total_chunks != r_.total_chunks) {
+    return;  // a late packet of an earlier operation, or not ours
+  }
+  const uint32_t c = h.chunk_id;
+  if (sent_at_[c] == -2) return;  // already done
+  if (h.has_flag(wire::cais_flags::kDeclined)) {
+    // The offload policy sent the whole operation to the host path; no
+    // chunk of it was reduced in the switch.
+    r_.declined = true;
+    handed_back_ = true;
+    Complete(c, true, now);
+    Finish();
+    return;
+  }
+  if (h.has_flag(wire::cais_flags::kFallback)) {
+    // The switch gave this chunk up, so the operation needs the host path
+    // anyway: stop here rather than trickle on (the chunks already done are
+    // kept; recovery completes the rest).
+    ++r_.notices;
+    handed_back_ = true;
+    Complete(c, true, now);
+    Finish();
+    return;
+  }
+  if (h.has_flag(wire::cais_flags::kAck)) {
+    // ReduceScatter: another rank's chunk is complete; nothing to copy.
+    if (!Receives(c)) Complete(c, false, now);
+    return;
+  }
+  if (!Receives(c) || v.payload.size() != Length(c)) return;
+  std::memcpy(Locate(c), v.payload.data(), v.payload.size());
+  if (!highest_.empty()) {
+    int64_t& top = highest_[c / cpb_];
+    top = std::max<int64_t>(top, c);
+  }
+  Complete(c, false, now);
+}
+
+void OpCore::Pump(int64_t now, DatagramSink& out) {
+  if (finished_) return;
+  if (now - last_progress_ > c_.give_up_ns) {
+    Finish();  // no progress: leave the switch for the host path
+    return;
+  }
+  while (!inflight_.empty() && sent_at_[inflight_.front()] == -2) inflight_.pop_front();
+  if (inflight_.size() > 4 * size_t{c_.max_window} + 64) {
+    std::erase_if(inflight_, [&](uint32_t c) { return sent_at_[c] == -2; });
+  }
+  // Fast retransmission: own chunks that later-sent chunks overtook.
+  uint32_t budget = std::max<uint32_t>(1, path_.window_chunks());
+  for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
+    const uint32_t c = inflight_[i];
+    if (sent_at_[c] == -2 || fast_done_[c] != 0) continue;
+    if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;  // in send order
+    fast_done_[c] = 1;
+    Send(c, true, false, out);
+    ++r_.retransmitted;
+    first_at_[c] = -1;
+    sent_at_[c] = now;
+    path_.OnLoss(now);
+    --budget;
+  }
+  // The retransmission timer: nothing completed for an RTO. Resend the
+  // oldest chunk only, back off, and restart the timer.
+  if (outstanding_ > 0 && now >= rto_deadline_ + path_.rto_ns()) {
+    for (uint32_t c : inflight_) {
+      if (sent_at_[c] == -2) continue;
+      Send(c, true, false, out);
+      ++r_.retransmitted;
+      first_at_[c] = -1;
+      sent_at_[c] = now;
+      break;
+    }
+    path_.OnTimeout(now);
+    rto_deadline_ = now;
+  }
+  // Fill the window with new chunks.
+  const uint32_t window = path_.window_chunks();
+  while (next_own_ < r_.total_chunks && outstanding_ < window) {
+    const uint32_t c = next_own_++;
+    if (!Own(c) || sent_at_[c] == -2) continue;
+    if (outstanding_ == 0) rto_deadline_ = now;
+    Send(c, false, false, out);
+    ++r_.sent;
+    sent_at_[c] = now;
+    first_at_[c] = now;
+    order_[c] = send_counter_++;
+    inflight_.push_back(c);
+    ++outstanding_;
+  }
+  // Chunks owned by others: after a quiet spell, ask for missing ones.
+  const bool awaits_others = op_.op == CaisOp::kAllGather || op_.op == CaisOp::kBroadcast;
+  if (awaits_others && now >= request_at_) {
+    const bool tail_ok = request_rto_ > path_.rto_ns();
+    uint32_t asked = 0;
+    for (uint32_t k = 0; k < r_.total_chunks && asked < c_.max_window; ++k) {
+      const uint32_t c = (request_cursor_ + k) % r_.total_chunks;
+      if (sent_at_[c] == -2 || Own(c) || !WorthRequesting(c, tail_ok)) continue;
+      Send(c, true, true, out);
+      ++r_.requests;
+      ++asked;
+      request_cursor_ = c + 1;
+    }
+    request_rto_ = std::min(request_rto_ * 2, c_.rto_max_ns);
+    request_at_ = now + request_rto_;
+  }
+}
+
+int64_t OpCore::NextDeadline() const {
+  int64_t t = last_progress_ + c_.give_up_ns + 1;
+  if (outstanding_ > 0) t = std::min(t, rto_deadline_ + path_.rto_ns());
+  if (op_.op == CaisOp::kAllGather || op_.op == CaisOp::kBroadcast) t = std::min(t, request_at_);
+  return t;
+}
+
+}  // namespace inca::client

@@ -1,0 +1,210 @@
+// The CAIS client's transport as a pure core: one operation's chunks
+// through the switch (window, congestion control, retransmission timers,
+// fast retransmission, result requests, fallback and decline notices), with
+// time and I/O injected. SwitchTransport drives it over a UDP socket; the
+// tests drive it over a simulated link and the real CaisReducer. Design and
+// reasons: docs/design/cais-client.md, "Transport core".
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "inca/wire/cais.h"
+
+namespace inca::client {
+
+// One operation (or one piece of a larger one) as the switch sees it.
+struct SwitchOp {
+  wire::CaisOp op = wire::CaisOp::kAllReduce;
+  wire::DType type = wire::DType::kF32;
+  wire::ReduceOp reduce = wire::ReduceOp::kSum;
+  uint32_t seq = 0;
+  uint16_t layer_id = 0;
+  // AllReduce and Broadcast: `data` holds `count` elements, in place.
+  // AllGather: `in` holds this rank's `count` elements; block r of the
+  // result goes to out + r * block_stride_bytes.
+  // ReduceScatter: block r of the input (`count` elements) is at
+  // in + r * block_stride_bytes; this rank's reduced block goes to `out`.
+  uint8_t* data = nullptr;
+  const uint8_t* in = nullptr;
+  uint8_t* out = nullptr;
+  size_t block_stride_bytes = 0;
+  size_t count = 0;
+  int root = 0;  // Broadcast
+  // A broadcast carried as an AllReduce-sum (the communicator's choice).
+  bool broadcast = false;
+};
+
+// Number of chunks `op` needs (AllGather, ReduceScatter: over all blocks).
+uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size);
+
+struct SwitchPhaseResult {
+  bool complete = false;
+  uint32_t total_chunks = 0;
+  // have[c] != 0: this rank holds chunk c's final value (ReduceScatter: or
+  // knows that its owner got it).
+  std::vector<uint8_t> have;
+  bool fallback_notice = false;  // the switch handed back at least one chunk
+  // The switch's offload policy declined the operation (DECLINED notice):
+  // run it on the host path and stay joined.
+  bool declined = false;
+  uint64_t sent = 0;
+  uint64_t retransmitted = 0;
+  uint64_t requests = 0;
+  uint64_t notices = 0;
+};
+
+struct TransportConfig {
+  uint8_t group_id = 0;
+  int world_size = 1;
+  uint32_t chunk_size = 8952;
+  // Congestion window bounds, in chunks of this rank in flight.
+  uint32_t min_window = 1;
+  uint32_t max_window = 64;
+  uint32_t initial_window = 16;
+  // Retransmission timeout: floor and cap (the estimate is srtt + 4 rttvar,
+  // doubled per consecutive timeout).
+  int64_t rto_min_ns = 5'000'000;
+  int64_t rto_max_ns = 100'000'000;
+  // No progress for this long: the operation leaves the switch.
+  int64_t give_up_ns = 1'000'000'000;
+  // Delay-based window control (after Swift, Kumar et al., SIGCOMM 2020):
+  // the target round trip is the smallest seen plus max(target_floor_ns,
+  // base / 4); below it the window grows by ai per round trip, above it
+  // shrinks by beta * (rtt - target) / rtt, at most max_decrease, once per
+  // round trip.
+  int64_t target_floor_ns = 300'000;
+  double ai = 1.0;
+  double beta = 0.8;
+  double max_decrease = 0.5;
+  // Fast retransmission: a chunk is taken as lost once this many chunks
+  // this rank sent after it have completed.
+  uint32_t reorder_threshold = 3;
+  // The smallest round trip is forgotten after this long, so that a path
+  // that got slower for good does not keep a stale target.
+  int64_t base_rtt_window_ns = 10'000'000'000;
+};
+
+// What persists across the operations of one group: the round-trip
+// estimate and the congestion window.
+class PathState {
+ public:
+  explicit PathState(const TransportConfig& c);
+
+  double window() const { return cwnd_; }
+  // Chunks this rank may have in flight now.
+  uint32_t window_chunks() const;
+  int64_t rto_ns() const;
+  int64_t srtt_ns() const { return static_cast<int64_t>(srtt_); }
+  int64_t base_rtt_ns() const { return base_rtt_; }
+  int64_t target_ns() const;
+
+  // A valid round-trip sample (Karn: never of a retransmitted chunk).
+  void OnRtt(int64_t rtt_ns, int64_t now);
+  // The retransmission timer fired: back off, halve the window.
+  void OnTimeout(int64_t now);
+  // A chunk was inferred lost (fast retransmission).
+  void OnLoss(int64_t now);
+
+  uint64_t decreases() const { return decreases_; }
+  uint64_t timeouts() const { return timeouts_; }
+
+ private:
+  void Decrease(double factor, int64_t now);
+
+  const TransportConfig c_;
+  double cwnd_;
+  double srtt_ = 0;
+  double rttvar_ = 0;
+  int64_t base_rtt_ = 0;
+  int64_t base_rtt_at_ = 0;
+  int backoff_ = 0;
+  int64_t last_decrease_ = INT64_MIN / 2;
+  uint64_t decreases_ = 0;
+  uint64_t timeouts_ = 0;
+};
+
+// Where this rank sits among the group's switch ports (ascending port
+// order is the switch's input-port order).
+struct GroupLayout {
+  int my_index = 0;
+  std::vector<int> rank_at_index;  // rank at port index i
+  std::vector<int> index_of_rank;  // port index of rank r
+};
+
+// Receives what the core sends: a header and the payload bytes (which stay
+// valid until the operation ends).
+class DatagramSink {
+ public:
+  virtual ~DatagramSink() = default;
+  virtual void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) = 0;
+};
+
+// One operation. Not thread-safe; no clock, no sockets.
+class OpCore {
+ public:
+  OpCore(const TransportConfig& c, const GroupLayout& layout, const SwitchOp& op, PathState* path,
+         SwitchPhaseResult* result);
+
+  // Starts at `now`; call before anything else.
+  void Start(int64_t now);
+  // A datagram from the switch (anything else is ignored).
+  void OnDatagram(std::span<const uint8_t> datagram, int64_t now);
+  // Sends what is due at `now`: new chunks within the window, retransmissions
+  // whose timer fired or that were inferred lost, result requests.
+  void Pump(int64_t now, DatagramSink& out);
+  // When Pump next has something to do (absent new datagrams).
+  int64_t NextDeadline() const;
+  // Every chunk done, a notice ended the operation, or no progress for
+  // give_up_ns (checked by Pump). Sets result->complete.
+  bool Finished() const { return finished_; }
+
+  // A datagram of the next operations (seq one or two ahead), kept by the
+  // driver and replayed when that operation starts.
+  bool IsEarly(std::span<const uint8_t> datagram) const;
+
+ private:
+  bool Blocked() const;
+  bool Own(uint32_t c) const;
+  bool Receives(uint32_t c) const;
+  size_t Length(uint32_t c) const;
+  uint8_t* Locate(uint32_t c) const;
+  const uint8_t* Source(uint32_t c) const;
+  bool WorthRequesting(uint32_t c, bool tail_ok) const;
+  void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
+  void Complete(uint32_t c, bool fallback, int64_t now);
+  void Finish();
+
+  const TransportConfig& c_;
+  const GroupLayout& layout_;
+  const SwitchOp& op_;
+  PathState& path_;
+  SwitchPhaseResult& r_;
+  size_t esize_;
+  size_t per_;    // elements per chunk
+  uint64_t cpb_;  // chunks per block (AllGather, ReduceScatter) or in total
+  int root_index_;
+
+  std::vector<int64_t> sent_at_;    // own chunks: last transmission; -1 never; -2 done
+  std::vector<int64_t> first_at_;   // for RTT samples; -1 once retransmitted (Karn)
+  std::vector<uint32_t> order_;     // this rank's send order of each own chunk
+  std::vector<uint8_t> fast_done_;  // fast-retransmitted once already
+  std::deque<uint32_t> inflight_;   // own chunks in send order (done ones pruned lazily)
+  uint32_t outstanding_ = 0;
+  uint32_t next_own_ = 0;
+  uint32_t send_counter_ = 0;
+  uint32_t completed_order_hi_ = 0;  // highest send order completed, + 1
+  uint64_t remaining_ = 0;
+  int64_t last_progress_ = 0;
+  int64_t rto_deadline_ = 0;  // the oldest outstanding chunk's timer
+  int64_t request_at_ = 0;
+  int64_t request_rto_ = 0;
+  uint32_t request_cursor_ = 0;
+  std::vector<int64_t> highest_;  // AllGather: highest chunk seen per owner block
+  bool handed_back_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace inca::client
