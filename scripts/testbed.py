@@ -528,11 +528,12 @@ def wire_bounds(size: int, hosts: int, rate_bps: float, mtu: int, chunk: int) ->
     return {"ring_s": ring_bytes * 8 / rate_bps, "switch_s": switch_bytes * 8 / rate_bps}
 
 
-def perf(a) -> int:
+def perf(a, out=sys.stdout) -> dict:
     """Builds a testbed, starts inca-switchd in its switch namespace and one
     cais-perf rank per host namespace, for each backend in turn; prints both
     nccl-tests rows per size, their ratio, both bounds and the fraction of
-    its bound each backend reached."""
+    its bound each backend reached; returns them. The slowest host link sets
+    the bounds (--host-rate)."""
     build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
     perf_bin = os.path.join(build, "bin", "cais-perf")
     switchd = os.path.join(build, "bin", "inca-switchd")
@@ -540,10 +541,19 @@ def perf(a) -> int:
         if not os.path.exists(b):
             raise TestbedError("%s not found: build it (scripts/setup.sh) or set INCA_BUILD_DIR"
                                % b)
-    rate_bps = parse_rate(a.rate)
     shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
                       loss=a.loss, duplicate=a.duplicate)
-    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    host_shapes = {}
+    for spec in a.host_rate:
+        i, _, rate = spec.partition("=")
+        if not i.isdigit() or not rate:
+            raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
+        host_shapes[int(i)] = LinkShape(rate=rate, burst=a.burst, latency=a.latency,
+                                        limit_bytes=a.limit_bytes, loss=a.loss,
+                                        duplicate=a.duplicate)
+    rate_bps = min([parse_rate(a.rate)] + [parse_rate(h.rate) for h in host_shapes.values()])
+    tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
+                 owner_pid=os.getpid())
     results: Dict[str, List[dict]] = {}
     with tb:
         switch_addr = "%s:9410" % tb.switch_ip
@@ -554,34 +564,42 @@ def perf(a) -> int:
         try:
             _wait_for_log(log.name, "event=switch_started", sw)
             for backend in a.backends.split(","):
-                results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a)
+                results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
         finally:
             sw.terminate()
             sw.wait(10)
             log.close()
     rows = []
-    print("# testbed: %d hosts x %s each way, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
-        a.hosts, a.rate, a.mtu, a.burst, a.limit_bytes or a.latency, a.chunk_size))
+    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
+        a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
+        a.limit_bytes or a.latency, a.chunk_size), file=out)
     print("#  size (B)   gloo (ms) switch (ms)  switch/gloo   ring bound  switch bound"
-          "  gloo/bound switch/bound  path")
-    for i, g in enumerate(results.get("gloo", [])):
-        sw_row = results.get("switch", [{}] * (i + 1))[i]
-        b = wire_bounds(g["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)
-        row = {"bytes": g["bytes"], "gloo_us": g["time_us"], "switch_us": sw_row.get("time_us"),
+          "  gloo/bound switch/bound  path", file=out)
+    base = results.get("gloo") or results.get("switch") or []
+    for i in range(len(base)):
+        g = results.get("gloo", [{}] * len(base))[i]
+        sw_row = results.get("switch", [{}] * len(base))[i]
+        size = (g or sw_row)["bytes"]
+        b = wire_bounds(size, a.hosts, rate_bps, a.mtu, a.chunk_size)
+        row = {"bytes": size, "gloo_us": g.get("time_us"), "switch_us": sw_row.get("time_us"),
                "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
-               "path": sw_row.get("path"), "wrong": g["wrong"] + sw_row.get("wrong", 0)}
-        row["speedup"] = row["gloo_us"] / row["switch_us"] if row["switch_us"] else None
-        row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"]
+               "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
+               "chunks_sent": sw_row.get("chunks_sent", 0),
+               "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0)}
+        row["speedup"] = (row["gloo_us"] / row["switch_us"]
+                          if row["switch_us"] and row["gloo_us"] else None)
+        row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"] if row["gloo_us"] else None
         row["switch_of_bound"] = (row["switch_bound_us"] / row["switch_us"]
                                   if row["switch_us"] else None)
         rows.append(row)
         print("%11d %11.2f %11.2f %12.2f %10.2f ms %10.2f ms %11.2f %12.2f  %s" % (
-            row["bytes"], row["gloo_us"] / 1e3, (row["switch_us"] or 0) / 1e3,
+            row["bytes"], (row["gloo_us"] or 0) / 1e3, (row["switch_us"] or 0) / 1e3,
             row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
-            row["gloo_of_bound"], row["switch_of_bound"] or 0, row["path"]))
-    print(json.dumps({"testbed": {"hosts": a.hosts, "rate": a.rate, "mtu": a.mtu},
-                      "rows": rows}))
-    return 1 if any(r["wrong"] for r in rows) else 0
+            row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0, row["path"]), file=out)
+    res = {"testbed": {"hosts": a.hosts, "rate": a.rate, "host_rate": a.host_rate, "mtu": a.mtu,
+                       "loss": a.loss}, "rows": rows}
+    print(json.dumps(res), file=out)
+    return res
 
 
 def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
@@ -595,7 +613,8 @@ def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float
     raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
 
 
-def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a) -> List[dict]:
+def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
+                out=sys.stdout) -> List[dict]:
     port = 29500 + (os.getpid() % 1000) * 2
     procs = []
     for r in range(tb.hosts):
@@ -614,7 +633,7 @@ def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a) -
         if p.returncode != 0:
             raise TestbedError("cais-perf rank %d (%s) exited %d: %s" % (
                 r, backend, p.returncode, (e.strip().splitlines() or ["?"])[-1]))
-    sys.stdout.write("".join(l + "\n" for l in outs[0][0].splitlines() if not l.startswith("{")))
+    out.write("".join(l + "\n" for l in outs[0][0].splitlines() if not l.startswith("{")))
     lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
     if not lines:
         raise TestbedError("cais-perf rank 0 printed no JSON")
@@ -630,7 +649,12 @@ def _shape_from(a, prefix: str = "") -> LinkShape:
                      reorder=a.reorder)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def perf_options(argv: List[str]) -> argparse.Namespace:
+    """`perf`'s options from its command-line words (for scripts/bench-testbed.py)."""
+    return _parser().parse_args(["perf"] + list(argv))
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -665,6 +689,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     pf.add_argument("--burst", default="256kb")
     pf.add_argument("--latency", default="20ms")
     pf.add_argument("--limit-bytes", type=int)
+    pf.add_argument("--host-rate", action="append", default=[], metavar="I=RATE",
+                    help="host I's link, both directions (repeatable)")
     pf.add_argument("--loss")
     pf.add_argument("--duplicate")
     pf.add_argument("-b", "--min-bytes", default="16M")
@@ -682,6 +708,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ex.add_argument("--name", default="tb")
     ex.add_argument("--host", default="sw", help="host index, or sw")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
+    return ap
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = _parser()
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_probe"]:
         return _probe(argv[1:])
@@ -723,7 +754,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                           % (i, d, 100 * m["lost"], 100 * m["duplicated"], 100 * m["reordered"],
                              m["sent"]))
         elif a.cmd == "perf":
-            return perf(a)
+            res = perf(a)
+            return 1 if any(r["wrong"] for r in res["rows"]) else 0
         elif a.cmd == "status":
             for inst in _instances():
                 print(json.dumps(inst))

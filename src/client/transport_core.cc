@@ -69,10 +69,6 @@ void PathState::OnTimeout(int64_t now) {
   Decrease(0.5, now);
 }
 
-void PathState::OnLoss(int64_t now) {
-  Decrease(0.7, now);
-}
-
 void PathState::Decrease(double factor, int64_t now) {
   // Once per round trip: the window's effect shows a round trip later.
   const int64_t rtt = srtt_ == 0 ? c_.rto_min_ns : static_cast<int64_t>(srtt_);
@@ -267,18 +263,23 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   if (inflight_.size() > 4 * size_t{c_.max_window} + 64) {
     std::erase_if(inflight_, [&](uint32_t c) { return sent_at_[c] == -2; });
   }
-  // Fast retransmission: own chunks that later-sent chunks overtook.
+  // Fast retransmission: own chunks that later-sent chunks overtook; again
+  // after each RTO while they stay missing (the resend can be lost too). The
+  // window is left alone: a chunk lost at random says nothing about
+  // congestion, which the delay signal already reports (with 1 % random
+  // loss, cutting on every loss held the window at its floor).
   uint32_t budget = std::max<uint32_t>(1, path_.window_chunks());
+  const int64_t rto = path_.rto_ns();
   for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
     const uint32_t c = inflight_[i];
-    if (sent_at_[c] == -2 || fast_done_[c] != 0) continue;
+    if (sent_at_[c] == -2) continue;
     if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;  // in send order
+    if (fast_done_[c] != 0 && now - sent_at_[c] < rto) continue;
     fast_done_[c] = 1;
     Send(c, true, false, out);
     ++r_.retransmitted;
     first_at_[c] = -1;
     sent_at_[c] = now;
-    path_.OnLoss(now);
     --budget;
   }
   // The retransmission timer: nothing completed for an RTO. Resend the

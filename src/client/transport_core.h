@@ -105,8 +105,6 @@ class PathState {
   void OnRtt(int64_t rtt_ns, int64_t now);
   // The retransmission timer fired: back off, halve the window.
   void OnTimeout(int64_t now);
-  // A chunk was inferred lost (fast retransmission).
-  void OnLoss(int64_t now);
 
   uint64_t decreases() const { return decreases_; }
   uint64_t timeouts() const { return timeouts_; }
@@ -190,7 +188,7 @@ class OpCore {
   std::vector<int64_t> sent_at_;    // own chunks: last transmission; -1 never; -2 done
   std::vector<int64_t> first_at_;   // for RTT samples; -1 once retransmitted (Karn)
   std::vector<uint32_t> order_;     // this rank's send order of each own chunk
-  std::vector<uint8_t> fast_done_;  // fast-retransmitted once already
+  std::vector<uint8_t> fast_done_;  // fast-retransmitted at least once
   std::deque<uint32_t> inflight_;   // own chunks in send order (done ones pruned lazily)
   uint32_t outstanding_ = 0;
   uint32_t next_own_ = 0;

@@ -84,6 +84,8 @@ struct Record {
   uint32_t host_ops;  // operations of this size that used the host path
   uint64_t wrong;
   double mean_us;
+  uint64_t sent;           // chunks sent for this size (first transmissions)
+  uint64_t retransmitted;  // chunks sent again
 };
 
 // One rank's run over every size. `emit` gets each size's record (false:
@@ -129,7 +131,8 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
       }
       return absl::OkStatus();
     };
-    const uint64_t host_before = (*comm)->stats().ops_host;
+    const CommunicatorStats before = (*comm)->stats();
+    const uint64_t host_before = before.ops_host;
     fill();
     for (int w = 0; w < o.warmup; ++w) {
       if (auto s = run(); !s.ok()) {
@@ -177,8 +180,13 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
         if (std::memcmp(&got[i * esize], &expect[i * esize], esize) != 0) ++wrong;
       }
     }
-    const Record rec{k, static_cast<uint32_t>((*comm)->stats().ops_host - host_before), wrong,
-                     mean_us};
+    const CommunicatorStats after = (*comm)->stats();
+    const Record rec{k,
+                     static_cast<uint32_t>(after.ops_host - host_before),
+                     wrong,
+                     mean_us,
+                     after.chunks_sent - before.chunks_sent,
+                     after.chunks_retransmitted - before.chunks_retransmitted};
     if (!emit(**comm, rec)) return 6;
   }
   return 0;
@@ -244,10 +252,11 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
   if (!o.json) return;
   std::vector<std::string> items;
   for (const auto& r : rows) {
-    items.push_back(absl::StrCat("{\"bytes\":", r.bytes, ",\"count\":", r.count,
-                                 ",\"time_us\":", r.time_us, ",\"algbw_gbps\":", r.algbw_gbps,
-                                 ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
-                                 ",\"path\":\"", r.path, "\"}"));
+    items.push_back(absl::StrCat(
+        "{\"bytes\":", r.bytes, ",\"count\":", r.count, ",\"time_us\":", r.time_us,
+        ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
+        ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
+        ",\"path\":\"", r.path, "\"}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
       << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
@@ -272,14 +281,17 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
   }
   const int code = RankBody(o, sizes, o.rank, co, [&](Communicator& c, const Record& rec) {
     float time_us = static_cast<float>(rec.mean_us);
-    int32_t counts[2] = {static_cast<int32_t>(std::min<uint64_t>(rec.wrong, INT32_MAX)),
-                         static_cast<int32_t>(rec.host_ops)};
+    auto clamp = [](uint64_t v) { return static_cast<int32_t>(std::min<uint64_t>(v, INT32_MAX)); };
+    int32_t counts[4] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
+                         clamp(rec.retransmitted)};
     if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
-        !c.AllReduce(counts, 2, DType::kI32, ReduceOp::kSum).ok()) {
+        !c.AllReduce(counts, 4, DType::kI32, ReduceOp::kSum).ok()) {
       return false;
     }
     PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
                           static_cast<uint32_t>(counts[1]));
+    row.chunks_sent = static_cast<uint64_t>(counts[2]);
+    row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
     if (o.rank == 0) PrintRow(o, row, out);
     rows.push_back(row);
     return true;
@@ -429,14 +441,18 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
              got[static_cast<uint32_t>(rows.size())].size() == fds.size()) {
         const auto& recs = got[static_cast<uint32_t>(rows.size())];
         double time_us = 0;
-        uint64_t wrong = 0;
+        uint64_t wrong = 0, sent = 0, again = 0;
         uint32_t host = 0;
         for (const auto& x : recs) {
           time_us = std::max(time_us, x.mean_us);
           wrong += x.wrong;
           host = std::max(host, x.host_ops);
+          sent += x.sent;
+          again += x.retransmitted;
         }
         PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host);
+        row.chunks_sent = sent;
+        row.chunks_retransmitted = again;
         PrintRow(o, row, out);
         rows.push_back(row);
       }

@@ -58,6 +58,9 @@ struct PerfRow {
   double busbw_gbps = 0;
   uint64_t wrong = 0;  // summed over ranks
   std::string path;    // switch, host or mixed
+  // Summed over ranks, over warm-up, timed and checking operations.
+  uint64_t chunks_sent = 0;
+  uint64_t chunks_retransmitted = 0;
 };
 
 // Runs the whole benchmark; prints the table to `out` as rows complete.
