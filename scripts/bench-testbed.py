@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Switch against Gloo on the multi-host testbed, in one run: writes the
+"On the testbed" section of docs/PERFORMANCE.md and docs/eval/testbed-algbw.png.
+
+    sudo scripts/bench-testbed.py            # about 3 minutes on 2 cores
+    sudo scripts/bench-testbed.py --quick    # fewer sizes and iterations
+
+Every scenario builds its testbed (scripts/testbed.py), starts inca-switchd
+with its default flags in the switch namespace and one cais-perf rank per
+host namespace, runs the switch then Gloo, and tears everything down. The
+bounds count wire bytes at the shaped rate (docs/testbed.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import testbed  # noqa: E402
+
+DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+PLOT = os.path.join(ROOT, "docs", "eval", "testbed-algbw.png")
+BEGIN, END = "<!-- testbed:begin -->", "<!-- testbed:end -->"
+
+
+def scenarios(quick: bool):
+    it = ["--iters", "3" if quick else "5", "--warmup", "1"]
+    sweep = ["-b", "64K" if quick else "4K", "-e", "64M", "-f", "16" if quick else "4"]
+    return [
+        ("4 x 1 Gbit/s", ["--hosts", "4", "--rate", "1gbit"] + sweep + it, "sweep4"),
+        ("8 x 500 Mbit/s", ["--hosts", "8", "--rate", "500mbit", "-b", "1M", "-e", "64M", "-f",
+                            "64" if quick else "4"] + it, "sweep8"),
+        ("4 x 1 Gbit/s, host 2 at 500 Mbit/s", ["--hosts", "4", "--rate", "1gbit", "--host-rate",
+                                                "2=500mbit", "-b", "16M", "-e", "64M"] + it,
+         "slow"),
+        ("4 x 1 Gbit/s, 1 % loss each way", ["--hosts", "4", "--rate", "1gbit", "--loss", "1%",
+                                            "-b", "16M", "-e", "16M"] + it, "loss"),
+        ("4 x 2 Gbit/s", ["--hosts", "4", "--rate", "2gbit", "-b", "64M", "-e", "64M"] + it,
+         "r2"),
+        ("4 x 4 Gbit/s", ["--hosts", "4", "--rate", "4gbit", "-b", "64M", "-e", "64M"] + it,
+         "r4"),
+    ]
+
+
+def human(n: int) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k and n % k == 0:
+            return "%d %s" % (n // k, unit)
+    return "%d B" % n
+
+
+def table(res: dict) -> str:
+    lines = ["| size | Gloo (ms) | switch (ms) | switch / Gloo | Gloo / ring bound | "
+             "switch / switch bound | retransmitted | path |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in res["rows"]:
+        again = (100.0 * r["chunks_retransmitted"] / r["chunks_sent"]) if r["chunks_sent"] else 0
+        lines.append("| %s | %.2f | %.2f | %.2f× | %.2f | %.2f | %.2f %% | %s |" % (
+            human(r["bytes"]), r["gloo_us"] / 1e3, r["switch_us"] / 1e3, r["speedup"],
+            r["gloo_of_bound"], r["switch_of_bound"], again, r["path"]))
+    return "\n".join(lines)
+
+
+def plot(results: dict) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench-testbed: no matplotlib (python3-matplotlib); skipping the plot",
+              file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title, rate in ((axes[0], "sweep4", "4 hosts x 1 Gbit/s", 1e9),
+                                 (axes[1], "sweep8", "8 hosts x 500 Mbit/s", 5e8)):
+        rows = results[key]["rows"]
+        sizes = [r["bytes"] for r in rows]
+        ax.plot(sizes, [r["bytes"] / r["gloo_us"] / 1e3 for r in rows], "o-", label="Gloo (ring)")
+        ax.plot(sizes, [r["bytes"] / r["switch_us"] / 1e3 for r in rows], "s-",
+                label="inca switch")
+        ax.plot(sizes, [r["bytes"] / r["ring_bound_us"] / 1e3 for r in rows], ":",
+                color="C0", label="ring bound")
+        ax.plot(sizes, [r["bytes"] / r["switch_bound_us"] / 1e3 for r in rows], ":",
+                color="C1", label="switch bound")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("all-reduce size (bytes, f32 sum)")
+        ax.set_ylabel("algbw (GB/s)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(PLOT), exist_ok=True)
+    fig.savefig(PLOT, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    ap.add_argument("--from-json", action="store_true",
+                    help="rewrite the docs from docs/eval/testbed.json, measuring nothing")
+    a = ap.parse_args()
+    saved = os.path.join(ROOT, "docs", "eval", "testbed.json")
+    results = {}
+    text = []
+    if a.from_json:
+        with open(saved) as f:
+            results = json.load(f)
+    else:
+        try:
+            testbed.require_root()
+        except testbed.TestbedError as e:
+            print("bench-testbed: %s" % e, file=sys.stderr)
+            return 2
+    for title, argv, key in scenarios(a.quick):
+        if not a.from_json:
+            print("=== %s" % title, flush=True)
+            log = io.StringIO()
+            res = testbed.perf(testbed.perf_options(argv + ["--name", "bench"]), out=log)
+            print("\n".join(l for l in log.getvalue().splitlines() if not l.startswith("{")),
+                  flush=True)
+            results[key] = res
+        text.append("### %s\n\n%s\n" % (title, table(results[key])))
+    if a.no_write:
+        return 0
+    plot(results)
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                         capture_output=True, text=True).stdout.strip()
+    section = "\n".join([
+        BEGIN,
+        "## On the testbed: switch against Gloo where links are the bottleneck",
+        "",
+        "Regenerated by `sudo scripts/bench-testbed.py` on %s (%d cores, %s). "
+        "Every row: `scripts/testbed.py perf` with that scenario's flags, inca-switchd with "
+        "its default flags (embedded offload controller, 500 ms chunk timeout), the client's "
+        "defaults (chunk 8952 B, congestion window capped at 64), f32 sum, median-free mean of "
+        "the timed iterations; both backends in the same run on the same testbed (MTU 9000, "
+        "tbf burst 256 KB, 20 ms queue, both directions of every host link; the switch's own "
+        "port unshaped). Bounds on wire bytes, headers included (docs/testbed.md): the "
+        "switch's is 1.5x the ring's at 4 hosts, 1.75x at 8. Retransmitted: chunks sent again "
+        "over chunks sent, all ranks." % (datetime.date.today().isoformat(), os.cpu_count(),
+                                          cpu or "unknown CPU"),
+        "",
+        "![algbw against size](eval/testbed-algbw.png)",
+        "",
+    ] + text + [
+        "### Reading these figures",
+        "",
+        "- Below the tbf burst (256 KB) packets leave at veth speed, so neither bound applies "
+        "and a fraction above 1 is no violation; the bounds hold from about 1 MiB up.",
+        "- Gloo here is inca's host path (`cais-perf --backend gloo`: Gloo's ring through "
+        "inca's HostGroup). Below 1 MiB it has a floor of several ms per operation, on the "
+        "testbed and on loopback alike, which we have not explained yet; the small-size "
+        "ratios therefore overstate the switch's advantage, and where the switch starts to "
+        "beat a well-tuned Gloo is not answered by these rows.",
+        "- The rows at 2 and 4 Gbit/s show the highest per-host rate at which the switch "
+        "still reaches 0.9 of its bound (R*) on this 2-core machine: the four ranks, "
+        "inca-switchd and the kernel's softirq work share two cores, and the switch path "
+        "stops scaling near 1.2 Gbit/s per host (the per-datagram path of issue 16). "
+        "Per-process CPU shares at R* are not measured here.",
+        "- Not measured by this script: the rate step from R to R/4 mid-run, two jobs "
+        "sharing the hosts, inca beside Gloo, and jitter that reorders (this kernel has no "
+        "netem; docs/testbed.md).",
+        "",
+        END])
+    doc = open(DOC).read()
+    if BEGIN in doc:
+        doc = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, doc,
+                     flags=re.S)
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + section + "\n"
+    with open(DOC, "w") as f:
+        f.write(doc)
+    if not a.from_json:
+        with open(saved, "w") as f:
+            json.dump(results, f, indent=1)
+    print("wrote %s, %s" % (DOC, PLOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
