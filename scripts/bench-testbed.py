@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import testbed  # noqa: E402
+import testbed_perf  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 PLOT = os.path.join(ROOT, "docs", "eval", "testbed-algbw.png")
@@ -126,7 +127,7 @@ def main() -> int:
         if not a.from_json:
             print("=== %s" % title, flush=True)
             log = io.StringIO()
-            res = testbed.perf(testbed.perf_options(argv + ["--name", "bench"]), out=log)
+            res = testbed_perf.perf(testbed.perf_options(argv + ["--name", "bench"]), out=log)
             print("\n".join(l for l in log.getvalue().splitlines() if not l.startswith("{")),
                   flush=True)
             results[key] = res

@@ -13,6 +13,7 @@ from conftest import HERE
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import testbed  # noqa: E402
+import testbed_perf  # noqa: E402
 
 WORKER = os.path.join(HERE, "rank_worker.py")
 
@@ -132,10 +133,10 @@ def test_wire_bounds():
     # 16 MiB over 4 hosts at 1 Gbit/s, MTU 9000: the ring moves 1.5 x 16 MiB
     # in 8948-byte TCP segments (+66 B), the switch 16 MiB in 8952-byte
     # datagrams (+62 B).
-    b = testbed.wire_bounds(16 << 20, 4, 1e9, 9000, 8952)
+    b = testbed_perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8952)
     ring = 1.5 * (16 << 20)
     assert b["ring_s"] == pytest.approx((ring + -(-ring // 8948) * 66) * 8 / 1e9)
     assert b["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8952) * 62) * 8 / 1e9)
     assert 1.49 < b["ring_s"] / b["switch_s"] < 1.51
-    assert testbed.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
-        testbed.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)
+    assert testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
+        testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)

@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""`scripts/testbed.py perf`: the all-reduce launcher on a testbed, switch
+against Gloo, with the bounds that links of the shaped rate allow
+(docs/testbed.md, "Switch against Gloo on the testbed")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List
+
+from testbed import REPO, STATE_DIR, LinkShape, Testbed, TestbedError, parse_rate
+
+ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
+IP_UDP_CAIS = 20 + 8 + 20
+IP_TCP = 20 + 32         # TCP with timestamps, as Linux sends it
+
+
+def wire_bounds(size: int, hosts: int, rate_bps: float, mtu: int, chunk: int) -> dict:
+    """The fastest an all-reduce of `size` bytes can finish when every host
+    link carries rate_bps each way, counted on wire bytes (headers included):
+    a ring moves 2(n-1)/n of the tensor through each host link in TCP
+    segments, the switch moves the tensor once each way in CAIS datagrams."""
+    if hosts < 2:
+        return {"ring_s": 0.0, "switch_s": 0.0}
+    payload = min(chunk, mtu - IP_UDP_CAIS)
+    packets = -(-size // payload)
+    switch_bytes = size + packets * (IP_UDP_CAIS + ETH_HEADER)
+    mss = mtu - IP_TCP
+    ring_payload = 2 * (hosts - 1) / hosts * size
+    ring_bytes = ring_payload + -(-ring_payload // mss) * (IP_TCP + ETH_HEADER)
+    return {"ring_s": ring_bytes * 8 / rate_bps, "switch_s": switch_bytes * 8 / rate_bps}
+
+
+def perf(a, out=sys.stdout) -> dict:
+    """Builds a testbed, starts inca-switchd in its switch namespace and one
+    cais-perf rank per host namespace, for each backend in turn; prints both
+    nccl-tests rows per size, their ratio, both bounds and the fraction of
+    its bound each backend reached; returns them. The slowest host link sets
+    the bounds (--host-rate)."""
+    build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
+    perf_bin = os.path.join(build, "bin", "cais-perf")
+    switchd = os.path.join(build, "bin", "inca-switchd")
+    for b in (perf_bin, switchd):
+        if not os.path.exists(b):
+            raise TestbedError("%s not found: build it (scripts/setup.sh) or set INCA_BUILD_DIR"
+                               % b)
+    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
+                      loss=a.loss, duplicate=a.duplicate)
+    host_shapes = {}
+    for spec in a.host_rate:
+        i, _, rate = spec.partition("=")
+        if not i.isdigit() or not rate:
+            raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
+        host_shapes[int(i)] = LinkShape(rate=rate, burst=a.burst, latency=a.latency,
+                                        limit_bytes=a.limit_bytes, loss=a.loss,
+                                        duplicate=a.duplicate)
+    rate_bps = min([parse_rate(a.rate)] + [parse_rate(h.rate) for h in host_shapes.values()])
+    tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
+                 owner_pid=os.getpid())
+    results: Dict[str, List[dict]] = {}
+    with tb:
+        switch_addr = "%s:9410" % tb.switch_ip
+        log = open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w")
+        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
+                                     tb.switch_ip + ":50051", "--http-listen", "off"]
+                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_log(log.name, "event=switch_started", sw)
+            for backend in a.backends.split(","):
+                results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
+        finally:
+            sw.terminate()
+            sw.wait(10)
+            log.close()
+    rows = []
+    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
+        a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
+        a.limit_bytes or a.latency, a.chunk_size), file=out)
+    print("#  size (B)   gloo (ms) switch (ms)  switch/gloo   ring bound  switch bound"
+          "  gloo/bound switch/bound  path", file=out)
+    base = results.get("gloo") or results.get("switch") or []
+    for i in range(len(base)):
+        g = results.get("gloo", [{}] * len(base))[i]
+        sw_row = results.get("switch", [{}] * len(base))[i]
+        size = (g or sw_row)["bytes"]
+        b = wire_bounds(size, a.hosts, rate_bps, a.mtu, a.chunk_size)
+        row = {"bytes": size, "gloo_us": g.get("time_us"), "switch_us": sw_row.get("time_us"),
+               "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
+               "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
+               "chunks_sent": sw_row.get("chunks_sent", 0),
+               "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0)}
+        row["speedup"] = (row["gloo_us"] / row["switch_us"]
+                          if row["switch_us"] and row["gloo_us"] else None)
+        row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"] if row["gloo_us"] else None
+        row["switch_of_bound"] = (row["switch_bound_us"] / row["switch_us"]
+                                  if row["switch_us"] else None)
+        rows.append(row)
+        print("%11d %11.2f %11.2f %12.2f %10.2f ms %10.2f ms %11.2f %12.2f  %s" % (
+            row["bytes"], (row["gloo_us"] or 0) / 1e3, (row["switch_us"] or 0) / 1e3,
+            row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
+            row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0, row["path"]), file=out)
+    res = {"testbed": {"hosts": a.hosts, "rate": a.rate, "host_rate": a.host_rate, "mtu": a.mtu,
+                       "loss": a.loss}, "rows": rows}
+    print(json.dumps(res), file=out)
+    return res
+
+
+def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TestbedError("inca-switchd exited: %s" % open(path).read()[-2000:])
+        if word in open(path).read():
+            return
+        time.sleep(0.02)  # polling a log for readiness, bounded by timeout_s
+    raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
+
+
+def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
+                out=sys.stdout) -> List[dict]:
+    port = 29500 + (os.getpid() % 1000) * 2
+    procs = []
+    for r in range(tb.hosts):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
+                   MASTER_PORT=str(port), INCA_SWITCH=switch_addr if backend == "switch"
+                   else "none", INCA_BIND_IP=tb.host_ip(r))
+        argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
+                str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
+                "--chunk-size", str(a.chunk_size), "--json"] + list(a.perf_arg)
+        if a.window:
+            argv += ["--window", str(a.window)]
+        procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=a.timeout) for p in procs]
+    for r, (p, (o, e)) in enumerate(zip(procs, outs)):
+        if p.returncode != 0:
+            raise TestbedError("cais-perf rank %d (%s) exited %d: %s" % (
+                r, backend, p.returncode, (e.strip().splitlines() or ["?"])[-1]))
+    out.write("".join(l + "\n" for l in outs[0][0].splitlines() if not l.startswith("{")))
+    lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
+    if not lines:
+        raise TestbedError("cais-perf rank 0 printed no JSON")
+    return json.loads(lines[-1])["rows"]
