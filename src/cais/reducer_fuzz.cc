@@ -46,6 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             .ok());
   Check(sw.rules().Add({{2, 1, std::nullopt}, {1, 2}, {1, 2}, Op::kAllGather}).ok());
   Check(sw.rules().Add({{2, std::nullopt, 0}, {3}, {0, 1, 2, 3}, Op::kBroadcast}).ok());
+  cais::Rule pin{{2, 2, std::nullopt}, {}, {}, std::nullopt};  // layer 2 of group 2: host path
+  pin.host_path = true;
+  Check(sw.rules().Add(pin).ok());
 
   NullSink sink;
   dp::TimeNs now = 0;
