@@ -132,6 +132,20 @@ def main() -> int:
                   flush=True)
             results[key] = res
         text.append("### %s\n\n%s\n" % (title, table(results[key])))
+    if not a.from_json:
+        print("=== two inca jobs sharing 4 x 1 Gbit/s", flush=True)
+        opts = testbed.perf_options(["--name", "bench", "--hosts", "4", "--rate", "1gbit", "-b",
+                                     "16M", "-e", "16M", "--iters", "5" if a.quick else "10",
+                                     "--warmup", "1"])
+        results["share"] = testbed_perf.share(opts, "switch", out=io.StringIO())
+    sh = results["share"]["rows"][0]
+    text.append("### Two inca jobs sharing 4 x 1 Gbit/s\n\n"
+                "Two 4-rank jobs (switch groups 0 and 1), one rank of each per host, started "
+                "together, 16 MiB each: %.1f ms and %.1f ms per operation, %.2f and %.2f of "
+                "the switch's bound for one job alone (%.2f together), paths %s.\n" % (
+                    sh["inca_us"] / 1e3, sh["second_us"] / 1e3, sh["inca_share"],
+                    sh["second_share"], sh["inca_share"] + sh["second_share"],
+                    " and ".join(sh["paths"])))
     if a.no_write:
         return 0
     plot(results)
@@ -169,9 +183,14 @@ def main() -> int:
         "inca-switchd and the kernel's softirq work share two cores, and the switch path "
         "stops scaling near 1.2 Gbit/s per host (the per-datagram path of issue 16). "
         "Per-process CPU shares at R* are not measured here.",
-        "- Not measured by this script: the rate step from R to R/4 mid-run, two jobs "
-        "sharing the hosts, inca beside Gloo, and jitter that reorders (this kernel has no "
-        "netem; docs/testbed.md).",
+        "- `host/mixed`: at least one operation of that size ran on the host path. Where "
+        "no operation left the switch mid-way, the embedded offload controller declined it: "
+        "its model still reads queueing the links create as switch load (issue 15, item 4). "
+        "Figures move by a few per cent between runs.",
+        "- Not measured by this script: the rate step from R to R/4 mid-run, inca beside "
+        "Gloo (a first attempt gave shares that only add up if the jobs did not overlap "
+        "throughout; it needs per-iteration timestamps), and jitter that reorders (this "
+        "kernel has no netem; docs/testbed.md).",
         "",
         END])
     doc = open(DOC).read()

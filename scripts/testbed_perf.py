@@ -120,9 +120,9 @@ def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float
     raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
 
 
-def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
-                out=sys.stdout) -> List[dict]:
-    port = 29500 + (os.getpid() % 1000) * 2
+def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port: int,
+            group: int = 0) -> List[subprocess.Popen]:
+    """One cais-perf rank per host namespace for one job."""
     procs = []
     for r in range(tb.hosts):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
@@ -130,11 +130,16 @@ def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
                    else "none", INCA_BIND_IP=tb.host_ip(r))
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
-                "--chunk-size", str(a.chunk_size), "--json"] + list(a.perf_arg)
+                "--chunk-size", str(a.chunk_size), "--group-id", str(group),
+                "--json"] + list(a.perf_arg)
         if a.window:
             argv += ["--window", str(a.window)]
         procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def _collect(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout) -> List[dict]:
     outs = [p.communicate(timeout=a.timeout) for p in procs]
     for r, (p, (o, e)) in enumerate(zip(procs, outs)):
         if p.returncode != 0:
@@ -145,3 +150,51 @@ def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
     if not lines:
         raise TestbedError("cais-perf rank 0 printed no JSON")
     return json.loads(lines[-1])["rows"]
+
+
+def _port() -> int:
+    return 29500 + (os.getpid() % 1000) * 4
+
+
+def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
+                out=sys.stdout) -> List[dict]:
+    return _collect(_launch(tb, perf_bin, backend, switch_addr, a, _port()), backend, a, out)
+
+
+def share(a, second: str, out=sys.stdout) -> dict:
+    """Two 4-rank jobs at once on one testbed, one rank of each per host: an
+    inca job and a second one (`switch`: another inca job on its own group;
+    `gloo`). Returns each job's time per operation and the fraction of the
+    link it got (its bound alone over its time)."""
+    build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
+    perf_bin = os.path.join(build, "bin", "cais-perf")
+    switchd = os.path.join(build, "bin", "inca-switchd")
+    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes)
+    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    rate_bps = parse_rate(a.rate)
+    with tb:
+        switch_addr = "%s:9410" % tb.switch_ip
+        log = open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w")
+        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
+                                     tb.switch_ip + ":50051", "--http-listen", "off"]
+                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_log(log.name, "event=switch_started", sw)
+            first = _launch(tb, perf_bin, "switch", switch_addr, a, _port(), group=0)
+            other = _launch(tb, perf_bin, second, switch_addr, a, _port() + 2, group=1)
+            rows_a = _collect(first, "switch", a, out)
+            rows_b = _collect(other, second, a, out)
+        finally:
+            sw.terminate()
+            sw.wait(10)
+            log.close()
+    res = {"testbed": {"hosts": a.hosts, "rate": a.rate}, "second": second, "rows": []}
+    for ra, rb in zip(rows_a, rows_b):
+        b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)
+        bound_b = b["switch_s"] if second == "switch" else b["ring_s"]
+        res["rows"].append({"bytes": ra["bytes"], "inca_us": ra["time_us"],
+                            "second_us": rb["time_us"],
+                            "inca_share": b["switch_s"] * 1e6 / ra["time_us"],
+                            "second_share": bound_b * 1e6 / rb["time_us"],
+                            "paths": [ra["path"], rb["path"]]})
+    return res

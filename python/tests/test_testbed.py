@@ -111,7 +111,8 @@ def test_bad_arguments_are_one_line_errors():
 def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     # scripts/testbed.py perf: cais-perf as one rank per host namespace
     # (RANK/WORLD_SIZE/MASTER_ADDR/INCA_SWITCH/INCA_BIND_IP), both backends,
-    # exact results; the bounds it prints are checked in test_wire_bounds.
+    # exact results; the bounds it prints are checked in test_wire_bounds
+    # (at these sizes, near the 256 KB tbf burst, a bound does not apply).
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
                         "--name", instance_name("p"), "--hosts", "2", "--rate", "200mbit",
                         "-b", "256K", "-e", "1M", "--iters", "2", "--warmup", "1",
@@ -125,8 +126,7 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     for r in res["rows"]:
         assert r["wrong"] == 0 and r["path"] == "switch", r
         assert r["gloo_us"] > 0 and r["switch_us"] > 0
-        # Nothing beats its own bound by more than measurement noise.
-        assert r["gloo_of_bound"] < 1.1 and r["switch_of_bound"] < 1.1, r
+        assert r["chunks_sent"] > 0
 
 
 def test_wire_bounds():
@@ -140,3 +140,21 @@ def test_wire_bounds():
     assert 1.49 < b["ring_s"] / b["switch_s"] < 1.51
     assert testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
         testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)
+
+
+def test_two_jobs_share_the_testbed():
+    # Two 2-rank inca jobs on their own switch groups, one rank of each per host,
+    # at once: both exact (cais-perf checks) and both through the switch.
+    # Two groups share the switch's pending-chunk limit (128 switch-wide by
+    # default; per-group shares are issue 18's): give them room. The embedded
+    # offload controller sometimes declines an operation of two jobs at once
+    # (its queue-delay model, issue 15's item 4); this test is about sharing.
+    a = testbed.perf_options(["--name", instance_name("s"), "--hosts", "2", "--rate", "200mbit",
+                              "-b", "1M", "-e", "1M", "--iters", "3", "--warmup", "1",
+                              "--switchd-arg=--max-pending-chunks=1024",
+                              "--switchd-arg=--offload-controller=off"])
+    import io
+    res = testbed_perf.share(a, "switch", out=io.StringIO())
+    row = res["rows"][0]
+    assert row["paths"] == ["switch", "switch"], row
+    assert row["inca_share"] > 0 and row["second_share"] > 0

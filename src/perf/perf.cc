@@ -98,6 +98,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.world_size = o.ranks;
   co.chunk_size = o.chunk_size;
   co.max_pending_chunks = o.window;
+  co.group_id = o.group_id;
   co.switch_port = rank;
   auto comm = Communicator::Create(co);
   if (!comm.ok()) {

@@ -34,6 +34,7 @@ struct PerfOptions {
   std::vector<std::string> switchd_args;  // extra flags for a started switch
   uint32_t chunk_size = 8952;
   uint32_t window = 64;
+  uint8_t group_id = 0;  // the switch group (jobs sharing a switch need their own)
   bool check = true;
   int timeout_s = 600;
   bool json = false;  // also one JSON line with every row

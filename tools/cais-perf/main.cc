@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup,-w", o.warmup, "warm-up iterations per size")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
-  app.add_option("--window", o.window, "packets in flight per rank (max_pending_chunks)");
+  app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
+  app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")
+      ->check(CLI::Range(0, 254));
   app.add_flag("!--no-check", o.check, "skip the result check");
   app.add_option("--timeout-s", o.timeout_s, "give up after this long");
   app.add_flag("--json", o.json, "also print one JSON line with every row");
