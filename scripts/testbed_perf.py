@@ -5,6 +5,7 @@ against Gloo, with the bounds that links of the shaped rate allow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -63,19 +64,9 @@ def perf(a, out=sys.stdout) -> dict:
                  owner_pid=os.getpid())
     results: Dict[str, List[dict]] = {}
     with tb:
-        switch_addr = "%s:9410" % tb.switch_ip
-        log = open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w")
-        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
-                                     tb.switch_ip + ":50051", "--http-listen", "off"]
-                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_for_log(log.name, "event=switch_started", sw)
+        with _switch(tb, switchd, a) as switch_addr:
             for backend in a.backends.split(","):
                 results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
-        finally:
-            sw.terminate()
-            sw.wait(10)
-            log.close()
     rows = []
     print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
         a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
@@ -107,6 +98,23 @@ def perf(a, out=sys.stdout) -> dict:
                        "loss": a.loss}, "rows": rows}
     print(json.dumps(res), file=out)
     return res
+
+
+@contextlib.contextmanager
+def _switch(tb: Testbed, switchd: str, a):
+    """inca-switchd in the testbed's switch namespace (default flags plus
+    --switchd-arg), for the duration of the block; yields its data address."""
+    switch_addr = "%s:9410" % tb.switch_ip
+    with open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w") as log:
+        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
+                                     tb.switch_ip + ":50051", "--http-listen", "off"]
+                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_log(log.name, "event=switch_started", sw)
+            yield switch_addr
+        finally:
+            sw.terminate()
+            sw.wait(10)
 
 
 def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
@@ -173,21 +181,11 @@ def share(a, second: str, out=sys.stdout) -> dict:
     tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
     rate_bps = parse_rate(a.rate)
     with tb:
-        switch_addr = "%s:9410" % tb.switch_ip
-        log = open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w")
-        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
-                                     tb.switch_ip + ":50051", "--http-listen", "off"]
-                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_for_log(log.name, "event=switch_started", sw)
+        with _switch(tb, switchd, a) as switch_addr:
             first = _launch(tb, perf_bin, "switch", switch_addr, a, _port(), group=0)
             other = _launch(tb, perf_bin, second, switch_addr, a, _port() + 2, group=1)
             rows_a = _collect(first, "switch", a, out)
             rows_b = _collect(other, second, a, out)
-        finally:
-            sw.terminate()
-            sw.wait(10)
-            log.close()
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate}, "second": second, "rows": []}
     for ra, rb in zip(rows_a, rows_b):
         b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)

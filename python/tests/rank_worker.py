@@ -397,9 +397,11 @@ def scenario_testbed():
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     count = int(os.environ.get("COUNT", str(1 << 19)))  # 2 MiB of f32
     out = {}
-    for backend, switch in (("switch", None), ("host", "none")):
+    for phase, (backend, switch) in enumerate((("switch", None), ("host", "none"))):
         cais.configure({"switch_timeout_ms": 5000})
-        cais.init(switch_addr=switch)
+        # Each phase on its own store port: rank 0's store of the first phase
+        # may still be closing when a fast peer connects for the second.
+        cais.init(switch_addr=switch, master_port=int(os.environ["MASTER_PORT"]) + 100 * phase)
         t0 = time.monotonic()
         for it in range(3):
             a = (np.arange(count, dtype=np.float32) % 13 - 6) * (rank + 1 + it)
