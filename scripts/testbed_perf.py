@@ -105,7 +105,8 @@ def _switch(tb: Testbed, switchd: str, a):
     """inca-switchd in the testbed's switch namespace (default flags plus
     --switchd-arg), for the duration of the block; yields its data address."""
     switch_addr = "%s:9410" % tb.switch_ip
-    with open(os.path.join(STATE_DIR, a.name + "-switchd.log"), "w") as log:
+    path = os.path.join(STATE_DIR, a.name + "-switchd.log")
+    with open(path, "w") as log:
         sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
                                      tb.switch_ip + ":50051", "--http-listen", "off"]
                       + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
@@ -115,6 +116,7 @@ def _switch(tb: Testbed, switchd: str, a):
         finally:
             sw.terminate()
             sw.wait(10)
+    os.unlink(path)  # kept only when the run failed, for its post-mortem
 
 
 def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:

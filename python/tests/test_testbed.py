@@ -34,10 +34,11 @@ def run_job(tb, hosts, env=None):
 
 
 def leftovers(name):
+    """Namespaces, records and logs of instance `name` still there."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [l for l in ns.splitlines() if l.startswith("inca-%s-" % name)] + \
-        [f for f in os.listdir(testbed.STATE_DIR) if f.startswith(name + ".")] \
-        if os.path.isdir(testbed.STATE_DIR) else []
+    files = os.listdir(testbed.STATE_DIR) if os.path.isdir(testbed.STATE_DIR) else []
+    return ([l for l in ns.splitlines() if l.startswith("inca-%s-" % name)] +
+            [f for f in files if f.startswith(name + ".") or f.startswith(name + "-")])
 
 
 def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
@@ -120,6 +121,7 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert leftovers(instance_name("p")) == []
     import json
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert [r["bytes"] for r in res["rows"]] == [262144, 1048576]
