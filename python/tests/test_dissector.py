@@ -87,6 +87,7 @@ def test_a_real_job_decodes_with_every_field_named(switch, tmp_path):
     data = [r for r in rows if r[0]]
     assert any(r[7] == "1" for r in mgmt), "no JOIN decoded"
     assert any(r[7] == "2" for r in mgmt), "no JOIN_REPLY decoded"
+    assert any(r[7] == "7" for r in mgmt), "no REPORT decoded (rank 0 reports operation times)"
     # The tagged operations of the scenario: all-reduce on layer 5, reduce-scatter on 9.
     layers = {(r[0], r[2]) for r in data}
     assert ("0", "5") in layers and ("3", "9") in layers, layers

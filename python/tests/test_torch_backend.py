@@ -21,8 +21,11 @@ def test_set_offload_false_moves_job_to_host_path(switch):
 def test_switch_offload_threshold_1_declines_everything():
     # hosts assumed slow (1 s per collective): the controller offloads everything until the
     # threshold is raised to 1 (write-up 5.5 tip 4: one call moves every job to the host path).
+    # The model alone: in measured mode the controller's one exploration of the host path
+    # would decline an operation before the threshold changes.
     with launch.Switch(offload_controller="embedded",
-                       extra=["--offload-host-latency-us", "1000000"]) as sw:
+                       extra=["--offload-host-latency-us", "1000000",
+                              "--offload-measured", "false"]) as sw:
         res = run("offload", 2, {"INCA_SWITCH": sw.data_addr, "CAIS_CONTROLLER": sw.control_addr,
                                  "MODE": "switch"})
     assert all(r["stats"]["ops_declined"] > 0 for r in res)

@@ -109,6 +109,34 @@ TEST_F(OffloadAdmissionTest, ForgottenDecisionsAreTakenAgainUnderTheCurrentPolic
   EXPECT_EQ(Send(2, Chunk(0, 1, 10, 4)).verdict, Verdict::kAggregated);         // decided afresh
 }
 
+TEST_F(OffloadAdmissionTest, MeasuredSizeClassesOverrideTheRangeAndExploreOnce) {
+  Make();
+  AddAllReduce({1, 2});
+  // The range accepts everything; measurements say sizes in [4 KiB, 8 KiB)
+  // belong on the host path and [16 KiB, 32 KiB) on the switch.
+  constexpr uint64_t k4K = uint64_t{1} << 12, k16K = uint64_t{1} << 14;
+  reducer_->SetOffloadRange(0, 0, UINT64_MAX);
+  reducer_->SetOffloadBins(0, k4K | k16K, k16K, 0);
+  EXPECT_EQ(Send(1, Chunk(0, 1, 1, 1024)).reason, DropReason::kOffloadDeclined);  // 4 KiB
+  EXPECT_EQ(Send(1, Chunk(0, 2, 2, 1536)).verdict, Verdict::kAggregated);  // 12 KiB: by range
+  EXPECT_EQ(Send(1, Chunk(0, 4, 3, 1024)).verdict, Verdict::kAggregated);  // 16 KiB: measured
+  // The range declining everything does not touch measured classes.
+  reducer_->SetOffloadRange(0, 1, 0);
+  EXPECT_EQ(Send(1, Chunk(0, 4, 4, 1024)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, Chunk(0, 2, 5, 1536)).reason, DropReason::kOffloadDeclined);
+  // Exploring both measured classes: the next operation of each goes the
+  // other way, once; asking again while pending changes nothing.
+  reducer_->SetOffloadBins(0, k4K | k16K, k16K, k4K | k16K);
+  reducer_->SetOffloadBins(0, k4K | k16K, k16K, k4K);
+  EXPECT_EQ(Send(1, Chunk(0, 1, 6, 1024)).verdict, Verdict::kAggregated);         // 4 KiB
+  EXPECT_EQ(Send(1, Chunk(0, 1, 7, 1024)).reason, DropReason::kOffloadDeclined);  // back
+  EXPECT_EQ(Send(1, Chunk(0, 4, 8, 1024)).reason, DropReason::kOffloadDeclined);  // 16 KiB
+  EXPECT_EQ(Send(2, Chunk(1, 4, 8, 1024)).reason, DropReason::kOffloadDeclined);  // same op
+  EXPECT_EQ(Send(1, Chunk(0, 4, 9, 1024)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(reducer_->group(0).offload_explored_ops, 2u);
+  sink_.Take();
+}
+
 TEST_F(OffloadAdmissionTest, HostsCannotSendDeclinedNotices) {
   Make();
   AddAllReduce({1, 2});

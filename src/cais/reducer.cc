@@ -271,13 +271,30 @@ void CaisReducer::SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t
   offload_policy_set_[group_id] = true;
 }
 
+void CaisReducer::SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t offload,
+                                 uint64_t explore) {
+  measured_bins_[group_id] = measured;
+  offload_bins_[group_id] = offload;
+  explore_bins_[group_id] |= explore;
+  offload_policy_set_[group_id] = true;
+}
+
 bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   const uint64_t op_key =
       (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
   if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) return it->second;
   const uint64_t estimate = uint64_t{h.total_chunks} * h.payload_len;
-  const bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
-                        estimate > max_offload_bytes_[h.group_id];
+  bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
+                  estimate > max_offload_bytes_[h.group_id];
+  if (!by_rule && estimate > 0) {
+    const uint64_t bit = uint64_t{1} << (63 - __builtin_clzll(estimate));
+    if ((measured_bins_[h.group_id] & bit) != 0) declined = (offload_bins_[h.group_id] & bit) == 0;
+    if ((explore_bins_[h.group_id] & bit) != 0) {
+      explore_bins_[h.group_id] &= ~bit;
+      declined = !declined;
+      Bump(h.group_id, &GroupCounters::offload_explored_ops);
+    }
+  }
   Bump(h.group_id,
        declined ? &GroupCounters::offload_declined_ops : &GroupCounters::offload_accepted_ops);
   if (op_ring_.size() < config_.offload_decision_capacity) {

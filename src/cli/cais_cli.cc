@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/cli_common.h"
@@ -289,14 +290,33 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       if (!gs.ok()) return Report(gs.status(), err);
       for (const auto& g : *gs) {
         if (json) {
+          std::vector<std::string> ts;
+          for (const auto& t : g.timings) {
+            ts.push_back(absl::StrCat("{\"bin\":", t.bin, ",\"switch_us\":", t.switch_path.mean_us,
+                                      ",\"switch_samples\":", t.switch_path.samples,
+                                      ",\"switch_age_ms\":", t.switch_path.age_ms,
+                                      ",\"host_us\":", t.host_path.mean_us,
+                                      ",\"host_samples\":", t.host_path.samples,
+                                      ",\"host_age_ms\":", t.host_path.age_ms, "}"));
+          }
           out << "{\"group_id\":" << static_cast<int>(g.group_id)
               << ",\"world_size\":" << g.world_size
               << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
-              << "\",\"rank_ports\":[" << absl::StrJoin(g.rank_ports, ",") << "]}\n";
+              << "\",\"rank_ports\":[" << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":["
+              << absl::StrJoin(ts, ",") << "]}\n";
         } else {
           out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
               << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
               << absl::StrJoin(g.rank_ports, ",") << "\n";
+          for (const auto& t : g.timings) {
+            auto path = [](const control::PathTiming& p) {
+              return p.measured() ? absl::StrFormat("%.0f us (%d samples, %d ms ago)", p.mean_us,
+                                                    p.samples, p.age_ms)
+                                  : std::string("not measured");
+            };
+            out << "  sizes 2^" << t.bin << " B: switch " << path(t.switch_path) << ", host "
+                << path(t.host_path) << "\n";
+          }
         }
       }
       return kOk;
@@ -331,7 +351,8 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
           gs.push_back(absl::StrCat("{\"group\":", g.group_id, ",\"participants\":", g.participants,
                                     ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
                                     ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
-                                    "}"));
+                                    ",\"measured_bins\":", g.measured_bins,
+                                    ",\"offload_bins\":", g.offload_bins, "}"));
         }
         out << "{\"device\":\"" << JsonEscape(Device(device)) << "\",\"controller\":\""
             << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
@@ -359,6 +380,11 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
                                           : absl::StrCat("offload ", bytes(g.min_bytes), "..",
                                                          bytes(g.max_bytes), " bytes"))
             << "\n";
+        for (int b = 0; b < 64; ++b) {
+          if ((g.measured_bins >> b & 1) == 0) continue;
+          out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
+              << " (measured)\n";
+        }
       }
       return kOk;
     }

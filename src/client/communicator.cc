@@ -339,58 +339,73 @@ class CommunicatorImpl final : public Communicator {
     ++op_index_;
     const uint64_t total = client::ChunkCount(s, o_.chunk_size, o_.world_size);
     if (switch_mode_ && want_offload_ && transport_ && transport_->ready()) {
-      s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
-      client::SwitchPhaseResult r = transport_->Run(s);
-      {
-        std::lock_guard lock(stats_mu_);
-        stats_.chunks_sent += r.sent;
-        stats_.chunks_retransmitted += r.retransmitted;
-        stats_.result_requests += r.requests;
-        stats_.fallback_notices += r.notices;
+      const auto start = std::chrono::steady_clock::now();
+      bool declined = false;
+      absl::Status st = RunOnSwitch(s, used_host, &declined);
+      // What this operation cost on the path it took, for the switch's
+      // offload controller (rank 0 speaks for the group).
+      if (st.ok() && o_.rank == 0) {
+        transport_->Report(client::OffloadEstimate(s, o_.chunk_size, o_.world_size),
+                           std::chrono::steady_clock::now() - start,
+                           declined ? wire::ReportPath::kHost : wire::ReportPath::kSwitch);
       }
-      if (r.complete) {
-        if (debug_) {
-          std::fprintf(stderr,
-                       "inca rank %d: op %lu done on the switch: %u chunks, sent %lu, %lu "
-                       "retransmits, %lu requests\n",
-                       o_.rank, static_cast<unsigned long>(op_index_), r.total_chunks,
-                       static_cast<unsigned long>(r.sent),
-                       static_cast<unsigned long>(r.retransmitted),
-                       static_cast<unsigned long>(r.requests));
-        }
-        Cache(s);
-        return absl::OkStatus();
-      }
-      if (r.declined) {
-        // The offload controller's decision for this operation: every rank
-        // gets the same answer from the switch, so all run it on the host
-        // path (through the agreement round, which also covers a rank
-        // left behind) and stay joined for the next one.
-        Bump(&CommunicatorStats::ops_declined);
-        *used_host = true;
-        return Recover(s, r.have);
-      }
-      if (debug_) {
-        size_t have = 0;
-        for (uint8_t h : r.have) have += h;
-        std::fprintf(stderr,
-                     "inca rank %d: op %lu seq %u left the switch: %zu/%u chunks, %lu notices, "
-                     "%lu retransmits, %lu requests\n",
-                     o_.rank, static_cast<unsigned long>(op_index_), s.seq, have, r.total_chunks,
-                     static_cast<unsigned long>(r.notices),
-                     static_cast<unsigned long>(r.retransmitted),
-                     static_cast<unsigned long>(r.requests));
-      }
-      // Lost the switch for this op (timeout or hand-back): recover on hosts.
-      transport_->MarkStale();
-      switch_mode_ = false;
-      *used_host = true;
-      return Recover(s, r.have);
+      return st;
     }
     *used_host = true;
     if (!transport_) return HostOnly(s);  // no switch configured: nothing to agree on
     MaybeRejoin();
     return Recover(s, std::vector<uint8_t>(total, 0));
+  }
+
+  absl::Status RunOnSwitch(SwitchOp& s, bool* used_host, bool* declined) {
+    s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
+    client::SwitchPhaseResult r = transport_->Run(s);
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.chunks_sent += r.sent;
+      stats_.chunks_retransmitted += r.retransmitted;
+      stats_.result_requests += r.requests;
+      stats_.fallback_notices += r.notices;
+    }
+    if (r.complete) {
+      if (debug_) {
+        std::fprintf(stderr,
+                     "inca rank %d: op %lu done on the switch: %u chunks, sent %lu, %lu "
+                     "retransmits, %lu requests\n",
+                     o_.rank, static_cast<unsigned long>(op_index_), r.total_chunks,
+                     static_cast<unsigned long>(r.sent),
+                     static_cast<unsigned long>(r.retransmitted),
+                     static_cast<unsigned long>(r.requests));
+      }
+      Cache(s);
+      return absl::OkStatus();
+    }
+    if (r.declined) {
+      // The offload controller's decision for this operation: every rank
+      // gets the same answer from the switch, so all run it on the host
+      // path (through the agreement round, which also covers a rank
+      // left behind) and stay joined for the next one.
+      Bump(&CommunicatorStats::ops_declined);
+      *used_host = true;
+      *declined = true;
+      return Recover(s, r.have);
+    }
+    if (debug_) {
+      size_t have = 0;
+      for (uint8_t h : r.have) have += h;
+      std::fprintf(stderr,
+                   "inca rank %d: op %lu seq %u left the switch: %zu/%u chunks, %lu notices, "
+                   "%lu retransmits, %lu requests\n",
+                   o_.rank, static_cast<unsigned long>(op_index_), s.seq, have, r.total_chunks,
+                   static_cast<unsigned long>(r.notices),
+                   static_cast<unsigned long>(r.retransmitted),
+                   static_cast<unsigned long>(r.requests));
+    }
+    // Lost the switch for this op (timeout or hand-back): recover on hosts.
+    transport_->MarkStale();
+    switch_mode_ = false;
+    *used_host = true;
+    return Recover(s, r.have);
   }
 
   // Plain Gloo, used when no switch is configured at all (--backend gloo):

@@ -163,6 +163,27 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
   return false;
 }
 
+void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path) {
+  if (bytes == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  auto& last = last_report_[static_cast<size_t>(63 - __builtin_clzll(bytes))];
+  if (now - last < std::chrono::milliseconds(5)) return;
+  last = now;
+  wire::MgmtMessage m;
+  m.type = wire::MgmtType::kReport;
+  m.group_id = options_.group_id;
+  m.rank = static_cast<uint16_t>(options_.rank);
+  m.world_size = static_cast<uint16_t>(options_.world_size);
+  m.report_bytes = bytes;
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+  m.report_duration_us = static_cast<uint32_t>(std::clamp<int64_t>(us, 1, UINT32_MAX));
+  m.report_path = path;
+  std::vector<uint8_t> datagram;
+  wire::SerializeMgmt(m, &datagram);
+  sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&switch_addr_),
+         sizeof(switch_addr_));
+}
+
 void SwitchTransport::Leave() {
   wire::MgmtMessage leave;
   leave.type = wire::MgmtType::kLeave;

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,10 @@ class SwitchTransport {
   // Sends JOIN until the group is complete (true), refused or `timeout`
   // passes (false). Idempotent; also used to detect a switch that came back.
   bool Join(std::chrono::milliseconds timeout);
+  // Tells the switch what one operation of `bytes` (OffloadEstimate) cost
+  // on `path` (a REPORT datagram, best effort). At most one per size class
+  // per 5 ms: enough for a moving average, bounded at high operation rates.
+  void Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path);
   // Tells the switch this rank leaves (best effort).
   void Leave();
   bool ready() const { return ready_; }
@@ -55,6 +60,7 @@ class SwitchTransport {
   uint32_t nonce_ = 1;
   wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
   std::vector<uint16_t> rank_ports_;
+  std::array<std::chrono::steady_clock::time_point, 64> last_report_{};
   std::vector<uint8_t> recv_buf_;
   // Results of the next operation that arrive while this rank is still on
   // the current one (a faster rank's AllGather blocks): kept, bounded, and

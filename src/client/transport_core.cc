@@ -16,6 +16,12 @@ uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size) {
              : chunks;
 }
 
+uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size) {
+  const size_t esize = wire::ElementBytes(op.type);
+  const size_t per = chunk_size / esize;
+  return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
+}
+
 // ------------------------------------------------------------------ PathState
 
 PathState::PathState(const TransportConfig& c)

@@ -39,6 +39,10 @@ struct SwitchOp {
 
 // Number of chunks `op` needs (AllGather, ReduceScatter: over all blocks).
 uint64_t ChunkCount(const SwitchOp& op, uint32_t chunk_size, int world_size);
+// The operation's size as the switch's offload admission estimates it:
+// total chunks x the first chunk's payload (what a REPORT carries, so the
+// switch files the time under the size class it decides by).
+uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size);
 
 struct SwitchPhaseResult {
   bool complete = false;

@@ -92,6 +92,17 @@ void ToProto(const GroupInfo& g, pb::Group* out) {
   out->set_formed(g.formed);
   out->set_seq_base(g.seq_base);
   out->set_source(g.source);
+  for (const OffloadTiming& t : g.timings) {
+    pb::OffloadTiming* o = out->add_timings();
+    o->set_bin(static_cast<uint32_t>(t.bin));
+    for (auto [from, to] : {std::pair{&t.switch_path, o->mutable_switch_path()},
+                            std::pair{&t.host_path, o->mutable_host_path()}}) {
+      to->set_samples(from->samples);
+      to->set_mean_us(from->mean_us);
+      to->set_mean_bytes(from->mean_bytes);
+      to->set_age_ms(from->age_ms);
+    }
+  }
 }
 
 GroupInfo FromProto(const pb::Group& g) {
@@ -102,6 +113,18 @@ GroupInfo FromProto(const pb::Group& g) {
   out.formed = g.formed();
   out.seq_base = g.seq_base();
   out.source = g.source();
+  for (const pb::OffloadTiming& t : g.timings()) {
+    OffloadTiming o;
+    o.bin = static_cast<int>(std::min<uint32_t>(t.bin(), 63));
+    for (auto [from, to] :
+         {std::pair{&t.switch_path(), &o.switch_path}, std::pair{&t.host_path(), &o.host_path}}) {
+      to->samples = from->samples();
+      to->mean_us = from->mean_us();
+      to->mean_bytes = from->mean_bytes();
+      to->age_ms = from->age_ms();
+    }
+    out.timings.push_back(o);
+  }
   return out;
 }
 
@@ -192,6 +215,9 @@ void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out) {
     o->set_participants(static_cast<uint32_t>(g.participants));
     o->set_min_bytes(g.min_bytes);
     o->set_max_bytes(g.max_bytes);
+    o->set_measured_bins(g.measured_bins);
+    o->set_offload_bins(g.offload_bins);
+    o->set_explore_bins(g.explore_bins);
   }
 }
 
@@ -214,6 +240,9 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
     o.participants = static_cast<int>(std::min<uint32_t>(g.participants(), 1u << 16));
     o.min_bytes = g.min_bytes();
     o.max_bytes = g.max_bytes();
+    o.measured_bins = g.measured_bins();
+    o.offload_bins = g.offload_bins();
+    o.explore_bins = g.explore_bins();
     r.groups.push_back(o);
   }
   *out = std::move(r);

@@ -191,6 +191,92 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
   cfg = {};
   cfg.host_latency_s = -1;
   EXPECT_FALSE(cfg.Validate().ok());
+  cfg = {};
+  cfg.explore_interval_ns = 0;
+  EXPECT_FALSE(cfg.Validate().ok());
+}
+
+// A formed 4-rank group with one size class measured as given (mean_us < 0:
+// not measured on that path).
+GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age_ms = 0,
+                   int64_t host_age_ms = 0) {
+  GroupInfo g;
+  g.group_id = 5;
+  g.world_size = 4;
+  g.formed = true;
+  g.seq_base = 77;
+  OffloadTiming t;
+  t.bin = bin;
+  const double bytes = std::ldexp(1.0, bin);
+  if (switch_us >= 0) t.switch_path = {3, switch_us, bytes, switch_age_ms};
+  if (host_us >= 0) t.host_path = {3, host_us, bytes, host_age_ms};
+  g.timings.push_back(t);
+  return g;
+}
+
+TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
+  OffloadController c{OffloadControllerConfig{}};
+  const uint64_t bit = uint64_t{1} << 24;
+  // 16 MiB: the switch path took 140 ms and the host path 210 ms (gain 1/3 >
+  // 0.2), although the model, assuming 100 Gbit/s hosts and a 400 Gbit/s
+  // switch, would call any queueing a loss.
+  GroupOffload p = c.Plan(Measured(24, 140e3, 210e3), 0);
+  EXPECT_EQ(p.group_id, 5);
+  EXPECT_EQ(p.participants, 4);
+  EXPECT_EQ(p.measured_bins, bit);
+  EXPECT_EQ(p.offload_bins, bit);
+  EXPECT_EQ(p.explore_bins, 0u);  // the host path's sample is fresh
+  // A switch path 10% faster does not clear the 20% bar; a slower one loses.
+  EXPECT_EQ(c.Plan(Measured(24, 190e3, 210e3), 0).offload_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 600e3, 200e3), 0).offload_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 600e3, 200e3), 0).measured_bins, bit);
+  // The range the model gives is still reported for unmeasured classes.
+  const OffloadRange r = c.Range(4);
+  EXPECT_EQ(p.min_bytes, r.min_bytes);
+  EXPECT_EQ(p.max_bytes, r.max_bytes);
+}
+
+TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
+  OffloadControllerConfig cfg;
+  cfg.explore_interval_ns = 1000 * dp::kNsPerMs;
+  OffloadController c{cfg};
+  const uint64_t bit = uint64_t{1} << 24;
+  // Only the switch path seen, and the model sends 16 MiB to the switch:
+  // explore the host path, once.
+  ASSERT_TRUE(InRange(c.Range(4), uint64_t{1} << 24));
+  GroupOffload p = c.Plan(Measured(24, 140e3, -1), 0);
+  EXPECT_EQ(p.measured_bins, 0u);
+  EXPECT_EQ(p.explore_bins, bit);
+  EXPECT_EQ(c.Plan(Measured(24, 140e3, -1), 500 * dp::kNsPerMs).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 140e3, -1), 1000 * dp::kNsPerMs).explore_bins, bit);  // lost?
+  // Both seen, the switch wins: the host path is measured again once its
+  // sample is older than the interval.
+  EXPECT_EQ(c.Plan(Measured(24, 140e3, 210e3, 0, 999), 5000 * dp::kNsPerMs).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 140e3, 210e3, 0, 1000), 5000 * dp::kNsPerMs).explore_bins, bit);
+  // The host path wins: the switch path is the one measured again.
+  EXPECT_EQ(c.Plan(Measured(20, 900, 300, 1000, 0), 0).explore_bins, uint64_t{1} << 20);
+  EXPECT_EQ(c.Plan(Measured(20, 900, 300, 0, 1000), 0).explore_bins, 0u);
+  // Only the path the model does not choose was seen: its next operation
+  // measures the other one without an explore.
+  EXPECT_EQ(c.Plan(Measured(24, -1, 210e3), 0).explore_bins, 0u);
+  // A re-formed group (new seq_base) starts afresh.
+  GroupInfo again = Measured(24, 140e3, -1);
+  again.seq_base = 78;
+  EXPECT_EQ(c.Plan(again, 1001 * dp::kNsPerMs).explore_bins, bit);
+}
+
+TEST(OffloadControllerTest, SramPressureAndTheModelOnlyModeStillApply) {
+  OffloadControllerConfig cfg;
+  cfg.max_threshold = 1.0;
+  OffloadController c{cfg};
+  // At the maximum threshold even a measured win is declined.
+  for (int i = 0; i < 20; ++i) c.Observe(Sram(0.95), i * kPeriod);
+  EXPECT_EQ(c.threshold(), 1.0);
+  EXPECT_EQ(c.Plan(Measured(24, 100e3, 210e3), 20 * kPeriod).offload_bins, 0u);
+  cfg.use_measurements = false;
+  OffloadController model{cfg};
+  const GroupOffload p = model.Plan(Measured(24, 100e3, 210e3), 0);
+  EXPECT_EQ(p.measured_bins | p.offload_bins | p.explore_bins, 0u);
 }
 
 // A switch as the loop sees it: synthetic stats, two groups, a recorded policy.

@@ -37,9 +37,7 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
   p.port_utilisation = controller_->port_utilisation();
   p.sram_usage = controller_->sram_usage();
   for (const GroupInfo& g : *groups) {
-    if (!g.formed) continue;
-    const OffloadRange r = controller_->Range(g.world_size);
-    p.groups.push_back({g.group_id, g.world_size, r.min_bytes, r.max_bytes});
+    if (g.formed) p.groups.push_back(controller_->Plan(g, now));
   }
   if (auto s = plane_->SetOffloadPolicy(p); !s.ok()) return s;
   last_ = p;

@@ -53,6 +53,8 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
   oc.host_bandwidth_bps = c.offload_host_gbps * 1e9 / 8;
   oc.switch_rate_bps = c.offload_switch_gbps * 1e9 / 8;
   oc.host_latency_s = c.offload_host_latency_us * 1e-6;
+  oc.use_measurements = c.offload_measured;
+  oc.explore_interval_ns = static_cast<dp::TimeNs>(c.offload_explore_ms * dp::kNsPerMs);
   if (absl::Status s = oc.Validate(); !s.ok()) return Fail(s);
   switchd::ControlService control;
   if (!Enabled(c.control_listen)) {

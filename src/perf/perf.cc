@@ -135,7 +135,23 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     const CommunicatorStats before = (*comm)->stats();
     const uint64_t host_before = before.ops_host;
     fill();
+    const auto warm_start = std::chrono::steady_clock::now();
     for (int w = 0; w < o.warmup; ++w) {
+      if (auto s = run(); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+    }
+    for (int extra = 0; o.warmup_ms > 0 && extra < 1000; ++extra) {
+      int32_t more =
+          std::chrono::steady_clock::now() - warm_start < std::chrono::milliseconds(o.warmup_ms)
+              ? 1
+              : 0;
+      if (auto s = (*comm)->Broadcast(&more, 1, wire::DType::kI32, 0); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+      if (more == 0) break;
       if (auto s = run(); !s.ok()) {
         std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
         return 5;

@@ -25,6 +25,11 @@ struct PerfOptions {
   double factor = 4;
   int iters = 10;
   int warmup = 2;
+  // Warm up for at least this long too (rank 0's clock; the ranks agree on
+  // each extra iteration), at most 1,000 extra iterations. With the switch's
+  // measured offload controller the first operations of a size are its
+  // first sample and its one exploration of the other path (docs/control.md).
+  int warmup_ms = 0;
   wire::DType type = wire::DType::kF32;
   wire::ReduceOp reduce = wire::ReduceOp::kSum;
   int root = 0;

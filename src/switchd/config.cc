@@ -465,6 +465,14 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
         v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]",
         &c->offload_host_latency_us);
   };
+  h["offload_measured"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Bool(v, k, &c->offload_measured);
+  };
+  h["offload_explore_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 1 && x <= 86400e3; }, "[1, 86400000]",
+        &c->offload_explore_ms);
+  };
   h["stats_interval_s"] = [&](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
@@ -502,6 +510,9 @@ absl::Status SwitchdConfig::Validate() const {
     return absl::InvalidArgumentError(
         "offload_host_gbps and offload_switch_gbps must be positive, offload_host_latency_us "
         "at least 0");
+  }
+  if (!(offload_explore_ms >= 1 && offload_explore_ms <= 86400e3)) {
+    return absl::InvalidArgumentError("offload_explore_ms must be in [1, 86400000]");
   }
   if (auto hp = SplitHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("listen: ", hp.status().message()));

@@ -74,6 +74,10 @@ struct SwitchdConfig {
   double offload_host_gbps = 100;
   double offload_host_latency_us = 100;
   double offload_switch_gbps = 400;
+  // Judge from the times hosts report (true) or from the model alone.
+  bool offload_measured = true;
+  // The unused path of a measured size class is measured again this often.
+  double offload_explore_ms = 10000;
 
   // Checks everything but name resolution: CaisConfig::Validate(), ranges,
   // static ports (0..63, unique ports and endpoints, parseable), static rules

@@ -77,6 +77,8 @@ offload_controller: external
 offload_host_gbps: 25
 offload_host_latency_us: 40
 offload_switch_gbps: 100
+offload_measured: false
+offload_explore_ms: 2500
 ports:
   - {port: 1, endpoint: "127.0.0.1:9501"}
   - port: 2
@@ -113,6 +115,8 @@ rules:
   EXPECT_DOUBLE_EQ(c->offload_host_gbps, 25);
   EXPECT_DOUBLE_EQ(c->offload_host_latency_us, 40);
   EXPECT_DOUBLE_EQ(c->offload_switch_gbps, 100);
+  EXPECT_FALSE(c->offload_measured);
+  EXPECT_DOUBLE_EQ(c->offload_explore_ms, 2500);
   ASSERT_EQ(c->ports.size(), 2u);
   EXPECT_EQ(c->ports[0].port, 1);
   EXPECT_EQ(c->ports[0].endpoint, "127.0.0.1:9501");
@@ -153,6 +157,8 @@ TEST(SwitchdConfigTest, OffloadKeysAreValidated) {
   EXPECT_THAT(Error("offload_controller: sometimes\n"), HasSubstr("use embedded, external or off"));
   EXPECT_THAT(Error("offload_host_gbps: 0\n"), HasSubstr("offload_host_gbps"));
   EXPECT_THAT(Error("offload_host_latency_us: -1\n"), HasSubstr("offload_host_latency_us"));
+  EXPECT_THAT(Error("offload_explore_ms: 0\n"), HasSubstr("offload_explore_ms"));
+  EXPECT_THAT(Error("offload_measured: maybe\n"), HasSubstr("offload_measured"));
 }
 
 TEST(SwitchdConfigTest, UnknownKeysAreRejected) {

@@ -75,11 +75,33 @@ std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request, cons
     case MgmtType::kJoin: return Join(request, from, now);
     case MgmtType::kLeave: return Leave(request, from);
     case MgmtType::kPing: return Ping(request, from, now);
+    case MgmtType::kReport: Report(request, from, now); return std::nullopt;
     case MgmtType::kJoinReply:
     case MgmtType::kPong:
     case MgmtType::kLeaveReply: break;
   }
   return std::nullopt;
+}
+
+int TimingBin(uint64_t bytes) {
+  return bytes == 0 ? 0 : 63 - __builtin_clzll(bytes);
+}
+
+void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+  GroupMember* member = FindMember(m.group_id, m.rank, from);
+  auto& g = groups_[m.group_id];
+  if (member == nullptr || !g->formed || m.report_bytes == 0) {
+    ++reports_ignored_;
+    return;
+  }
+  PathAverage& a = g->timings[TimingBin(m.report_bytes)][static_cast<size_t>(m.report_path)];
+  const double w = a.samples == 0 ? 1.0 : kTimingWeight;
+  a.mean_us += w * (static_cast<double>(m.report_duration_us) - a.mean_us);
+  a.mean_bytes += w * (static_cast<double>(m.report_bytes) - a.mean_bytes);
+  a.last = now;
+  ++a.samples;
+  member->last_seen = now;
+  ++reports_accepted_;
 }
 
 GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from) {

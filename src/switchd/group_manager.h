@@ -34,6 +34,13 @@
 // is identified by (group, rank, source endpoint). Replies echo nonce,
 // group and rank. Dynamic ports are released once their endpoint is in no
 // group; static ports never are.
+//
+// REPORT from a member of a formed group (no reply): one operation's size,
+// duration and path, measured by that host. The manager keeps, per group
+// and per size class (bin b holds sizes in [2^b, 2^(b+1))), a moving average
+// of the duration and size on each path and the time of the last sample:
+// what the offload controller judges from (control::OffloadTiming). REPORTs
+// from non-members, forming groups or of size 0 are ignored and counted.
 #pragma once
 
 #include <array>
@@ -60,6 +67,16 @@ struct GroupMember {
   dp::TimeNs last_seen = 0;  // last JOIN or PING
 };
 
+// Moving averages of what hosts measured on one path, for one size class.
+struct PathAverage {
+  uint64_t samples = 0;
+  double mean_us = 0;
+  double mean_bytes = 0;
+  dp::TimeNs last = 0;  // time of the last sample
+};
+inline constexpr int kTimingBins = 64;
+inline constexpr double kTimingWeight = 0.25;  // weight of a new sample
+
 struct GroupState {
   uint8_t group_id = 0;
   uint16_t world_size = 0;
@@ -68,6 +85,8 @@ struct GroupState {
   bool formed = false;                            // all ranks joined, rule installed
   uint32_t seq_base = 0;                          // valid when formed
   dp::TimeNs formed_at = 0;
+  // Per size class: [0] the switch path, [1] the host path (wire::ReportPath).
+  std::array<std::array<PathAverage, 2>, kTimingBins> timings{};
 
   // Port of each rank in rank order (formed groups).
   std::vector<uint16_t> rank_ports() const;
@@ -96,11 +115,14 @@ class GroupManager {
   size_t groups_formed() const;
   size_t groups_forming() const;
   uint32_t next_seq_base() const { return next_seq_base_; }
+  uint64_t reports_accepted() const { return reports_accepted_; }
+  uint64_t reports_ignored() const { return reports_ignored_; }
 
  private:
   wire::MgmtMessage Join(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
   wire::MgmtMessage Leave(const wire::MgmtMessage& m, const Endpoint& from);
   wire::MgmtMessage Ping(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
+  void Report(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
   // The member at (group, rank) if it is `from`, else nullptr.
   GroupMember* FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from);
   void Unref(dp::PortId port);
@@ -112,6 +134,10 @@ class GroupManager {
   std::bitset<256> static_groups_;
   std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
   uint32_t next_seq_base_;
+  uint64_t reports_accepted_ = 0, reports_ignored_ = 0;
 };
+
+// The size class of an operation of `bytes` (> 0): floor(log2(bytes)).
+int TimingBin(uint64_t bytes);
 
 }  // namespace inca::switchd

@@ -308,6 +308,46 @@ TEST_F(GroupManagerTest, LeaveAndPingFromNonMembers) {
   EXPECT_TRUE(gm_.group(0)->formed);  // untouched
 }
 
+TEST_F(GroupManagerTest, ReportsFromMembersAverageBySizeClassAndPath) {
+  auto report = [&](uint8_t group, uint16_t rank, const Endpoint& from, uint64_t bytes, uint32_t us,
+                    wire::ReportPath path) {
+    MgmtMessage m;
+    m.type = MgmtType::kReport;
+    m.group_id = group;
+    m.rank = rank;
+    m.report_bytes = bytes;
+    m.report_duration_us = us;
+    m.report_path = path;
+    EXPECT_FALSE(gm_.Handle(m, from, ++now_).has_value());  // never answered
+  };
+  Join(0, 0, 2, Ep(1));
+  report(0, 0, Ep(1), 1 << 20, 100, wire::ReportPath::kSwitch);  // group still forming
+  Join(0, 1, 2, Ep(2));
+  report(0, 0, Ep(9), 1 << 20, 100, wire::ReportPath::kSwitch);  // stranger
+  report(0, 1, Ep(1), 1 << 20, 100, wire::ReportPath::kSwitch);  // wrong rank for endpoint
+  report(5, 0, Ep(1), 1 << 20, 100, wire::ReportPath::kSwitch);  // no such group
+  report(0, 0, Ep(1), 0, 100, wire::ReportPath::kSwitch);        // empty operation
+  EXPECT_EQ(gm_.reports_ignored(), 5u);
+  EXPECT_EQ(gm_.reports_accepted(), 0u);
+
+  report(0, 0, Ep(1), 1 << 20, 1000, wire::ReportPath::kSwitch);
+  const dp::TimeNs at = now_;
+  report(0, 1, Ep(2), (1 << 21) - 1, 2000, wire::ReportPath::kSwitch);  // same class
+  report(0, 0, Ep(1), 1 << 21, 5000, wire::ReportPath::kHost);          // next class
+  EXPECT_EQ(gm_.reports_accepted(), 3u);
+  const auto& t = gm_.group(0)->timings;
+  const PathAverage& sw = t[20][0];
+  EXPECT_EQ(sw.samples, 2u);
+  EXPECT_DOUBLE_EQ(sw.mean_us, 1000 + kTimingWeight * 1000);  // first sample, then EWMA
+  EXPECT_GT(sw.last, at);
+  EXPECT_EQ(t[20][1].samples, 0u);
+  EXPECT_EQ(t[21][1].samples, 1u);
+  EXPECT_DOUBLE_EQ(t[21][1].mean_bytes, 1 << 21);
+  EXPECT_EQ(TimingBin(1), 0);
+  EXPECT_EQ(TimingBin(4096), 12);
+  EXPECT_EQ(TimingBin(UINT64_MAX), 63);
+}
+
 TEST_F(GroupManagerTest, PingFromMember) {
   Form(0, 2, 1);
   const dp::TimeNs before = gm_.group(0)->ranks[1]->last_seen;

@@ -158,6 +158,19 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
       info.formed = st->formed;
       info.seq_base = st->seq_base;
       info.source = "join";
+      for (int b = 0; b < kTimingBins; ++b) {
+        const auto& t = st->timings[b];
+        if (t[0].samples == 0 && t[1].samples == 0) continue;
+        control::OffloadTiming o;
+        o.bin = b;
+        for (auto [from, to] : {std::pair{&t[0], &o.switch_path}, std::pair{&t[1], &o.host_path}}) {
+          to->samples = from->samples;
+          to->mean_us = from->mean_us;
+          to->mean_bytes = from->mean_bytes;
+          to->age_ms = from->samples == 0 ? -1 : (c.now - from->last) / dp::kNsPerMs;
+        }
+        info.timings.push_back(o);
+      }
       out.push_back(info);
     }
   });
@@ -315,6 +328,7 @@ absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& polic
   server_->Execute([&](SwitchServer::Control& c) {
     for (const control::GroupOffload& g : policy.groups) {
       c.reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
+      c.reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
     }
   });
   std::lock_guard lock(mu_);

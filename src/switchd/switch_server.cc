@@ -27,13 +27,15 @@ bool SwitchCounters::Conserved() const {
       datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets;
   const bool egress =
       reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors;
-  return ingress && egress && reducer.Conserved() && mgmt_malformed <= mgmt_rx;
+  return ingress && egress && reducer.Conserved() &&
+         mgmt_malformed + mgmt_reports + mgmt_reports_ignored <= mgmt_rx;
 }
 
 std::string SwitchCounters::ToJson() const {
   std::string s = absl::StrCat(
       "{\"datagrams_rx\":", datagrams_rx, ",\"mgmt_rx\":", mgmt_rx,
-      ",\"mgmt_malformed\":", mgmt_malformed, ",\"unknown_sender\":", unknown_sender,
+      ",\"mgmt_malformed\":", mgmt_malformed, ",\"mgmt_reports\":", mgmt_reports,
+      ",\"mgmt_reports_ignored\":", mgmt_reports_ignored, ",\"unknown_sender\":", unknown_sender,
       ",\"injected_ingress_loss\":", injected_ingress_loss, ",\"rx_truncated\":", rx_truncated,
       ",\"ingress_delay_ns_total\":", ingress_delay_ns_total,
       ",\"ingress_delay_samples\":", ingress_delay_samples,
@@ -184,6 +186,8 @@ void SwitchServer::Publish() {
   live_.ports_bound = ports_.size();
   live_.groups_formed = groups_.groups_formed();
   live_.groups_forming = groups_.groups_forming();
+  live_.mgmt_reports = groups_.reports_accepted();
+  live_.mgmt_reports_ignored = groups_.reports_ignored();
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   snapshot_ = live_;
 }

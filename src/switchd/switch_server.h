@@ -51,6 +51,8 @@ struct SwitchCounters {
   uint64_t datagrams_rx = 0;           // datagrams read from the socket
   uint64_t mgmt_rx = 0;                // management datagrams (all of them)
   uint64_t mgmt_malformed = 0;         // of mgmt_rx: not parseable; ignored
+  uint64_t mgmt_reports = 0;           // of mgmt_rx: REPORTs kept for the offload controller
+  uint64_t mgmt_reports_ignored = 0;   // of mgmt_rx: REPORTs from non-members (ignored)
   uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
   uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
   uint64_t rx_truncated = 0;           // datagrams longer than the receive slot (still handled)
@@ -118,6 +120,7 @@ class SwitchServer {
     PortTable& ports;
     GroupManager& groups;
     SwitchdConfig& config;
+    dp::TimeNs now;  // the switch's clock when the task runs
   };
   // Runs `fn` on the switch thread between packet batches and waits for it
   // (before Run() starts or after it returns: on the calling thread). The
@@ -143,7 +146,7 @@ class SwitchServer {
   void AccountIngressDelay(size_t received);
   bool Lose(double p);
   void Publish();
-  Control MakeControl() { return Control{*reducer_, ports_, groups_, config_}; }
+  Control MakeControl() { return Control{*reducer_, ports_, groups_, config_, Now()}; }
   static dp::TimeNs Now();
 
   SwitchdConfig config_;

@@ -24,6 +24,15 @@ struct MgmtWire {
   Be16 reserved;
 };
 static_assert(sizeof(MgmtWire) == kMgmtHeaderBytes);
+
+// The body that follows a REPORT's header.
+struct ReportWire {
+  Be64 bytes;
+  Be32 duration_us;
+  uint8_t path;
+  uint8_t reserved[3];
+};
+static_assert(sizeof(ReportWire) == kMgmtReportBytes);
 }  // namespace
 
 std::string_view ToString(MgmtType t) {
@@ -34,6 +43,7 @@ std::string_view ToString(MgmtType t) {
     case MgmtType::kPong: return "pong";
     case MgmtType::kLeave: return "leave";
     case MgmtType::kLeaveReply: return "leave_reply";
+    case MgmtType::kReport: return "report";
   }
   return "unknown";
 }
@@ -61,14 +71,43 @@ std::string_view ToString(MgmtReason r) {
   return "unknown";
 }
 
+std::string_view ToString(ReportPath p) {
+  switch (p) {
+    case ReportPath::kSwitch: return "switch";
+    case ReportPath::kHost: return "host";
+  }
+  return "unknown";
+}
+
 bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   if (d.size() < kMgmtHeaderBytes) return false;
   MgmtWire w;
   std::memcpy(&w, d.data(), sizeof(w));
   if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
-  if (w.type < 1 || w.type > 6 || w.status > 3 || w.reason > 6) return false;
+  if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > 6) return false;
   if (w.reserved.value() != 0) return false;
   const size_t n = w.rank_port_count.value();
+  if (w.type == static_cast<uint8_t>(MgmtType::kReport)) {
+    if (n != 0 || d.size() != kMgmtHeaderBytes + kMgmtReportBytes) return false;
+    ReportWire r;
+    std::memcpy(&r, d.data() + kMgmtHeaderBytes, sizeof(r));
+    if (r.path > 1 || r.reserved[0] != 0 || r.reserved[1] != 0 || r.reserved[2] != 0) return false;
+    MgmtMessage m;
+    m.type = MgmtType::kReport;
+    m.status = static_cast<MgmtStatus>(w.status);
+    m.reason = static_cast<MgmtReason>(w.reason);
+    m.group_id = w.group_id;
+    m.nonce = w.nonce.value();
+    m.rank = w.rank.value();
+    m.world_size = w.world_size.value();
+    m.port = w.port.value();
+    m.seq_base = w.seq_base.value();
+    m.report_bytes = r.bytes.value();
+    m.report_duration_us = r.duration_us.value();
+    m.report_path = static_cast<ReportPath>(r.path);
+    *out = std::move(m);
+    return true;
+  }
   if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
   if (n != 0 && n != w.world_size.value()) return false;
   MgmtMessage m;
@@ -104,6 +143,17 @@ void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
   w.world_size.set(m.world_size);
   w.port.set(m.port);
   w.seq_base.set(m.seq_base);
+  if (m.type == MgmtType::kReport) {
+    w.rank_port_count.set(0);
+    ReportWire r{};
+    r.bytes.set(m.report_bytes);
+    r.duration_us.set(m.report_duration_us);
+    r.path = static_cast<uint8_t>(m.report_path);
+    out->resize(kMgmtHeaderBytes + kMgmtReportBytes);
+    std::memcpy(out->data(), &w, sizeof(w));
+    std::memcpy(out->data() + kMgmtHeaderBytes, &r, sizeof(r));
+    return;
+  }
   w.rank_port_count.set(static_cast<uint16_t>(m.rank_ports.size()));
   out->resize(kMgmtHeaderBytes + 2 * m.rank_ports.size());
   std::memcpy(out->data(), &w, sizeof(w));

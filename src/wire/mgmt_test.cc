@@ -65,7 +65,45 @@ TEST(MgmtTest, MalformedIsRejected) {
   EXPECT_FALSE(IsMgmtDatagram(bad));
 }
 
+TEST(MgmtTest, ReportRoundTripAndLayout) {
+  MgmtMessage r;
+  r.type = MgmtType::kReport;
+  r.group_id = 3;
+  r.rank = 0;
+  r.world_size = 4;
+  r.report_bytes = 0x0102030405060708ull;
+  r.report_duration_us = 0x0A0B0C0D;
+  r.report_path = ReportPath::kHost;
+  std::vector<uint8_t> b;
+  SerializeMgmt(r, &b);
+  ASSERT_EQ(b.size(), kMgmtHeaderBytes + kMgmtReportBytes);
+  EXPECT_EQ(b[2], 7);
+  EXPECT_EQ(b[21], 0);     // no rank ports
+  EXPECT_EQ(b[24], 0x01);  // bytes, big-endian
+  EXPECT_EQ(b[31], 0x08);
+  EXPECT_EQ(b[32], 0x0A);  // duration_us, big-endian
+  EXPECT_EQ(b[36], 1);     // path: host
+  MgmtMessage m;
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m, r);
+  for (size_t n = 0; n < b.size(); ++n) EXPECT_FALSE(ParseMgmt({b.data(), n}, &m)) << n;
+  auto bad = b;
+  bad.push_back(0);
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = b;
+  bad[36] = 2;  // unknown path
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = b;
+  bad[39] = 1;  // reserved
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = b;
+  bad[21] = 1;  // a report never lists ports
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+}
+
 TEST(MgmtTest, NamesAreStable) {
+  EXPECT_EQ(ToString(MgmtType::kReport), "report");
+  EXPECT_EQ(ToString(ReportPath::kHost), "host");
   EXPECT_EQ(ToString(MgmtType::kJoin), "join");
   EXPECT_EQ(ToString(MgmtStatus::kPending), "pending");
   EXPECT_EQ(ToString(MgmtReason::kRankTaken), "rank_taken");

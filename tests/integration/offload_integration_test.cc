@@ -42,19 +42,31 @@ struct Switch {
   Process proc;
   std::string data_addr, control_addr, http_addr;
 
-  Switch() {
+  explicit Switch(std::vector<std::string> extra = {"--offload-measured", "false",
+                                                    "--offload-host-latency-us", "1000000"}) {
     data_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
     control_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
     http_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
-    // Host latency 1 s: without pressure every operation qualifies (the
-    // decision's arithmetic has its unit tests); the hog's chunks time out
-    // after 4 s, which ends the pressure.
-    proc = Process::Spawn(INCA_SWITCHD_PATH,
-                          {"--listen", data_addr, "--log-level", "warn", "--control-listen",
-                           control_addr, "--http-listen", http_addr, "--offload-controller",
-                           "embedded", "--offload-host-latency-us", "1000000", "--sram-bytes",
-                           std::to_string(kSramBytes), "--timeout-ms", "4000"},
-                          /*quiet_stdout=*/true);
+    // By default the model alone with a host latency of 1 s: without
+    // pressure every operation qualifies (the decision's arithmetic has its
+    // unit tests); the hog's chunks time out after 4 s, which ends the
+    // pressure. The measured mode has its own test below.
+    std::vector<std::string> args = {"--listen",
+                                     data_addr,
+                                     "--log-level",
+                                     "warn",
+                                     "--control-listen",
+                                     control_addr,
+                                     "--http-listen",
+                                     http_addr,
+                                     "--offload-controller",
+                                     "embedded",
+                                     "--sram-bytes",
+                                     std::to_string(kSramBytes),
+                                     "--timeout-ms",
+                                     "4000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = Process::Spawn(INCA_SWITCHD_PATH, args, /*quiet_stdout=*/true);
   }
 };
 
@@ -219,6 +231,109 @@ TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn
                 "inca_cais_group_offload_declined_operations_total{group=\"0\"} ", declined)),
             std::string::npos);
   EXPECT_NE(res->body.find("inca_cais_group_offload_min_bytes{group=\"0\"}"), std::string::npos);
+}
+
+// Measured mode: rank 0 reports every operation's time; after the first
+// operation of a size class ran on the path the model picked, the
+// controller explores the other path once, and from then on the class is
+// decided from what both paths measured. Exits 0 if all results were exact
+// and both paths were used.
+int MeasuredRankMain(const Switch& sw, int rank, int store_port, int done_fd, int go_fd) {
+  CommunicatorOptions o;
+  o.rank = rank;
+  o.world_size = 2;
+  o.switch_address = sw.data_addr;
+  o.store_address = absl::StrCat("127.0.0.1:", store_port);
+  o.join_timeout_ms = 5000;
+  auto c = Communicator::Create(o);
+  if (!c.ok()) return 10;
+  uint64_t wrong = 0;
+  // 1 MiB operations, until both paths were seen (bounded: 400 operations).
+  for (int it = 0; it < 400; ++it) {
+    std::vector<float> v(262144);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i % 7) * (rank + 1) + it);
+    if (!(*c)->AllReduce(v.data(), v.size(), DType::kF32, ReduceOp::kSum).ok()) return 11;
+    for (size_t i = 0; i < v.size(); ++i) {
+      wrong += v[i] != static_cast<float>((i % 7) * 3 + 2 * it);
+    }
+    const CommunicatorStats st = (*c)->stats();
+    int32_t both = st.ops_declined > 0 && st.ops_switch > 0 && it >= 20 ? 1 : 0;
+    if (!(*c)->AllReduce(&both, 1, DType::kI32, ReduceOp::kMin).ok()) return 12;
+    if (both == 1) break;
+  }
+  const CommunicatorStats st = (*c)->stats();
+  std::fprintf(stderr, "rank %d: %lu ops, %lu on the switch, %lu declined, %lu wrong\n", rank,
+               static_cast<unsigned long>(st.ops), static_cast<unsigned long>(st.ops_switch),
+               static_cast<unsigned long>(st.ops_declined), static_cast<unsigned long>(wrong));
+  if (wrong != 0) return 13;
+  if (st.ops_declined == 0 || st.ops_switch == 0) return 14;
+  if (st.ops_host != st.ops_declined) return 15;  // only declines, no fallbacks
+  // Stay joined until the parent has looked at the switch.
+  const char b = 1;
+  if (write(done_fd, &b, 1) != 1) return 16;
+  char go = 0;
+  if (read(go_fd, &go, 1) != 1) return 17;
+  return 0;
+}
+
+TEST(OffloadIntegrationTest, MeasuredModeExploresBothPathsAndDecidesFromReports) {
+  Switch sw(std::vector<std::string>{});  // the defaults: measured decisions
+  ASSERT_TRUE(sw.proc.running());
+  ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
+  const int store_port = testing::FreeLoopbackPort(false);
+  int done[2], go[2];
+  ASSERT_EQ(pipe(done), 0);
+  ASSERT_EQ(pipe(go), 0);
+  std::vector<Process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(done[0]);
+      close(go[1]);
+      _exit(MeasuredRankMain(sw, r, store_port, done[1], go[0]));
+    }
+    ranks.emplace_back(pid);
+  }
+  close(done[1]);
+  close(go[0]);
+  char b = 0;
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(read(done[0], &b, 1), 1) << "rank failed early";
+  auto plane = control::ConnectControl(sw.control_addr, "");
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  auto groups = (*plane)->ListGroups();
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  const control::GroupInfo* g0 = nullptr;
+  for (const auto& g : *groups) g0 = g.group_id == 0 ? &g : g0;
+  ASSERT_NE(g0, nullptr);
+  const control::OffloadTiming* mib = nullptr;
+  for (const auto& t : g0->timings) mib = t.bin == 20 ? &t : mib;
+  ASSERT_NE(mib, nullptr) << "no reports for 1 MiB operations";
+  EXPECT_GT(mib->switch_path.samples, 0u);
+  EXPECT_GT(mib->host_path.samples, 0u);
+  EXPECT_GT(mib->switch_path.mean_us, 0);
+  EXPECT_GT(mib->host_path.mean_us, 0);
+  // The controller's next evaluations decide 1 MiB from the measurements.
+  bool measured = false;
+  for (int i = 0; i < 100 && !measured; ++i) {
+    auto p = (*plane)->GetOffloadPolicy();
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (const auto& g : p->groups) {
+      measured |= g.group_id == 0 && (g.measured_bins >> 20 & 1) != 0;
+    }
+    if (!measured) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(measured) << "1 MiB never decided from measurements";
+  httplib::Client http(absl::StrCat("http://", sw.http_addr));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "GET /metrics failed";
+  EXPECT_NE(res->body.find("inca_cais_group_offload_explored_operations_total{group=\"0\"} "),
+            std::string::npos);
+  EXPECT_EQ(res->body.find("inca_switch_mgmt_reports_total 0\n"), std::string::npos);
+  const char gob[2] = {1, 1};
+  ASSERT_EQ(write(go[1], gob, 2), 2);
+  for (size_t r = 0; r < ranks.size(); ++r) EXPECT_EQ(ranks[r].Wait(kRankTimeout), 0) << r;
+  close(done[0]);
+  close(go[1]);
 }
 
 TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreachableOne) {

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--iters,-i", o.iters, "timed iterations per size")->check(CLI::PositiveNumber);
   app.add_option("--warmup,-w", o.warmup, "warm-up iterations per size")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-ms", o.warmup_ms,
+                 "also warm up each size for at least this long (the switch's offload controller "
+                 "samples and explores each size class first)")
+      ->check(CLI::Range(0, 600000));
   app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
   app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")

@@ -108,6 +108,16 @@ int main(int argc, char** argv) {
       app.add_option("--offload-switch-gbps", switch_gbps, "reduction rate the controller assumes")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+  bool measured = c.offload_measured;
+  auto* f_measured =
+      app.add_option("--offload-measured", measured,
+                     "judge from the operation times hosts report (true) or the model alone")
+          ->capture_default_str();
+  double explore_ms = c.offload_explore_ms;
+  auto* f_explore = app.add_option("--offload-explore-ms", explore_ms,
+                                   "measure the unused path of a size class again this often")
+                        ->check(CLI::Range(1.0, 86400e3))
+                        ->capture_default_str();
   std::string program = c.program;
   auto* f_program = app.add_option("--program", program,
                                    "data-plane program: cais (in-switch reduction), olaf "
@@ -187,6 +197,8 @@ int main(int argc, char** argv) {
   if (*f_hgbps) c.offload_host_gbps = host_gbps;
   if (*f_hlat) c.offload_host_latency_us = host_latency_us;
   if (*f_sgbps) c.offload_switch_gbps = switch_gbps;
+  if (*f_measured) c.offload_measured = measured;
+  if (*f_explore) c.offload_explore_ms = explore_ms;
   if (absl::Status s = c.Validate(); !s.ok()) {
     std::cerr << "inca-switchd: " << s.message() << "\n";
     return 2;

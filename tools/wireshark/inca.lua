@@ -1,7 +1,7 @@
 -- Wireshark / tshark dissector for inca's datagrams (docs/protocol.md):
 --   cais       the CAIS header (20 bytes) and payload: group_id, layer_id,
 --              chunk_id, ... as the write-up's 5.1 debugging step reads them
---   cais_mgmt  CAIS management: JOIN, JOIN_REPLY, PING, PONG, LEAVE, LEAVE_REPLY
+--   cais_mgmt  CAIS management: JOIN, JOIN_REPLY, PING, PONG, LEAVE, LEAVE_REPLY, REPORT
 --   olaf       OLAF UPDATE, ACK and MODEL
 --
 -- Use:
@@ -145,7 +145,8 @@ end
 -- ---------------------------------------------------------------- management
 local mgmt = Proto("cais_mgmt", "CAIS management")
 local mtype = { [1] = "JOIN", [2] = "JOIN_REPLY", [3] = "PING", [4] = "PONG", [5] = "LEAVE",
-                [6] = "LEAVE_REPLY" }
+                [6] = "LEAVE_REPLY", [7] = "REPORT" }
+local mpath = { [0] = "switch", [1] = "host" }
 local mstatus = { [0] = "ok", [1] = "pending", [2] = "refused", [3] = "unknown_member" }
 local mreason = { [0] = "none", [1] = "bad_request", [2] = "world_size_mismatch",
                   [3] = "rank_taken", [4] = "no_free_port", [5] = "group_conflict",
@@ -165,6 +166,10 @@ local m = {
   rank_port_count = ProtoField.uint16("cais_mgmt.rank_port_count", "rank_port_count", base.DEC),
   reserved = ProtoField.uint16("cais_mgmt.reserved", "reserved", base.HEX),
   rank_port = ProtoField.uint16("cais_mgmt.rank_port", "rank_port", base.DEC),
+  report_bytes = ProtoField.uint64("cais_mgmt.report_bytes", "report_bytes", base.DEC),
+  report_duration_us = ProtoField.uint32("cais_mgmt.report_duration_us", "report_duration_us",
+                                         base.DEC),
+  report_path = ProtoField.uint8("cais_mgmt.report_path", "report_path", base.DEC, mpath),
 }
 mgmt.fields = m
 local e_mgmt = ProtoExpert.new("cais_mgmt.malformed", "malformed management datagram",
@@ -197,11 +202,24 @@ function mgmt.dissector(buf, pinfo, tree)
   local n = buf(20, 2):uint()
   local ty, st, why = buf(2, 1):uint(), buf(3, 1):uint(), buf(9, 1):uint()
   if buf(1, 1):uint() ~= 1 then t:add_proto_expert_info(e_mgmt, "bad_version") end
-  if ty < 1 or ty > 6 or st > 3 or why > 6 then
+  if ty < 1 or ty > 7 or st > 3 or why > 6 then
     t:add_proto_expert_info(e_mgmt, "unknown type, status or reason")
   end
   if buf(22, 2):uint() ~= 0 then t:add_proto_expert_info(e_mgmt, "reserved must be 0") end
-  if n > 64 or len ~= 24 + 2 * n then
+  if ty == 7 then
+    -- REPORT: 16 bytes of measurement, no rank ports.
+    if n ~= 0 or len ~= 40 then
+      t:add_proto_expert_info(e_mgmt, string.format("a REPORT is 40 bytes with no rank ports, "
+                                                    .. "not %d with %d", len, n))
+    else
+      t:add(m.report_bytes, buf(24, 8))
+      t:add(m.report_duration_us, buf(32, 4))
+      t:add(m.report_path, buf(36, 1))
+      if buf(36, 1):uint() > 1 or buf(37, 3):uint() ~= 0 then
+        t:add_proto_expert_info(e_mgmt, "unknown path or non-zero reserved bytes")
+      end
+    end
+  elseif n > 64 or len ~= 24 + 2 * n then
     t:add_proto_expert_info(e_mgmt, string.format("length %d, but rank_port_count %d needs %d",
                                                   len, n, 24 + 2 * n))
   elseif n ~= 0 and n ~= buf(12, 2):uint() then
@@ -212,7 +230,10 @@ function mgmt.dissector(buf, pinfo, tree)
   end
   local info = string.format("%s g=%d rank=%d/%d", mtype[ty] or ("type " .. ty), buf(8, 1):uint(),
                              buf(10, 2):uint(), buf(12, 2):uint())
-  if ty % 2 == 0 then
+  if ty == 7 and len == 40 then
+    info = info .. string.format(" %s %d B in %d us", mpath[buf(36, 1):uint()] or "?",
+                                 buf(24, 8):uint64():tonumber(), buf(32, 4):uint())
+  elseif ty % 2 == 0 then
     info = info .. " " .. (mstatus[buf(3, 1):uint()] or "?")
     if buf(3, 1):uint() == 2 then info = info .. " (" .. (mreason[buf(9, 1):uint()] or "?") .. ")" end
   end

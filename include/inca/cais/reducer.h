@@ -120,6 +120,7 @@ struct GroupCounters {
   uint64_t pending_ns_total = 0;      // sum over completed chunks of their time pending (ns)
   uint64_t offload_accepted_ops = 0;  // operations the offload policy let in
   uint64_t offload_declined_ops = 0;  // operations it sent to the host path
+  uint64_t offload_explored_ops = 0;  // of those two: sent the other way to be measured
   uint64_t declined_notices = 0;      // DECLINED notices emitted
   uint64_t dropped = 0;
   std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
@@ -173,6 +174,12 @@ class CaisReducer final : public dp::Program {
   // min > max declines everything. Until a group's policy is first set,
   // nothing is recorded for it (no cost).
   void SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t max_bytes);
+  // Decisions made from measurements, per size class (bit b: estimated size
+  // in [2^b, 2^(b+1))): for classes in `measured`, `offload` decides and the
+  // range does not. Each class in `explore` sends its next operation the
+  // other way once (counted as offload_explored_ops); setting it again while
+  // it is pending changes nothing. Marks the group's policy as set.
+  void SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t offload, uint64_t explore);
   uint64_t min_offload_bytes(uint8_t group_id) const { return min_offload_bytes_[group_id]; }
   uint64_t max_offload_bytes(uint8_t group_id) const { return max_offload_bytes_[group_id]; }
 
@@ -219,7 +226,8 @@ class CaisReducer final : public dp::Program {
   void SendDeclined(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
   std::array<uint64_t, 256> min_offload_bytes_{};
   std::array<uint64_t, 256> max_offload_bytes_;
-  std::array<bool, 256> offload_policy_set_{};        // decisions are kept from then on
+  std::array<bool, 256> offload_policy_set_{};  // decisions are kept from then on
+  std::array<uint64_t, 256> measured_bins_{}, offload_bins_{}, explore_bins_{};
   absl::flat_hash_map<uint64_t, bool> op_decisions_;  // op key -> declined
   std::vector<uint64_t> op_ring_;                     // insertion order, for eviction
   size_t op_ring_next_ = 0;

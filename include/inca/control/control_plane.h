@@ -25,13 +25,30 @@ struct PortInfo {
   bool is_static = false;
 };
 
+// What the hosts of a group measured for one size class of operations
+// (sizes in [2^bin, 2^(bin+1)) bytes) on one path: REPORT datagrams,
+// docs/protocol.md. Moving averages; age_ms of the last sample, -1: none.
+struct PathTiming {
+  uint64_t samples = 0;
+  double mean_us = 0;
+  double mean_bytes = 0;
+  int64_t age_ms = -1;
+  bool measured() const { return samples > 0; }
+};
+struct OffloadTiming {
+  int bin = 0;
+  PathTiming switch_path;
+  PathTiming host_path;
+};
+
 struct GroupInfo {
   uint8_t group_id = 0;
   uint16_t world_size = 0;
   std::vector<uint16_t> rank_ports;  // in rank order
   bool formed = false;
   uint32_t seq_base = 0;
-  std::string source;  // "join" (formed by hosts) or "control" (created here)
+  std::string source;                  // "join" (formed by hosts) or "control" (created here)
+  std::vector<OffloadTiming> timings;  // size classes with samples, by bin
 };
 
 struct GroupStats {
@@ -53,6 +70,14 @@ struct GroupOffload {
   int participants = 0;
   uint64_t min_bytes = 0;           // operations of min_bytes..max_bytes go to the switch;
   uint64_t max_bytes = UINT64_MAX;  // min > max: none do
+  // Size classes decided from measurements (bit b: sizes in [2^b, 2^(b+1))):
+  // for these, offload_bins says switch (1) or host (0) and the range above
+  // does not apply.
+  uint64_t measured_bins = 0;
+  uint64_t offload_bins = 0;
+  // One-shot: the next operation of each such class takes the other path, so
+  // that path's time is measured again. Applied once when the policy is set.
+  uint64_t explore_bins = 0;
 };
 
 // What an offload controller decided, and from which figures (CAIS 3.3/4.4).

@@ -26,6 +26,26 @@
 // snapshot has no limit. Retained results are a cache that gives way and do
 // not count.
 //
+// Measured mode (the default): hosts report how long each operation took on
+// the path it ran on (REPORT datagrams, docs/protocol.md), and the switch
+// keeps moving averages per group and size class (bin b: sizes in
+// [2^b, 2^(b+1))), given here as GroupInfo::timings. Where a class has been
+// measured on both paths the model above is not used for it:
+//
+//   time_gain = 1 - (switch_us / switch_bytes) / (host_us / host_bytes)
+//   offload iff time_gain > threshold
+//
+// which is the write-up's own reading of its threshold ("only when the gain
+// exceeds 20% of the endpoint time"); traffic saving is not multiplied in
+// again, since measured times already contain it. A class measured on only
+// the path the model picks gets one operation sent the other way (an
+// explore: OffloadDecision::explore_bins, one operation, applied by the
+// switch); and the path a measured class does not use is measured again
+// once its last sample is older than explore_interval. Classes never seen
+// follow the model. So the model is only a prior: what the hosts achieve
+// decides, and the switch is still declined where it makes operations
+// slower.
+//
 // Threshold adaptation (4.4): while SRAM usage stays above 80% for
 // `sustain` evaluations in a row the threshold rises by `step` (up to
 // `max_threshold`, where nothing qualifies); once usage is below
@@ -33,7 +53,9 @@
 // base. A fallback ratio above 10% raises the alarm flag.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 
 #include "absl/status/status.h"
 #include "inca/control/control_plane.h"
@@ -53,6 +75,10 @@ struct OffloadControllerConfig {
   double host_latency_s = 100e-6;             // fixed cost of one host collective
   double switch_rate_bps = 400e9 / 8;         // bytes/s the switch reduces at
   dp::TimeNs period_ns = 100 * dp::kNsPerMs;  // the write-up re-evaluates every 100 ms
+  bool use_measurements = true;               // false: the model alone, as the write-up
+  // How old the unused path's last sample may get before one operation is
+  // sent that way again.
+  dp::TimeNs explore_interval_ns = 10'000 * dp::kNsPerMs;
   absl::Status Validate() const;
 };
 
@@ -87,6 +113,13 @@ class OffloadController {
   // Every size Decide() would offload for `participants` ranks.
   OffloadRange Range(int participants) const;
 
+  // The policy for one formed group at `now` (after Observe): the model's
+  // range, and in measured mode the size classes decided from `g.timings`
+  // and the ones to explore. Remembers what it explored, per group
+  // formation (seq_base), so an explore is asked for at most once per
+  // explore_interval.
+  GroupOffload Plan(const GroupInfo& g, dp::TimeNs now);
+
   // Changes the configured base (the switch's offload_threshold key),
   // keeping any pressure-driven raise above it.
   void set_base_threshold(double base);
@@ -109,6 +142,12 @@ class OffloadController {
   bool started_ = false;
   dp::TimeNs last_ = 0;
   uint64_t last_delay_ns_ = 0, last_delay_samples_ = 0;
+  struct Explored {
+    uint32_t seq_base = 0;
+    std::array<dp::TimeNs, 64> at{};  // when each class was last explored
+    uint64_t ever = 0;                // classes explored at least once
+  };
+  std::map<uint8_t, Explored> explored_;
 };
 
 }  // namespace inca::control

@@ -25,6 +25,16 @@ enum class MgmtType : uint8_t {
   kPong = 4,        // switch -> host
   kLeave = 5,       // host -> switch
   kLeaveReply = 6,  // switch -> host
+  kReport = 7,      // host -> switch, no reply: one operation's measured time
+};
+inline constexpr uint8_t kMgmtTypeCount = 7;
+// A REPORT carries kMgmtReportBytes after the header (and no rank ports).
+inline constexpr size_t kMgmtReportBytes = 16;
+
+// Which path a REPORT's operation ran on.
+enum class ReportPath : uint8_t {
+  kSwitch = 0,  // through the switch (including a mid-operation fallback)
+  kHost = 1,    // on the host path because the switch declined it
 };
 
 enum class MgmtStatus : uint8_t {
@@ -47,6 +57,7 @@ enum class MgmtReason : uint8_t {
 std::string_view ToString(MgmtType t);
 std::string_view ToString(MgmtStatus s);
 std::string_view ToString(MgmtReason r);
+std::string_view ToString(ReportPath p);
 
 struct MgmtMessage {
   MgmtType type = MgmtType::kPing;
@@ -60,6 +71,12 @@ struct MgmtMessage {
   uint32_t seq_base = 0;     // JOIN_REPLY ok: first seq_num of the group's epoch
   // JOIN_REPLY ok: switch port of each rank, in rank order (world_size entries).
   std::vector<uint16_t> rank_ports;
+  // REPORT only: the operation's size as the switch estimates it
+  // (total_chunks x the first chunk's payload_len), how long it took this
+  // rank from its start to its completion, and on which path.
+  uint64_t report_bytes = 0;
+  uint32_t report_duration_us = 0;
+  ReportPath report_path = ReportPath::kSwitch;
 
   friend bool operator==(const MgmtMessage&, const MgmtMessage&) = default;
 };
@@ -69,7 +86,9 @@ inline bool IsMgmtDatagram(std::span<const uint8_t> d) {
 }
 
 // Returns false for anything malformed (wrong magic/version/type, short,
-// rank_ports length disagreeing with world_size, trailing bytes).
+// rank_ports length disagreeing with world_size, trailing bytes; a REPORT
+// that is not exactly header + kMgmtReportBytes, has rank ports, an unknown
+// path or non-zero reserved bytes).
 bool ParseMgmt(std::span<const uint8_t> datagram, MgmtMessage* out);
 
 // Appends the encoding of `m` to `out` (cleared first).
