@@ -140,6 +140,7 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
                    else "none", INCA_BIND_IP=tb.host_ip(r))
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
+                "--warmup-ms", str(getattr(a, "warmup_ms", 0)),
                 "--chunk-size", str(a.chunk_size), "--group-id", str(group),
                 "--json"] + list(a.perf_arg)
         if a.window:

@@ -35,8 +35,8 @@ class SwitchTransport {
   // passes (false). Idempotent; also used to detect a switch that came back.
   bool Join(std::chrono::milliseconds timeout);
   // Tells the switch what one operation of `bytes` (OffloadEstimate) cost
-  // on `path` (a REPORT datagram, best effort). At most one per size class
-  // per 5 ms: enough for a moving average, bounded at high operation rates.
+  // on `path` (a REPORT datagram, best effort). At most one per path and size
+  // class per 5 ms: enough for a moving average, bounded at high operation rates.
   void Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path);
   // Tells the switch this rank leaves (best effort).
   void Leave();
@@ -60,7 +60,8 @@ class SwitchTransport {
   uint32_t nonce_ = 1;
   wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
   std::vector<uint16_t> rank_ports_;
-  std::array<std::chrono::steady_clock::time_point, 64> last_report_{};
+  // Per path and size class: an explore's one report is never held back.
+  std::array<std::array<std::chrono::steady_clock::time_point, 64>, 2> last_report_{};
   std::vector<uint8_t> recv_buf_;
   // Results of the next operation that arrive while this rank is still on
   // the current one (a faster rank's AllGather blocks): kept, bounded, and

@@ -101,6 +101,12 @@ OffloadRange OffloadController::Range(int participants) const {
   return OffloadRange{1, to_bytes(std::ceil(bound)) - 1};
 }
 
+double MaxBandwidthGain(int participants) {
+  if (participants < 2) return 0;
+  const double n = participants;
+  return 1.0 - n / (2.0 * (n - 1.0));
+}
+
 GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   const OffloadRange r = Range(g.world_size);
   GroupOffload out{g.group_id, g.world_size, r.min_bytes, r.max_bytes};
@@ -118,7 +124,8 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
     const PathTiming* other;
     if (t.switch_path.measured() && t.host_path.measured()) {
       const double gain = 1.0 - per_byte(t.switch_path) / per_byte(t.host_path);
-      on_switch = gain > threshold_;
+      on_switch = threshold_ < config_.max_threshold &&
+                  gain > threshold_ * MaxBandwidthGain(g.world_size);
       out.measured_bins |= bit;
       if (on_switch) out.offload_bins |= bit;
       other = on_switch ? &t.host_path : &t.switch_path;

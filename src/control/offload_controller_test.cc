@@ -226,8 +226,13 @@ TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
   EXPECT_EQ(p.measured_bins, bit);
   EXPECT_EQ(p.offload_bins, bit);
   EXPECT_EQ(p.explore_bins, 0u);  // the host path's sample is fresh
-  // A switch path 10% faster does not clear the 20% bar; a slower one loses.
-  EXPECT_EQ(c.Plan(Measured(24, 190e3, 210e3), 0).offload_bins, 0u);
+  // The bar at 4 ranks is a fifth of the best possible gain (1/3): 6.7 %.
+  EXPECT_NEAR(MaxBandwidthGain(4), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(MaxBandwidthGain(8), 3.0 / 7, 1e-12);
+  EXPECT_EQ(MaxBandwidthGain(2), 0.0);
+  EXPECT_EQ(c.Plan(Measured(24, 190e3, 210e3), 0).offload_bins, bit);  // 9.5 % faster
+  EXPECT_EQ(c.Plan(Measured(24, 200e3, 210e3), 0).offload_bins, 0u);   // 4.8 %: not enough
+  // A slower switch loses.
   EXPECT_EQ(c.Plan(Measured(24, 600e3, 200e3), 0).offload_bins, 0u);
   EXPECT_EQ(c.Plan(Measured(24, 600e3, 200e3), 0).measured_bins, bit);
   // The range the model gives is still reported for unmeasured classes.
