@@ -87,29 +87,16 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > 6) return false;
   if (w.reserved.value() != 0) return false;
   const size_t n = w.rank_port_count.value();
-  if (w.type == static_cast<uint8_t>(MgmtType::kReport)) {
+  const bool report = w.type == static_cast<uint8_t>(MgmtType::kReport);
+  ReportWire r{};
+  if (report) {
     if (n != 0 || d.size() != kMgmtHeaderBytes + kMgmtReportBytes) return false;
-    ReportWire r;
     std::memcpy(&r, d.data() + kMgmtHeaderBytes, sizeof(r));
     if (r.path > 1 || r.reserved[0] != 0 || r.reserved[1] != 0 || r.reserved[2] != 0) return false;
-    MgmtMessage m;
-    m.type = MgmtType::kReport;
-    m.status = static_cast<MgmtStatus>(w.status);
-    m.reason = static_cast<MgmtReason>(w.reason);
-    m.group_id = w.group_id;
-    m.nonce = w.nonce.value();
-    m.rank = w.rank.value();
-    m.world_size = w.world_size.value();
-    m.port = w.port.value();
-    m.seq_base = w.seq_base.value();
-    m.report_bytes = r.bytes.value();
-    m.report_duration_us = r.duration_us.value();
-    m.report_path = static_cast<ReportPath>(r.path);
-    *out = std::move(m);
-    return true;
+  } else {
+    if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
+    if (n != 0 && n != w.world_size.value()) return false;
   }
-  if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
-  if (n != 0 && n != w.world_size.value()) return false;
   MgmtMessage m;
   m.type = static_cast<MgmtType>(w.type);
   m.status = static_cast<MgmtStatus>(w.status);
@@ -120,6 +107,11 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   m.world_size = w.world_size.value();
   m.port = w.port.value();
   m.seq_base = w.seq_base.value();
+  if (report) {
+    m.report_bytes = r.bytes.value();
+    m.report_duration_us = r.duration_us.value();
+    m.report_path = static_cast<ReportPath>(r.path);
+  }
   m.rank_ports.resize(n);
   for (size_t i = 0; i < n; ++i) {
     Be16 p;
