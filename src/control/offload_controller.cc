@@ -124,8 +124,8 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
     const PathTiming* other;
     if (t.switch_path.measured() && t.host_path.measured()) {
       const double gain = 1.0 - per_byte(t.switch_path) / per_byte(t.host_path);
-      on_switch = threshold_ < config_.max_threshold &&
-                  gain > threshold_ * MaxBandwidthGain(g.world_size);
+      on_switch =
+          threshold_ < config_.max_threshold && gain > threshold_ * MaxBandwidthGain(g.world_size);
       out.measured_bins |= bit;
       if (on_switch) out.offload_bins |= bit;
       other = on_switch ? &t.host_path : &t.switch_path;
