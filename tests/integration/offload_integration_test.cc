@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -136,6 +135,22 @@ int RankMain(const Switch& sw, int rank, int n, int store_port, int progress_fd)
   return 0;
 }
 
+// Reads the switch's offload policy until a group in it satisfies `pred`
+// (true) or 5 s pass (false). Each read is one control RPC, so the poll is
+// paced by the round trip; the controller re-evaluates every 100 ms.
+template <typename Pred>
+bool PolicyShows(control::ControlPlane& plane, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto p = plane.GetOffloadPolicy();
+    if (!p.ok()) return false;
+    for (const auto& g : p->groups) {
+      if (pred(g)) return true;
+    }
+  }
+  return false;
+}
+
 // Fills the switch's memory from group 1: chunks of an operation whose
 // second member never sends, so they stay pending until they time out.
 void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
@@ -194,13 +209,9 @@ TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn
   Hog(**plane, sw.data_addr);
 
   // While the hog holds memory the controller declines every operation.
-  bool off_seen = false;
-  for (int i = 0; i < 100 && !off_seen; ++i) {
-    auto p = (*plane)->GetOffloadPolicy();
-    ASSERT_TRUE(p.ok()) << p.status();
-    for (const auto& g : p->groups) off_seen |= g.group_id == 0 && g.min_bytes > g.max_bytes;
-    if (!off_seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool off_seen = PolicyShows(**plane, [](const control::GroupOffload& g) {
+    return g.group_id == 0 && g.min_bytes > g.max_bytes;
+  });
   EXPECT_TRUE(off_seen) << "the controller never turned offload off for group 0";
 
   for (size_t r = 0; r < ranks.size(); ++r) EXPECT_EQ(ranks[r].Wait(kRankTimeout), 0) << r;
@@ -316,15 +327,9 @@ TEST(OffloadIntegrationTest, MeasuredModeExploresBothPathsAndDecidesFromReports)
   EXPECT_GT(mib->switch_path.mean_us, 0);
   EXPECT_GT(mib->host_path.mean_us, 0);
   // The controller's next evaluations decide 1 MiB from the measurements.
-  bool measured = false;
-  for (int i = 0; i < 100 && !measured; ++i) {
-    auto p = (*plane)->GetOffloadPolicy();
-    ASSERT_TRUE(p.ok()) << p.status();
-    for (const auto& g : p->groups) {
-      measured |= g.group_id == 0 && (g.measured_bins >> 20 & 1) != 0;
-    }
-    if (!measured) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool measured = PolicyShows(**plane, [](const control::GroupOffload& g) {
+    return g.group_id == 0 && (g.measured_bins >> 20 & 1) != 0;
+  });
   EXPECT_TRUE(measured) << "1 MiB never decided from measurements";
   httplib::Client http(absl::StrCat("http://", sw.http_addr));
   auto res = http.Get("/metrics");
