@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cais/slot_pool.h"
+#include "inca/wire/mgmt.h"
 #include "reduce/kernels.h"
 
 namespace inca::cais {
@@ -287,7 +288,7 @@ bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
                   estimate > max_offload_bytes_[h.group_id];
   if (!by_rule && estimate > 0) {
-    const uint64_t bit = uint64_t{1} << (63 - __builtin_clzll(estimate));
+    const uint64_t bit = uint64_t{1} << wire::SizeClass(estimate);
     if ((measured_bins_[h.group_id] & bit) != 0) declined = (offload_bins_[h.group_id] & bit) == 0;
     if ((explore_bins_[h.group_id] & bit) != 0) {
       explore_bins_[h.group_id] &= ~bit;

@@ -166,8 +166,7 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
 void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path) {
   if (bytes == 0) return;
   const auto now = std::chrono::steady_clock::now();
-  auto& last =
-      last_report_[static_cast<size_t>(path)][static_cast<size_t>(63 - __builtin_clzll(bytes))];
+  auto& last = last_report_[static_cast<size_t>(path)][static_cast<size_t>(wire::SizeClass(bytes))];
   if (now - last < std::chrono::milliseconds(5)) return;
   last = now;
   wire::MgmtMessage m;

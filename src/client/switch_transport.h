@@ -61,7 +61,8 @@ class SwitchTransport {
   wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
   std::vector<uint16_t> rank_ports_;
   // Per path and size class: an explore's one report is never held back.
-  std::array<std::array<std::chrono::steady_clock::time_point, 64>, 2> last_report_{};
+  std::array<std::array<std::chrono::steady_clock::time_point, wire::kSizeClasses>, 2>
+      last_report_{};
   std::vector<uint8_t> recv_buf_;
   // Results of the next operation that arrive while this rank is still on
   // the current one (a faster rank's AllGather blocks): kept, bounded, and

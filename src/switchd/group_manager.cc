@@ -83,10 +83,6 @@ std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request, cons
   return std::nullopt;
 }
 
-int TimingBin(uint64_t bytes) {
-  return bytes == 0 ? 0 : 63 - __builtin_clzll(bytes);
-}
-
 void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   auto& g = groups_[m.group_id];
@@ -94,7 +90,7 @@ void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs
     ++reports_ignored_;
     return;
   }
-  PathAverage& a = g->timings[TimingBin(m.report_bytes)][static_cast<size_t>(m.report_path)];
+  PathAverage& a = g->timings[wire::SizeClass(m.report_bytes)][static_cast<size_t>(m.report_path)];
   const double w = a.samples == 0 ? 1.0 : kTimingWeight;
   a.mean_us += w * (static_cast<double>(m.report_duration_us) - a.mean_us);
   a.mean_bytes += w * (static_cast<double>(m.report_bytes) - a.mean_bytes);

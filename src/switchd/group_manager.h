@@ -74,7 +74,6 @@ struct PathAverage {
   double mean_bytes = 0;
   dp::TimeNs last = 0;  // time of the last sample
 };
-inline constexpr int kTimingBins = 64;
 inline constexpr double kTimingWeight = 0.25;  // weight of a new sample
 
 struct GroupState {
@@ -86,7 +85,7 @@ struct GroupState {
   uint32_t seq_base = 0;                          // valid when formed
   dp::TimeNs formed_at = 0;
   // Per size class: [0] the switch path, [1] the host path (wire::ReportPath).
-  std::array<std::array<PathAverage, 2>, kTimingBins> timings{};
+  std::array<std::array<PathAverage, 2>, wire::kSizeClasses> timings{};
 
   // Port of each rank in rank order (formed groups).
   std::vector<uint16_t> rank_ports() const;
@@ -136,8 +135,5 @@ class GroupManager {
   uint32_t next_seq_base_;
   uint64_t reports_accepted_ = 0, reports_ignored_ = 0;
 };
-
-// The size class of an operation of `bytes` (> 0): floor(log2(bytes)).
-int TimingBin(uint64_t bytes);
 
 }  // namespace inca::switchd

@@ -343,9 +343,9 @@ TEST_F(GroupManagerTest, ReportsFromMembersAverageBySizeClassAndPath) {
   EXPECT_EQ(t[20][1].samples, 0u);
   EXPECT_EQ(t[21][1].samples, 1u);
   EXPECT_DOUBLE_EQ(t[21][1].mean_bytes, 1 << 21);
-  EXPECT_EQ(TimingBin(1), 0);
-  EXPECT_EQ(TimingBin(4096), 12);
-  EXPECT_EQ(TimingBin(UINT64_MAX), 63);
+  EXPECT_EQ(wire::SizeClass(1), 0);
+  EXPECT_EQ(wire::SizeClass(4096), 12);
+  EXPECT_EQ(wire::SizeClass(UINT64_MAX), 63);
 }
 
 TEST_F(GroupManagerTest, PingFromMember) {

@@ -158,7 +158,7 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
       info.formed = st->formed;
       info.seq_base = st->seq_base;
       info.source = "join";
-      for (int b = 0; b < kTimingBins; ++b) {
+      for (int b = 0; b < wire::kSizeClasses; ++b) {
         const auto& t = st->timings[b];
         if (t[0].samples == 0 && t[1].samples == 0) continue;
         control::OffloadTiming o;

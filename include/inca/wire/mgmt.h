@@ -5,6 +5,7 @@
 // op_type. Layout: docs/protocol.md, "Management datagrams".
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,6 +31,13 @@ enum class MgmtType : uint8_t {
 inline constexpr uint8_t kMgmtTypeCount = 7;
 // A REPORT carries kMgmtReportBytes after the header (and no rank ports).
 inline constexpr size_t kMgmtReportBytes = 16;
+
+// Size classes of operations, shared by REPORTs and the switch's offload
+// decisions: class b holds sizes in [2^b, 2^(b+1)) bytes (0 also in class 0).
+inline constexpr int kSizeClasses = 64;
+constexpr int SizeClass(uint64_t bytes) {
+  return bytes == 0 ? 0 : static_cast<int>(std::bit_width(bytes)) - 1;
+}
 
 // Which path a REPORT's operation ran on.
 enum class ReportPath : uint8_t {
