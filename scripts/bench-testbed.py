@@ -187,10 +187,17 @@ def main() -> int:
         "of issue 16). There the measured controller sends operations back to Gloo, which is "
         "then faster: the `host/mixed` rows at 2 and 4 Gbit/s are that decision, not a fault. "
         "Per-process CPU shares at R* are not measured here.",
-        "- A size class is decided from one sample per path at first. Where the first switch "
-        "sample is unlucky (8 x 500 Mbit/s at 64 MiB in the last run, and both jobs when two "
-        "share the links, where one job's exploration runs beside the other's switch "
-        "operations) the class stays on the host path until the next exploration, 10 s later.",
+        "- A size class is decided from one sample per path at first, and a sample taken "
+        "while something else shares the links can mislead it: with two jobs started "
+        "together, one job's exploration on Gloo (TCP, which fills the tbf queue) runs beside "
+        "the other's switch operations, whose delay-based window then backs off; switch "
+        "samples of about 540 ms against host samples of 270-380 ms sent both jobs to Gloo, "
+        "where each got about a third of the bound (the switch path alone, with the "
+        "controller off, gave each about half in the previous run). Under 1 % loss, and at 2 "
+        "and 4 Gbit/s, some timed operations ran on Gloo for the same reason or because the "
+        "switch path is slower there; a declined operation costs Gloo plus one agreement "
+        "round, so a mixed row can be slower than either path alone. Until the next "
+        "exploration (10 s) a class keeps its decision.",
         "- `host/mixed`: at least one timed operation of that size ran on the host path. "
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "
