@@ -366,6 +366,13 @@ class CommunicatorImpl final : public Communicator {
       stats_.chunks_retransmitted += r.retransmitted;
       stats_.result_requests += r.requests;
       stats_.fallback_notices += r.notices;
+      const client::PathState& p = transport_->path();
+      stats_.window_chunks = p.window();
+      stats_.srtt_us = static_cast<double>(p.srtt_ns()) / 1e3;
+      stats_.base_rtt_us = static_cast<double>(p.base_rtt_ns()) / 1e3;
+      stats_.competitive = p.competitive();
+      stats_.competitive_entries = p.competitive_entries();
+      stats_.drain_probes = p.probes();
     }
     if (r.complete) {
       if (debug_) {

@@ -30,6 +30,7 @@ PathState::PathState(const TransportConfig& c)
                                std::max(c.min_window, c.max_window))) {}
 
 uint32_t PathState::window_chunks() const {
+  if (probe_until_ != 0) return c_.min_window;
   const auto w = static_cast<uint32_t>(std::floor(cwnd_));
   return std::clamp(w, c_.min_window, std::max(c_.min_window, c_.max_window));
 }
@@ -60,6 +61,24 @@ void PathState::OnRtt(int64_t rtt, int64_t now) {
     base_rtt_ = rtt;
     base_rtt_at_ = now;
   }
+  if (probe_until_ != 0) {
+    probe_min_ = std::min(probe_min_, rtt);
+    if (now >= probe_until_) EndProbe(now);
+    return;
+  }
+  TrackEpoch(rtt, now);
+  if (competitive_) {
+    // AIMD: grow by ai per round trip; losses (OnLoss, OnTimeout) halve.
+    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
+    if (now >= next_probe_) {
+      probe_until_ = now + 2 * Rtt();
+      probe_min_ = INT64_MAX;
+      probe_saved_cwnd_ = cwnd_;
+      probe_saved_srtt_ = Rtt();
+      ++probes_;
+    }
+    return;
+  }
   const int64_t target = target_ns();
   if (rtt <= target) {
     cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
@@ -67,6 +86,56 @@ void PathState::OnRtt(int64_t rtt, int64_t now) {
     const double f = 1.0 - c_.beta * static_cast<double>(rtt - target) / r;
     Decrease(std::max(f, 1.0 - c_.max_decrease), now);
   }
+}
+
+int64_t PathState::Rtt() const {
+  return srtt_ == 0 ? c_.rto_min_ns : static_cast<int64_t>(srtt_);
+}
+
+void PathState::TrackEpoch(int64_t rtt, int64_t now) {
+  if (!c_.competitive) return;
+  const bool small = cwnd_ <= c_.competitive_gate;
+  if (epoch_start_ < 0) {
+    epoch_start_ = now;
+    epoch_min_ = rtt;
+    epoch_small_ = small;
+    return;
+  }
+  epoch_min_ = std::min(epoch_min_, rtt);
+  epoch_small_ = epoch_small_ && small;
+  if (now - epoch_start_ < c_.epoch_rtts * std::max(Rtt(), target_ns())) return;
+  // The queue never came down near the target in this epoch.
+  const double slack = static_cast<double>(target_ns() - base_rtt_);
+  const bool queued =
+      static_cast<double>(epoch_min_ - base_rtt_) > c_.competitive_queue_factor * slack;
+  if (!competitive_ && queued && epoch_small_) {
+    competitive_ = true;
+    ++competitive_entries_;
+    next_probe_ = now + c_.probe_interval_ns;
+  } else if (competitive_ && epoch_min_ <= target_ns()) {
+    competitive_ = false;  // the queue drained: its sender left
+  }
+  epoch_start_ = -1;
+}
+
+void PathState::EndProbe(int64_t now) {
+  probe_until_ = 0;
+  epoch_start_ = -1;
+  if (probe_min_ <= target_ns()) {
+    // The queue drained once this rank held back: it was this rank's own.
+    // Resume delay control from about one bandwidth-delay product.
+    competitive_ = false;
+    cwnd_ = std::max<double>(c_.min_window, probe_saved_cwnd_ * static_cast<double>(base_rtt_) /
+                                                static_cast<double>(std::max<int64_t>(
+                                                    1, std::max(base_rtt_, probe_saved_srtt_))));
+    return;
+  }
+  cwnd_ = probe_saved_cwnd_;
+  next_probe_ = now + c_.probe_interval_ns;
+}
+
+void PathState::OnLoss(int64_t now) {
+  if (competitive_ && probe_until_ == 0) Decrease(0.5, now);
 }
 
 void PathState::OnTimeout(int64_t now) {
@@ -270,10 +339,11 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     std::erase_if(inflight_, [&](uint32_t c) { return sent_at_[c] == -2; });
   }
   // Fast retransmission: own chunks that later-sent chunks overtook; again
-  // after each RTO while they stay missing (the resend can be lost too). The
-  // window is left alone: a chunk lost at random says nothing about
-  // congestion, which the delay signal already reports (with 1 % random
-  // loss, cutting on every loss held the window at its floor).
+  // after each RTO while they stay missing (the resend can be lost too).
+  // Delay control leaves the window alone: a chunk lost at random says
+  // nothing about congestion, which the delay signal already reports (with
+  // 1 % random loss, cutting on every loss held the window at its floor).
+  // Competitive mode halves it (PathState::OnLoss).
   uint32_t budget = std::max<uint32_t>(1, path_.window_chunks());
   const int64_t rto = path_.rto_ns();
   for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
@@ -281,6 +351,7 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     if (sent_at_[c] == -2) continue;
     if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;  // in send order
     if (fast_done_[c] != 0 && now - sent_at_[c] < rto) continue;
+    if (fast_done_[c] == 0) path_.OnLoss(now);
     fast_done_[c] = 1;
     Send(c, true, false, out);
     ++r_.retransmitted;

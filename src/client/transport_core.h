@@ -89,6 +89,22 @@ struct TransportConfig {
   // The smallest round trip is forgotten after this long, so that a path
   // that got slower for good does not keep a stale target.
   int64_t base_rtt_window_ns = 10'000'000'000;
+  // Competitive mode (after Copa's, Arun and Balakrishnan, NSDI 2018): a
+  // queue that stays above competitive_queue_factor times the target's
+  // slack (target - base) for a whole epoch (epoch_rtts smoothed round
+  // trips) while this rank's window is at most competitive_gate chunks is
+  // not this rank's queue, nor another delay-controlled job's (those hold
+  // it near the target), but a loss-based sender's (TCP, a Gloo job).
+  // Yielding to it would starve this rank, so the window then follows AIMD
+  // on loss (+ai per round trip, halved on a loss) until an epoch sees the
+  // target again. Every probe_interval_ns in that mode the window drops to
+  // min_window for two round trips: if the queue then drains it was this
+  // rank's own, and delay control resumes.
+  bool competitive = true;
+  uint32_t competitive_gate = 4;
+  double competitive_queue_factor = 3;
+  int epoch_rtts = 5;
+  int64_t probe_interval_ns = 2'000'000'000;
 };
 
 // What persists across the operations of one group: the round-trip
@@ -109,12 +125,24 @@ class PathState {
   void OnRtt(int64_t rtt_ns, int64_t now);
   // The retransmission timer fired: back off, halve the window.
   void OnTimeout(int64_t now);
+  // A chunk was inferred lost (fast retransmission). Ignored by delay
+  // control (random loss says nothing about congestion); halves the window
+  // in competitive mode.
+  void OnLoss(int64_t now);
 
   uint64_t decreases() const { return decreases_; }
   uint64_t timeouts() const { return timeouts_; }
+  bool competitive() const { return competitive_; }
+  bool probing() const { return probe_until_ != 0; }
+  uint64_t competitive_entries() const { return competitive_entries_; }
+  uint64_t probes() const { return probes_; }
 
  private:
   void Decrease(double factor, int64_t now);
+  // Mode changes at the end of each epoch and of each drain probe.
+  void TrackEpoch(int64_t rtt, int64_t now);
+  void EndProbe(int64_t now);
+  int64_t Rtt() const;
 
   const TransportConfig c_;
   double cwnd_;
@@ -126,6 +154,18 @@ class PathState {
   int64_t last_decrease_ = INT64_MIN / 2;
   uint64_t decreases_ = 0;
   uint64_t timeouts_ = 0;
+  // Competitive mode.
+  bool competitive_ = false;
+  int64_t epoch_start_ = -1;
+  int64_t epoch_min_ = 0;
+  bool epoch_small_ = true;  // the window stayed within competitive_gate
+  int64_t next_probe_ = 0;
+  int64_t probe_until_ = 0;  // 0: no probe running
+  int64_t probe_min_ = 0;
+  double probe_saved_cwnd_ = 0;
+  int64_t probe_saved_srtt_ = 0;
+  uint64_t competitive_entries_ = 0;
+  uint64_t probes_ = 0;
 };
 
 // Where this rank sits among the group's switch ports (ascending port

@@ -63,8 +63,9 @@ struct Link {
 
 class Star {
  public:
-  Star(int n, size_t elements, const Link& link, uint32_t max_window = 64)
-      : n_(n), elements_(elements) {
+  Star(int n, size_t elements, const Link& link, uint32_t max_window = 64,
+       const TransportConfig& base = {})
+      : n_(n), elements_(elements), cfg_(base) {
     cfg_.world_size = n;
     cfg_.max_window = max_window;
     cais::CaisConfig sc;
@@ -87,7 +88,26 @@ class Star {
       ranks_.push_back(std::make_unique<Rank>(cfg_));
       up_.push_back(link);
       down_.push_back(link);
+      flows_.emplace_back();
     }
+  }
+
+  // Starts or stops a loss-based competitor on every link: flow r runs
+  // from host r through the switch to host r+1 (as a Gloo ring does) with
+  // a Reno window (+1 segment per round trip, halved on a loss).
+  void SetCompetitor(bool on) {
+    competing_ = on;
+    if (!on) return;
+    for (int r = 0; r < n_; ++r) PumpFlow(r);
+  }
+  uint64_t competitor_bytes() const {
+    uint64_t b = 0;
+    for (const Flow& f : flows_) b += f.delivered;
+    return b;
+  }
+  void ResetQueueMaxima() {
+    for (auto& l : up_) l.max_queued = 0;
+    for (auto& l : down_) l.max_queued = 0;
   }
 
   void SetRate(double bps) {
@@ -99,8 +119,9 @@ class Star {
   // duration (ns, from the last rank's start to the last rank's end).
   std::vector<int64_t> Run(int ops, const std::function<void(int)>& before_op = {}) {
     std::vector<int64_t> durations;
-    for (int k = 0; k < ops; ++k) {
-      if (before_op) before_op(k);
+    for (int i = 0; i < ops; ++i) {
+      if (before_op) before_op(i);
+      const int k = ops_run_++;  // sequence numbers go on across runs
       const int64_t start = now_;
       for (int r = 0; r < n_; ++r) StartOp(r, k);
       while (std::any_of(ranks_.begin(), ranks_.end(),
@@ -132,10 +153,20 @@ class Star {
     SwitchPhaseResult result;
     std::unique_ptr<OpCore> core;
   };
+  struct Flow {
+    double window = 4;
+    int inflight = 0;
+    int64_t last_cut = INT64_MIN / 2;
+    uint64_t delivered = 0;
+  };
+  static constexpr size_t kSegment = 8948;
   struct Event {
     int64_t t;
     uint64_t id;
-    int kind;  // 0: at the switch from rank `who`; 1: at rank `who`; 2: wake rank `who`
+    // 0: at the switch from rank `who`; 1: at rank `who`; 2: wake rank `who`;
+    // 3: competitor segment of flow `who` at the switch; 4: its ACK back at
+    // the sender; 5: the sender learns that it was lost.
+    int kind;
     int who;
     std::vector<uint8_t> bytes;
     bool operator>(const Event& o) const { return t != o.t ? t > o.t : id > o.id; }
@@ -197,12 +228,49 @@ class Star {
     if (!rk.core->Finished()) Push(rk.core->NextDeadline(), 2, r, {});
   }
 
+  void PumpFlow(int r) {
+    Flow& f = flows_[static_cast<size_t>(r)];
+    const int64_t rtt = 2 * (up_[0].delay_ns + down_[0].delay_ns);
+    while (competing_ && f.inflight < static_cast<int>(f.window)) {
+      ++f.inflight;
+      const int64_t at = up_[static_cast<size_t>(r)].Enqueue(now_, kSegment, rng_);
+      if (at < 0) {
+        Push(now_ + rtt, 5, r, {});
+      } else {
+        Push(at, 3, r, {});
+      }
+    }
+  }
+
+  void FlowEvent(const Event& e) {
+    Flow& f = flows_[static_cast<size_t>(e.who)];
+    const int64_t back = up_[0].delay_ns + down_[0].delay_ns;  // the ACK's way home
+    if (e.kind == 3) {
+      const int64_t at = down_[static_cast<size_t>((e.who + 1) % n_)].Enqueue(now_, kSegment, rng_);
+      Push(at < 0 ? now_ + 2 * back : at + back, at < 0 ? 5 : 4, e.who, {});
+      return;
+    }
+    --f.inflight;
+    if (e.kind == 4) {
+      f.delivered += kSegment;
+      f.window = std::min(f.window + 1.0 / f.window, 4096.0);
+    } else if (now_ - f.last_cut > 2 * back) {
+      f.window = std::max(2.0, f.window / 2);
+      f.last_cut = now_;
+    }
+    PumpFlow(e.who);
+  }
+
   void Step() {
     ASSERT_FALSE(events_.empty()) << "deadlock: nothing scheduled";
     Event e = events_.top();
     events_.pop();
     now_ = std::max(now_, e.t);
     ASSERT_LT(now_, int64_t{600'000'000'000}) << "simulated 10 minutes without finishing";
+    if (e.kind >= 3) {
+      FlowEvent(e);
+      return;
+    }
     if (e.kind == 0) {
       FromSwitch out(this);
       switch_->Advance(now_, out);
@@ -233,6 +301,9 @@ class Star {
   std::vector<GroupLayout> layouts_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<Link> up_, down_;
+  std::vector<Flow> flows_;
+  bool competing_ = false;
+  int ops_run_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t next_id_ = 0;
   int64_t now_ = 0;
@@ -314,6 +385,109 @@ TEST(TransportCoreSimTest, DeterministicForTheSameInputs) {
     return std::make_pair(d, star.retransmitted());
   };
   EXPECT_EQ(run(), run());
+}
+
+// Beside a loss-based sender on every link the delay signal alone yields
+// to it and keeps this rank's window at the floor; competitive mode holds a
+// share, and delay control comes back once the competitor leaves.
+double ShareBeside(bool competitive, Star** keep = nullptr) {
+  Link link;  // 1 Gbit/s, 50 us each way, 256 KB queue (2 ms at 1 Gbit/s)
+  TransportConfig c;
+  c.competitive = competitive;
+  c.min_window = 2;
+  auto* star = new Star(4, 1 << 18, link, 64, c);  // 1 MiB per op
+  star->SetCompetitor(true);
+  const auto d = star->Run(40);
+  double share = 0;
+  for (size_t k = 20; k < d.size(); ++k) share += BoundNs(1 << 20, 1e9) / static_cast<double>(d[k]);
+  share /= static_cast<double>(d.size() - 20);
+  if (keep != nullptr) {
+    *keep = star;
+  } else {
+    delete star;
+  }
+  return share;
+}
+
+TEST(TransportCoreSimTest, CompetitiveModeHoldsAShareBesideALossBasedSender) {
+  const double yielding = ShareBeside(false);
+  Star* star = nullptr;
+  const double share = ShareBeside(true, &star);
+  std::unique_ptr<Star> owned(star);
+  std::printf("share of the link beside a Reno flow: %.2f (delay only: %.2f)\n", share, yielding);
+  EXPECT_LT(yielding, 0.15);
+  EXPECT_GE(share, 0.3);
+  EXPECT_GT(star->competitor_bytes(), 0u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_GE(star->path(r).competitive_entries(), 1u) << r;
+    EXPECT_TRUE(star->path(r).competitive() || star->path(r).probing()) << r;
+  }
+  // The competitor leaves: the probes find the queue this rank's own, delay
+  // control resumes, fills the links alone and keeps the queues short.
+  star->SetCompetitor(false);
+  star->Run(40);
+  star->ResetQueueMaxima();
+  const auto d = star->Run(5);
+  for (size_t k = 0; k < d.size(); ++k) {
+    EXPECT_GE(BoundNs(1 << 20, 1e9) / static_cast<double>(d[k]), 0.85) << "op " << k;
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(star->path(r).competitive()) << r;
+    EXPECT_LE(star->up(r).max_queued, 20 * (wire::kCaisHeaderBytes + 8952 + kWireOverhead)) << r;
+  }
+}
+
+TEST(PathStateTest, EntersCompetitiveModeOnlyWhenTheQueueIsNotItsOwn) {
+  TransportConfig c;
+  c.initial_window = 16;
+  c.min_window = 2;
+  c.max_window = 64;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);  // base 100 us, target 400 us
+  // A queue of 2 ms that the window's cuts do not remove: the window falls
+  // to the floor, then a whole epoch above the target at the floor.
+  for (int i = 0; i < 200 && !p.competitive(); ++i) p.OnRtt(2'000'000, t += 500'000);
+  EXPECT_TRUE(p.competitive());
+  EXPECT_EQ(p.competitive_entries(), 1u);
+  // Loss now halves the window (in delay mode it does not).
+  for (int i = 0; i < 100; ++i) p.OnRtt(2'000'000, t += 100'000);
+  const double w = p.window();
+  p.OnLoss(t += 3'000'000);
+  EXPECT_NEAR(p.window(), std::max(2.0, w / 2), 1e-9);
+  // The drain probe: the window drops to the floor; the queue empties, so
+  // it was this rank's own and delay control resumes.
+  t += c.probe_interval_ns;
+  p.OnRtt(2'000'000, t);
+  EXPECT_TRUE(p.probing());
+  EXPECT_EQ(p.window_chunks(), c.min_window);
+  p.OnRtt(150'000, t += 2'000'000);
+  p.OnRtt(150'000, t += 3'000'000);
+  EXPECT_FALSE(p.probing());
+  EXPECT_FALSE(p.competitive());
+  // In delay mode a loss leaves the window alone.
+  const double w2 = p.window();
+  p.OnLoss(t += 10'000'000);
+  EXPECT_EQ(p.window(), w2);
+}
+
+TEST(PathStateTest, ItsOwnQueueAfterARateStepDoesNotLookLikeACompetitor) {
+  TransportConfig c;
+  c.initial_window = 40;
+  c.min_window = 2;
+  c.max_window = 64;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);
+  // The window's cuts shrink this rank's own queue: the delay falls back
+  // towards the target as the window does.
+  for (int i = 0; i < 400; ++i) {
+    const double queue_ns = std::max(0.0, (p.window() - 8.0) * 100'000.0);
+    p.OnRtt(100'000 + static_cast<int64_t>(queue_ns), t += 200'000);
+  }
+  EXPECT_FALSE(p.competitive());
+  EXPECT_EQ(p.competitive_entries(), 0u);
+  EXPECT_GT(p.window(), 4.0);
 }
 
 TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {

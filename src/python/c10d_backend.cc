@@ -37,6 +37,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
+#include "python/stats_dict.h"
 
 namespace py = pybind11;
 
@@ -395,17 +396,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     TORCH_CHECK(s.ok(), "cais backend synchronize: ", std::string(s.message()));
   }
   py::dict Stats() const {
-    const CommunicatorStats s = comm_->stats();
-    py::dict d;
-    d["ops"] = s.ops;
-    d["ops_switch"] = s.ops_switch;
-    d["ops_host"] = s.ops_host;
-    d["ops_declined"] = s.ops_declined;
-    d["chunks_sent"] = s.chunks_sent;
-    d["chunks_retransmitted"] = s.chunks_retransmitted;
-    d["fallback_notices"] = s.fallback_notices;
-    d["rejoins"] = s.rejoins;
-    d["offload_active"] = s.offload_active;
+    py::dict d = StatsDict(comm_->stats());
     py::dict by_op;
     uint64_t total = 0;
     {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
 #include "inca/control/control_plane.h"
+#include "python/stats_dict.h"
 
 namespace py = pybind11;
 
@@ -114,23 +115,6 @@ CommunicatorOptions ParseOptions(const py::dict& d) {
       throw py::value_error(absl::StrCat("unknown communicator option '", key, "'"));
   }
   return o;
-}
-
-py::dict StatsDict(const CommunicatorStats& s) {
-  py::dict d;
-  d["ops"] = s.ops;
-  d["ops_switch"] = s.ops_switch;
-  d["ops_host"] = s.ops_host;
-  d["ops_declined"] = s.ops_declined;
-  d["chunks_sent"] = s.chunks_sent;
-  d["chunks_retransmitted"] = s.chunks_retransmitted;
-  d["result_requests"] = s.result_requests;
-  d["fallback_notices"] = s.fallback_notices;
-  d["chunks_recovered_on_host"] = s.chunks_recovered_on_host;
-  d["served_peers"] = s.served_peers;
-  d["rejoins"] = s.rejoins;
-  d["offload_active"] = s.offload_active;
-  return d;
 }
 
 // An operation in flight; Python's cais.Work wraps it with the buffers.

@@ -93,6 +93,14 @@ struct CommunicatorStats {
   uint64_t served_peers = 0;  // times this rank's cache completed a peer's op
   uint64_t rejoins = 0;       // times offload resumed after a host period
   bool offload_active = false;
+  // The switch path's congestion state after the last operation on it
+  // (docs/design/cais-client.md, "Transport core").
+  double window_chunks = 0;  // congestion window
+  double srtt_us = 0;        // smoothed round trip
+  double base_rtt_us = 0;    // smallest recent round trip
+  bool competitive = false;  // AIMD beside a loss-based sender
+  uint64_t competitive_entries = 0;
+  uint64_t drain_probes = 0;
 };
 
 // Per-operation options.
