@@ -292,12 +292,13 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
         if (json) {
           std::vector<std::string> ts;
           for (const auto& t : g.timings) {
-            ts.push_back(absl::StrCat("{\"bin\":", t.bin, ",\"switch_us\":", t.switch_path.mean_us,
-                                      ",\"switch_samples\":", t.switch_path.samples,
-                                      ",\"switch_age_ms\":", t.switch_path.age_ms,
-                                      ",\"host_us\":", t.host_path.mean_us,
-                                      ",\"host_samples\":", t.host_path.samples,
-                                      ",\"host_age_ms\":", t.host_path.age_ms, "}"));
+            ts.push_back(absl::StrCat(
+                "{\"bin\":", t.bin, ",\"switch_us\":", t.switch_path.mean_us,
+                ",\"switch_samples\":", t.switch_path.samples,
+                ",\"switch_age_ms\":", t.switch_path.age_ms, ",\"switch_best_us_per_byte\":",
+                t.switch_path.best_us_per_byte, ",\"host_us\":", t.host_path.mean_us,
+                ",\"host_samples\":", t.host_path.samples, ",\"host_age_ms\":", t.host_path.age_ms,
+                ",\"host_best_us_per_byte\":", t.host_path.best_us_per_byte, "}"));
           }
           out << "{\"group_id\":" << static_cast<int>(g.group_id)
               << ",\"world_size\":" << g.world_size
@@ -310,9 +311,11 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
               << absl::StrJoin(g.rank_ports, ",") << "\n";
           for (const auto& t : g.timings) {
             auto path = [](const control::PathTiming& p) {
-              return p.measured() ? absl::StrFormat("%.0f us (%d samples, %d ms ago)", p.mean_us,
-                                                    p.samples, p.age_ms)
-                                  : std::string("not measured");
+              // best: the least time per byte of the last 4 samples, at the mean size
+              return p.measured()
+                         ? absl::StrFormat("%.0f us (best %.0f, %d samples, %d ms ago)", p.mean_us,
+                                           p.best_us_per_byte * p.mean_bytes, p.samples, p.age_ms)
+                         : std::string("not measured");
             };
             out << "  sizes 2^" << t.bin << " B: switch " << path(t.switch_path) << ", host "
                 << path(t.host_path) << "\n";

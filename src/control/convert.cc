@@ -101,6 +101,7 @@ void ToProto(const GroupInfo& g, pb::Group* out) {
       to->set_mean_us(from->mean_us);
       to->set_mean_bytes(from->mean_bytes);
       to->set_age_ms(from->age_ms);
+      to->set_best_us_per_byte(from->best_us_per_byte);
     }
   }
 }
@@ -122,6 +123,7 @@ GroupInfo FromProto(const pb::Group& g) {
       to->mean_us = from->mean_us();
       to->mean_bytes = from->mean_bytes();
       to->age_ms = from->age_ms();
+      to->best_us_per_byte = from->best_us_per_byte();
     }
     out.timings.push_back(o);
   }

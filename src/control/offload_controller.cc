@@ -14,10 +14,10 @@ absl::Status OffloadControllerConfig::Validate() const {
   }
   if (!(step > 0) || !(healthy_sram < high_sram) || sustain < 1 || !(host_bandwidth_bps > 0) ||
       !(switch_rate_bps > 0) || !(host_latency_s >= 0) || period_ns <= 0 ||
-      explore_interval_ns <= 0) {
+      explore_interval_ns <= 0 || explore_retry_ns <= 0 || min_samples < 1) {
     return absl::InvalidArgumentError(
         "offload controller: need step > 0, healthy_sram < high_sram, sustain >= 1, positive "
-        "bandwidths, period and explore interval, host latency >= 0");
+        "bandwidths, period and explore intervals, host latency >= 0, min_samples >= 1");
   }
   return absl::OkStatus();
 }
@@ -113,33 +113,36 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   if (!config_.use_measurements) return out;
   Explored& ex = explored_[g.group_id];
   if (ex.seq_base != g.seq_base) ex = Explored{g.seq_base};
-  const auto per_byte = [](const PathTiming& p) { return p.mean_us / std::max(1.0, p.mean_bytes); };
+  // The best of the recent samples (older switches: the moving average).
+  const auto per_byte = [](const PathTiming& p) {
+    return p.best_us_per_byte > 0 ? p.best_us_per_byte : p.mean_us / std::max(1.0, p.mean_bytes);
+  };
   const auto stale = [&](const PathTiming& p) {
     return !p.measured() || p.age_ms * dp::kNsPerMs >= config_.explore_interval_ns;
   };
+  const auto enough = [&](const PathTiming& p) { return p.samples >= config_.min_samples; };
   for (const OffloadTiming& t : g.timings) {
     if (t.bin < 0 || t.bin > 63) continue;
     const uint64_t bit = uint64_t{1} << t.bin;
     bool on_switch;
-    const PathTiming* other;
-    if (t.switch_path.measured() && t.host_path.measured()) {
+    if (enough(t.switch_path) && enough(t.host_path)) {
       const double gain = 1.0 - per_byte(t.switch_path) / per_byte(t.host_path);
       on_switch =
           threshold_ < config_.max_threshold && gain > threshold_ * MaxBandwidthGain(g.world_size);
       out.measured_bins |= bit;
       if (on_switch) out.offload_bins |= bit;
-      other = on_switch ? &t.host_path : &t.switch_path;
     } else {
-      // The model's choice for a typical size of the class.
+      // Too few samples: the model's choice for a typical size of the class.
       const PathTiming& seen = t.switch_path.measured() ? t.switch_path : t.host_path;
       const uint64_t size = static_cast<uint64_t>(std::max(1.0, seen.mean_bytes));
       on_switch = size >= r.min_bytes && size <= r.max_bytes;
-      if (on_switch != t.switch_path.measured()) continue;  // the next one measures the other
-      other = on_switch ? &t.host_path : &t.switch_path;
     }
-    const bool armed_lately =
-        (ex.ever & bit) != 0 && now - ex.at[t.bin] < config_.explore_interval_ns;
-    if (stale(*other) && !armed_lately) {
+    // The path not in use gets one operation when it lacks samples (again
+    // after explore_retry_ns) or when its last one is stale.
+    const PathTiming& other = on_switch ? t.host_path : t.switch_path;
+    const dp::TimeNs gap = enough(other) ? config_.explore_interval_ns : config_.explore_retry_ns;
+    const bool armed_lately = (ex.ever & bit) != 0 && now - ex.at[t.bin] < gap;
+    if ((!enough(other) || stale(other)) && !armed_lately) {
       out.explore_bins |= bit;
       ex.at[t.bin] = now;
       ex.ever |= bit;

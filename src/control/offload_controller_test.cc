@@ -199,7 +199,7 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
 // A formed 4-rank group with one size class measured as given (mean_us < 0:
 // not measured on that path).
 GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age_ms = 0,
-                   int64_t host_age_ms = 0) {
+                   int64_t host_age_ms = 0, uint32_t host_samples = 3) {
   GroupInfo g;
   g.group_id = 5;
   g.world_size = 4;
@@ -209,7 +209,7 @@ GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age
   t.bin = bin;
   const double bytes = std::ldexp(1.0, bin);
   if (switch_us >= 0) t.switch_path = {3, switch_us, bytes, switch_age_ms};
-  if (host_us >= 0) t.host_path = {3, host_us, bytes, host_age_ms};
+  if (host_us >= 0) t.host_path = {host_samples, host_us, bytes, host_age_ms};
   g.timings.push_back(t);
   return g;
 }
@@ -261,13 +261,41 @@ TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
   // The host path wins: the switch path is the one measured again.
   EXPECT_EQ(c.Plan(Measured(20, 900, 300, 1000, 0), 0).explore_bins, uint64_t{1} << 20);
   EXPECT_EQ(c.Plan(Measured(20, 900, 300, 0, 1000), 0).explore_bins, 0u);
-  // Only the path the model does not choose was seen: its next operation
-  // measures the other one without an explore.
+  // Only the path the model does not choose was seen (enough times): its
+  // next operation measures the other one without an explore.
   EXPECT_EQ(c.Plan(Measured(24, -1, 210e3), 0).explore_bins, 0u);
   // A re-formed group (new seq_base) starts afresh.
   GroupInfo again = Measured(24, 140e3, -1);
   again.seq_base = 78;
   EXPECT_EQ(c.Plan(again, 1001 * dp::kNsPerMs).explore_bins, bit);
+}
+
+TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {
+  OffloadControllerConfig cfg;  // min_samples 2, explore_retry 1 s
+  OffloadController c{cfg};
+  const uint64_t bit = uint64_t{1} << 24;
+  // One host sample that looks far better (taken beside another job's
+  // traffic, say): the model's choice (the switch) stands, and the host path
+  // is explored again once explore_retry_ns has passed, not before.
+  GroupOffload p = c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 0);
+  EXPECT_EQ(p.measured_bins, 0u);
+  EXPECT_EQ(p.explore_bins, bit);
+  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 500 * dp::kNsPerMs).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 1000 * dp::kNsPerMs).explore_bins, bit);
+  // Two samples: they decide (here for the host path).
+  p = c.Plan(Measured(24, 540e3, 270e3, 0, 0, 2), 1100 * dp::kNsPerMs);
+  EXPECT_EQ(p.measured_bins, bit);
+  EXPECT_EQ(p.offload_bins, 0u);
+  // The best recent sample decides, not the average that still remembers a
+  // slow start: here the switch's best is 280 ms against the host's 380 ms.
+  GroupInfo g = Measured(24, 540e3, 270e3, 0, 0, 2);
+  g.timings[0].switch_path.best_us_per_byte = 280e3 / std::ldexp(1.0, 24);
+  g.timings[0].host_path.best_us_per_byte = 380e3 / std::ldexp(1.0, 24);
+  p = c.Plan(g, 1200 * dp::kNsPerMs);
+  EXPECT_EQ(p.measured_bins, bit);
+  EXPECT_EQ(p.offload_bins, bit);
+  cfg.min_samples = 0;
+  EXPECT_FALSE(cfg.Validate().ok());
 }
 
 TEST(OffloadControllerTest, SramPressureAndTheModelOnlyModeStillApply) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 
 #include "switchd/string_compat.h"
@@ -83,6 +84,12 @@ std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request, cons
   return std::nullopt;
 }
 
+double PathAverage::BestUsPerByte() const {
+  const size_t n = std::min<size_t>(samples, recent_us_per_byte.size());
+  if (n == 0) return 0;
+  return *std::min_element(recent_us_per_byte.begin(), recent_us_per_byte.begin() + n);
+}
+
 void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   auto& g = groups_[m.group_id];
@@ -95,6 +102,8 @@ void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs
   a.mean_us += w * (static_cast<double>(m.report_duration_us) - a.mean_us);
   a.mean_bytes += w * (static_cast<double>(m.report_bytes) - a.mean_bytes);
   a.last = now;
+  a.recent_us_per_byte[a.samples % a.recent_us_per_byte.size()] =
+      static_cast<double>(m.report_duration_us) / static_cast<double>(m.report_bytes);
   ++a.samples;
   member->last_seen = now;
   ++reports_accepted_;

@@ -73,6 +73,11 @@ struct PathAverage {
   double mean_us = 0;
   double mean_bytes = 0;
   dp::TimeNs last = 0;  // time of the last sample
+  // Time per byte of the last kRecentSamples samples (a ring): their least
+  // is what the offload controller compares, so that one operation slowed
+  // by another job's burst does not decide a class for long.
+  std::array<double, 4> recent_us_per_byte{};
+  double BestUsPerByte() const;
 };
 inline constexpr double kTimingWeight = 0.25;  // weight of a new sample
 

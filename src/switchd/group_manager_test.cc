@@ -343,6 +343,14 @@ TEST_F(GroupManagerTest, ReportsFromMembersAverageBySizeClassAndPath) {
   EXPECT_EQ(t[20][1].samples, 0u);
   EXPECT_EQ(t[21][1].samples, 1u);
   EXPECT_DOUBLE_EQ(t[21][1].mean_bytes, 1 << 21);
+  // The best of the last four samples: 1000 us per MiB so far; a slow one
+  // does not change it, and four slower ones push it out.
+  EXPECT_DOUBLE_EQ(sw.BestUsPerByte(), 1000.0 / (1 << 20));
+  report(0, 0, Ep(1), 1 << 20, 9000, wire::ReportPath::kSwitch);
+  EXPECT_DOUBLE_EQ(gm_.group(0)->timings[20][0].BestUsPerByte(), 1000.0 / (1 << 20));
+  for (int i = 0; i < 4; ++i) report(0, 0, Ep(1), 1 << 20, 3000 + i, wire::ReportPath::kSwitch);
+  EXPECT_DOUBLE_EQ(gm_.group(0)->timings[20][0].BestUsPerByte(), 3000.0 / (1 << 20));
+  EXPECT_EQ(t[20][1].BestUsPerByte(), 0.0);
   EXPECT_EQ(wire::SizeClass(1), 0);
   EXPECT_EQ(wire::SizeClass(4096), 12);
   EXPECT_EQ(wire::SizeClass(UINT64_MAX), 63);

@@ -167,6 +167,7 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
           to->samples = from->samples;
           to->mean_us = from->mean_us;
           to->mean_bytes = from->mean_bytes;
+          to->best_us_per_byte = from->BestUsPerByte();
           to->age_ms = from->samples == 0 ? -1 : (c.now - from->last) / dp::kNsPerMs;
         }
         info.timings.push_back(o);

@@ -33,6 +33,9 @@ struct PathTiming {
   double mean_us = 0;
   double mean_bytes = 0;
   int64_t age_ms = -1;
+  // The least time per byte among the last 4 samples (what the offload
+  // controller compares; 0 when unmeasured).
+  double best_us_per_byte = 0;
   bool measured() const { return samples > 0; }
 };
 struct OffloadTiming {

@@ -85,6 +85,12 @@ struct OffloadControllerConfig {
   // How old the unused path's last sample may get before one operation is
   // sent that way again.
   dp::TimeNs explore_interval_ns = 10'000 * dp::kNsPerMs;
+  // Samples a class needs on each path before they decide it. One sample
+  // taken beside another job's traffic can be far off (docs/control.md);
+  // until then the model decides and the path lacking samples is explored
+  // again after explore_retry_ns.
+  uint32_t min_samples = 2;
+  dp::TimeNs explore_retry_ns = 1'000 * dp::kNsPerMs;
   absl::Status Validate() const;
 };
 
