@@ -565,6 +565,9 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--warmup", type=int, default=1)
     pf.add_argument("--warmup-ms", type=int, default=0,
                     help="also warm up each size this long (cais-perf --warmup-ms)")
+    pf.add_argument("--duration-ms", type=int, default=0,
+                    help="time each size at least this long (cais-perf --duration-ms; "
+                         "jobs side by side)")
     pf.add_argument("--chunk-size", type=int, default=8952)
     pf.add_argument("--window", type=int, help="client window (default: cais-perf's)")
     pf.add_argument("--backends", default="switch,gloo")

@@ -141,6 +141,7 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
                 "--warmup-ms", str(getattr(a, "warmup_ms", 0)),
+                "--duration-ms", str(getattr(a, "duration_ms", 0)),
                 "--chunk-size", str(a.chunk_size), "--group-id", str(group),
                 "--json"] + list(a.perf_arg)
         if a.window:
@@ -172,11 +173,31 @@ def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
     return _collect(_launch(tb, perf_bin, backend, switch_addr, a, _port()), backend, a, out)
 
 
+def overlap(ta: List[int], tb: List[int]) -> dict:
+    """Two timelines (start of the timed loop, then each iteration's end, in
+    CLOCK_MONOTONIC ns): the time both ran, and each one's mean operation
+    time over the operations wholly inside it (None when there is none)."""
+    out = {"overlap_s": 0.0, "ops_a": 0, "ops_b": 0, "mean_a_us": None, "mean_b_us": None}
+    if len(ta) < 2 or len(tb) < 2:
+        return out
+    lo, hi = max(ta[0], tb[0]), min(ta[-1], tb[-1])
+    if hi <= lo:
+        return out
+    out["overlap_s"] = (hi - lo) / 1e9
+    for key, t in (("a", ta), ("b", tb)):
+        inside = [t[i] - t[i - 1] for i in range(1, len(t)) if t[i - 1] >= lo and t[i] <= hi]
+        out["ops_" + key] = len(inside)
+        if inside:
+            out["mean_%s_us" % key] = sum(inside) / len(inside) / 1e3
+    return out
+
+
 def share(a, second: str, out=sys.stdout) -> dict:
     """Two 4-rank jobs at once on one testbed, one rank of each per host: an
     inca job and a second one (`switch`: another inca job on its own group;
-    `gloo`). Returns each job's time per operation and the fraction of the
-    link it got (its bound alone over its time)."""
+    `gloo`). Returns each job's time per operation, and over the time both
+    ran, the fraction of the link each got (its bound alone over its mean
+    operation time there; docs/testbed.md)."""
     build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
     perf_bin = os.path.join(build, "bin", "cais-perf")
     switchd = os.path.join(build, "bin", "inca-switchd")
@@ -193,9 +214,15 @@ def share(a, second: str, out=sys.stdout) -> dict:
     for ra, rb in zip(rows_a, rows_b):
         b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)
         bound_b = b["switch_s"] if second == "switch" else b["ring_s"]
-        res["rows"].append({"bytes": ra["bytes"], "inca_us": ra["time_us"],
-                            "second_us": rb["time_us"],
-                            "inca_share": b["switch_s"] * 1e6 / ra["time_us"],
-                            "second_share": bound_b * 1e6 / rb["time_us"],
-                            "paths": [ra["path"], rb["path"]]})
+        ov = overlap(ra.get("timeline_ns", []), rb.get("timeline_ns", []))
+        row = {"bytes": ra["bytes"], "inca_us": ra["time_us"], "second_us": rb["time_us"],
+               "paths": [ra["path"], rb["path"]], "overlap_s": ov["overlap_s"],
+               "ops_in_overlap": [ov["ops_a"], ov["ops_b"]]}
+        # Over the time both jobs ran: each job's mean time per operation
+        # among the operations that lay wholly inside that time.
+        row["inca_overlap_us"] = ov["mean_a_us"]
+        row["second_overlap_us"] = ov["mean_b_us"]
+        row["inca_share"] = (b["switch_s"] * 1e6 / ov["mean_a_us"]) if ov["mean_a_us"] else None
+        row["second_share"] = (bound_b * 1e6 / ov["mean_b_us"]) if ov["mean_b_us"] else None
+        res["rows"].append(row)
     return res

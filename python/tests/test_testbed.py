@@ -152,11 +152,25 @@ def test_two_jobs_share_the_testbed():
     # offload controller sometimes declines an operation of two jobs at once
     # (its queue-delay model, issue 15's item 4); this test is about sharing.
     a = testbed.perf_options(["--name", instance_name("s"), "--hosts", "2", "--rate", "200mbit",
-                              "-b", "1M", "-e", "1M", "--iters", "3", "--warmup", "1",
+                              "-b", "1M", "-e", "1M", "--iters", "6", "--warmup", "1",
                               "--switchd-arg=--max-pending-chunks=1024",
                               "--switchd-arg=--offload-controller=off"])
     import io
     res = testbed_perf.share(a, "switch", out=io.StringIO())
     row = res["rows"][0]
     assert row["paths"] == ["switch", "switch"], row
-    assert row["inca_share"] > 0 and row["second_share"] > 0
+    # Both timelines came back, in one clock: the jobs ran at the same time.
+    assert row["overlap_s"] > 0, row
+    assert sum(row["ops_in_overlap"]) >= 1, row
+
+
+def test_overlap_counts_only_operations_inside_the_common_time():
+    ms = 1_000_000
+    a = [0, 10 * ms, 20 * ms, 30 * ms, 40 * ms]       # 4 ops of 10 ms
+    b = [15 * ms, 20 * ms, 25 * ms, 30 * ms, 35 * ms, 60 * ms]
+    ov = testbed_perf.overlap(a, b)
+    assert ov["overlap_s"] == pytest.approx(0.025)   # 15 .. 40 ms
+    assert ov["ops_a"] == 2 and ov["mean_a_us"] == pytest.approx(10_000)   # 20-30, 30-40
+    assert ov["ops_b"] == 4 and ov["mean_b_us"] == pytest.approx(5_000)    # 15 .. 35
+    assert testbed_perf.overlap(a, [50 * ms, 60 * ms])["overlap_s"] == 0
+    assert testbed_perf.overlap([], b)["mean_a_us"] is None

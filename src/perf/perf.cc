@@ -88,11 +88,18 @@ struct Record {
   uint64_t retransmitted;  // chunks sent again
 };
 
-// One rank's run over every size. `emit` gets each size's record (false:
+// Steady-clock (CLOCK_MONOTONIC) nanoseconds: comparable across processes
+// and network namespaces of one machine.
+int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// One rank's run over every size. `emit` gets each size's record and its
+// timeline (the timed loop's start, then each timed iteration's end; false:
 // stop). Returns the exit code.
+using Emit = std::function<bool(Communicator&, const Record&, const std::vector<int64_t>&)>;
 int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
-             const CommunicatorOptions& base,
-             const std::function<bool(Communicator&, const Record&)>& emit) {
+             const CommunicatorOptions& base, const Emit& emit) {
   CommunicatorOptions co = base;
   co.rank = rank;
   co.world_size = o.ranks;
@@ -140,17 +147,42 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
         return 5;
       }
     }
+    // Rank 0's clock decides whether another iteration is due; the ranks
+    // agree on it (one 4-byte broadcast).
+    auto more = [&](std::chrono::steady_clock::time_point since, int ms, bool* go) {
+      int32_t v = std::chrono::steady_clock::now() - since < std::chrono::milliseconds(ms) ? 1 : 0;
+      if (auto s = (*comm)->Broadcast(&v, 1, wire::DType::kI32, 0); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return false;
+      }
+      *go = v != 0;
+      return true;
+    };
     for (int extra = 0; o.warmup_ms > 0 && extra < 1000; ++extra) {
-      int32_t more =
-          std::chrono::steady_clock::now() - warm_start < std::chrono::milliseconds(o.warmup_ms)
-              ? 1
-              : 0;
-      if (auto s = (*comm)->Broadcast(&more, 1, wire::DType::kI32, 0); !s.ok()) {
+      bool go = false;
+      if (!more(warm_start, o.warmup_ms, &go)) return 5;
+      if (!go) break;
+      if (auto s = run(); !s.ok()) {
         std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
         return 5;
       }
-      if (more == 0) break;
+    }
+    // --duration-ms: one more warm-up operation, timed on rank 0, sets how
+    // many timed iterations fill the duration; the ranks agree on the count
+    // once (no agreement inside the timed loop).
+    int32_t timed_iters = o.iters;
+    if (o.duration_ms > 0) {
+      const auto c0 = std::chrono::steady_clock::now();
       if (auto s = run(); !s.ok()) {
+        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 5;
+      }
+      const double op_ms = std::max(
+          1e-3,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
+      timed_iters = static_cast<int32_t>(
+          std::clamp<double>(std::ceil(o.duration_ms / op_ms), o.iters, o.iters + 10000.0));
+      if (auto s = (*comm)->Broadcast(&timed_iters, 1, wire::DType::kI32, 0); !s.ok()) {
         std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
         return 5;
       }
@@ -158,24 +190,31 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     // The path column and the chunk counts cover the timed iterations and
     // the check, not the warm-up (where the offload controller explores).
     const CommunicatorStats before = (*comm)->stats();
-    const uint64_t host_before = before.ops_host;
+    // Host-path operations among the timed ones and the check.
+    uint64_t host_ops = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int it = 0; it < o.iters; ++it) {
+    std::vector<int64_t> timeline{SteadyNs(t0)};
+    for (int timed = 0; timed < timed_iters; ++timed) {
+      const uint64_t host_then = (*comm)->stats().ops_host;
       if (auto s = run(); !s.ok()) {
         std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
         return 5;
       }
+      host_ops += (*comm)->stats().ops_host - host_then;
+      timeline.push_back(SteadyNs(std::chrono::steady_clock::now()));
     }
     const double mean_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-        std::max(1, o.iters);
+        std::max(1, timed_iters);
     uint64_t wrong = 0;
     if (o.check) {
       fill();
+      const uint64_t host_then = (*comm)->stats().ops_host;
       if (auto s = run(); !s.ok()) {
         std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
         return 5;
       }
+      host_ops += (*comm)->stats().ops_host - host_then;
       std::vector<uint8_t> expect(out_count * esize);
       for (uint64_t i = 0; i < out_count; ++i) {
         double v;
@@ -201,12 +240,12 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     }
     const CommunicatorStats after = (*comm)->stats();
     const Record rec{k,
-                     static_cast<uint32_t>(after.ops_host - host_before),
+                     static_cast<uint32_t>(host_ops),
                      wrong,
                      mean_us,
                      after.chunks_sent - before.chunks_sent,
                      after.chunks_retransmitted - before.chunks_retransmitted};
-    if (!emit(**comm, rec)) return 6;
+    if (!emit(**comm, rec, timeline)) return 6;
   }
   return 0;
 }
@@ -216,7 +255,7 @@ int RankMain(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   CommunicatorOptions co;
   co.switch_address = switch_addr;
   co.store_address = absl::StrCat("127.0.0.1:", store_port);
-  return RankBody(o, sizes, rank, co, [fd](Communicator&, const Record& rec) {
+  return RankBody(o, sizes, rank, co, [fd](Communicator&, const Record& rec, const auto&) {
     return write(fd, &rec, sizeof(rec)) == sizeof(rec);
   });
 }
@@ -275,7 +314,7 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
         "{\"bytes\":", r.bytes, ",\"count\":", r.count, ",\"time_us\":", r.time_us,
         ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
         ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
-        ",\"path\":\"", r.path, "\"}"));
+        ",\"path\":\"", r.path, "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
       << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
@@ -298,23 +337,28 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
     PrintHeader(o, o.use_switch ? absl::StrCat("switch ", o.switch_address) : "gloo (host path)",
                 out);
   }
-  const int code = RankBody(o, sizes, o.rank, co, [&](Communicator& c, const Record& rec) {
-    float time_us = static_cast<float>(rec.mean_us);
-    auto clamp = [](uint64_t v) { return static_cast<int32_t>(std::min<uint64_t>(v, INT32_MAX)); };
-    int32_t counts[4] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
-                         clamp(rec.retransmitted)};
-    if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
-        !c.AllReduce(counts, 4, DType::kI32, ReduceOp::kSum).ok()) {
-      return false;
-    }
-    PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
-                          static_cast<uint32_t>(counts[1]));
-    row.chunks_sent = static_cast<uint64_t>(counts[2]);
-    row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
-    if (o.rank == 0) PrintRow(o, row, out);
-    rows.push_back(row);
-    return true;
-  });
+  const int code = RankBody(
+      o, sizes, o.rank, co,
+      [&](Communicator& c, const Record& rec, const std::vector<int64_t>& timeline) {
+        float time_us = static_cast<float>(rec.mean_us);
+        auto clamp = [](uint64_t v) {
+          return static_cast<int32_t>(std::min<uint64_t>(v, INT32_MAX));
+        };
+        int32_t counts[4] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
+                             clamp(rec.retransmitted)};
+        if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
+            !c.AllReduce(counts, 4, DType::kI32, ReduceOp::kSum).ok()) {
+          return false;
+        }
+        PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
+                              static_cast<uint32_t>(counts[1]));
+        row.chunks_sent = static_cast<uint64_t>(counts[2]);
+        row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
+        row.timeline_ns = timeline;
+        if (o.rank == 0) PrintRow(o, row, out);
+        rows.push_back(row);
+        return true;
+      });
   if (code != 0) {
     return absl::UnavailableError(
         absl::StrCat("rank ", o.rank, " of ", o.ranks, " failed (code ", code,

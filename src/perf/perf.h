@@ -30,6 +30,11 @@ struct PerfOptions {
   // measured offload controller the first operations of a size are its
   // first sample and its one exploration of the other path (docs/control.md).
   int warmup_ms = 0;
+  // Time about this long per size: one more warm-up operation, timed on
+  // rank 0, sets the number of timed iterations (at least `iters`, at most
+  // 10,000 more; the ranks agree on it once), so that jobs run side by side
+  // overlap for a known time. 0: exactly `iters`.
+  int duration_ms = 0;
   wire::DType type = wire::DType::kF32;
   wire::ReduceOp reduce = wire::ReduceOp::kSum;
   int root = 0;
@@ -67,6 +72,11 @@ struct PerfRow {
   // Summed over ranks, over warm-up, timed and checking operations.
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;
+  // One rank of a multi-host job: this rank's steady clock (CLOCK_MONOTONIC
+  // ns) at the start of the timed loop, then at the end of each timed
+  // iteration, so that jobs run side by side can be compared over the time
+  // they overlap. Empty in the forking launcher.
+  std::vector<int64_t> timeline_ns;
 };
 
 // Runs the whole benchmark; prints the table to `out` as rows complete.

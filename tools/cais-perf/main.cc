@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
                  "also warm up each size for at least this long (the switch's offload controller "
                  "samples and explores each size class first)")
       ->check(CLI::Range(0, 600000));
+  app.add_option("--duration-ms", o.duration_ms,
+                 "time each size about this long (more iterations than --iters; jobs side by side)")
+      ->check(CLI::Range(0, 600000));
   app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
   app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")
