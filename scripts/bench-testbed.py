@@ -34,10 +34,10 @@ BEGIN, END = "<!-- testbed:begin -->", "<!-- testbed:end -->"
 
 
 def scenarios(quick: bool):
-    # Three warm-up operations and at least 500 ms per size: the switch's measured offload
+    # Three warm-up operations and at least 1.5 s per size: the switch's measured offload
     # controller takes its first sample of a size class and explores the other path once
     # (docs/control.md, "Measured decisions") before the timed iterations.
-    it = ["--iters", "3" if quick else "5", "--warmup", "3", "--warmup-ms", "500"]
+    it = ["--iters", "3" if quick else "5", "--warmup", "3", "--warmup-ms", "1500"]
     sweep = ["-b", "64K" if quick else "4K", "-e", "64M", "-f", "16" if quick else "4"]
     return [
         ("4 x 1 Gbit/s", ["--hosts", "4", "--rate", "1gbit"] + sweep + it, "sweep4"),
@@ -71,6 +71,17 @@ def table(res: dict) -> str:
         lines.append("| %s | %.2f | %.2f | %.2f× | %.2f | %.2f | %.2f %% | %s |" % (
             human(r["bytes"]), r["gloo_us"] / 1e3, r["switch_us"] / 1e3, r["speedup"],
             r["gloo_of_bound"], r["switch_of_bound"], again, r["path"]))
+    c = (res.get("cpu") or {}).get("switch")
+    if c:
+        lines.append("\nCPU during the switch run (all sizes, warm-ups included), share of the "
+                     "machine's %d cores: the ranks %.0f %%, inca-switchd %.0f %%, softirq "
+                     "%.0f %%, idle %.0f %%." % (c["cores"], 100 * c["ranks"],
+                                                  100 * c["switchd"], 100 * c["softirq"],
+                                                  100 * c["idle"]))
+    h = res.get("slot_holding")
+    if h:
+        lines.append("\nSlot holding on the switch (every chunk of this run): p50 %.0f µs, "
+                     "p99 %.0f µs." % (h["p50_us"], h["p99_us"]))
     return "\n".join(lines)
 
 
@@ -147,7 +158,7 @@ def main() -> int:
             # taken over the time both ran (docs/testbed.md).
             opts = testbed.perf_options(["--name", "bench", "--hosts", "4", "--rate", rate, "-b",
                                          "16M", "-e", "16M", "--iters", "5", "--warmup", "3",
-                                         "--warmup-ms", "500", "--duration-ms",
+                                         "--warmup-ms", "1500", "--duration-ms",
                                          "3000" if a.quick else "6000"])
             results[key] = testbed_perf.share(opts, second, out=io.StringIO())
         if key not in results:
@@ -204,7 +215,7 @@ def main() -> int:
         "cores, and the switch path tops out near 1.2 Gbit/s per host (the per-datagram path "
         "of issue 16). There the measured controller sends operations back to Gloo, which is "
         "then faster: the `host/mixed` rows at 2 and 4 Gbit/s are that decision, not a fault. "
-        "Per-process CPU shares at R* are not measured here.",
+        "Each table's CPU line shows where the two cores went during its switch run.",
         "- A size class is decided once it has two samples on each path, by the best of "
         "each path's last four (docs/control.md). Samples taken while another job shares "
         "the links still mislead it at times: with two inca jobs, one job's exploration on "
@@ -226,12 +237,16 @@ def main() -> int:
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "
         "its one exploration of the other path fall in the warm-up (3 operations and at "
-        "least 500 ms per size), which the path column does not count. Figures move by a few "
+        "least 1.5 s per size: two samples on each path, the second explore 1 s after the first), which the path column does not count. Figures move by a few "
         "per cent between runs.",
+        "- Slot holding: the switch's own percentiles of the time a chunk held its slot, "
+        "first contribution to completion (`inca_cais_slot_holding_p50_seconds`, "
+        "docs/monitoring.md), over every chunk of the switch run of that scenario, all sizes "
+        "and warm-ups included.",
         "- Not measured by this script: the rate step from R to R/4 mid-run on the testbed "
         "(the transport core's simulated star covers it, client_transport_core_test), "
-        "slot-holding percentiles, per-process CPU shares, and jitter that reorders (this "
-        "kernel has no netem; docs/testbed.md).",
+        "and jitter that reorders (this kernel has no netem; "
+        "docs/testbed.md).",
         "",
         END])
     doc = open(DOC).read()

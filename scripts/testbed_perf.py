@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from testbed import REPO, STATE_DIR, LinkShape, Testbed, TestbedError, parse_rate
 
@@ -63,10 +63,16 @@ def perf(a, out=sys.stdout) -> dict:
     tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
                  owner_pid=os.getpid())
     results: Dict[str, List[dict]] = {}
+    holding = None
+    cpu: Dict[str, dict] = {}
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
             for backend in a.backends.split(","):
+                before = _cpu_sample(tb.switchd_pid)
                 results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
+                cpu[backend] = _cpu_shares(before, _cpu_sample(tb.switchd_pid))
+                if backend == "switch":
+                    holding = slot_holding(tb)
     rows = []
     print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
         a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
@@ -94,10 +100,66 @@ def perf(a, out=sys.stdout) -> dict:
             row["bytes"], (row["gloo_us"] or 0) / 1e3, (row["switch_us"] or 0) / 1e3,
             row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
             row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0, row["path"]), file=out)
+    if holding:
+        print("# slot holding (first contribution to completion, every size, warm-up included): "
+              "p50 %.0f us, p99 %.0f us" % (holding["p50_us"], holding["p99_us"]), file=out)
+    for backend, c in cpu.items():
+        print("# cpu during %s (all sizes, warm-up included), share of %d cores: ranks %.0f %%, "
+              "inca-switchd %.0f %%, softirq %.0f %%, idle %.0f %%" % (
+                  backend, c["cores"], 100 * c["ranks"], 100 * c["switchd"], 100 * c["softirq"],
+                  100 * c["idle"]), file=out)
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate, "host_rate": a.host_rate, "mtu": a.mtu,
-                       "loss": a.loss}, "rows": rows}
+                       "loss": a.loss}, "rows": rows, "slot_holding": holding, "cpu": cpu}
     print(json.dumps(res), file=out)
     return res
+
+
+def _cpu_sample(switchd_pid: int) -> dict:
+    """CPU seconds so far: this process's waited-for children (the ranks),
+    inca-switchd, and the machine's softirq and idle time (/proc/stat)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tick = os.sysconf("SC_CLK_TCK")
+    sample = {"t": time.monotonic(), "children": ru.ru_utime + ru.ru_stime, "switchd": 0.0}
+    try:
+        with open("/proc/%d/stat" % switchd_pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        sample["switchd"] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    except (OSError, IndexError, ValueError):
+        pass
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()[1:]
+    sample["idle"] = (int(cpu[3]) + int(cpu[4])) / tick    # idle + iowait
+    sample["softirq"] = int(cpu[6]) / tick
+    return sample
+
+
+def _cpu_shares(a: dict, b: dict) -> dict:
+    """Shares of all cores over the time between two _cpu_sample()s."""
+    cores = os.cpu_count() or 1
+    total = max(1e-9, (b["t"] - a["t"]) * cores)
+    return {"cores": cores, "seconds": b["t"] - a["t"],
+            "ranks": (b["children"] - a["children"]) / total,
+            "switchd": (b["switchd"] - a["switchd"]) / total,
+            "softirq": (b["softirq"] - a["softirq"]) / total,
+            "idle": (b["idle"] - a["idle"]) / total}
+
+
+def slot_holding(tb: Testbed) -> Optional[dict]:
+    """The switch's slot-holding percentiles over every chunk it completed
+    (its /stats.json totals), or None when it cannot be read."""
+    url = "http://%s:9411/stats.json" % tb.switch_ip
+    code = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(%r, timeout=5)" \
+           ".read().decode())" % url
+    p = tb.popen(tb.switch_ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True)
+    try:
+        o, _ = p.communicate(timeout=15)
+        totals = json.loads(o)["totals"]
+        return {"p50_us": totals["slot_holding_p50_us"], "p99_us": totals["slot_holding_p99_us"]}
+    except (subprocess.TimeoutExpired, ValueError, KeyError):
+        p.kill()
+        return None
 
 
 @contextlib.contextmanager
@@ -108,10 +170,12 @@ def _switch(tb: Testbed, switchd: str, a):
     path = os.path.join(STATE_DIR, a.name + "-switchd.log")
     with open(path, "w") as log:
         sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
-                                     tb.switch_ip + ":50051", "--http-listen", "off"]
+                                     tb.switch_ip + ":50051", "--http-listen",
+                                     tb.switch_ip + ":9411"]
                       + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
         try:
             _wait_for_log(log.name, "event=switch_started", sw)
+            tb.switchd_pid = sw.pid
             yield switch_addr
         finally:
             sw.terminate()

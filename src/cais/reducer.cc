@@ -1,5 +1,8 @@
 #include "inca/cais/reducer.h"
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +11,29 @@
 #include "reduce/kernels.h"
 
 namespace inca::cais {
+
+int HoldingBucket(dp::TimeNs held) {
+  const uint64_t us = held <= 0 ? 0 : static_cast<uint64_t>(held) / 1000;
+  const int b = us == 0 ? 0 : 63 - std::countl_zero(us);
+  return std::min(b, kHoldingBuckets - 1);
+}
+
+double HoldingQuantileUs(const std::array<uint64_t, kHoldingBuckets>& buckets, double q) {
+  uint64_t total = 0;
+  for (uint64_t n : buckets) total += n;
+  if (total == 0) return 0;
+  const double want = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+  double below = 0;
+  for (int b = 0; b < kHoldingBuckets; ++b) {
+    const auto n = static_cast<double>(buckets[static_cast<size_t>(b)]);
+    if (n > 0 && below + n >= want) {
+      const double lo = b == 0 ? 0 : std::ldexp(1.0, b), hi = std::ldexp(1.0, b + 1);
+      return lo + (hi - lo) * std::clamp((want - below) / n, 0.0, 1.0);
+    }
+    below += n;
+  }
+  return std::ldexp(1.0, kHoldingBuckets);
+}
 
 using dp::DropReason;
 using dp::Outcome;
@@ -352,6 +378,9 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   }
   ReleaseCells(h.group_id, s.ncells - 1u);
   Bump(h.group_id, &GroupCounters::pending_ns_total, static_cast<uint64_t>(now - s.since));
+  const int hb = HoldingBucket(now - s.since);
+  ++groups_[h.group_id].holding_us_log2[static_cast<size_t>(hb)];
+  ++totals_.holding_us_log2[static_cast<size_t>(hb)];
   pool_->Complete(i, now);
 
   const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);

@@ -176,6 +176,34 @@ TEST_F(ReducerTest, DuplicateContributionIsNotCountedTwice) {
   EXPECT_EQ(reducer_->group(0).drops_by_reason[static_cast<size_t>(DropReason::kDuplicate)], 1u);
 }
 
+TEST_F(ReducerTest, SlotHoldingTimesAreBucketedPerGroup) {
+  Make();
+  AddAllReduce({1, 2});
+  // First contribution at 1 ms, the last at 4 ms: held 3,000 us, bucket 11
+  // ([2048, 4096) us).
+  Send(1, Packet(Hdr(), F32Bytes({1, 1})), 1'000'000);
+  Send(2, Packet(Hdr(), F32Bytes({2, 2})), 4'000'000);
+  const auto& g = reducer_->group(0).holding_us_log2;
+  EXPECT_EQ(g[11], 1u);
+  EXPECT_EQ(reducer_->totals().holding_us_log2[11], 1u);
+  EXPECT_GE(HoldingQuantileUs(g, 0.5), 2048.0);
+  EXPECT_LE(HoldingQuantileUs(g, 0.99), 4096.0);
+  EXPECT_EQ(HoldingBucket(0), 0);
+  EXPECT_EQ(HoldingBucket(999), 0);
+  EXPECT_EQ(HoldingBucket(1'000), 0);
+  EXPECT_EQ(HoldingBucket(2'000), 1);
+  EXPECT_EQ(HoldingBucket(int64_t{1} << 62), kHoldingBuckets - 1);
+  // Quantiles: 99 samples near 10 us and one near 5 ms; p50 stays in the
+  // first bucket, p99 reaches into the top one only at 1.
+  std::array<uint64_t, kHoldingBuckets> b{};
+  b[3] = 99;  // [8, 16) us
+  b[12] = 1;  // [4096, 8192) us
+  EXPECT_NEAR(HoldingQuantileUs(b, 0.5), 8 + 8 * (50.0 / 99), 1e-9);
+  EXPECT_LE(HoldingQuantileUs(b, 0.99), 16.0);
+  EXPECT_GE(HoldingQuantileUs(b, 1.0), 4096.0);
+  EXPECT_EQ(HoldingQuantileUs({}, 0.5), 0.0);
+}
+
 TEST_F(ReducerTest, RetransmissionAfterCompletionGetsResultOnThatPortOnly) {
   Make();
   AddAllReduce({1, 2, 3});

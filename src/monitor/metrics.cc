@@ -112,6 +112,8 @@ void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::str
   internal::StrAppend(
       out, "\"dropped\":", c.dropped, ",\"chunk_closed\":", c.drops_by_reason[kChunkClosed],
       ",\"sram_bytes\":", c.sram_cells * cell_bytes,
+      ",\"slot_holding_p50_us\":", JsonNumber(cais::HoldingQuantileUs(c.holding_us_log2, 0.5)),
+      ",\"slot_holding_p99_us\":", JsonNumber(cais::HoldingQuantileUs(c.holding_us_log2, 0.99)),
       ",\"fallback_ratio\":", JsonNumber(FallbackRatio(c)),
       ",\"fallback_alarm\":", JsonBool(FallbackRatio(c) > kFallbackAlarmRatio), ",\"drops\":{");
   bool first = true;
@@ -242,6 +244,19 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Gauge("inca_cais_group_avg_pending_seconds",
           "Mean time the group's completed chunks spent pending.");
   for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.avg_pending_ms / 1e3);
+  for (const auto& [q, name] : {std::pair{0.5, "p50"}, std::pair{0.99, "p99"}}) {
+    const std::string what = internal::StrCat(
+        " slot-holding time (first contribution to completion; log2 buckets, since start).");
+    w.Gauge(internal::StrCat("inca_cais_slot_holding_", name, "_seconds"),
+            internal::StrCat(name, what));
+    w.Sample("", cais::HoldingQuantileUs(sw.cais.holding_us_log2, q) / 1e6);
+    w.Gauge(internal::StrCat("inca_cais_group_slot_holding_", name, "_seconds"),
+            internal::StrCat(name, what, " Per group."));
+    for (const GroupMetrics& g : s.groups) {
+      w.Sample(GroupLabel(g.group_id),
+               cais::HoldingQuantileUs(g.counters.holding_us_log2, q) / 1e6);
+    }
+  }
   w.Gauge("inca_cais_reductions_per_second", "Chunks completed per second (last rate window).");
   w.Sample("", s.rates.reductions_per_s);
   w.Gauge("inca_cais_reduced_bytes_per_second",

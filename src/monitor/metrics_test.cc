@@ -16,6 +16,7 @@
 namespace inca::monitor {
 namespace {
 
+using ::testing::DoubleNear;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -62,6 +63,7 @@ MetricsSnapshot Sample() {
   g0.group_id = 0;
   g0.counters.rx_packets = 700;
   g0.counters.completed_chunks = 170;
+  g0.counters.holding_us_log2[10] = 170;  // all held [1024, 2048) us
   g0.counters.timeouts = 0;
   g0.counters.sram_cells = 50;
   g0.counters.drops_by_reason[R(dp::DropReason::kDuplicate)] = 20;
@@ -170,6 +172,9 @@ TEST(RenderPrometheus, SampleSnapshotIsValidAndExact) {
   EXPECT_THAT(r.Value("inca_cais_group_fallback_ratio{group=\"7\"}"), Optional(1.0));
   EXPECT_THAT(r.Value("inca_cais_avg_pending_seconds"), Optional(0.0085));
   EXPECT_THAT(r.Value("inca_cais_group_avg_pending_seconds{group=\"0\"}"), Optional(0.002));
+  EXPECT_THAT(r.Value("inca_cais_group_slot_holding_p50_seconds{group=\"0\"}"), Optional(0.001536));
+  EXPECT_THAT(r.Value("inca_cais_group_slot_holding_p99_seconds{group=\"0\"}"),
+              Optional(DoubleNear(0.00203776, 1e-9)));
   EXPECT_THAT(r.Value("inca_cais_reductions_per_second"), Optional(1.25e6));
   EXPECT_THAT(r.Value("inca_cais_reduced_bytes_per_second"), Optional(5e9));
 

@@ -106,20 +106,30 @@ struct SramUsage {
   }
 };
 
+// Slot-holding times (a chunk's first contribution to its completion, so
+// the wait for the slowest rank) in log2 buckets: bucket b holds
+// [2^b, 2^(b+1)) microseconds (bucket 0 also less), the last one the rest.
+inline constexpr int kHoldingBuckets = 24;
+int HoldingBucket(dp::TimeNs held);
+// The q-quantile (0 < q <= 1) of the bucketed times in microseconds,
+// interpolated linearly inside its bucket; 0 when there is none.
+double HoldingQuantileUs(const std::array<uint64_t, kHoldingBuckets>& buckets, double q);
+
 // Per-group figures (and the same for the whole switch in CaisCounters).
 struct GroupCounters {
-  uint64_t rx_packets = 0;            // packets that parsed and named this group
-  uint64_t contributions = 0;         // aggregated into a slot
-  uint64_t completed_chunks = 0;      // reductions finished and emitted
-  uint64_t reduced_bytes = 0;         // payload bytes folded into reductions
-  uint64_t replicated = 0;            // AllGather/Broadcast packets replicated
-  uint64_t results_resent = 0;        // result re-sent after completion
-  uint64_t timeouts = 0;              // chunks released by timeout
-  uint64_t fallback_notices = 0;      // fallback notices emitted
-  uint64_t evicted_results = 0;       // retained results dropped for memory/age
-  uint64_t pending_ns_total = 0;      // sum over completed chunks of their time pending (ns)
-  uint64_t offload_accepted_ops = 0;  // operations the offload policy let in
-  uint64_t offload_declined_ops = 0;  // operations it sent to the host path
+  uint64_t rx_packets = 0;        // packets that parsed and named this group
+  uint64_t contributions = 0;     // aggregated into a slot
+  uint64_t completed_chunks = 0;  // reductions finished and emitted
+  uint64_t reduced_bytes = 0;     // payload bytes folded into reductions
+  uint64_t replicated = 0;        // AllGather/Broadcast packets replicated
+  uint64_t results_resent = 0;    // result re-sent after completion
+  uint64_t timeouts = 0;          // chunks released by timeout
+  uint64_t fallback_notices = 0;  // fallback notices emitted
+  uint64_t evicted_results = 0;   // retained results dropped for memory/age
+  uint64_t pending_ns_total = 0;  // sum over completed chunks of their time pending (ns)
+  std::array<uint64_t, kHoldingBuckets> holding_us_log2{};  // the same times, bucketed
+  uint64_t offload_accepted_ops = 0;                        // operations the offload policy let in
+  uint64_t offload_declined_ops = 0;                        // operations it sent to the host path
   uint64_t offload_explored_ops = 0;  // of those two: sent the other way to be measured
   uint64_t declined_notices = 0;      // DECLINED notices emitted
   uint64_t dropped = 0;
