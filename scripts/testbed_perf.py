@@ -114,6 +114,93 @@ def perf(a, out=sys.stdout) -> dict:
     return res
 
 
+def _backlog_bytes(tb: Testbed) -> List[int]:
+    """The switch's downlink queues (tbf backlog on p0..pN-1), in bytes, from
+    one `tc -s qdisc show` in the switch namespace."""
+    text = tb.sw_exec(["tc", "-s", "qdisc", "show"]).stdout
+    out, dev = {}, None
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["qdisc", "tbf"] and "dev" in words:
+            dev = words[words.index("dev") + 1]
+        elif words[:1] == ["backlog"] and dev is not None:
+            b = words[1]
+            mult = {"K": 1000, "M": 1000 ** 2}.get(b[-2:-1], 1)
+            out[dev] = int(float(b.rstrip("bKM")) * mult)
+            dev = None
+    return [out.get("p%d" % i, 0) for i in range(tb.hosts)]
+
+
+def rate_step(a, out=sys.stdout) -> dict:
+    """One inca job on the testbed at a.rate; `a.step_after_ms` after its
+    launch (choose it inside the timed iterations) every host link, both
+    ways, drops to a quarter of the
+    rate (tc change: the queues keep their packets). Samples the switch's
+    downlink queues every 20 ms; returns the operations' timeline, the step
+    time and the samples, with the settling time and the queue after the
+    step in round trips and bandwidth-delay products at the new rate."""
+    build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
+    perf_bin = os.path.join(build, "bin", "cais-perf")
+    switchd = os.path.join(build, "bin", "inca-switchd")
+    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes)
+    slow_bps = parse_rate(a.rate) / 4
+    slow = "%dkbit" % int(slow_bps / 1000)
+    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    samples, stepped = [], None
+    with tb:
+        with _switch(tb, switchd, a) as switch_addr:
+            procs = _launch(tb, perf_bin, "switch", switch_addr, a, _port())
+            start = time.monotonic()
+            while any(p.poll() is None for p in procs) and time.monotonic() - start < a.timeout:
+                if stepped is None and time.monotonic() - start >= a.step_after_ms / 1e3:
+                    for i in range(tb.hosts):
+                        for ns, dev in ((tb.host_ns(i), "eth0"), (tb.switch_ns, "p%d" % i)):
+                            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "change",
+                                            "dev", dev, "root", "tbf", "rate", slow, "burst",
+                                            a.burst, "latency", a.latency], check=True,
+                                           capture_output=True)
+                    stepped = time.monotonic_ns()
+                samples.append((time.monotonic_ns(), max(_backlog_bytes(tb))))
+                time.sleep(0.02)  # the sampling period; the loop ends with the job
+            rows = _collect(procs, "switch", a, out)
+    res = {"rate": a.rate, "slow_rate": slow, "stepped_ns": stepped, "samples": samples,
+           "timeline_ns": rows[0].get("timeline_ns", []), "bytes": rows[0]["bytes"],
+           "path": rows[0]["path"], "wrong": rows[0]["wrong"]}
+    res.update(step_summary(res, a.chunk_size))
+    return res
+
+
+def step_summary(res: dict, chunk_size: int) -> dict:
+    """Settling after the step: the first operation from which every later
+    one stays within 15 % of their median; and the deepest downlink queue
+    after the step. Round trip at the new rate: a chunk serialised up and
+    down (propagation is negligible on veth), so 1 BDP = 2 chunks."""
+    t, step = res["timeline_ns"], res["stepped_ns"]
+    rtt_s = 2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"])
+    bdp = parse_rate(res["slow_rate"]) / 8 * rtt_s
+    out = {"rtt_ms": rtt_s * 1e3, "bdp_bytes": bdp, "settle_ms": None, "settle_rtts": None,
+           "queue_max_bdp": None, "queue_p99_bdp": None}
+    if step is None or len(t) < 3:
+        return out
+    ops = [(t[i - 1], t[i]) for i in range(1, len(t)) if t[i - 1] >= step]
+    if len(ops) >= 4:
+        d = sorted(e - s for s, e in ops)
+        steady = d[len(d) // 2]
+        settle = ops[-1][1]
+        for k in range(len(ops)):
+            if all(abs((e - s) - steady) <= 0.15 * steady for s, e in ops[k:]):
+                settle = ops[k][0]
+                break
+        out["settle_ms"] = (settle - step) / 1e6
+        out["settle_rtts"] = out["settle_ms"] / 1e3 / rtt_s
+    after = sorted(b for ts, b in res["samples"] if ts >= step)
+    if after:
+        out["queue_max_bdp"] = after[-1] / bdp
+        out["queue_p99_bdp"] = after[min(len(after) - 1, int(0.99 * len(after)))] / bdp
+        out["queue_median_bdp"] = after[len(after) // 2] / bdp
+    return out
+
+
 def _cpu_sample(switchd_pid: int) -> dict:
     """CPU seconds so far: this process's waited-for children (the ranks),
     inca-switchd, and the machine's softirq and idle time (/proc/stat)."""
@@ -205,11 +292,12 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
                 "--warmup-ms", str(getattr(a, "warmup_ms", 0)),
-                "--duration-ms", str(getattr(a, "duration_ms", 0)),
                 "--chunk-size", str(a.chunk_size), "--group-id", str(group),
                 "--json"] + list(a.perf_arg)
         if a.window:
             argv += ["--window", str(a.window)]
+        if getattr(a, "duration_ms", 0):
+            argv += ["--duration-ms", str(a.duration_ms)]
         procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True))
     return procs
