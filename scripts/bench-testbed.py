@@ -243,9 +243,15 @@ def main() -> int:
         "and a fraction above 1 is no violation; the bounds hold from about 1 MiB up.",
         "- Gloo here is inca's host path (`cais-perf --backend gloo`: Gloo's ring through "
         "inca's HostGroup). Below 1 MiB it has a floor of several ms per operation, on the "
-        "testbed and on loopback alike, which we have not explained yet; the small-size "
-        "ratios therefore overstate the switch's advantage, and where the switch starts to "
-        "beat a well-tuned Gloo is not answered by these rows.",
+        "testbed and on loopback alike, and torch's own ProcessGroupGloo shows the same "
+        "(4 ranks on loopback, 4 KiB: 5.0-6.4 ms). It is this VM, not Gloo's protocol: "
+        "every Gloo message passes between the caller and Gloo's I/O loop thread through a "
+        "futex, and waking an idle vCPU here costs up to about a millisecond (perf shows "
+        "the cores in the hypervisor's halt; the same 4 KiB 2-rank all-reduce took 0.36, "
+        "0.45 and 2.3 ms in three runs a minute apart; TCP_NODELAY on Gloo's sockets "
+        "changed nothing). The small-size rows therefore compare two paths that both pay "
+        "wake-ups, and where the switch starts to beat a Gloo without that cost is not "
+        "answered on this machine.",
         "- The rows at 2 and 4 Gbit/s show where the switch path stops scaling on this 2-core "
         "machine (R*): the four ranks, inca-switchd and the kernel's softirq work share two "
         "cores, and the switch path tops out near 1.2 Gbit/s per host (the per-datagram path "
