@@ -171,28 +171,31 @@ def rate_step(a, out=sys.stdout) -> dict:
 
 
 def step_summary(res: dict, chunk_size: int) -> dict:
-    """Settling after the step: the first operation from which every later
-    one stays within 15 % of their median; and the deepest downlink queue
-    after the step. Round trip at the new rate: a chunk serialised up and
-    down (propagation is negligible on veth), so 1 BDP = 2 chunks."""
+    """After the step: the end of the first operation that started after it
+    and ran within 15 % of the post-step median (the settling time, at the
+    resolution of one operation), the share of post-step operations within
+    that band, and the downlink queue's median, p99 and deepest sample.
+    Round trip at the new rate: a chunk serialised up and down (propagation
+    is negligible on veth), so 1 BDP = 2 chunks."""
     t, step = res["timeline_ns"], res["stepped_ns"]
     rtt_s = 2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"])
     bdp = parse_rate(res["slow_rate"]) / 8 * rtt_s
     out = {"rtt_ms": rtt_s * 1e3, "bdp_bytes": bdp, "settle_ms": None, "settle_rtts": None,
-           "queue_max_bdp": None, "queue_p99_bdp": None}
+           "within_band": None, "op_ms": None, "queue_max_bdp": None, "queue_p99_bdp": None,
+           "queue_median_bdp": None}
     if step is None or len(t) < 3:
         return out
     ops = [(t[i - 1], t[i]) for i in range(1, len(t)) if t[i - 1] >= step]
-    if len(ops) >= 4:
+    if ops:
         d = sorted(e - s for s, e in ops)
-        steady = d[len(d) // 2]
-        settle = ops[-1][1]
-        for k in range(len(ops)):
-            if all(abs((e - s) - steady) <= 0.15 * steady for s, e in ops[k:]):
-                settle = ops[k][0]
-                break
-        out["settle_ms"] = (settle - step) / 1e6
-        out["settle_rtts"] = out["settle_ms"] / 1e3 / rtt_s
+        median = d[len(d) // 2]
+        band = [abs((e - s) - median) <= 0.15 * median for s, e in ops]
+        out["op_ms"] = median / 1e6
+        out["within_band"] = sum(band) / len(band)
+        if any(band):
+            end = ops[band.index(True)][1]
+            out["settle_ms"] = (end - step) / 1e6
+            out["settle_rtts"] = out["settle_ms"] / 1e3 / rtt_s
     after = sorted(b for ts, b in res["samples"] if ts >= step)
     if after:
         out["queue_max_bdp"] = after[-1] / bdp

@@ -174,3 +174,24 @@ def test_overlap_counts_only_operations_inside_the_common_time():
     assert ov["ops_b"] == 4 and ov["mean_b_us"] == pytest.approx(5_000)    # 15 .. 35
     assert testbed_perf.overlap(a, [50 * ms, 60 * ms])["overlap_s"] == 0
     assert testbed_perf.overlap([], b)["mean_a_us"] is None
+
+
+def test_tp_benchmark_runs_one_rank_per_host_namespace():
+    # python/examples/tp/benchmark.py --testbed: the write-up's smoke test and
+    # the TP block on both backends, every rank in its own host namespace,
+    # the switch in the switch namespace; nothing left behind.
+    tp = os.path.join(ROOT, "python", "examples", "tp", "benchmark.py")
+    before = set(subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                text=True).stdout.split())
+    out = subprocess.run([launch.PYTHON, tp, "--testbed", "2", "--rate", "200mbit",
+                          "--steps", "3", "--warmup", "1", "--smoke-ops", "20", "--hidden", "32",
+                          "--ffn", "64", "--seq", "8", "--batch", "2"],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 mismatches" in out.stdout and "PASS" in out.stdout, out.stdout
+    assert "on a testbed of 2 hosts at 200mbit" in out.stdout, out.stdout
+    through = [l for l in out.stdout.splitlines() if "operations through the switch" in l]
+    assert through and not through[0].startswith("cais: 0 of"), out.stdout
+    after = set(subprocess.run(["ip", "netns", "list"], capture_output=True,
+                               text=True).stdout.split())
+    assert not [n for n in after - before if n.startswith("inca-tp")], after - before

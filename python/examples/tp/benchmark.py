@@ -12,6 +12,15 @@ rank builds a gloo group and a cais group, then:
      data parallelism by DDP over the rest, --sequence-parallel for Megatron's
      reduce-scatter/all-gather form.
 Rank 0 prints the table and one JSON line.
+
+Multi-host, as torchrun users expect: with RANK set (and WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT, INCA_SWITCH, INCA_BIND_IP, GLOO_SOCKET_IFNAME) the script runs as that
+one rank, on any machine; rank 0 prints. On the testbed (docs/testbed.md, as root):
+
+    /usr/bin/python3 python/examples/tp/benchmark.py --testbed 4 --rate 1gbit
+
+builds a star of network namespaces, starts inca-switchd in the switch's and one
+rank per host namespace, then tears it all down.
 """
 
 from __future__ import annotations
@@ -91,33 +100,73 @@ def main() -> None:
     ap.add_argument("--tp", type=int, default=0, help="tensor-parallel degree (default: --ranks)")
     ap.add_argument("--sequence-parallel", action="store_true")
     ap.add_argument("--switch", help="use this inca-switchd (HOST:PORT) instead of starting one")
+    ap.add_argument("--testbed", type=int, metavar="HOSTS",
+                    help="run on a testbed of HOSTS namespaces, one rank each (root)")
+    ap.add_argument("--rate", default="1gbit", help="testbed host links, each way")
     ap.add_argument("--rank-process", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank_process:
         print(json.dumps(rank_main(a)), flush=True)
         return
-    from cais import launch
-    # Several groups (TP and DP) share the switch's slots, which its default
-    # (128 pending chunks, switch-wide: the write-up's value) cannot hold for
-    # windows of 64 chunks per rank; per-group shares are issue 18's.
-    sw = None if a.switch else launch.Switch(extra=["--max-pending-chunks", "2048"])
-    try:
-        argv = [os.path.abspath(__file__), "--rank-process"] + sys.argv[1:]
-        env = {"INCA_SWITCH": a.switch or sw.data_addr}
-        t0 = time.time()
-        res = launch.run_ranks(argv, a.ranks, env=env, timeout_s=max(300, a.steps * 10))[0]
-    finally:
-        if sw:
-            sw.stop()
+    t0 = time.time()
+    if "RANK" in os.environ:  # one rank of a job launched elsewhere
+        res = rank_main(a)
+        if int(os.environ["RANK"]) != 0:
+            return
+        a.ranks = int(os.environ.get("WORLD_SIZE", "1"))
+    elif a.testbed:
+        a.ranks = a.testbed
+        res = on_testbed(a)
+    else:
+        from cais import launch
+        # Several groups (TP and DP) share the switch's slots, which its default
+        # (128 pending chunks, switch-wide: the write-up's value) cannot hold for
+        # windows of 64 chunks per rank; per-group shares are issue 18's.
+        sw = None if a.switch else launch.Switch(extra=["--max-pending-chunks", "2048"])
+        try:
+            argv = [os.path.abspath(__file__), "--rank-process"] + sys.argv[1:]
+            env = {"INCA_SWITCH": a.switch or sw.data_addr}
+            res = launch.run_ranks(argv, a.ranks, env=env, timeout_s=max(300, a.steps * 10))[0]
+        finally:
+            if sw:
+                sw.stop()
     res["ranks"], res["wall_s"] = a.ranks, time.time() - t0
+    report(a, res)
+
+
+def on_testbed(a) -> dict:
+    """Every rank in its own host namespace of a fresh testbed, the switch in
+    the switch namespace; torn down afterwards (also on failure)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
+    import testbed
+    from cais import launch
+    testbed.require_root()
+    shape = testbed.LinkShape(rate=a.rate, burst="256kb", latency="20ms")
+    tb = testbed.Testbed("tp%d" % (os.getpid() % 100000), hosts=a.testbed, shape=shape,
+                         owner_pid=os.getpid())
+    with tb:
+        with launch.Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns],
+                           extra=["--max-pending-chunks", "2048"]) as sw:
+            # the ranks ignore --testbed and --rate
+            argv = [os.path.abspath(__file__), "--rank-process"] + sys.argv[1:]
+            return launch.run_ranks(
+                argv, a.testbed, env={"INCA_SWITCH": sw.data_addr, "MASTER_ADDR": tb.host_ip(0),
+                                      "GLOO_SOCKET_IFNAME": "eth0"},
+                wrap=lambda r: ["ip", "netns", "exec", tb.host_ns(r)],
+                rank_env=lambda r: {"INCA_BIND_IP": tb.host_ip(r)},
+                timeout_s=max(300, a.steps * 10))[0]
+
+
+def report(a, res: dict) -> None:
     s = res["smoke"]
     print("smoke test (write-up 5.5 tip 1): %d random all-reduces, gloo vs cais: %d mismatches, "
           "max relative difference %.2g -> %s" % (s["ops"], s["mismatches"], s["max_rel_diff"],
                                                  "PASS" if s["mismatches"] == 0 else "FAIL"))
-    print("TP block hidden=%d ffn=%d seq=%d batch=%d, %d ranks (TP %d%s, DP %d), %d steps:" % (
+    where = " on a testbed of %d hosts at %s" % (a.testbed, a.rate) if a.testbed else ""
+    print("TP block hidden=%d ffn=%d seq=%d batch=%d, %d ranks (TP %d%s, DP %d), %d steps%s:" % (
         a.hidden, a.ffn, a.seq, a.batch, a.ranks, a.tp or a.ranks,
         " with sequence parallelism" if a.sequence_parallel else "",
-        a.ranks // (a.tp or a.ranks), a.steps))
+        a.ranks // (a.tp or a.ranks), a.steps, where))
     print("%-8s %12s %12s %14s" % ("backend", "avg step", "p99 step", "comm fraction"))
     for be in ("gloo", "cais"):
         r = res[be]
