@@ -89,7 +89,8 @@ def perf(a, out=sys.stdout) -> dict:
                "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
                "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
                "chunks_sent": sw_row.get("chunks_sent", 0),
-               "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0)}
+               "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0),
+               "competitive_entries": sw_row.get("competitive_entries", 0)}
         row["speedup"] = (row["gloo_us"] / row["switch_us"]
                           if row["switch_us"] and row["gloo_us"] else None)
         row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"] if row["gloo_us"] else None
@@ -103,6 +104,9 @@ def perf(a, out=sys.stdout) -> dict:
     if holding:
         print("# slot holding (first contribution to completion, every size, warm-up included): "
               "p50 %.0f us, p99 %.0f us" % (holding["p50_us"], holding["p99_us"]), file=out)
+    if rows and "switch" in results:
+        print("# competitive-mode entries of the ranks' switch paths (all sizes): %d" % (
+            rows[-1]["competitive_entries"]), file=out)
     for backend, c in cpu.items():
         print("# cpu during %s (all sizes, warm-up included), share of %d cores: ranks %.0f %%, "
               "inca-switchd %.0f %%, softirq %.0f %%, idle %.0f %%" % (
@@ -372,7 +376,11 @@ def share(a, second: str, out=sys.stdout) -> dict:
         ov = overlap(ra.get("timeline_ns", []), rb.get("timeline_ns", []))
         row = {"bytes": ra["bytes"], "inca_us": ra["time_us"], "second_us": rb["time_us"],
                "paths": [ra["path"], rb["path"]], "overlap_s": ov["overlap_s"],
-               "ops_in_overlap": [ov["ops_a"], ov["ops_b"]]}
+               "ops_in_overlap": [ov["ops_a"], ov["ops_b"]],
+               "competitive_entries": [ra.get("competitive_entries", 0),
+                                       rb.get("competitive_entries", 0)],
+               "retransmitted": [ra.get("chunks_retransmitted", 0),
+                                 rb.get("chunks_retransmitted", 0)]}
         # Over the time both jobs ran: each job's mean time per operation
         # among the operations that lay wholly inside that time.
         row["inca_overlap_us"] = ov["mean_a_us"]

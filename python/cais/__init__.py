@@ -68,7 +68,8 @@ DEFAULT_SWITCH_PORT = 9410
 
 # configure() keys: the write-up's 4.2 / 5.3 names, each meaning what the
 # write-up says (docs/python.md), plus inca's own client_window.
-_CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window"}
+_CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window",
+                "competitive"}
 _SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms", "max_pending_chunks"}
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
@@ -79,7 +80,8 @@ MAX_CHUNK_BYTES = 65472
 DEFAULT_SWITCH_PAYLOAD = 8952
 # Client settings (CommunicatorOptions fields) under their configure() names.
 _CLIENT_OPTION = {"chunk_size": "chunk_size", "switch_timeout_ms": "switch_timeout_ms",
-                  "join_timeout_ms": "join_timeout_ms", "client_window": "max_pending_chunks"}
+                  "join_timeout_ms": "join_timeout_ms", "client_window": "max_pending_chunks",
+                  "competitive": "competitive"}
 
 
 class _State:
@@ -543,6 +545,11 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
     client = {}
     for k in _CLIENT_KEYS & set(config):
         v = config[k]
+        if k == "competitive":
+            if not isinstance(v, bool):
+                raise ValueError("cais.configure: competitive must be True or False, got %r" % (v,))
+            client[_CLIENT_OPTION[k]] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError("cais.configure: %s must be a non-negative integer, got %r" % (k, v))
         client[_CLIENT_OPTION[k]] = v

@@ -397,8 +397,14 @@ def scenario_testbed():
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     count = int(os.environ.get("COUNT", str(1 << 19)))  # 2 MiB of f32
     out = {}
+    try:
+        cais.configure({"competitive": 1})
+        check(False, "competitive=1 accepted")
+    except ValueError:
+        pass
+    competitive = os.environ.get("COMPETITIVE") == "1"
     for phase, (backend, switch) in enumerate((("switch", None), ("host", "none"))):
-        cais.configure({"switch_timeout_ms": 5000})
+        cais.configure({"switch_timeout_ms": 5000, "competitive": competitive})
         # Each phase on its own store port: rank 0's store of the first phase
         # may still be closing when a fast peer connects for the second.
         cais.init(switch_addr=switch, master_port=int(os.environ["MASTER_PORT"]) + 100 * phase)
@@ -415,6 +421,7 @@ def scenario_testbed():
         out[backend] = {"stats": st, "seconds": time.monotonic() - t0}
         cais.shutdown()
     check(out["switch"]["stats"]["ops_switch"] > 0, "nothing through the switch: %r" % out)
+    check(out["switch"]["stats"]["window_chunks"] >= 1, "no window in stats: %r" % out)
     return out
 
 

@@ -55,14 +55,16 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     assert leftovers(name) == []
 
 
-def test_exact_under_loss_and_duplication():
+@pytest.mark.parametrize("competitive", [False, True])
+def test_exact_under_loss_and_duplication(competitive):
     # Reordering needs netem (delay/jitter), which this machine's kernel lacks
     # (CONFIG_NET_SCH_NETEM): the testbed refuses it there with a clear error.
+    # Both transport modes: in competitive mode a loss also halves the window.
     name = instance_name("b")
     shape = testbed.LinkShape(rate="200mbit", loss="1%", duplicate="1%")
     with testbed.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         probe = tb.measure(1, "down", count=2000)
-        res = run_job(tb, 3, {"COUNT": str(1 << 18)})
+        res = run_job(tb, 3, {"COUNT": str(1 << 18), "COMPETITIVE": "1" if competitive else "0"})
     # The links did what was asked (2000 samples: 1 % +- 0.22 %, 6 sigma bounds) ...
     assert 0.001 < probe["lost"] < 0.025, probe
     assert 0.001 < probe["duplicated"] < 0.025, probe

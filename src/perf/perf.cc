@@ -86,6 +86,9 @@ struct Record {
   double mean_us;
   uint64_t sent;           // chunks sent for this size (first transmissions)
   uint64_t retransmitted;  // chunks sent again
+  // Times this rank's switch path entered competitive mode so far (the
+  // transport core's PathState), cumulative over the sizes.
+  uint64_t competitive_entries;
 };
 
 // Steady-clock (CLOCK_MONOTONIC) nanoseconds: comparable across processes
@@ -105,6 +108,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.world_size = o.ranks;
   co.chunk_size = o.chunk_size;
   co.max_pending_chunks = o.window;
+  co.competitive = o.competitive;
   co.group_id = o.group_id;
   co.switch_port = rank;
   auto comm = Communicator::Create(co);
@@ -244,7 +248,8 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
                      wrong,
                      mean_us,
                      after.chunks_sent - before.chunks_sent,
-                     after.chunks_retransmitted - before.chunks_retransmitted};
+                     after.chunks_retransmitted - before.chunks_retransmitted,
+                     after.competitive_entries};
     if (!emit(**comm, rec, timeline)) return 6;
   }
   return 0;
@@ -314,7 +319,8 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
         "{\"bytes\":", r.bytes, ",\"count\":", r.count, ",\"time_us\":", r.time_us,
         ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
         ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
-        ",\"path\":\"", r.path, "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]}"));
+        ",\"competitive_entries\":", r.competitive_entries, ",\"path\":\"", r.path,
+        "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
       << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
@@ -344,16 +350,17 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
         auto clamp = [](uint64_t v) {
           return static_cast<int32_t>(std::min<uint64_t>(v, INT32_MAX));
         };
-        int32_t counts[4] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
-                             clamp(rec.retransmitted)};
+        int32_t counts[5] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
+                             clamp(rec.retransmitted), clamp(rec.competitive_entries)};
         if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
-            !c.AllReduce(counts, 4, DType::kI32, ReduceOp::kSum).ok()) {
+            !c.AllReduce(counts, 5, DType::kI32, ReduceOp::kSum).ok()) {
           return false;
         }
         PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
                               static_cast<uint32_t>(counts[1]));
         row.chunks_sent = static_cast<uint64_t>(counts[2]);
         row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
+        row.competitive_entries = static_cast<uint64_t>(counts[4]);
         row.timeline_ns = timeline;
         if (o.rank == 0) PrintRow(o, row, out);
         rows.push_back(row);
@@ -504,7 +511,7 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
              got[static_cast<uint32_t>(rows.size())].size() == fds.size()) {
         const auto& recs = got[static_cast<uint32_t>(rows.size())];
         double time_us = 0;
-        uint64_t wrong = 0, sent = 0, again = 0;
+        uint64_t wrong = 0, sent = 0, again = 0, competitive = 0;
         uint32_t host = 0;
         for (const auto& x : recs) {
           time_us = std::max(time_us, x.mean_us);
@@ -512,10 +519,12 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
           host = std::max(host, x.host_ops);
           sent += x.sent;
           again += x.retransmitted;
+          competitive += x.competitive_entries;
         }
         PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host);
         row.chunks_sent = sent;
         row.chunks_retransmitted = again;
+        row.competitive_entries = competitive;
         PrintRow(o, row, out);
         rows.push_back(row);
       }

@@ -44,7 +44,8 @@ struct PerfOptions {
   std::vector<std::string> switchd_args;  // extra flags for a started switch
   uint32_t chunk_size = 8952;
   uint32_t window = 64;
-  uint8_t group_id = 0;  // the switch group (jobs sharing a switch need their own)
+  bool competitive = false;  // the transport's competitive mode
+  uint8_t group_id = 0;      // the switch group (jobs sharing a switch need their own)
   bool check = true;
   int timeout_s = 600;
   bool json = false;  // also one JSON line with every row
@@ -72,6 +73,8 @@ struct PerfRow {
   // Summed over ranks, over warm-up, timed and checking operations.
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;
+  // Summed over ranks: entries into the transport's competitive mode so far.
+  uint64_t competitive_entries = 0;
   // One rank of a multi-host job: this rank's steady clock (CLOCK_MONOTONIC
   // ns) at the start of the timed loop, then at the end of each timed
   // iteration, so that jobs run side by side can be compared over the time

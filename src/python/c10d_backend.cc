@@ -489,6 +489,8 @@ c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& 
       o.chunk_size = v.cast<uint32_t>();
     else if (key == "max_pending_chunks")
       o.max_pending_chunks = v.cast<uint32_t>();
+    else if (key == "competitive")
+      o.competitive = v.cast<bool>();
     else if (key == "switch_timeout_ms")
       o.switch_timeout_ms = v.cast<int>();
     else if (key == "join_timeout_ms")

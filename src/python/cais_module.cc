@@ -97,6 +97,8 @@ CommunicatorOptions ParseOptions(const py::dict& d) {
       o.chunk_size = v.cast<uint32_t>();
     else if (key == "max_pending_chunks")
       o.max_pending_chunks = v.cast<uint32_t>();
+    else if (key == "competitive")
+      o.competitive = v.cast<bool>();
     else if (key == "retransmit_timeout_ms")
       o.retransmit_timeout_ms = v.cast<int>();
     else if (key == "max_retransmit_timeout_ms")

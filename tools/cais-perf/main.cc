@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 600000));
   app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
+  app.add_flag("--competitive", o.competitive,
+               "competitive mode: AIMD beside loss-based senders (docs/design/cais-client.md)");
   app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")
       ->check(CLI::Range(0, 254));
   app.add_flag("!--no-check", o.check, "skip the result check");

@@ -54,6 +54,12 @@ struct CommunicatorOptions {
   uint32_t chunk_size = 8952;
   // Packets in flight per rank (the write-up's max_pending_chunks).
   uint32_t max_pending_chunks = 64;
+  // Competitive mode of the transport (docs/design/cais-client.md): AIMD on
+  // loss while the bottleneck queue belongs to a loss-based sender such as a
+  // Gloo job on the same hosts. Off by default: ranks that wait in the
+  // switch for a slower rank can look like that queue, and at 8 ranks it
+  // then cost throughput.
+  bool competitive = false;
   // Retransmission timeout: initial and cap of the exponential backoff.
   int retransmit_timeout_ms = 5;
   int max_retransmit_timeout_ms = 100;
