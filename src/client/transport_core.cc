@@ -43,7 +43,26 @@ int64_t PathState::rto_ns() const {
 }
 
 int64_t PathState::target_ns() const {
-  return base_rtt_ + std::max(c_.target_floor_ns, base_rtt_ / 4);
+  const auto jitter = static_cast<int64_t>(c_.jitter_factor * noise_);
+  return base_rtt_ + std::max({c_.target_floor_ns, base_rtt_ / 4, std::min(jitter, base_rtt_)});
+}
+
+int64_t PathState::reorder_window_ns() const {
+  return std::max(base_rtt_ / 4, static_cast<int64_t>(c_.jitter_factor * noise_));
+}
+
+int64_t PathState::Standing(int64_t rtt, int64_t now) {
+  recent_[recent_head_] = {now, rtt};
+  recent_head_ = (recent_head_ + 1) % kRecent;
+  recent_n_ = std::min(recent_n_ + 1, kRecent);
+  const int64_t horizon = now - static_cast<int64_t>(srtt_ / 2);
+  int64_t m = rtt;
+  for (size_t k = 1; k < recent_n_; ++k) {
+    const auto& [at, r] = recent_[(recent_head_ + kRecent - 1 - k) % kRecent];
+    if (k >= c_.standing_samples && at < horizon) break;
+    m = std::min(m, r);
+  }
+  return m;
 }
 
 void PathState::OnRtt(int64_t rtt, int64_t now) {
@@ -61,6 +80,8 @@ void PathState::OnRtt(int64_t rtt, int64_t now) {
     base_rtt_ = rtt;
     base_rtt_at_ = now;
   }
+  standing_ = Standing(rtt, now);
+  noise_ += (static_cast<double>(rtt - standing_) - noise_) / 16.0;
   if (probe_until_ != 0) {
     probe_min_ = std::min(probe_min_, rtt);
     if (now >= probe_until_) EndProbe(now);
@@ -80,10 +101,11 @@ void PathState::OnRtt(int64_t rtt, int64_t now) {
     return;
   }
   const int64_t target = target_ns();
-  if (rtt <= target) {
+  if (standing_ <= target) {
     cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
   } else {
-    const double f = 1.0 - c_.beta * static_cast<double>(rtt - target) / r;
+    const double f =
+        1.0 - c_.beta * static_cast<double>(standing_ - target) / static_cast<double>(standing_);
     Decrease(std::max(f, 1.0 - c_.max_decrease), now);
   }
 }
@@ -346,10 +368,12 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // Competitive mode halves it (PathState::OnLoss).
   uint32_t budget = std::max<uint32_t>(1, path_.window_chunks());
   const int64_t rto = path_.rto_ns();
+  const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
   for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
     const uint32_t c = inflight_[i];
     if (sent_at_[c] == -2) continue;
     if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;  // in send order
+    if (fast_done_[c] == 0 && now - sent_at_[c] < overdue) continue;     // maybe just reordered
     if (fast_done_[c] != 0 && now - sent_at_[c] < rto) continue;
     if (fast_done_[c] == 0) path_.OnLoss(now);
     fast_done_[c] = 1;
@@ -408,6 +432,14 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
 int64_t OpCore::NextDeadline() const {
   int64_t t = last_progress_ + c_.give_up_ns + 1;
   if (outstanding_ > 0) t = std::min(t, rto_deadline_ + path_.rto_ns());
+  // The first overtaken chunk that is not yet overdue (see Pump).
+  const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
+  for (uint32_t c : inflight_) {
+    if (sent_at_[c] == -2 || fast_done_[c] != 0) continue;
+    if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;
+    t = std::min(t, sent_at_[c] + overdue);
+    break;
+  }
   if (op_.op == CaisOp::kAllGather || op_.op == CaisOp::kBroadcast) t = std::min(t, request_at_);
   return t;
 }

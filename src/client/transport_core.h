@@ -6,6 +6,7 @@
 // reasons: docs/design/cais-client.md, "Transport core".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -75,16 +76,26 @@ struct TransportConfig {
   // No progress for this long: the operation leaves the switch.
   int64_t give_up_ns = 1'000'000'000;
   // Delay-based window control (after Swift, Kumar et al., SIGCOMM 2020):
-  // the target round trip is the smallest seen plus max(target_floor_ns,
-  // base / 4); below it the window grows by ai per round trip, above it
-  // shrinks by beta * (rtt - target) / rtt, at most max_decrease, once per
+  // the signal is the standing round trip (Copa's: the smallest sample of
+  // the last half smoothed round trip, and of at least standing_samples
+  // samples), so that jitter, which raises single samples, is not read as
+  // a queue, which raises them all. The target is the smallest round trip
+  // seen plus a slack of max(target_floor_ns, base / 4, jitter_factor x
+  // the path's noise), the noise term at most the base (one bandwidth-delay
+  // product of queue); the noise is the mean of sample - standing. Below
+  // the target the window grows by ai per round trip, above it shrinks by
+  // beta * (standing - target) / standing, at most max_decrease, once per
   // round trip.
   int64_t target_floor_ns = 300'000;
   double ai = 1.0;
   double beta = 0.8;
   double max_decrease = 0.5;
-  // Fast retransmission: a chunk is taken as lost once this many chunks
-  // this rank sent after it have completed.
+  uint32_t standing_samples = 4;
+  double jitter_factor = 2.0;
+  // Fast retransmission (after RACK, RFC 8985): a chunk is taken as lost
+  // once this many chunks this rank sent after it have completed and it is
+  // older than the smoothed round trip plus a reordering window of
+  // max(base / 4, jitter_factor x noise).
   uint32_t reorder_threshold = 3;
   // The smallest round trip is forgotten after this long, so that a path
   // that got slower for good does not keep a stale target.
@@ -120,6 +131,12 @@ class PathState {
   int64_t srtt_ns() const { return static_cast<int64_t>(srtt_); }
   int64_t base_rtt_ns() const { return base_rtt_; }
   int64_t target_ns() const;
+  // The smallest recent sample (see TransportConfig) and the path's noise.
+  int64_t standing_rtt_ns() const { return standing_; }
+  int64_t noise_ns() const { return static_cast<int64_t>(noise_); }
+  // How long past the smoothed round trip an overtaken chunk may still be
+  // on its way.
+  int64_t reorder_window_ns() const;
 
   // A valid round-trip sample (Karn: never of a retransmitted chunk).
   void OnRtt(int64_t rtt_ns, int64_t now);
@@ -143,6 +160,8 @@ class PathState {
   void TrackEpoch(int64_t rtt, int64_t now);
   void EndProbe(int64_t now);
   int64_t Rtt() const;
+  // Records a sample; returns the standing round trip.
+  int64_t Standing(int64_t rtt, int64_t now);
 
   const TransportConfig c_;
   double cwnd_;
@@ -150,6 +169,11 @@ class PathState {
   double rttvar_ = 0;
   int64_t base_rtt_ = 0;
   int64_t base_rtt_at_ = 0;
+  static constexpr size_t kRecent = 128;  // samples kept for the standing round trip
+  std::array<std::pair<int64_t, int64_t>, kRecent> recent_{};  // (at, rtt), a ring
+  size_t recent_head_ = 0, recent_n_ = 0;
+  int64_t standing_ = 0;
+  double noise_ = 0;
   int backoff_ = 0;
   int64_t last_decrease_ = INT64_MIN / 2;
   uint64_t decreases_ = 0;
