@@ -12,9 +12,12 @@ holding a Linux bridge; each host has one veth (eth0) whose other end is a
 port of the bridge. Addresses come from the benchmarking range 198.18.0.0/15
 (RFC 2544), one /24 per instance: the switch is .1, host i is .(10+i).
 Every host link is shaped in both directions (tbf: rate, burst and a
-stated queue limit; optionally netem first: delay, jitter, loss,
-duplication, reordering); the switch namespace's own address on the bridge
-is not a host link and is never shaped. docs/testbed.md has the details.
+stated queue limit; optionally delay, jitter and reordering, and loss and
+duplication); the switch namespace's own address on the bridge is not a
+host link and is never shaped. Delay, jitter and reordering are netem's
+where the kernel has sch_netem, and otherwise inca-linkdelay's, a user-space
+delay line spliced into the link in the switch namespace (the same
+semantics). docs/testbed.md has the details.
 
 As a library (the tests and benchmarks use it):
 
@@ -89,8 +92,9 @@ def _fraction(s: Optional[str], what: str) -> float:
 class LinkShape:
     """One direction of a host link. rate None: unshaped. Queue: `limit_bytes`
     when given, else `latency` (the longest a packet may wait at `rate`).
-    delay, jitter and reorder are netem's (the kernel needs sch_netem; netem
-    reorders only delayed packets). loss and duplicate are fractions ("1%")
+    delay, jitter and reorder are netem's (netem reorders only delayed
+    packets; without sch_netem, inca-linkdelay does the same in user space).
+    loss and duplicate are fractions ("1%")
     applied by a tc eBPF program (tools/testbed/impair.bpf.c) on the clsact
     egress hook, which every kernel with cls_bpf runs, netem or not."""
     rate: Optional[str] = None
@@ -114,6 +118,16 @@ class LinkShape:
                 raise TestbedError("netem reorders only delayed packets: give a delay too")
             a += ["reorder", self.reorder]
         return a
+
+    def delays(self) -> bool:
+        return bool(self.netem_args())
+
+    def linkdelay_args(self, direction: str) -> List[str]:
+        """inca-linkdelay's flags for this shape as `direction` (up/down)."""
+        a = ["--%s-delay" % direction, self.delay or "0",
+             "--%s-jitter" % direction, self.jitter or "0"]
+        r = _fraction(self.reorder, "reorder")
+        return a + (["--%s-reorder" % direction, repr(r)] if r > 0 else [])
 
     def impaired(self) -> bool:
         return any(_fraction(v, k) > 0 for k, v in (("loss", self.loss),
@@ -192,6 +206,9 @@ class Testbed:
             s.validate()
         self.owner_pid = owner_pid
         self.subnet: Optional[int] = None
+        self.netem: Optional[bool] = None  # the kernel has sch_netem (probed in up)
+        self.linkdelay_counters: Dict[int, dict] = {}  # host -> counters, after down()
+        self.linkdelay_pids: Dict[int, int] = {}  # group -> running inca-linkdelay
 
     # ---- names and addresses
     @property
@@ -229,6 +246,7 @@ class Testbed:
         self._write_state()  # first, so that a crash mid-way is reaped
         try:
             self._build()
+            self._write_state()  # with what the build found (netem or not)
         except BaseException:
             self.down()
             raise
@@ -239,15 +257,29 @@ class Testbed:
         with open(tmp, "w") as f:
             json.dump({"name": self.name, "hosts": self.hosts, "subnet": self.subnet,
                        "mtu": self.mtu, "owner_pid": self.owner_pid, "created": time.time(),
+                       "netem": self.netem,
                        "up": asdict(self.up_shape), "down": asdict(self.down_shape),
                        "host_shapes": {str(k): asdict(v) for k, v in self.host_shapes.items()}},
                       f)
         os.replace(tmp, self.state_path())
 
+    def _delayed(self, i: int) -> bool:
+        """Host i's link has a delay line: it asks for delay and netem is absent."""
+        return self.netem is False and (self.shape_of(i, "up").delays() or
+                                        self.shape_of(i, "down").delays())
+
+    def _probe_netem(self) -> bool:
+        p = _run(["ip", "netns", "exec", self.switch_ns, "tc", "qdisc", "add", "dev", "lo", "root",
+                  "netem", "delay", "1ms"], check=False)
+        if p.returncode == 0:
+            self.sw_exec(["tc", "qdisc", "del", "dev", "lo", "root"])
+        return p.returncode == 0
+
     def _build(self) -> None:
         sw = self.switch_ns
         _run(["ip", "netns", "add", sw])
         self.sw_exec(["ip", "link", "set", "lo", "up"])
+        self.netem = self._probe_netem()
         self.sw_exec(["ip", "link", "add", "br0", "type", "bridge"])
         self.sw_exec(["ip", "link", "set", "br0", "mtu", str(self.mtu)])
         self.sw_exec(["ip", "addr", "add", self.switch_ip + "/24", "dev", "br0"])
@@ -261,14 +293,80 @@ class Testbed:
             # root namespace's or another instance's interfaces.
             self.sw_exec(["ip", "link", "add", port, "mtu", str(self.mtu), "type", "veth", "peer",
                           "name", "eth0", "mtu", str(self.mtu), "netns", h])
-            self.sw_exec(["ip", "link", "set", port, "master", "br0"])
+            if self._delayed(i):
+                # host eth0 -- pI == inca-linkdelay == qI -- dI (bridge port):
+                # the delay line sits between the host's link and the bridge.
+                self.sw_exec(["ip", "link", "add", "d%d" % i, "mtu", str(self.mtu), "type", "veth",
+                              "peer", "name", "q%d" % i, "mtu", str(self.mtu)])
+                self.sw_exec(["ip", "link", "set", "d%d" % i, "master", "br0"])
+                for dev in ("d%d" % i, "q%d" % i):
+                    self.sw_exec(["ip", "link", "set", dev, "up"])
+            else:
+                self.sw_exec(["ip", "link", "set", port, "master", "br0"])
             self.sw_exec(["ip", "link", "set", port, "up"])
             _run(["ip", "netns", "exec", h, "ip", "addr", "add", self.host_ip(i) + "/24", "dev",
                   "eth0"])
             _run(["ip", "netns", "exec", h, "ip", "link", "set", "eth0", "up"])
-            self._shape(h, "eth0", self.shape_of(i, "up"))
-            self._shape(sw, port, self.shape_of(i, "down"))
+            self._shape(h, "eth0", self.shape_of(i, "up"), self._delayed(i))
+            self._shape(sw, port, self.shape_of(i, "down"), self._delayed(i))
+        self._start_linkdelays()
         self._static_neighbours()
+
+    def _linkdelay_log(self, g: int) -> str:
+        return os.path.join(STATE_DIR, "%s-d%d.linkdelay.log" % (self.name, g))
+
+    def _start_linkdelays(self) -> None:
+        """One inca-linkdelay for all delayed hosts that share their delays
+        (one event loop for many links costs less CPU than one per link);
+        waits (5 s at most) until each has its ports open."""
+        groups: Dict[tuple, List[int]] = {}
+        for i in range(self.hosts):
+            if self._delayed(i):
+                key = (tuple(self.shape_of(i, "up").linkdelay_args("up")),
+                       tuple(self.shape_of(i, "down").linkdelay_args("down")))
+                groups.setdefault(key, []).append(i)
+        if not groups:
+            return
+        build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
+        binary = os.path.join(build, "bin", "inca-linkdelay")
+        if not os.access(binary, os.X_OK):
+            raise TestbedError("delay without netem needs %s: build it (scripts/setup.sh) or set "
+                               "INCA_BUILD_DIR" % binary)
+        for g, ((up, down), hosts) in enumerate(sorted(groups.items(), key=lambda kv: kv[1])):
+            argv = [binary, "--seed", str(1 + hosts[0])] + list(up) + list(down)
+            for i in hosts:
+                argv += ["--link", "p%d,q%d" % (i, i)]
+            log = self._linkdelay_log(g)
+            with open(log, "w") as out, open(log + ".err", "w") as err:
+                p = self.popen(self.switch_ns, argv, stdout=out, stderr=err)
+            deadline = time.monotonic() + 5
+            while True:
+                with open(log) as f:
+                    if f.readline().strip() == "ready":
+                        self.linkdelay_pids[g] = p.pid  # `ip netns exec` execs it: same pid
+                        break
+                if p.poll() is not None or time.monotonic() > deadline:
+                    with open(log + ".err") as f:
+                        why = f.read().strip().splitlines()[-1:] or ["did not start in 5 s"]
+                    raise TestbedError("inca-linkdelay for hosts %s: %s" % (hosts, why[0]))
+                time.sleep(0.01)  # bounded (5 s) wait for a child to open its sockets
+
+    def _collect_linkdelay(self) -> None:
+        """After the switch namespace's processes are gone: each delay line's
+        final counters, per host, then its logs removed."""
+        self.linkdelay_pids.clear()
+        for g in range(MAX_HOSTS):
+            log = self._linkdelay_log(g)
+            if not os.path.exists(log):
+                continue
+            with open(log) as f:
+                lines = [l for l in f.read().splitlines() if l.startswith("{")]
+            with contextlib.suppress(ValueError, KeyError, IndexError):
+                for link in json.loads(lines[-1])["links"]:
+                    self.linkdelay_counters[int(link["host_port"][1:])] = link
+            for fn in (log, log + ".err"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(fn)
 
     def _static_neighbours(self) -> None:
         """Permanent ARP entries everywhere: no neighbour discovery on the
@@ -287,15 +385,15 @@ class Testbed:
                     _run(["ip", "netns", "exec", ns, "ip", "neigh", "replace", other_ip, "lladdr",
                           macs[other_ip], "dev", dev, "nud", "permanent"])
 
-    def _shape(self, ns: str, dev: str, s: LinkShape) -> None:
-        """netem at the root when delay, jitter or reorder are asked (the
-        kernel needs sch_netem), then tbf for the rate; loss and duplication
+    def _shape(self, ns: str, dev: str, s: LinkShape, delay_line: bool = False) -> None:
+        """netem at the root when delay, jitter or reorder are asked and
+        no delay line does them, then tbf for the rate; loss and duplication
         by an eBPF program on the device's clsact egress hook, before the
         queue (tools/testbed/impair.bpf.c)."""
         tc = ["ip", "netns", "exec", ns, "tc"]
         _run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)
         _run(tc + ["qdisc", "del", "dev", dev, "clsact"], check=False)
-        netem = s.netem_args()
+        netem = [] if delay_line else s.netem_args()
         parent = ["root"]
         if netem:
             p = _run(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "limit",
@@ -336,14 +434,18 @@ class Testbed:
         return obj
 
     def set_shape(self, i: int, direction: str, s: LinkShape) -> None:
-        """Changes one direction of host i's link at run time (a rate step)."""
+        """Changes one direction of host i's link at run time (a rate step).
+        A delay line's delays are fixed when it starts: with one, only the
+        rate, queue, loss and duplication can change."""
         s.validate()
-        if direction == "up":
-            self._shape(self.host_ns(i), "eth0", s)
-        elif direction == "down":
-            self._shape(self.switch_ns, "p%d" % i, s)
-        else:
+        if direction not in ("up", "down"):
             raise TestbedError("direction must be up or down")
+        if self._delayed(i) and s.netem_args() != self.shape_of(i, direction).netem_args():
+            raise TestbedError("host %d's delay is inca-linkdelay's (no netem here): it cannot "
+                               "change at run time" % i)
+        ns, dev = ((self.host_ns(i), "eth0") if direction == "up" else
+                   (self.switch_ns, "p%d" % i))
+        self._shape(ns, dev, s, self._delayed(i))
 
     def down(self) -> None:
         """Removes the instance; idempotent. Killing the namespaces' processes
@@ -352,6 +454,7 @@ class Testbed:
             if ns in _netns_list():
                 _kill_in(ns)
                 _run(["ip", "netns", "del", ns], check=False)
+        self._collect_linkdelay()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.state_path())
 
@@ -536,7 +639,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--latency", default="20ms", help="tbf queue: longest wait")
     up.add_argument("--limit-bytes", type=int, help="tbf queue in bytes (instead of --latency)")
     for k in ("delay", "jitter", "loss", "duplicate", "reorder"):
-        up.add_argument("--" + k, help="netem %s, both directions" % k)
+        up.add_argument("--" + k, help="%s, both directions (netem's syntax)" % k)
     up.add_argument("--owner-pid", type=int, help="remove the instance when this process exits")
     down = sub.add_parser("down", help="remove an instance")
     down.add_argument("--name", default="tb")
@@ -556,8 +659,8 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--limit-bytes", type=int)
     pf.add_argument("--host-rate", action="append", default=[], metavar="I=RATE",
                     help="host I's link, both directions (repeatable)")
-    pf.add_argument("--loss")
-    pf.add_argument("--duplicate")
+    for k in ("delay", "jitter", "loss", "duplicate", "reorder"):
+        pf.add_argument("--" + k, help="%s, both directions (netem's syntax)" % k)
     pf.add_argument("-b", "--min-bytes", default="16M")
     pf.add_argument("-e", "--max-bytes", default="64M")
     pf.add_argument("-f", "--factor", type=float, default=4)

@@ -49,16 +49,16 @@ def perf(a, out=sys.stdout) -> dict:
         if not os.path.exists(b):
             raise TestbedError("%s not found: build it (scripts/setup.sh) or set INCA_BUILD_DIR"
                                % b)
+    impair = {k: getattr(a, k, None) for k in ("delay", "jitter", "loss", "duplicate", "reorder")}
     shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
-                      loss=a.loss, duplicate=a.duplicate)
+                      **impair)
     host_shapes = {}
     for spec in a.host_rate:
         i, _, rate = spec.partition("=")
         if not i.isdigit() or not rate:
             raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
         host_shapes[int(i)] = LinkShape(rate=rate, burst=a.burst, latency=a.latency,
-                                        limit_bytes=a.limit_bytes, loss=a.loss,
-                                        duplicate=a.duplicate)
+                                        limit_bytes=a.limit_bytes, **impair)
     rate_bps = min([parse_rate(a.rate)] + [parse_rate(h.rate) for h in host_shapes.values()])
     tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
                  owner_pid=os.getpid())
@@ -68,15 +68,20 @@ def perf(a, out=sys.stdout) -> dict:
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
             for backend in a.backends.split(","):
-                before = _cpu_sample(tb.switchd_pid)
+                before = _cpu_sample(tb)
                 results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
-                cpu[backend] = _cpu_shares(before, _cpu_sample(tb.switchd_pid))
+                cpu[backend] = _cpu_shares(before, _cpu_sample(tb))
                 if backend == "switch":
                     holding = slot_holding(tb)
     rows = []
-    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s; chunk %d B" % (
+    extra = "".join(", %s %s" % (k, getattr(a, k)) for k in ("loss", "duplicate", "delay",
+                                                              "jitter", "reorder")
+                    if getattr(a, k, None))
+    if a.delay and tb.netem is False:
+        extra += " (delay by inca-linkdelay: no netem)"
+    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s%s; chunk %d B" % (
         a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
-        a.limit_bytes or a.latency, a.chunk_size), file=out)
+        a.limit_bytes or a.latency, extra, a.chunk_size), file=out)
     print("#  size (B)   gloo (ms) switch (ms)  switch/gloo   ring bound  switch bound"
           "  gloo/bound switch/bound  path", file=out)
     base = results.get("gloo") or results.get("switch") or []
@@ -109,11 +114,14 @@ def perf(a, out=sys.stdout) -> dict:
             rows[-1]["competitive_entries"]), file=out)
     for backend, c in cpu.items():
         print("# cpu during %s (all sizes, warm-up included), share of %d cores: ranks %.0f %%, "
-              "inca-switchd %.0f %%, softirq %.0f %%, idle %.0f %%" % (
-                  backend, c["cores"], 100 * c["ranks"], 100 * c["switchd"], 100 * c["softirq"],
-                  100 * c["idle"]), file=out)
+              "inca-switchd %.0f %%,%s softirq %.0f %%, idle %.0f %%" % (
+                  backend, c["cores"], 100 * c["ranks"], 100 * c["switchd"],
+                  " inca-linkdelay %.0f %%," % (100 * c["linkdelay"]) if c["linkdelay"] else "",
+                  100 * c["softirq"], 100 * c["idle"]), file=out)
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate, "host_rate": a.host_rate, "mtu": a.mtu,
-                       "loss": a.loss}, "rows": rows, "slot_holding": holding, "cpu": cpu}
+                       "loss": a.loss, "delay": a.delay, "jitter": a.jitter,
+                       "delay_by": None if tb.netem is None or not a.delay else
+                       ("netem" if tb.netem else "inca-linkdelay")}, "rows": rows, "slot_holding": holding, "cpu": cpu}
     print(json.dumps(res), file=out)
     return res
 
@@ -208,19 +216,26 @@ def step_summary(res: dict, chunk_size: int) -> dict:
     return out
 
 
-def _cpu_sample(switchd_pid: int) -> dict:
+def _proc_cpu_s(pid: int) -> float:
+    """A running process's CPU seconds (utime + stime); 0 when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _cpu_sample(tb: Testbed) -> dict:
     """CPU seconds so far: this process's waited-for children (the ranks),
-    inca-switchd, and the machine's softirq and idle time (/proc/stat)."""
+    inca-switchd, the delay lines (inca-linkdelay, where there is no netem),
+    and the machine's softirq and idle time (/proc/stat)."""
     import resource
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     tick = os.sysconf("SC_CLK_TCK")
-    sample = {"t": time.monotonic(), "children": ru.ru_utime + ru.ru_stime, "switchd": 0.0}
-    try:
-        with open("/proc/%d/stat" % switchd_pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        sample["switchd"] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    except (OSError, IndexError, ValueError):
-        pass
+    sample = {"t": time.monotonic(), "children": ru.ru_utime + ru.ru_stime,
+              "switchd": _proc_cpu_s(tb.switchd_pid),
+              "linkdelay": sum(_proc_cpu_s(p) for p in tb.linkdelay_pids.values())}
     with open("/proc/stat") as f:
         cpu = f.readline().split()[1:]
     sample["idle"] = (int(cpu[3]) + int(cpu[4])) / tick    # idle + iowait
@@ -235,6 +250,7 @@ def _cpu_shares(a: dict, b: dict) -> dict:
     return {"cores": cores, "seconds": b["t"] - a["t"],
             "ranks": (b["children"] - a["children"]) / total,
             "switchd": (b["switchd"] - a["switchd"]) / total,
+            "linkdelay": (b["linkdelay"] - a["linkdelay"]) / total,
             "softirq": (b["softirq"] - a["softirq"]) / total,
             "idle": (b["idle"] - a["idle"]) / total}
 
