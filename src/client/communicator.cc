@@ -256,6 +256,10 @@ class CommunicatorImpl final : public Communicator {
     s.offload_active = switch_mode_;
     return s;
   }
+  std::vector<WindowSample> window_trace() const override {
+    std::lock_guard lock(stats_mu_);
+    return {trace_.begin(), trace_.end()};
+  }
   int rank() const override { return o_.rank; }
   int world_size() const override { return o_.world_size; }
 
@@ -373,6 +377,16 @@ class CommunicatorImpl final : public Communicator {
       stats_.competitive = p.competitive();
       stats_.competitive_entries = p.competitive_entries();
       stats_.drain_probes = p.probes();
+      // The samples recorded since the last operation, bounded as the core's
+      // (a rejoin starts a new core, which counts from zero).
+      if (p.traced() < traced_) traced_ = 0;
+      const uint64_t fresh = std::min<uint64_t>(p.traced() - traced_, p.trace().size());
+      for (size_t i = p.trace().size() - fresh; i < p.trace().size(); ++i) {
+        const client::WindowSample& w = p.trace()[i];
+        trace_.push_back(WindowSample{w.at_ns, w.window, static_cast<double>(w.srtt_ns) / 1e3});
+      }
+      traced_ = p.traced();
+      while (trace_.size() > o_.window_trace_samples) trace_.pop_front();
     }
     if (r.complete) {
       if (debug_) {
@@ -699,6 +713,8 @@ class CommunicatorImpl final : public Communicator {
 
   mutable std::mutex stats_mu_;
   CommunicatorStats stats_;
+  std::deque<WindowSample> trace_;  // guarded by stats_mu_ (window_trace())
+  uint64_t traced_ = 0;             // the core samples already copied
 };
 
 }  // namespace

@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
   c.rto_max_ns = int64_t{o.max_retransmit_timeout_ms} * 1'000'000;
   c.give_up_ns = int64_t{o.switch_timeout_ms} * 1'000'000;
   c.competitive = o.competitive;
+  c.trace_capacity = o.window_trace_samples;
   t->path_ = std::make_unique<PathState>(c);
   std::random_device rd;
   t->nonce_ = rd();

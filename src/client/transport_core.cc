@@ -66,6 +66,20 @@ int64_t PathState::Standing(int64_t rtt, int64_t now) {
 }
 
 void PathState::OnRtt(int64_t rtt, int64_t now) {
+  Sample(rtt, now);
+  Trace(now, false);
+}
+
+void PathState::Trace(int64_t now, bool force) {
+  if (c_.trace_capacity == 0 || (!force && now - last_trace_ < static_cast<int64_t>(srtt_ / 4)))
+    return;
+  trace_.push_back(WindowSample{now, cwnd_, static_cast<int64_t>(srtt_)});
+  if (trace_.size() > c_.trace_capacity) trace_.pop_front();
+  ++traced_;
+  last_trace_ = now;
+}
+
+void PathState::Sample(int64_t rtt, int64_t now) {
   if (rtt <= 0) rtt = 1;
   backoff_ = 0;
   const auto r = static_cast<double>(rtt);
@@ -158,12 +172,14 @@ void PathState::EndProbe(int64_t now) {
 
 void PathState::OnLoss(int64_t now) {
   if (competitive_ && probe_until_ == 0) Decrease(0.5, now);
+  Trace(now, true);
 }
 
 void PathState::OnTimeout(int64_t now) {
   ++timeouts_;
   if (backoff_ < 8) ++backoff_;
   Decrease(0.5, now);
+  Trace(now, true);
 }
 
 void PathState::Decrease(double factor, int64_t now) {

@@ -116,6 +116,16 @@ struct TransportConfig {
   double competitive_queue_factor = 3;
   int epoch_rtts = 5;
   int64_t probe_interval_ns = 2'000'000'000;
+  // Window samples kept for inspection (0: none): one at most every quarter
+  // round trip and on every loss or timeout, the oldest dropped first.
+  size_t trace_capacity = 0;
+};
+
+// The window at one moment (PathState::trace).
+struct WindowSample {
+  int64_t at_ns;
+  double window;
+  int64_t srtt_ns;
 };
 
 // What persists across the operations of one group: the round-trip
@@ -153,9 +163,15 @@ class PathState {
   bool probing() const { return probe_until_ != 0; }
   uint64_t competitive_entries() const { return competitive_entries_; }
   uint64_t probes() const { return probes_; }
+  // The recorded window samples, oldest first (TransportConfig::
+  // trace_capacity), and how many were recorded in all.
+  const std::deque<WindowSample>& trace() const { return trace_; }
+  uint64_t traced() const { return traced_; }
 
  private:
   void Decrease(double factor, int64_t now);
+  void Sample(int64_t rtt, int64_t now);
+  void Trace(int64_t now, bool force);
   // Mode changes at the end of each epoch and of each drain probe.
   void TrackEpoch(int64_t rtt, int64_t now);
   void EndProbe(int64_t now);
@@ -190,6 +206,9 @@ class PathState {
   int64_t probe_saved_srtt_ = 0;
   uint64_t competitive_entries_ = 0;
   uint64_t probes_ = 0;
+  std::deque<WindowSample> trace_;
+  uint64_t traced_ = 0;
+  int64_t last_trace_ = INT64_MIN / 2;
 };
 
 // Where this rank sits among the group's switch ports (ascending port

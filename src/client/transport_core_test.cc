@@ -119,6 +119,13 @@ class Star {
     for (auto& l : up_) l.rate_bps = bps;
     for (auto& l : down_) l.rate_bps = bps;
   }
+  // Every link changes to `bps` at simulated time `at` (mid-operation).
+  void SetRateAt(int64_t at, double bps) {
+    step_bps_ = bps;
+    Push(at, 6, 0, {});
+  }
+  // Rank 0's window after every change: (time, window).
+  const std::vector<std::pair<int64_t, double>>& window_trace() const { return trace_; }
 
   // Runs `ops` all-reduces back to back on every rank; returns each op's
   // duration (ns, from the last rank's start to the last rank's end).
@@ -170,7 +177,7 @@ class Star {
     uint64_t id;
     // 0: at the switch from rank `who`; 1: at rank `who`; 2: wake rank `who`;
     // 3: competitor segment of flow `who` at the switch; 4: its ACK back at
-    // the sender; 5: the sender learns that it was lost.
+    // the sender; 5: the sender learns that it was lost; 6: the rate step.
     int kind;
     int who;
     std::vector<uint8_t> bytes;
@@ -230,6 +237,9 @@ class Star {
     ToSwitch sink(this, r);
     rk.core->Pump(now_, sink);
     retransmitted_ += rk.result.retransmitted - before;
+    if (r == 0 && (trace_.empty() || trace_.back().second != rk.path.window())) {
+      trace_.emplace_back(now_, rk.path.window());
+    }
     if (!rk.core->Finished()) Push(rk.core->NextDeadline(), 2, r, {});
   }
 
@@ -272,6 +282,10 @@ class Star {
     events_.pop();
     now_ = std::max(now_, e.t);
     ASSERT_LT(now_, int64_t{600'000'000'000}) << "simulated 10 minutes without finishing";
+    if (e.kind == 6) {
+      SetRate(step_bps_);
+      return;
+    }
     if (e.kind >= 3) {
       FlowEvent(e);
       return;
@@ -308,6 +322,8 @@ class Star {
   std::vector<Link> up_, down_;
   std::vector<Flow> flows_;
   bool competing_ = false;
+  double step_bps_ = 0;
+  std::vector<std::pair<int64_t, double>> trace_;
   int ops_run_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t next_id_ = 0;
@@ -400,6 +416,49 @@ TEST(TransportCoreSimTest, JitterThatReordersIsNotReadAsAQueue) {
               static_cast<unsigned long long>(star.retransmitted()),
               static_cast<unsigned long long>(sent));
   EXPECT_LE(star.retransmitted() * 100, 8 * sent);
+}
+
+TEST(TransportCoreSimTest, AfterARateStepMidOperationTheWindowSettlesWithinTwentyRoundTrips) {
+  // The rate step: R to R/4 in the middle of an operation. Settled:
+  // rank 0's window stays within 25 % of its post-step median from then on.
+  Link link;
+  link.rate_bps = 4e9;
+  Star star(4, 1 << 20, link, 256);
+  const auto before = star.Run(6);
+  const int64_t step = star.now() + before.back() / 2;
+  star.SetRateAt(step, 1e9);
+  star.Run(6);
+  std::vector<double> after;
+  double pre = 0;
+  for (const auto& [t, w] : star.window_trace()) {
+    if (t >= step) {
+      after.push_back(w);
+    } else {
+      pre = w;
+    }
+  }
+  ASSERT_FALSE(after.empty());
+  std::vector<double> sorted = after;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  int64_t settled = -1;
+  for (const auto& [t, w] : star.window_trace()) {
+    if (t < step) continue;
+    if (std::abs(w - median) > 0.25 * median) {
+      settled = -1;
+    } else if (settled < 0) {
+      settled = t;
+    }
+  }
+  ASSERT_GE(settled, step);
+  const double rtts = static_cast<double>(settled - step) /
+                      static_cast<double>(std::max<int64_t>(1, star.path(0).srtt_ns()));
+  std::printf("window settled %.2f ms after the step (%.1f round trips of %.0f us), median %.1f\n",
+              static_cast<double>(settled - step) / 1e6, rtts,
+              static_cast<double>(star.path(0).srtt_ns()) / 1e3, median);
+  EXPECT_LE(rtts, 20.0);
+  EXPECT_LT(median, 0.7 * pre);  // it did follow the step down
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(star.up(r).dropped + star.down(r).dropped, 0u);
 }
 
 TEST(TransportCoreSimTest, LossIsRecoveredWithExactResults) {
@@ -555,6 +614,32 @@ TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {
   p.OnRtt(150'000, t += 1000);
   EXPECT_EQ(p.rto_ns(), c.rto_min_ns);  // a valid sample resets the backoff
   EXPECT_GE(p.window_chunks(), c.min_window);
+}
+
+TEST(PathStateTest, TraceKeepsTheLastSamplesAtMostOnePerQuarterRoundTrip) {
+  TransportConfig c;
+  c.trace_capacity = 8;
+  PathState p(c);
+  int64_t t = 0;
+  for (int i = 0; i < 200; ++i) p.OnRtt(100'000, t += 10'000);  // a sample every 10 us
+  // srtt 100 us: one trace sample per 25 us of samples at most, 8 kept.
+  EXPECT_LE(p.traced(), 200u * 10 / 25 + 1);
+  EXPECT_GE(p.traced(), 200u * 10 / 30);
+  ASSERT_EQ(p.trace().size(), 8u);
+  for (size_t i = 1; i < p.trace().size(); ++i) {
+    EXPECT_GE(p.trace()[i].at_ns - p.trace()[i - 1].at_ns, 25'000 - 1);
+  }
+  // A timeout is recorded at once, with the halved window.
+  const uint64_t before = p.traced();
+  p.OnTimeout(t += 1);
+  EXPECT_EQ(p.traced(), before + 1);
+  EXPECT_EQ(p.trace().back().at_ns, t);
+  EXPECT_EQ(p.trace().back().window, p.window());
+  // Off by default.
+  PathState off{TransportConfig{}};
+  off.OnRtt(100'000, 1);
+  EXPECT_EQ(off.traced(), 0u);
+  EXPECT_TRUE(off.trace().empty());
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.chunk_size = o.chunk_size;
   co.max_pending_chunks = o.window;
   co.competitive = o.competitive;
+  co.window_trace_samples = o.window_trace;
   co.group_id = o.group_id;
   co.switch_port = rank;
   auto comm = Communicator::Create(co);
@@ -307,6 +308,17 @@ void PrintRow(const PerfOptions& o, const PerfRow& row, std::ostream& out) {
       << row.wrong << "  " << row.path << std::endl;
 }
 
+// [at_ns,window,srtt_us],... (the brackets around the list are the caller's).
+std::string WindowTraceJson(const std::vector<WindowSample>& trace) {
+  std::vector<std::string> items;
+  items.reserve(trace.size());
+  for (const WindowSample& w : trace) {
+    items.push_back(absl::StrCat("[", w.at_ns, ",", absl::SixDigits(w.window_chunks), ",",
+                                 absl::SixDigits(w.srtt_us), "]"));
+  }
+  return absl::StrJoin(items, ",");
+}
+
 void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::ostream& out) {
   uint64_t wrong = 0;
   for (const auto& r : rows) wrong += r.wrong;
@@ -320,7 +332,9 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
         ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
         ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
         ",\"competitive_entries\":", r.competitive_entries, ",\"path\":\"", r.path,
-        "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]}"));
+        "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]",
+        r.window_trace.empty() ? "" : ",\"window_trace\":[", WindowTraceJson(r.window_trace),
+        r.window_trace.empty() ? "" : "]", "}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
       << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
@@ -362,6 +376,7 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
         row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
         row.competitive_entries = static_cast<uint64_t>(counts[4]);
         row.timeline_ns = timeline;
+        if (o.rank == 0 && o.window_trace > 0) row.window_trace = c.window_trace();
         if (o.rank == 0) PrintRow(o, row, out);
         rows.push_back(row);
         return true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "inca/client/communicator.h"
 #include "inca/wire/cais.h"
 
 namespace inca::perf {
@@ -45,6 +46,7 @@ struct PerfOptions {
   uint32_t chunk_size = 8952;
   uint32_t window = 64;
   bool competitive = false;  // the transport's competitive mode
+  size_t window_trace = 0;   // window samples rank 0 reports (one-rank mode)
   uint8_t group_id = 0;      // the switch group (jobs sharing a switch need their own)
   bool check = true;
   int timeout_s = 600;
@@ -80,6 +82,9 @@ struct PerfRow {
   // iteration, so that jobs run side by side can be compared over the time
   // they overlap. Empty in the forking launcher.
   std::vector<int64_t> timeline_ns;
+  // One-rank mode with --window-trace: rank 0's window samples so far
+  // (at_ns on the same clock, window in chunks, srtt in us).
+  std::vector<WindowSample> window_trace;
 };
 
 // Runs the whole benchmark; prints the table to `out` as rows complete.

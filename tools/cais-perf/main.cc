@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
   app.add_flag("--competitive", o.competitive,
                "competitive mode: AIMD beside loss-based senders (docs/design/cais-client.md)");
+  app.add_option("--window-trace", o.window_trace,
+                 "one-rank mode: rank 0's last N congestion-window samples in the JSON line")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")
       ->check(CLI::Range(0, 254));
   app.add_flag("!--no-check", o.check, "skip the result check");

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -60,6 +61,9 @@ struct CommunicatorOptions {
   // switch for a slower rank can look like that queue, and at 8 ranks it
   // then cost throughput.
   bool competitive = false;
+  // Keep this many samples of the switch path's congestion window
+  // (window_trace()); 0 keeps none.
+  size_t window_trace_samples = 0;
   // Retransmission timeout: initial and cap of the exponential backoff.
   int retransmit_timeout_ms = 5;
   int max_retransmit_timeout_ms = 100;
@@ -107,6 +111,14 @@ struct CommunicatorStats {
   bool competitive = false;  // AIMD beside a loss-based sender
   uint64_t competitive_entries = 0;
   uint64_t drain_probes = 0;
+};
+
+// The switch path's congestion window at one moment: at most one sample per
+// quarter round trip, and one at every loss or timeout.
+struct WindowSample {
+  int64_t at_ns = 0;  // CLOCK_MONOTONIC (std::chrono::steady_clock)
+  double window_chunks = 0;
+  double srtt_us = 0;
 };
 
 // Per-operation options.
@@ -177,6 +189,9 @@ class Communicator {
   virtual void SetOffload(bool enabled) = 0;
 
   virtual CommunicatorStats stats() const = 0;
+  // The last CommunicatorOptions::window_trace_samples window samples,
+  // oldest first, as of the end of the last operation on the switch path.
+  virtual std::vector<WindowSample> window_trace() const { return {}; }
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 };
