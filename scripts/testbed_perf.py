@@ -5,6 +5,7 @@ against Gloo, with the bounds that links of the shaped rate allow
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -95,7 +96,8 @@ def perf(a, out=sys.stdout) -> dict:
                "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
                "chunks_sent": sw_row.get("chunks_sent", 0),
                "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0),
-               "competitive_entries": sw_row.get("competitive_entries", 0)}
+               "competitive_entries": sw_row.get("competitive_entries", 0),
+               "window_trace": sw_row.get("window_trace", [])}  # with --window-trace
         row["speedup"] = (row["gloo_us"] / row["switch_us"]
                           if row["switch_us"] and row["gloo_us"] else None)
         row["gloo_of_bound"] = row["ring_bound_us"] / row["gloo_us"] if row["gloo_us"] else None
@@ -158,10 +160,13 @@ def rate_step(a, out=sys.stdout) -> dict:
     slow_bps = parse_rate(a.rate) / 4
     slow = "%dkbit" % int(slow_bps / 1000)
     tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    a = argparse.Namespace(**vars(a))  # rank 0 reports its window samples
+    a.perf_arg = list(a.perf_arg) + ["--window-trace", "200000"]
     samples, stepped = [], None
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
             procs = _launch(tb, perf_bin, "switch", switch_addr, a, _port())
+            drained = _drain(procs, a)
             start = time.monotonic()
             while any(p.poll() is None for p in procs) and time.monotonic() - start < a.timeout:
                 if stepped is None and time.monotonic() - start >= a.step_after_ms / 1e3:
@@ -174,9 +179,10 @@ def rate_step(a, out=sys.stdout) -> dict:
                     stepped = time.monotonic_ns()
                 samples.append((time.monotonic_ns(), max(_backlog_bytes(tb))))
                 time.sleep(0.02)  # the sampling period; the loop ends with the job
-            rows = _collect(procs, "switch", a, out)
+            rows = _collect(procs, "switch", a, out, drained)
     res = {"rate": a.rate, "slow_rate": slow, "stepped_ns": stepped, "samples": samples,
            "timeline_ns": rows[0].get("timeline_ns", []), "bytes": rows[0]["bytes"],
+           "window_trace": rows[0].get("window_trace", []),
            "path": rows[0]["path"], "wrong": rows[0]["wrong"]}
     res.update(step_summary(res, a.chunk_size))
     return res
@@ -188,7 +194,11 @@ def step_summary(res: dict, chunk_size: int) -> dict:
     resolution of one operation), the share of post-step operations within
     that band, and the downlink queue's median, p99 and deepest sample.
     Round trip at the new rate: a chunk serialised up and down (propagation
-    is negligible on veth), so 1 BDP = 2 chunks."""
+    is negligible on veth), so 1 BDP = 2 chunks. From rank 0's window
+    samples: when its window first came within 25 % of its post-step
+    median (or one chunk, if that is more), in ms and in its own smoothed
+    round trips (their post-step median), and the share of its post-step
+    samples within that band."""
     t, step = res["timeline_ns"], res["stepped_ns"]
     rtt_s = 2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"])
     bdp = parse_rate(res["slow_rate"]) / 8 * rtt_s
@@ -208,6 +218,20 @@ def step_summary(res: dict, chunk_size: int) -> dict:
             end = ops[band.index(True)][1]
             out["settle_ms"] = (end - step) / 1e6
             out["settle_rtts"] = out["settle_ms"] / 1e3 / rtt_s
+    trace = res.get("window_trace") or []
+    post = [(t_, w, s) for t_, w, s in trace if t_ >= step]
+    pre = [w for t_, w, _ in trace if t_ < step]
+    if post and pre:
+        wmed = sorted(w for _, w, _ in post)[len(post) // 2]
+        srtt_us = sorted(s for _, _, s in post)[len(post) // 2]
+        band = [abs(w - wmed) <= max(0.25 * wmed, 1.0) for _, w, _ in post]
+        settled = post[band.index(True)][0] if any(band) else None
+        out.update({"window_before": pre[-1], "window_after_median": wmed,
+                    "window_srtt_us": srtt_us, "window_samples": len(trace),
+                    "window_within_band": sum(band) / len(band)})
+        if settled is not None:
+            out["window_settle_ms"] = (settled - step) / 1e6
+            out["window_settle_rtts"] = (settled - step) / 1e3 / max(1.0, srtt_us)
     after = sorted(b for ts, b in res["samples"] if ts >= step)
     if after:
         out["queue_max_bdp"] = after[-1] / bdp
@@ -326,8 +350,25 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
     return procs
 
 
-def _collect(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout) -> List[dict]:
-    outs = [p.communicate(timeout=a.timeout) for p in procs]
+def _drain(procs: List[subprocess.Popen], a) -> tuple:
+    """Every rank's (stdout, stderr), read concurrently: a rank blocked on a
+    full pipe (a long JSON line) would never exit otherwise."""
+    import threading
+    outs: List[tuple] = [("", "")] * len(procs)
+
+    def read(k: int) -> None:
+        outs[k] = procs[k].communicate(timeout=a.timeout)
+    threads = [threading.Thread(target=read, args=(k,), daemon=True) for k in range(len(procs))]
+    for t in threads:
+        t.start()
+    return outs, threads
+
+
+def _collect(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout,
+             drained=None) -> List[dict]:
+    outs, threads = drained or _drain(procs, a)
+    for t in threads:
+        t.join(a.timeout)
     for r, (p, (o, e)) in enumerate(zip(procs, outs)):
         if p.returncode != 0:
             raise TestbedError("cais-perf rank %d (%s) exited %d: %s" % (

@@ -156,7 +156,8 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
                         "--name", instance_name("p"), "--hosts", "2", "--rate", "200mbit",
                         "-b", "256K", "-e", "1M", "--iters", "2", "--warmup", "1",
-                        "--switchd-arg=--offload-controller=off"],
+                        "--switchd-arg=--offload-controller=off",
+                        "--perf-arg=--window-trace=300"],
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -165,9 +166,16 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert [r["bytes"] for r in res["rows"]] == [262144, 1048576]
     for r in res["rows"]:
-        assert r["wrong"] == 0 and r["path"] == "switch", r
+        assert r["wrong"] == 0 and r["path"] == "switch", {k: v for k, v in r.items()
+                                                            if k != "window_trace"}
         assert r["gloo_us"] > 0 and r["switch_us"] > 0
         assert r["chunks_sent"] > 0
+    # Rank 0's window samples (--window-trace 300): the last 300 at most, in
+    # time order, windows within [2, 64] chunks, round trips measured.
+    first, last = res["rows"][0]["window_trace"], res["rows"][-1]["window_trace"]
+    assert 0 < len(first) <= len(last) <= 300
+    assert [s[0] for s in last] == sorted(s[0] for s in last)
+    assert all(2 <= w <= 64 and rtt > 0 for _, w, rtt in last), last[:5]
 
 
 def test_wire_bounds():
