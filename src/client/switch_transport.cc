@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
   c.give_up_ns = int64_t{o.switch_timeout_ms} * 1'000'000;
   c.competitive = o.competitive;
   c.trace_capacity = o.window_trace_samples;
+  c.pacing_gain = o.pacing_gain;
   t->path_ = std::make_unique<PathState>(c);
   std::random_device rd;
   t->nonce_ = rd();

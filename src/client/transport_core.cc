@@ -413,11 +413,15 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     path_.OnTimeout(now);
     rto_deadline_ = now;
   }
-  // Fill the window with new chunks.
+  // Fill the window with new chunks, paced.
   const uint32_t window = path_.window_chunks();
+  const int64_t interval = PacingInterval();
+  if (interval > 0) pace_at_ = std::max(pace_at_, now - int64_t{c_.pacing_burst} * interval);
   while (next_own_ < r_.total_chunks && outstanding_ < window) {
+    if (interval > 0 && pace_at_ > now) break;  // NextDeadline wakes for it
     const uint32_t c = next_own_++;
     if (!Own(c) || sent_at_[c] == -2) continue;
+    pace_at_ += interval;
     if (outstanding_ == 0) rto_deadline_ = now;
     Send(c, false, false, out);
     ++r_.sent;
@@ -445,8 +449,16 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   }
 }
 
+int64_t OpCore::PacingInterval() const {
+  if (c_.pacing_gain <= 0 || path_.srtt_ns() <= 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(path_.srtt_ns()) /
+                              (c_.pacing_gain * std::max(1.0, path_.window())));
+}
+
 int64_t OpCore::NextDeadline() const {
   int64_t t = last_progress_ + c_.give_up_ns + 1;
+  if (PacingInterval() > 0 && next_own_ < r_.total_chunks && outstanding_ < path_.window_chunks())
+    t = std::min(t, pace_at_);
   if (outstanding_ > 0) t = std::min(t, rto_deadline_ + path_.rto_ns());
   // The first overtaken chunk that is not yet overdue (see Pump).
   const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();

@@ -97,6 +97,13 @@ struct TransportConfig {
   // older than the smoothed round trip plus a reordering window of
   // max(base / 4, jitter_factor x noise).
   uint32_t reorder_threshold = 3;
+  // Pacing: new chunks leave at most pacing_gain x window / srtt (a token
+  // bucket of pacing_burst chunks), so that an operation's first window and
+  // each growth step do not arrive at the bottleneck as one burst. 0: off
+  // (the default: on the testbed it made no difference beyond run-to-run
+  // noise; docs/design/cais-client.md).
+  double pacing_gain = 0;
+  uint32_t pacing_burst = 4;
   // The smallest round trip is forgotten after this long, so that a path
   // that got slower for good does not keep a stale target.
   int64_t base_rtt_window_ns = 10'000'000'000;
@@ -258,6 +265,8 @@ class OpCore {
   uint8_t* Locate(uint32_t c) const;
   const uint8_t* Source(uint32_t c) const;
   bool WorthRequesting(uint32_t c, bool tail_ok) const;
+  // Nanoseconds between new chunks at the pacing rate; 0: not paced.
+  int64_t PacingInterval() const;
   void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
   void Complete(uint32_t c, bool fallback, int64_t now);
   void Finish();
@@ -280,6 +289,7 @@ class OpCore {
   uint32_t outstanding_ = 0;
   uint32_t next_own_ = 0;
   uint32_t send_counter_ = 0;
+  int64_t pace_at_ = INT64_MIN / 2;  // when the next new chunk may leave
   uint32_t completed_order_hi_ = 0;  // highest send order completed, + 1
   uint64_t remaining_ = 0;
   int64_t last_progress_ = 0;

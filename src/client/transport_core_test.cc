@@ -461,6 +461,37 @@ TEST(TransportCoreSimTest, AfterARateStepMidOperationTheWindowSettlesWithinTwent
   for (int r = 0; r < 4; ++r) EXPECT_EQ(star.up(r).dropped + star.down(r).dropped, 0u);
 }
 
+TEST(TransportCoreSimTest, PacingSpreadsTheBurstAtAnOperationsStart) {
+  // 2 ms each way at 1 Gbit/s: the window reaches its cap of 64 chunks,
+  // about one bandwidth-delay product, and unpaced each operation starts by
+  // putting all 64 into the uplink queue at once. Paced at twice the
+  // window's rate (about twice the link's), the queue grows half as fast
+  // and peaks near half of that.
+  Link link;
+  link.delay_ns = 2'000'000;
+  link.limit = size_t{2500} * 1024;
+  size_t deepest[2] = {0, 0};
+  double slowest[2] = {0, 0};
+  for (int paced = 0; paced < 2; ++paced) {
+    TransportConfig tc;
+    tc.pacing_gain = paced ? 2.0 : 0.0;
+    Star star(4, 1 << 20, link, 64, tc);
+    star.Run(2);  // the window grows to its cap; srtt known
+    star.ResetQueueMaxima();
+    const auto d = star.Run(4);
+    for (int r = 0; r < 4; ++r) {
+      deepest[paced] = std::max(deepest[paced], star.up(r).max_queued);
+      EXPECT_EQ(star.up(r).dropped + star.down(r).dropped, 0u);
+    }
+    slowest[paced] = static_cast<double>(*std::max_element(d.begin(), d.end()));
+    std::printf("%s: deepest uplink queue %zu B, slowest op %.2f ms, window %.1f\n",
+                paced ? "paced" : "unpaced", deepest[paced], slowest[paced] / 1e6,
+                star.path(0).window());
+  }
+  EXPECT_LE(static_cast<double>(deepest[1]), 0.7 * static_cast<double>(deepest[0]));
+  EXPECT_LE(slowest[1], 1.05 * slowest[0]);  // and no slower
+}
+
 TEST(TransportCoreSimTest, LossIsRecoveredWithExactResults) {
   Link link;
   link.loss = 0.01;  // each way

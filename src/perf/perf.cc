@@ -110,6 +110,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.max_pending_chunks = o.window;
   co.competitive = o.competitive;
   co.window_trace_samples = o.window_trace;
+  co.pacing_gain = o.pacing_gain;
   co.group_id = o.group_id;
   co.switch_port = rank;
   auto comm = Communicator::Create(co);

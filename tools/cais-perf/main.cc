@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
   app.add_flag("--competitive", o.competitive,
                "competitive mode: AIMD beside loss-based senders (docs/design/cais-client.md)");
+  app.add_option("--pacing-gain", o.pacing_gain,
+                 "pace new chunks at this multiple of window / srtt (0: off)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
   app.add_option("--window-trace", o.window_trace,
                  "one-rank mode: rank 0's last N congestion-window samples in the JSON line")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));

@@ -61,6 +61,9 @@ struct CommunicatorOptions {
   // switch for a slower rank can look like that queue, and at 8 ranks it
   // then cost throughput.
   bool competitive = false;
+  // Pace new chunks at this multiple of window / smoothed round trip (a
+  // bucket of 4 chunks); 0 sends a window at once (docs/design/cais-client.md).
+  double pacing_gain = 0;
   // Keep this many samples of the switch path's congestion window
   // (window_trace()); 0 keeps none.
   size_t window_trace_samples = 0;
