@@ -404,7 +404,12 @@ def scenario_testbed():
         pass
     competitive = os.environ.get("COMPETITIVE") == "1"
     for phase, (backend, switch) in enumerate((("switch", None), ("host", "none"))):
-        cais.configure({"switch_timeout_ms": 5000, "competitive": competitive})
+        # join_timeout_ms: under 1 % loss a rank's TCP connects (store, Gloo)
+        # can take two SYN timeouts (1 + 2 s) longer than its peers', and a
+        # rank whose switch join gives up first runs the phase on the host
+        # path (seen once in CI: ops_switch 0, rejoins 1).
+        cais.configure({"switch_timeout_ms": 5000, "join_timeout_ms": 15000,
+                        "competitive": competitive})
         # Each phase on its own store port: rank 0's store of the first phase
         # may still be closing when a fast peer connects for the second.
         cais.init(switch_addr=switch, master_port=int(os.environ["MASTER_PORT"]) + 100 * phase)
