@@ -152,6 +152,20 @@ void SetNoDelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+}  // namespace
+
+bool IsSelfConnected(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return local_len == peer_len && std::memcmp(&local, &peer, local_len) == 0;
+}
+
+namespace {
+
 // Milliseconds until `deadline` for poll(), rounded up, clamped to [0, INT_MAX].
 int PollMillis(Clock::time_point deadline) {
   const auto left = deadline - Clock::now();
@@ -592,6 +606,11 @@ absl::StatusOr<int> TcpStore::Impl::TryConnect(Clock::time_point deadline) const
     }
     if (rc != 0) {
       last_error = ErrnoText(errno);
+      close(sock);
+      continue;
+    }
+    if (IsSelfConnected(sock)) {  // not the server: let it have its port
+      last_error = "connected to itself (nobody listening yet)";
       close(sock);
       continue;
     }

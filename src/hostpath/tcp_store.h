@@ -69,4 +69,10 @@ class TcpStore final : public gloo::rendezvous::Store {
   std::unique_ptr<Impl> impl_;
 };
 
+// True when a connected TCP socket's two ends are the same address and port:
+// Linux's simultaneous open lets a client that keeps connecting to a local
+// port nobody listens on yet, from an ephemeral port that happens to be
+// that one, connect to itself, and then hold the port the server needs.
+bool IsSelfConnected(int fd);
+
 }  // namespace inca::hostpath

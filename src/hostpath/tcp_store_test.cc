@@ -126,6 +126,36 @@ int ReadReplyCode(int fd, std::string* payload = nullptr) {
   return static_cast<uint8_t>(body[0]);
 }
 
+TEST(TcpStoreTest, ASelfConnectedSocketIsRecognised) {
+  // What a client retrying a local port nobody listens on can end up with
+  // (seen in CI: the server then could not bind its port): bound to a port
+  // and connected to that same address, Linux's simultaneous open connects
+  // the socket to itself.
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+  EXPECT_TRUE(IsSelfConnected(s));
+  close(s);
+  // A real client of a real server is not.
+  auto server = TcpStoreServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  EXPECT_FALSE(IsSelfConnected(c));
+  EXPECT_FALSE(IsSelfConnected(-1));
+  close(c);
+}
+
 TEST(TcpStoreTest, SetGetRoundTrip) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
