@@ -66,7 +66,7 @@ class OlafCliTest : public ::testing::Test {
     ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
     olaf::UpdateHeader h;
     h.cluster_id = header_cluster;
-    h.gen_time_ns = switchd::OlafServer::Now();
+    h.gen_time_ns = server_->Now();
     const std::vector<uint8_t> payload(16, 0);
     const std::vector<uint8_t> pkt = olaf::BuildUpdate(h, payload);
     sockaddr_in to{};

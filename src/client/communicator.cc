@@ -43,6 +43,9 @@ absl::Status CommunicatorOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_chunks ", max_pending_chunks, " must be 1..65535"));
   }
+  if (io != "gso" && io != "mmsg") {
+    return absl::InvalidArgumentError(absl::StrCat("io '", io, "' must be gso or mmsg"));
+  }
   if (switch_port < -1 || switch_port > 63) {
     return absl::InvalidArgumentError(
         absl::StrCat("switch_port ", switch_port, " must be -1 (any) or 0..63"));
@@ -83,6 +86,7 @@ absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions o
     o.switch_address = std::string(sw) == "none" ? "" : sw;
   }
   if (const char* off = std::getenv("INCA_OFFLOAD")) o.offload = std::string(off) != "0";
+  if (const char* io = std::getenv("INCA_IO")) o.io = io;
   if (auto s = o.Validate(); !s.ok()) return s;
   return o;
 }

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -23,69 +24,81 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::CaisOp;
 
-constexpr size_t kBatch = 32;
+// Datagrams per send batch and messages per receive batch.
+constexpr size_t kBatch = 64;
+constexpr size_t kRecvBatch = 32;
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
+  return net::SystemClock().NowNs();
 }
 
-void SetBuffer(int fd, int opt_force, int opt, int bytes) {
-  // Root may exceed net.core.{r,w}mem_max; others get what the kernel allows.
-  if (setsockopt(fd, SOL_SOCKET, opt_force, &bytes, sizeof(bytes)) != 0) {
-    setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
-  }
+bool IsWildcardOrLoopbackV4(const std::string& ip) {
+  return ip == "127.0.0.1" || ip == "0.0.0.0" || ip == "localhost";
 }
 
 }  // namespace
 
-absl::StatusOr<sockaddr_in> ParseIpv4Endpoint(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
+absl::StatusOr<SwitchAddresses> ResolveSwitchAddresses(const std::string& switch_address,
+                                                       const std::string& bind_ip) {
+  std::string sw_text = switch_address;
+  if (absl::StartsWith(sw_text, "localhost:")) sw_text = "127.0.0.1" + sw_text.substr(9);
+  auto sw = net::Endpoint::Resolve(sw_text);
+  if (!sw.ok()) return sw.status();
+  if (sw->port() == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "' must be HOST:PORT, e.g. 127.0.0.1:9410"));
+        absl::StrCat("switch address '", switch_address, "': port must be 1..65535"));
   }
-  std::string host = address.substr(0, colon);
-  if (host == "localhost" || host.empty()) host = "127.0.0.1";
-  uint32_t port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0 || port > 65535) {
+  std::string ip = bind_ip.empty() || bind_ip == "localhost" ? "127.0.0.1" : bind_ip;
+  if (sw->is_v6() && IsWildcardOrLoopbackV4(ip)) ip = "::";  // the default bind, an IPv6 switch
+  const bool v6_text = ip.find(':') != std::string::npos;
+  if (v6_text && ip.front() != '[') ip = absl::StrCat("[", ip, "]");
+  auto local = net::Endpoint::Parse(absl::StrCat(ip, ":0"));
+  if (!local.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "': port must be 1..65535"));
+        absl::StrCat("bind_ip '", bind_ip, "' is not a numeric IPv4 or IPv6 address"));
   }
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "': '", host, "' is not an IPv4 address"));
+  if (sw->is_v6() && !local->is_v6()) {
+    return absl::InvalidArgumentError(absl::StrCat("bind_ip '", bind_ip,
+                                                   "' is IPv4 but the switch ", sw->ToString(),
+                                                   " is IPv6: set an IPv6 bind_ip (INCA_BIND_IP)"));
   }
-  return sa;
+  return SwitchAddresses{*sw, *local};
 }
 
-SwitchTransport::SwitchTransport(const CommunicatorOptions& o) : options_(o) {}
-
-SwitchTransport::~SwitchTransport() {
-  if (fd_ >= 0) close(fd_);
+SwitchTransport::SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket,
+                                 net::Endpoint switch_ep)
+    : options_(o),
+      socket_(std::move(socket)),
+      rx_(net::RecvBatch::For(socket_, kRecvBatch, wire::kCaisHeaderBytes + o.chunk_size + 64)),
+      tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)) {
+  switch_addr_len_ = switch_ep.ToSockaddr(socket_.family, &switch_addr_);
 }
+
+SwitchTransport::~SwitchTransport() = default;
 
 absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
     const CommunicatorOptions& o) {
-  auto sw = ParseIpv4Endpoint(o.switch_address);
-  if (!sw.ok()) return sw.status();
-  auto local = ParseIpv4Endpoint(o.bind_ip + ":1");
-  if (!local.ok()) return local.status();
-  std::unique_ptr<SwitchTransport> t(new SwitchTransport(o));
-  t->switch_addr_ = *sw;
-  t->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (t->fd_ < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in bind_addr = *local;
-  bind_addr.sin_port = 0;
-  if (bind(t->fd_, reinterpret_cast<sockaddr*>(&bind_addr), sizeof(bind_addr)) != 0) {
-    return absl::UnavailableError(absl::StrCat("bind ", o.bind_ip, ": ", std::strerror(errno)));
+  auto addrs = ResolveSwitchAddresses(o.switch_address, o.bind_ip);
+  if (!addrs.ok()) return addrs.status();
+  auto io = net::ParseIoMode(o.io);
+  if (!io.ok()) return io.status();
+  // Receive room for a burst of results from every rank's share; a send
+  // buffer of a few windows (the queue beyond it belongs to the link).
+  auto socket = net::BindUdp(
+      addrs->local,
+      net::UdpOptions{
+          .buffer_bytes = 16 << 20, .send_buffer_bytes = 4 << 20, .io = *io, .nonblocking = true});
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(), absl::StrCat("switch socket (bind_ip ", o.bind_ip,
+                                                             "): ", socket.status().message()));
   }
-  SetBuffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, 16 << 20);
-  SetBuffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
-  t->recv_buf_.resize(kBatch * (wire::kCaisHeaderBytes + o.chunk_size + 64));
+  std::unique_ptr<SwitchTransport> t(
+      new SwitchTransport(o, std::move(*socket), addrs->switch_endpoint));
+  if (t->switch_addr_len_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("switch ", addrs->switch_endpoint.ToString(),
+                                                   " cannot be reached from ",
+                                                   addrs->local.ToString()));
+  }
   t->early_limit_ = 2 * size_t{o.max_pending_chunks} * static_cast<size_t>(o.world_size);
   TransportConfig& c = t->core_config_;
   c.group_id = o.group_id;
@@ -106,6 +119,13 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
   return t;
 }
 
+void SwitchTransport::SendMgmt(const wire::MgmtMessage& m) {
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(m, &bytes);
+  (void)::sendto(socket_.fd.get(), bytes.data(), bytes.size(), 0,
+                 reinterpret_cast<const sockaddr*>(&switch_addr_), switch_addr_len_);
+}
+
 bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   wire::MgmtMessage join;
@@ -116,24 +136,20 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
   join.port =
       options_.switch_port < 0 ? wire::kAnyPort : static_cast<uint16_t>(options_.switch_port);
   join.nonce = ++nonce_;
-  std::vector<uint8_t> bytes;
-  wire::SerializeMgmt(join, &bytes);
   auto next_send = Clock::now();
   while (Clock::now() < deadline) {
     if (Clock::now() >= next_send) {
-      sendto(fd_, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&switch_addr_),
-             sizeof(switch_addr_));
+      SendMgmt(join);
       next_send = Clock::now() + std::chrono::milliseconds(20);
     }
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{socket_.fd.get(), POLLIN, 0};
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::min(next_send, deadline) - Clock::now());
     if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, wait.count()))) <= 0) continue;
-    for (;;) {
-      const ssize_t n = recv(fd_, recv_buf_.data(), recv_buf_.size(), 0);
-      if (n <= 0) break;
+    const int n = rx_.Receive(socket_.fd.get());
+    for (int i = 0; i < n; ++i) {
       wire::MgmtMessage reply;
-      if (!wire::ParseMgmt({recv_buf_.data(), static_cast<size_t>(n)}, &reply)) continue;
+      if (!wire::ParseMgmt(rx_.data(static_cast<size_t>(i)), &reply)) continue;
       if (reply.type != wire::MgmtType::kJoinReply || reply.nonce != join.nonce) continue;
       if (reply.status == wire::MgmtStatus::kRefused) {
         last_refusal_ = reply.reason;
@@ -154,8 +170,8 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
         return rank_ports_[static_cast<size_t>(a)] < rank_ports_[static_cast<size_t>(b)];
       });
       layout_.index_of_rank.resize(static_cast<size_t>(n_ranks));
-      for (int i = 0; i < n_ranks; ++i) {
-        layout_.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(i)])] = i;
+      for (int k = 0; k < n_ranks; ++k) {
+        layout_.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(k)])] = k;
       }
       layout_.my_index = layout_.index_of_rank[static_cast<size_t>(options_.rank)];
       ready_ = true;
@@ -181,10 +197,7 @@ void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire
   const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
   m.report_duration_us = static_cast<uint32_t>(std::clamp<int64_t>(us, 1, UINT32_MAX));
   m.report_path = path;
-  std::vector<uint8_t> datagram;
-  wire::SerializeMgmt(m, &datagram);
-  sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&switch_addr_),
-         sizeof(switch_addr_));
+  SendMgmt(m);
 }
 
 void SwitchTransport::Leave() {
@@ -194,52 +207,38 @@ void SwitchTransport::Leave() {
   leave.rank = static_cast<uint16_t>(options_.rank);
   leave.world_size = static_cast<uint16_t>(options_.world_size);
   leave.nonce = ++nonce_;
-  std::vector<uint8_t> bytes;
-  wire::SerializeMgmt(leave, &bytes);
-  sendto(fd_, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&switch_addr_),
-         sizeof(switch_addr_));
+  SendMgmt(leave);
   ready_ = false;
 }
 
 namespace {
 
-// Batches the core's datagrams into sendmmsg calls.
+// Hands the core's datagrams to a send batch: the header copied, the
+// payload referenced (it lives in the operation's buffers until Flush).
 class BatchSender final : public DatagramSink {
  public:
-  BatchSender(int fd, const sockaddr_in* to) : fd_(fd), to_(to) {}
+  BatchSender(net::SendBatch* batch, int fd, const sockaddr_storage* to, socklen_t to_len)
+      : batch_(batch), fd_(fd), to_(to), to_len_(to_len) {}
   ~BatchSender() override { Flush(); }
 
   void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
-    wire::SerializeCaisHeader(h, hdrs_[n_]);
-    iovec* v = &iov_[2 * n_];
-    v[0] = {hdrs_[n_].data(), wire::kCaisHeaderBytes};
-    v[1] = {const_cast<uint8_t*>(payload.data()), payload.size()};
-    mmsghdr& m = msgs_[n_];
-    m = {};
-    m.msg_hdr.msg_name = const_cast<sockaddr_in*>(to_);
-    m.msg_hdr.msg_namelen = sizeof(*to_);
-    m.msg_hdr.msg_iov = v;
-    m.msg_hdr.msg_iovlen = payload.empty() ? 1 : 2;
-    if (++n_ == kBatch) Flush();
+    std::array<uint8_t, wire::kCaisHeaderBytes> head;
+    wire::SerializeCaisHeader(h, head);
+    if (batch_->full()) Flush();
+    (void)batch_->AddGather(*to_, to_len_, head, payload);
   }
 
+  // A datagram the kernel does not take (buffer full, an error) is treated
+  // as lost: the core retransmits it.
   void Flush() {
-    size_t done = 0;
-    while (done < n_) {
-      const int k = sendmmsg(fd_, msgs_.data() + done, static_cast<unsigned>(n_ - done), 0);
-      if (k <= 0) break;  // buffer full or error: treated as loss, retransmitted later
-      done += static_cast<size_t>(k);
-    }
-    n_ = 0;
+    if (!batch_->empty()) (void)batch_->Flush(fd_);
   }
 
  private:
+  net::SendBatch* batch_;
   int fd_;
-  const sockaddr_in* to_;
-  std::array<std::array<uint8_t, wire::kCaisHeaderBytes>, kBatch> hdrs_{};
-  std::array<iovec, 2 * kBatch> iov_{};
-  std::array<mmsghdr, kBatch> msgs_{};
-  size_t n_ = 0;
+  const sockaddr_storage* to_;
+  socklen_t to_len_;
 };
 
 }  // namespace
@@ -258,10 +257,8 @@ SwitchPhaseResult SwitchTransport::Run(const SwitchOp& op) {
       core.OnDatagram(pkt, NowNs());
     }
   }
-  BatchSender sender(fd_, &switch_addr_);
-  std::array<mmsghdr, kBatch> rmsgs{};
-  std::array<iovec, kBatch> riov{};
-  const size_t slot = recv_buf_.size() / kBatch;
+  const int fd = socket_.fd.get();
+  BatchSender sender(&tx_, fd, &switch_addr_, switch_addr_len_);
   while (!core.Finished()) {
     int64_t now = NowNs();
     core.Pump(now, sender);
@@ -269,22 +266,15 @@ SwitchPhaseResult SwitchTransport::Run(const SwitchOp& op) {
     if (core.Finished()) break;
     // Wait for results until the core's next deadline (at most 50 ms).
     const int64_t wait_ns = std::clamp<int64_t>(core.NextDeadline() - now, 0, 50'000'000);
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd, POLLIN, 0};
     const timespec ts{0, static_cast<long>(wait_ns)};
     if (ppoll(&p, 1, &ts, nullptr) <= 0) continue;
     for (int round = 0; round < 64 && !core.Finished(); ++round) {
-      for (size_t i = 0; i < kBatch; ++i) {
-        riov[i] = {recv_buf_.data() + i * slot, slot};
-        rmsgs[i] = {};
-        rmsgs[i].msg_hdr.msg_iov = &riov[i];
-        rmsgs[i].msg_hdr.msg_iovlen = 1;
-      }
-      const int n = recvmmsg(fd_, rmsgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+      const int n = rx_.Receive(fd);
       if (n <= 0) break;
       now = NowNs();
       for (int i = 0; i < n; ++i) {
-        const std::span<const uint8_t> d(recv_buf_.data() + static_cast<size_t>(i) * slot,
-                                         rmsgs[static_cast<size_t>(i)].msg_len);
+        const std::span<const uint8_t> d = rx_.data(static_cast<size_t>(i));
         if (core.IsEarly(d)) {
           if (early_.size() >= early_limit_) early_.pop_front();
           early_.emplace_back(d.begin(), d.end());
@@ -292,7 +282,7 @@ SwitchPhaseResult SwitchTransport::Run(const SwitchOp& op) {
           core.OnDatagram(d, now);
         }
       }
-      if (static_cast<size_t>(n) < kBatch) break;
+      if (!rx_.filled()) break;
       // Keep the window full while draining a burst of results.
       core.Pump(now, sender);
       sender.Flush();

@@ -1,12 +1,10 @@
 // The switch path of the CAIS client: one UDP socket joined to one group at
 // inca-switchd, driving the pure transport core (client/transport_core.h:
 // congestion window, retransmission, result requests, notices) with the
-// real clock and batched socket I/O. Internal to the client; used only by
+// real clock and batched socket I/O (src/net: GSO sends and GRO receives
+// unless options.io is "mmsg"). Internal to the client; used only by
 // the communicator's progress thread (not thread-safe).
 #pragma once
-
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <array>
 #include <chrono>
@@ -20,11 +18,20 @@
 #include "inca/client/communicator.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
+#include "net/clock.h"
+#include "net/endpoint.h"
+#include "net/udp.h"
 
 namespace inca::client {
 
-// Parses "host:port" (IPv4 dotted quad or "localhost").
-absl::StatusOr<sockaddr_in> ParseIpv4Endpoint(const std::string& address);
+// The switch's address ("HOST:PORT", "[IPV6]:PORT" or a name) and the
+// local one to bind (bind_ip, port 0) for a socket that reaches it.
+struct SwitchAddresses {
+  net::Endpoint switch_endpoint;
+  net::Endpoint local;
+};
+absl::StatusOr<SwitchAddresses> ResolveSwitchAddresses(const std::string& switch_address,
+                                                       const std::string& bind_ip);
 
 class SwitchTransport {
  public:
@@ -50,11 +57,14 @@ class SwitchTransport {
   SwitchPhaseResult Run(const SwitchOp& op);
 
  private:
-  explicit SwitchTransport(const CommunicatorOptions& o);
+  SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
+  // One management datagram to the switch (best effort).
+  void SendMgmt(const wire::MgmtMessage& m);
 
   CommunicatorOptions options_;
-  int fd_ = -1;
-  sockaddr_in switch_addr_{};
+  net::UdpSocket socket_;
+  sockaddr_storage switch_addr_{};
+  socklen_t switch_addr_len_ = 0;
   bool ready_ = false;
   uint32_t seq_base_ = 0;
   uint32_t nonce_ = 1;
@@ -63,7 +73,8 @@ class SwitchTransport {
   // Per path and size class: an explore's one report is never held back.
   std::array<std::array<std::chrono::steady_clock::time_point, wire::kSizeClasses>, 2>
       last_report_{};
-  std::vector<uint8_t> recv_buf_;
+  net::RecvBatch rx_;
+  net::SendBatch tx_;
   // Results of the next operation that arrive while this rank is still on
   // the current one (a faster rank's AllGather blocks): kept, bounded, and
   // replayed when that operation starts, instead of being requested again.
@@ -76,6 +87,7 @@ class SwitchTransport {
 
  public:
   const PathState& path() const { return *path_; }
+  const net::UdpSocket& socket() const { return socket_; }
 };
 
 }  // namespace inca::client

@@ -103,6 +103,12 @@ constexpr SwitchField kSwitchCounterFields[] = {
     {"inca_switch_mgmt_sent_total", &switchd::SwitchCounters::mgmt_tx, "Management replies sent."},
     {"inca_switch_mgmt_send_errors_total", &switchd::SwitchCounters::mgmt_send_errors,
      "Management replies the kernel refused."},
+    {"inca_switch_messages_received_total", &switchd::SwitchCounters::messages_rx,
+     "Socket messages the received datagrams came in (fewer than datagrams with UDP GRO)."},
+    {"inca_switch_messages_sent_total", &switchd::SwitchCounters::messages_tx,
+     "Socket messages the sent datagrams left in (fewer than datagrams with UDP GSO)."},
+    {"inca_switch_gso_fallbacks_total", &switchd::SwitchCounters::gso_fallbacks,
+     "Segmented sends the kernel refused (resent one datagram per message; GSO then off)."},
 };
 
 void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::string* out) {
@@ -180,6 +186,11 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.Counter(f.name, f.help);
     w.Sample("", sw.*f.field);
   }
+  w.Gauge("inca_switch_io_offload",
+          "1 when the socket uses the kernel offload (gso: UDP_SEGMENT sends, gro: UDP_GRO "
+          "receives; --io).");
+  w.Sample("offload=\"gso\"", sw.io_gso);
+  w.Sample("offload=\"gro\"", sw.io_gro);
   w.Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
   w.Sample("", sw.ports_bound);
   w.Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");

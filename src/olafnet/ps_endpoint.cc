@@ -3,35 +3,65 @@
 #include "absl/strings/str_cat.h"
 #include "inca/olaf/olaf_switch.h"
 #include "inca/olaf/ps.h"
-#include "olafnet/udp.h"
+#include "net/clock.h"
+#include "net/udp.h"
 
 namespace inca::olaf {
+
+namespace {
+
+constexpr size_t kBatch = 64;
+constexpr size_t kMaxPoll = 4096;
+
+}  // namespace
 
 struct OlafPsEndpoint::Impl {
   net::UdpSocket socket;
   size_t max_peers = 0;
+  net::RecvBatch rx;
+  net::SendBatch tx;
   // (address, cluster) pairs that sent updates, in first-seen order.
   struct Peer {
-    sockaddr_in addr{};
+    net::Endpoint addr;
     uint16_t cluster_id = 0;
   };
   std::vector<Peer> peers;
+
+  // Queues `d` to `to`; sends the batch when it is full.
+  void Send(const net::Endpoint& to, std::span<const uint8_t> d, PsEndpointCounters* io) {
+    if (tx.full()) Flush(io);
+    sockaddr_storage addr;
+    const socklen_t len = to.ToSockaddr(socket.family, &addr);
+    if (len == 0 || !tx.AddGather(addr, len, {}, d)) ++io->send_errors;
+  }
+  void Flush(PsEndpointCounters* io) {
+    if (tx.empty()) return;
+    const net::SendBatch::Result r = tx.Flush(socket.fd.get());
+    io->datagrams_tx += r.sent;
+    io->send_errors += r.failed + r.would_block;
+  }
 };
 
 OlafPsEndpoint::~OlafPsEndpoint() = default;
 
 dp::TimeNs OlafPsEndpoint::Now() {
-  return net::MonotonicNs();
+  return net::SystemClock().NowNs();
 }
 
 absl::StatusOr<std::unique_ptr<OlafPsEndpoint>> OlafPsEndpoint::Create(
     OlafPsEndpointOptions options) {
+  auto bind = net::Endpoint::Parse(options.bind);
+  if (!bind.ok()) return bind.status();
   auto core = PsCore::Create(std::move(options.ps));
   if (!core.ok()) return core.status();
-  auto sock = net::UdpSocket::Bind(options.bind, options.socket_buffer_bytes);
+  auto sock = net::BindUdp(
+      *bind, net::UdpOptions{.buffer_bytes = options.socket_buffer_bytes, .io = net::IoMode::kGso});
   if (!sock.ok()) return sock.status();
+  net::RecvBatch rx = net::RecvBatch::For(*sock, kBatch, net::kAnyMessageBytes);
+  net::SendBatch tx = net::SendBatch::For(*sock, kBatch, 0);
   std::unique_ptr<OlafPsEndpoint> e(new OlafPsEndpoint());
-  e->impl_ = std::make_unique<Impl>(Impl{*std::move(sock), options.max_peers, {}});
+  e->impl_ = std::make_unique<Impl>(
+      Impl{*std::move(sock), options.max_peers, std::move(rx), std::move(tx), {}});
   e->impl_->peers.reserve(std::min<size_t>(options.max_peers, 1024));
   e->core_ = *std::move(core);
   return e;
@@ -39,52 +69,53 @@ absl::StatusOr<std::unique_ptr<OlafPsEndpoint>> OlafPsEndpoint::Create(
 
 size_t OlafPsEndpoint::Poll(std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
-  const sockaddr_in& local = im.socket.local();
-  const size_t n = im.socket.Receive(timeout, 4096, [&](const net::UdpSocket::Received& r) {
-    ++io_.datagrams_rx;
-    if (r.truncated) {
-      ++io_.truncated;
-      return;
-    }
-    // Without a switch nobody stamped worker_id: stamp it as the first
-    // switch would (the 5-tuple hash of the worker's flow).
-    const uint32_t flow_worker = WorkerIdOf(FlowKey::V4(
-        net::HostIp(r.from), net::HostIp(local), net::HostPort(r.from), net::HostPort(local)));
-    PsResult res = core_->OnDatagram(r.data, Now(), flow_worker);
-    if (res.ack.empty()) return;  // not an UPDATE
-    auto known = std::find_if(im.peers.begin(), im.peers.end(), [&](const Impl::Peer& p) {
-      return p.cluster_id == res.cluster_id && net::SameAddress(p.addr, r.from);
-    });
-    if (known == im.peers.end()) {
-      if (im.peers.size() < im.max_peers) {
-        im.peers.push_back({r.from, res.cluster_id});
-      } else {
-        ++io_.peers_not_learned;
-      }
-    }
-    const sockaddr_in to = r.from;
-    auto send = [&](std::span<const uint8_t> d) {
-      if (im.socket.SendTo(to, d)) {
-        ++io_.datagrams_tx;
-      } else {
-        ++io_.send_errors;
-      }
-    };
-    send(res.ack);
-    for (const auto& m : res.models) send(m);
-  });
+  const net::Endpoint& local = im.socket.local;
+  // Replies refer to the PS core's buffers only until the next datagram:
+  // each one's are sent before it is handled.
+  const size_t n = net::ReceiveFor(
+      im.socket, im.rx, static_cast<int>(timeout.count()), kMaxPoll,
+      [&](const net::RecvBatch& b, size_t i) {
+        ++io_.datagrams_rx;
+        if (b.truncated(i)) {
+          ++io_.truncated;
+          return;
+        }
+        const net::Endpoint from = net::Endpoint::FromSockaddr(b.source(i), b.source_len(i));
+        // Without a switch nobody stamped worker_id: stamp it as the first
+        // switch would (the 5-tuple hash of the worker's flow).
+        FlowKey flow;
+        flow.src_ip = from.V6MappedAddress();
+        flow.dst_ip = local.V6MappedAddress();
+        flow.src_port = from.port();
+        flow.dst_port = local.port();
+        PsResult res = core_->OnDatagram(b.data(i), Now(), WorkerIdOf(flow));
+        if (res.ack.empty()) return;  // not an UPDATE
+        auto known = std::find_if(im.peers.begin(), im.peers.end(), [&](const Impl::Peer& p) {
+          return p.cluster_id == res.cluster_id && p.addr == from;
+        });
+        if (known == im.peers.end()) {
+          if (im.peers.size() < im.max_peers) {
+            im.peers.push_back({from, res.cluster_id});
+          } else {
+            ++io_.peers_not_learned;
+          }
+        }
+        im.Send(from, res.ack, &io_);
+        for (const auto& m : res.models) im.Send(from, m, &io_);
+        im.Flush(&io_);
+      });
   core_->Advance(Now());
   return n;
 }
 
 absl::Status OlafPsEndpoint::BroadcastModel(std::span<const float> params, uint16_t cluster) {
   Impl& im = *impl_;
-  std::vector<sockaddr_in> targets;
+  std::vector<net::Endpoint> targets;
   for (const Impl::Peer& p : im.peers) {
     if (cluster != kAllClusters && p.cluster_id != cluster) continue;
-    const bool dup = std::any_of(targets.begin(), targets.end(),
-                                 [&](const sockaddr_in& t) { return net::SameAddress(t, p.addr); });
-    if (!dup) targets.push_back(p.addr);
+    if (std::find(targets.begin(), targets.end(), p.addr) == targets.end()) {
+      targets.push_back(p.addr);
+    }
   }
   if (targets.empty()) {
     return absl::FailedPreconditionError(
@@ -92,24 +123,19 @@ absl::Status OlafPsEndpoint::BroadcastModel(std::span<const float> params, uint1
   }
   auto models = core_->BuildModel(params, cluster, Now());
   if (!models.ok()) return models.status();
-  for (const sockaddr_in& t : targets) {
-    for (const auto& d : *models) {
-      if (im.socket.SendTo(t, d)) {
-        ++io_.datagrams_tx;
-      } else {
-        ++io_.send_errors;
-      }
-    }
+  for (const net::Endpoint& t : targets) {
+    for (const auto& d : *models) im.Send(t, d, &io_);
   }
+  im.Flush(&io_);
   return absl::OkStatus();
 }
 
 std::string OlafPsEndpoint::local_address() const {
-  return net::ToString(impl_->socket.local());
+  return impl_->socket.local.ToString();
 }
 
 uint16_t OlafPsEndpoint::local_port() const {
-  return net::HostPort(impl_->socket.local());
+  return impl_->socket.local.port();
 }
 
 }  // namespace inca::olaf

@@ -202,5 +202,38 @@ TEST(OlafUdpEndpointTest, MalformedDatagramsAreCountedAndIgnored) {
   ASSERT_TRUE(PollUntil([&] { w.Poll(milliseconds(50)); }, [&] { return w.stats().acks_rx == 1; }));
 }
 
+// The same exchange over IPv6 loopback: the PS stamps the worker id from
+// the IPv6 5-tuple, and its ACK finds the worker.
+TEST(OlafUdpEndpointTest, AnUpdateAndItsAckOverIpv6) {
+  std::vector<AppliedUpdate> applied;
+  OlafPsEndpointOptions po;
+  po.bind = "[::1]:0";
+  po.ps.apply = [&](const AppliedUpdate& a) { applied.push_back(a); };
+  auto ps_or = OlafPsEndpoint::Create(po);
+  ASSERT_TRUE(ps_or.ok()) << ps_or.status();
+  OlafPsEndpoint& ps = **ps_or;
+  EXPECT_EQ(ps.local_address().rfind("[::1]:", 0), 0u) << ps.local_address();
+  OlafWorkerEndpointOptions wo;
+  wo.bind = "[::1]:0";
+  wo.peer = ps.local_address();
+  wo.worker.cluster_id = 2;
+  auto w_or = OlafWorkerEndpoint::Create(wo);
+  ASSERT_TRUE(w_or.ok()) << w_or.status();
+  OlafWorkerEndpoint& w = **w_or;
+  auto s = w.Send(Ramp(5000, 1), 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->datagrams, 3u);
+  ASSERT_TRUE(PollUntil([&] { ps.Poll(milliseconds(50)); }, [&] { return applied.size() == 1; }));
+  ASSERT_TRUE(PollUntil([&] { w.Poll(milliseconds(50)); }, [&] { return w.stats().acks_rx == 3; }));
+  FlowKey flow;
+  flow.src_ip[15] = 1;  // ::1
+  flow.dst_ip[15] = 1;
+  flow.src_port = w.local_port();
+  flow.dst_port = ps.local_port();
+  EXPECT_EQ(applied[0].worker_id, WorkerIdOf(flow));
+  EXPECT_EQ(applied[0].values, Ramp(5000, 1));
+  EXPECT_EQ(applied[0].cluster_id, 2);
+}
+
 }  // namespace
 }  // namespace inca::olaf

@@ -1,29 +1,56 @@
 #include "inca/olaf/worker.h"
-#include "olafnet/udp.h"
+#include "net/clock.h"
+#include "net/udp.h"
 
 namespace inca::olaf {
 
+namespace {
+
+constexpr size_t kBatch = 64;
+constexpr size_t kMaxPoll = 4096;
+
+}  // namespace
+
 struct OlafWorkerEndpoint::Impl {
   net::UdpSocket socket;
-  sockaddr_in peer{};
+  sockaddr_storage peer{};
+  socklen_t peer_len = 0;
+  net::RecvBatch rx;
+  net::SendBatch tx;
 };
 
 OlafWorkerEndpoint::~OlafWorkerEndpoint() = default;
 
 dp::TimeNs OlafWorkerEndpoint::Now() {
-  return net::MonotonicNs();
+  return net::SystemClock().NowNs();
 }
 
 absl::StatusOr<std::unique_ptr<OlafWorkerEndpoint>> OlafWorkerEndpoint::Create(
     OlafWorkerEndpointOptions options) {
-  auto peer = net::ParseV4(options.peer, /*allow_port0=*/false);
+  auto peer = net::Endpoint::Resolve(options.peer);
   if (!peer.ok()) return peer.status();
+  if (peer->port() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer '", options.peer, "': port must be 1..65535"));
+  }
+  auto bind = net::Endpoint::Parse(options.bind);
+  if (!bind.ok()) return bind.status();
   auto core = WorkerCore::Create(options.worker);
   if (!core.ok()) return core.status();
-  auto sock = net::UdpSocket::Bind(options.bind, options.socket_buffer_bytes);
+  auto sock = net::BindUdp(
+      *bind, net::UdpOptions{.buffer_bytes = options.socket_buffer_bytes, .io = net::IoMode::kGso});
   if (!sock.ok()) return sock.status();
+  sockaddr_storage to{};
+  const socklen_t to_len = peer->ToSockaddr(sock->family, &to);
+  if (to_len == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer ", peer->ToString(), " cannot be reached from ", options.bind));
+  }
+  net::RecvBatch rx = net::RecvBatch::For(*sock, kBatch, net::kAnyMessageBytes);
+  net::SendBatch tx = net::SendBatch::For(*sock, kBatch, 0);
   std::unique_ptr<OlafWorkerEndpoint> e(new OlafWorkerEndpoint());
-  e->impl_ = std::make_unique<Impl>(Impl{*std::move(sock), *peer});
+  e->impl_ =
+      std::make_unique<Impl>(Impl{*std::move(sock), to, to_len, std::move(rx), std::move(tx)});
   e->core_ = *std::move(core);
   return e;
 }
@@ -36,34 +63,40 @@ absl::StatusOr<WorkerSendOutcome> OlafWorkerEndpoint::Send(std::span<const float
   o.sent = w->sent;
   o.probability = w->probability;
   o.update_id = w->update_id;
+  Impl& im = *impl_;
+  auto flush = [&] {
+    const net::SendBatch::Result r = im.tx.Flush(im.socket.fd.get());
+    o.datagrams += r.sent;
+    o.send_errors += r.failed + r.would_block;
+  };
   for (const auto& d : w->datagrams) {
-    if (impl_->socket.SendTo(impl_->peer, d)) {
-      ++o.datagrams;
-    } else {
-      ++o.send_errors;
-      ++io_.send_errors;
-    }
+    if (im.tx.full()) flush();
+    if (!im.tx.AddGather(im.peer, im.peer_len, {}, d)) ++o.send_errors;
   }
+  flush();
+  io_.send_errors += o.send_errors;
   return o;
 }
 
 size_t OlafWorkerEndpoint::Poll(std::chrono::milliseconds timeout) {
-  return impl_->socket.Receive(timeout, 4096, [&](const net::UdpSocket::Received& r) {
-    ++io_.datagrams_rx;
-    if (r.truncated) {
-      ++io_.truncated;
-      return;
-    }
-    core_->OnDatagram(r.data, Now());
-  });
+  Impl& im = *impl_;
+  return net::ReceiveFor(im.socket, im.rx, static_cast<int>(timeout.count()), kMaxPoll,
+                         [&](const net::RecvBatch& b, size_t i) {
+                           ++io_.datagrams_rx;
+                           if (b.truncated(i)) {
+                             ++io_.truncated;
+                             return;
+                           }
+                           core_->OnDatagram(b.data(i), Now());
+                         });
 }
 
 std::string OlafWorkerEndpoint::local_address() const {
-  return net::ToString(impl_->socket.local());
+  return impl_->socket.local.ToString();
 }
 
 uint16_t OlafWorkerEndpoint::local_port() const {
-  return net::HostPort(impl_->socket.local());
+  return impl_->socket.local.port();
 }
 
 }  // namespace inca::olaf

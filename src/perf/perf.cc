@@ -111,6 +111,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.competitive = o.competitive;
   co.window_trace_samples = o.window_trace;
   co.pacing_gain = o.pacing_gain;
+  co.io = o.io;
   co.group_id = o.group_id;
   co.switch_port = rank;
   auto comm = Communicator::Create(co);

@@ -48,6 +48,7 @@ struct PerfOptions {
   bool competitive = false;  // the transport's competitive mode
   size_t window_trace = 0;   // window samples rank 0 reports (one-rank mode)
   double pacing_gain = 0;    // the transport's pacing (0: off)
+  std::string io = "gso";    // the switch socket's I/O path (gso or mmsg)
   uint8_t group_id = 0;      // the switch group (jobs sharing a switch need their own)
   bool check = true;
   int timeout_s = 600;

@@ -1,18 +1,19 @@
 #include "perf/reflect_bench.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/switch_transport.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
 #include "testing/process.h"
@@ -21,112 +22,162 @@ namespace inca::perf {
 
 namespace {
 
-struct Load {
-  double pps = 0;
-  uint64_t lost = 0;
-};
+constexpr uint8_t kGroup = 250;
 
 // Joins group 250 as its only rank (a no-op for the forwarder, which
 // reflects the JOIN and the client ignores the echo).
-bool JoinSolo(int fd, const sockaddr_in& to) {
+bool JoinSolo(const net::UdpSocket& s, const sockaddr_storage& to, socklen_t to_len) {
   wire::MgmtMessage j;
   j.type = wire::MgmtType::kJoin;
-  j.group_id = 250;
+  j.group_id = kGroup;
   j.rank = 0;
   j.world_size = 1;
   j.nonce = 99;
   std::vector<uint8_t> b;
   wire::SerializeMgmt(j, &b);
+  net::RecvBatch rx = net::RecvBatch::For(s, 4, 512);
   for (int tries = 0; tries < 50; ++tries) {
-    sendto(fd, b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
-    pollfd p{fd, POLLIN, 0};
+    sendto(s.fd.get(), b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&to), to_len);
+    pollfd p{s.fd.get(), POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
-    uint8_t buf[512];
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    wire::MgmtMessage m;
-    if (n > 0 && wire::ParseMgmt({buf, static_cast<size_t>(n)}, &m)) {
-      return m.type == wire::MgmtType::kJoin ||  // reflected by the forwarder
-             (m.type == wire::MgmtType::kJoinReply && m.status == wire::MgmtStatus::kOk);
+    const int n = rx.Receive(s.fd.get());
+    for (int i = 0; i < n; ++i) {
+      wire::MgmtMessage m;
+      if (wire::ParseMgmt(rx.data(static_cast<size_t>(i)), &m)) {
+        return m.type == wire::MgmtType::kJoin ||  // reflected by the forwarder
+               (m.type == wire::MgmtType::kJoinReply && m.status == wire::MgmtStatus::kOk);
+      }
     }
   }
   return false;
 }
 
-absl::StatusOr<Load> Drive(const std::string& addr, const ReflectOptions& o) {
-  auto to = client::ParseIpv4Endpoint(addr);
-  if (!to.ok()) return to.status();
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  const int big = 16 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
-  if (!JoinSolo(fd, *to)) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("no answer from ", addr));
+absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::IoMode io,
+                                 const ReflectOptions& o) {
+  auto local = net::Endpoint::Parse("127.0.0.1:0");
+  auto sock = net::BindUdp(*local, net::UdpOptions{.buffer_bytes = 16 << 20, .io = io});
+  if (!sock.ok()) return sock.status();
+  sockaddr_storage to;
+  const socklen_t to_len = target.ToSockaddr(sock->family, &to);
+  if (!JoinSolo(*sock, to, to_len)) {
+    return absl::UnavailableError(absl::StrCat("no answer from ", target.ToString()));
   }
-  std::vector<uint8_t> pkt(wire::kCaisHeaderBytes + o.payload_bytes, 0);
+  const std::vector<uint8_t> payload(o.payload_bytes, 0);
   wire::CaisHeader h;
-  h.group_id = 250;
-  h.payload_len = o.payload_bytes;
+  h.group_id = kGroup;
+  h.payload_len = static_cast<uint16_t>(o.payload_bytes);
   uint32_t seq = 1;
-  auto send_one = [&] {
-    h.seq_num = seq++;
-    wire::SerializeCaisHeader(h, pkt);
-    sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<const sockaddr*>(&*to), sizeof(*to));
+  net::SendBatch tx = net::SendBatch::For(*sock, o.window, wire::kCaisHeaderBytes);
+  net::RecvBatch rx = net::RecvBatch::For(*sock, 32, wire::kCaisHeaderBytes + o.payload_bytes);
+  auto send = [&](uint64_t count) {
+    for (uint64_t i = 0; i < count; ++i) {
+      std::array<uint8_t, wire::kCaisHeaderBytes> head;
+      h.seq_num = seq++;
+      wire::SerializeCaisHeader(h, head);
+      if (tx.full()) (void)tx.Flush(sock->fd.get());
+      (void)tx.AddGather(to, to_len, head, payload);
+    }
+    (void)tx.Flush(sock->fd.get());
   };
-  Load load;
-  for (uint32_t i = 0; i < o.window; ++i) send_one();
-  std::vector<uint8_t> buf(pkt.size() + 64);
-  uint64_t got = 0;
+  TargetLoad load;
+  const double cpu0 = ProcessCpuSeconds(pid);
   const auto t0 = std::chrono::steady_clock::now();
   const auto limit = t0 + std::chrono::duration<double>(o.max_seconds);
-  while (got < o.packets && std::chrono::steady_clock::now() < limit) {
-    pollfd p{fd, POLLIN, 0};
+  send(o.window);
+  while (load.packets < o.packets && std::chrono::steady_clock::now() < limit) {
+    pollfd p{sock->fd.get(), POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) {  // replies lost: refill the window
       load.lost += o.window;
-      for (uint32_t i = 0; i < o.window; ++i) send_one();
+      send(o.window);
       continue;
     }
-    while (recv(fd, buf.data(), buf.size(), MSG_DONTWAIT) > 0) {
-      ++got;
-      send_one();
-    }
+    uint64_t got = 0;
+    for (int n; (n = rx.Receive(sock->fd.get())) > 0;) got += static_cast<uint64_t>(n);
+    load.packets += got;
+    send(got);
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  load.pps = static_cast<double>(got) / s;
-  close(fd);
+  load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  load.cpu_seconds = ProcessCpuSeconds(pid) - cpu0;
   return load;
+}
+
+absl::StatusOr<TargetLoad> Measure(bool switchd, net::IoMode io, const ReflectOptions& o) {
+  const std::string addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  const std::string mode(net::ToString(io));
+  testing::Process proc =
+      switchd
+          ? testing::Process::Spawn(o.switchd_path,
+                                    {"--listen", addr, "--log-level", "warn", "--control-listen",
+                                     "off", "--http-listen", "off", "--chunk-size",
+                                     absl::StrCat(o.payload_bytes), "--io", mode},
+                                    true)
+          : testing::Process::Spawn(o.forwarder_path, {"--listen", addr, "--io", mode}, true);
+  if (!proc.running()) return absl::UnavailableError("could not start the target");
+  auto load = Drive(*net::Endpoint::Parse(addr), proc.pid(), io, o);
+  proc.Signal(SIGTERM);
+  proc.Wait(std::chrono::seconds(5));
+  return load;
+}
+
+void PrintTarget(std::ostream& out, const char* name, const TargetLoad& t, double gbit) {
+  out << "  " << std::left << std::setw(15) << name << std::right << std::fixed
+      << std::setprecision(0) << t.pps() << " pkt/s (" << std::setprecision(2) << t.pps() * gbit
+      << " Gbit/s), " << std::setprecision(0) << t.per_cpu_second()
+      << " pkt per target CPU-second\n";
 }
 
 }  // namespace
 
-absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostream& out) {
-  ReflectResult r;
-  for (int which = 0; which < 2; ++which) {
-    const std::string addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-    testing::Process proc =
-        which == 0 ? testing::Process::Spawn(o.forwarder_path, {"--listen", addr}, true)
-                   : testing::Process::Spawn(
-                         o.switchd_path,
-                         {"--listen", addr, "--log-level", "warn", "--control-listen", "off",
-                          "--http-listen", "off", "--chunk-size", absl::StrCat(o.payload_bytes)},
-                         true);
-    if (!proc.running()) return absl::UnavailableError("could not start the target");
-    auto load = Drive(addr, o);
-    proc.Signal(SIGTERM);
-    proc.Wait(std::chrono::seconds(5));
-    if (!load.ok()) return load.status();
-    (which == 0 ? r.forwarder_pps : r.switchd_pps) = load->pps;
-    (which == 0 ? r.forwarder_lost : r.switchd_lost) = load->lost;
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(f, line)) return -1;
+  // Fields after the command (which may hold spaces) start after the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
   }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostream& out) {
+  ReflectResult result;
   const double gbit = 8.0 * (wire::kCaisHeaderBytes + o.payload_bytes) / 1e9;
-  out << std::fixed << std::setprecision(0) << "payload " << o.payload_bytes << " B, window "
-      << o.window << "\n"
-      << "  udp-forwarder  " << r.forwarder_pps << " pkt/s (" << std::setprecision(2)
-      << r.forwarder_pps * gbit << " Gbit/s)\n"
-      << std::setprecision(0) << "  inca-switchd   " << r.switchd_pps << " pkt/s ("
-      << std::setprecision(2) << r.switchd_pps * gbit << " Gbit/s)\n"
-      << "  ratio switchd / forwarder: " << r.switchd_pps / r.forwarder_pps << "\n";
-  return r;
+  for (net::IoMode io : o.io) {
+    ReflectRow row;
+    row.io = io;
+    auto fwd = Measure(false, io, o);
+    if (!fwd.ok()) return fwd.status();
+    auto sw = Measure(true, io, o);
+    if (!sw.ok()) return sw.status();
+    row.forwarder = *fwd;
+    row.switchd = *sw;
+    out << "payload " << o.payload_bytes << " B, window " << o.window << ", io "
+        << net::ToString(io) << "\n";
+    PrintTarget(out, "udp-forwarder", row.forwarder, gbit);
+    PrintTarget(out, "inca-switchd", row.switchd, gbit);
+    out << std::setprecision(2)
+        << "  ratio switchd / forwarder: " << row.switchd.pps() / row.forwarder.pps()
+        << " (per target CPU-second: "
+        << row.switchd.per_cpu_second() / row.forwarder.per_cpu_second() << ")\n";
+    result.rows.push_back(row);
+  }
+  const ReflectRow* mmsg = nullptr;
+  const ReflectRow* gso = nullptr;
+  for (const ReflectRow& r : result.rows) (r.io == net::IoMode::kGso ? gso : mmsg) = &r;
+  if (mmsg != nullptr && gso != nullptr) {
+    out << std::setprecision(2) << "  gso / mmsg, payload " << o.payload_bytes
+        << " B: inca-switchd " << gso->switchd.pps() / mmsg->switchd.pps() << "x pkt/s, "
+        << gso->switchd.per_cpu_second() / mmsg->switchd.per_cpu_second()
+        << "x pkt per CPU-second; udp-forwarder " << gso->forwarder.pps() / mmsg->forwarder.pps()
+        << "x, " << gso->forwarder.per_cpu_second() / mmsg->forwarder.per_cpu_second() << "x\n";
+  }
+  return result;
 }
 
 }  // namespace inca::perf

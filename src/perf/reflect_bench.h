@@ -1,19 +1,27 @@
 // switchd-bench: datagrams per second through inca-switchd against the
-// plain udp-forwarder on the same machine, measured in one run.
+// plain udp-forwarder on the same machine, measured in one run, on each
+// socket I/O path (--io mmsg and gso, src/net/udp.h).
 //
 // One client keeps `window` CAIS AllReduce packets in flight to a target and
-// sends a new one for every reply. Through inca-switchd the client is a
-// one-rank group, so every packet is parsed, looked up, admitted to a slot,
-// reduced (a copy into the accumulator), deparsed and sent back; through the
-// forwarder it is only received and reflected. The ratio is what the
-// reduction pipeline costs on top of the same batched socket I/O.
+// sends a new one for every reply, in batches, on the same I/O path as the
+// target. Through inca-switchd the client is a one-rank group, so every
+// packet is parsed, looked up, admitted to a slot, reduced (a copy into the
+// accumulator), deparsed and sent back; through the forwarder it is only
+// received and reflected. Two figures per target: packets per second of
+// wall time, and packets per CPU-second of the target process (utime +
+// stime from /proc; on two cores the load generator and softirq share the
+// CPUs, so this is the target's own cost per packet).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "net/udp.h"
 
 namespace inca::perf {
 
@@ -24,15 +32,33 @@ struct ReflectOptions {
   uint32_t window = 64;
   uint64_t packets = 200000;
   double max_seconds = 5;
+  std::vector<net::IoMode> io = {net::IoMode::kMmsg, net::IoMode::kGso};
+};
+
+struct TargetLoad {
+  uint64_t packets = 0;    // replies received
+  double seconds = 0;      // wall time
+  double cpu_seconds = 0;  // the target process's utime + stime meanwhile
+  uint64_t lost = 0;       // window refills after 100 ms of silence, in packets
+  double pps() const { return seconds > 0 ? static_cast<double>(packets) / seconds : 0; }
+  double per_cpu_second() const {
+    return cpu_seconds > 0 ? static_cast<double>(packets) / cpu_seconds : 0;
+  }
+};
+
+struct ReflectRow {
+  net::IoMode io = net::IoMode::kMmsg;
+  TargetLoad forwarder;
+  TargetLoad switchd;
 };
 
 struct ReflectResult {
-  double forwarder_pps = 0;
-  double switchd_pps = 0;
-  uint64_t forwarder_lost = 0;
-  uint64_t switchd_lost = 0;
+  std::vector<ReflectRow> rows;  // one per options.io entry, in order
 };
 
 absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& options, std::ostream& out);
+
+// utime + stime of process `pid` in seconds (/proc/PID/stat); -1 if unreadable.
+double ProcessCpuSeconds(pid_t pid);
 
 }  // namespace inca::perf

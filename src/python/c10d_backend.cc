@@ -483,6 +483,8 @@ c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& 
       o.store_address = v.cast<std::string>();
     else if (key == "bind_ip")
       o.bind_ip = v.cast<std::string>();
+    else if (key == "io")
+      o.io = v.cast<std::string>();
     else if (key == "offload")
       o.offload = v.cast<bool>();
     else if (key == "chunk_size")

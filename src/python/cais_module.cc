@@ -93,6 +93,8 @@ CommunicatorOptions ParseOptions(const py::dict& d) {
       o.offload = v.cast<bool>();
     else if (key == "bind_ip")
       o.bind_ip = v.cast<std::string>();
+    else if (key == "io")
+      o.io = v.cast<std::string>();
     else if (key == "chunk_size")
       o.chunk_size = v.cast<uint32_t>();
     else if (key == "max_pending_chunks")

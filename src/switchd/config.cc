@@ -14,7 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "switchd/endpoint.h"
+#include "net/endpoint.h"
+#include "net/udp.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -214,7 +215,7 @@ absl::Status ParseStaticPort(const Reader& r, const YAML::Node& n, size_t index,
     has_endpoint = true;
     const std::string key = absl::StrCat(where, ".", k);
     if (absl::Status s = r.String(v, key, &out->endpoint); !s.ok()) return s;
-    if (auto ep = Endpoint::Parse(out->endpoint); !ep.ok()) {
+    if (auto ep = net::Endpoint::Parse(out->endpoint); !ep.ok()) {
       return KeyError(r.source(), key, v, ep.status().message());
     }
     return absl::OkStatus();
@@ -284,7 +285,7 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
   Handlers h;
   h["listen"] = [&](const YAML::Node& v, const std::string& k) {
     if (absl::Status s = r.String(v, k, &c->listen); !s.ok()) return s;
-    if (auto hp = SplitHostPort(c->listen); !hp.ok()) {
+    if (auto hp = net::SplitHostPort(c->listen); !hp.ok()) {
       return KeyError(r.source(), k, v, hp.status().message());
     }
     return absl::OkStatus();
@@ -369,6 +370,7 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
   h["batch_size"] = [&](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, kMaxBatchSize, &c->batch_size);
   };
+  h["io"] = [&](const YAML::Node& v, const std::string& k) { return r.String(v, k, &c->io); };
   auto probability = [&](double* out) {
     return [&r, out](const YAML::Node& v, const std::string& k) {
       return r.Number(
@@ -514,7 +516,7 @@ absl::Status SwitchdConfig::Validate() const {
   if (!(offload_explore_ms >= 1 && offload_explore_ms <= 86400e3)) {
     return absl::InvalidArgumentError("offload_explore_ms must be in [1, 86400000]");
   }
-  if (auto hp = SplitHostPort(listen); !hp.ok()) {
+  if (auto hp = net::SplitHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("listen: ", hp.status().message()));
   }
   if (absl::Status s = cais.Validate(); !s.ok()) return s;
@@ -523,6 +525,7 @@ absl::Status SwitchdConfig::Validate() const {
                                                    " out of range [0, ", kMaxSocketBufferBytes,
                                                    "]"));
   }
+  if (auto mode = net::ParseIoMode(io); !mode.ok()) return mode.status();
   if (batch_size < 1 || batch_size > kMaxBatchSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size ", batch_size, " out of range [1, ", kMaxBatchSize, "]"));
@@ -543,14 +546,14 @@ absl::Status SwitchdConfig::Validate() const {
         absl::StrCat("stats_interval_s ", stats_interval_s, " out of range [0, 86400]"));
   }
   absl::flat_hash_set<dp::PortId> port_numbers;
-  absl::flat_hash_set<Endpoint> endpoints;
+  absl::flat_hash_set<net::Endpoint> endpoints;
   for (size_t i = 0; i < ports.size(); ++i) {
     const StaticPort& p = ports[i];
     if (p.port >= dp::kMaxPorts) {
       return absl::InvalidArgumentError(
           absl::StrCat("ports[", i, "].port ", p.port, " out of range [0, 63]"));
     }
-    auto ep = Endpoint::Parse(p.endpoint);
+    auto ep = net::Endpoint::Parse(p.endpoint);
     if (!ep.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("ports[", i, "].endpoint: ", ep.status().message()));

@@ -53,6 +53,10 @@ struct SwitchdConfig {
   size_t socket_buffer_bytes = size_t{8} << 20;
   // Datagrams per recvmmsg/sendmmsg call.
   uint32_t batch_size = 64;
+  // Socket I/O path: "gso" (UDP_SEGMENT sends and UDP_GRO receives where
+  // the kernel has them, else as mmsg) or "mmsg" (one datagram per message).
+  // See src/net/udp.h.
+  std::string io = "gso";
   // Loss injection on CAIS data (not management): probability in [0, 1]
   // that a datagram is dropped on ingress (before the reducer) or on egress
   // (after). 1.0 drops everything. Deterministic for a given loss_seed.

@@ -70,8 +70,8 @@ size_t GroupManager::groups_forming() const {
   return n;
 }
 
-std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request, const Endpoint& from,
-                                                dp::TimeNs now) {
+std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request,
+                                                const net::Endpoint& from, dp::TimeNs now) {
   switch (request.type) {
     case MgmtType::kJoin: return Join(request, from, now);
     case MgmtType::kLeave: return Leave(request, from);
@@ -90,7 +90,7 @@ double PathAverage::BestUsPerByte() const {
   return *std::min_element(recent_us_per_byte.begin(), recent_us_per_byte.begin() + n);
 }
 
-void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+void GroupManager::Report(const MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now) {
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   auto& g = groups_[m.group_id];
   if (member == nullptr || !g->formed || m.report_bytes == 0) {
@@ -109,7 +109,7 @@ void GroupManager::Report(const MgmtMessage& m, const Endpoint& from, dp::TimeNs
   ++reports_accepted_;
 }
 
-GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from) {
+GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from) {
   auto& g = groups_[group_id];
   if (!g || rank >= g->ranks.size()) return nullptr;
   auto& slot = g->ranks[rank];
@@ -137,7 +137,7 @@ void GroupManager::Dissolve(uint8_t group_id, const char* why) {
   g.reset();
 }
 
-MgmtMessage GroupManager::Join(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now) {
   MgmtMessage reply = ReplyTo(m, MgmtType::kJoinReply);
   auto refuse = [&](MgmtReason reason) {
     reply.status = MgmtStatus::kRefused;
@@ -218,7 +218,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const Endpoint& from, dp::T
   return current(*g->ranks[m.rank]);
 }
 
-MgmtMessage GroupManager::Leave(const MgmtMessage& m, const Endpoint& from) {
+MgmtMessage GroupManager::Leave(const MgmtMessage& m, const net::Endpoint& from) {
   MgmtMessage reply = ReplyTo(m, MgmtType::kLeaveReply);
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   if (member == nullptr) {
@@ -242,7 +242,7 @@ MgmtMessage GroupManager::Leave(const MgmtMessage& m, const Endpoint& from) {
   return reply;
 }
 
-MgmtMessage GroupManager::Ping(const MgmtMessage& m, const Endpoint& from, dp::TimeNs now) {
+MgmtMessage GroupManager::Ping(const MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now) {
   MgmtMessage reply = ReplyTo(m, MgmtType::kPong);
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   if (member == nullptr) {

@@ -53,7 +53,7 @@
 #include "inca/cais/rule_table.h"
 #include "inca/dataplane/program.h"
 #include "inca/wire/mgmt.h"
-#include "switchd/endpoint.h"
+#include "net/endpoint.h"
 #include "switchd/port_table.h"
 
 namespace inca::switchd {
@@ -61,7 +61,7 @@ namespace inca::switchd {
 inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
 
 struct GroupMember {
-  Endpoint endpoint;
+  net::Endpoint endpoint;
   dp::PortId port = 0;
   dp::TimeNs joined_at = 0;
   dp::TimeNs last_seen = 0;  // last JOIN or PING
@@ -108,8 +108,8 @@ class GroupManager {
   // Handles one management request from `from` at `now`; returns the reply to
   // send back to `from`. Reply types (JOIN_REPLY, PONG, LEAVE_REPLY) arriving
   // at the switch get no reply: nullopt.
-  std::optional<wire::MgmtMessage> Handle(const wire::MgmtMessage& request, const Endpoint& from,
-                                          dp::TimeNs now);
+  std::optional<wire::MgmtMessage> Handle(const wire::MgmtMessage& request,
+                                          const net::Endpoint& from, dp::TimeNs now);
 
   // The group forming or formed under `group_id`, or nullptr.
   const GroupState* group(uint8_t group_id) const {
@@ -123,12 +123,12 @@ class GroupManager {
   uint64_t reports_ignored() const { return reports_ignored_; }
 
  private:
-  wire::MgmtMessage Join(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
-  wire::MgmtMessage Leave(const wire::MgmtMessage& m, const Endpoint& from);
-  wire::MgmtMessage Ping(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
-  void Report(const wire::MgmtMessage& m, const Endpoint& from, dp::TimeNs now);
+  wire::MgmtMessage Join(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
+  wire::MgmtMessage Leave(const wire::MgmtMessage& m, const net::Endpoint& from);
+  wire::MgmtMessage Ping(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
+  void Report(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
   // The member at (group, rank) if it is `from`, else nullptr.
-  GroupMember* FindMember(uint8_t group_id, uint16_t rank, const Endpoint& from);
+  GroupMember* FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from);
   void Unref(dp::PortId port);
   void Dissolve(uint8_t group_id, const char* why);
 

@@ -18,9 +18,9 @@ using wire::MgmtReason;
 using wire::MgmtStatus;
 using wire::MgmtType;
 
-Endpoint Ep(int host, int port = 1000) {
-  auto e = Endpoint::Parse("10.0." + std::to_string(host / 256) + "." + std::to_string(host % 256) +
-                           ":" + std::to_string(port));
+net::Endpoint Ep(int host, int port = 1000) {
+  auto e = net::Endpoint::Parse("10.0." + std::to_string(host / 256) + "." +
+                                std::to_string(host % 256) + ":" + std::to_string(port));
   EXPECT_TRUE(e.ok());
   return *e;
 }
@@ -30,7 +30,7 @@ class GroupManagerTest : public ::testing::Test {
   static constexpr uint32_t kSeqStart = 1000;
   void SetUp() override { spdlog::set_level(spdlog::level::off); }
 
-  MgmtMessage Join(uint8_t group, uint16_t rank, uint16_t world, const Endpoint& from,
+  MgmtMessage Join(uint8_t group, uint16_t rank, uint16_t world, const net::Endpoint& from,
                    uint16_t port = kAnyPort, uint32_t nonce = 7) {
     MgmtMessage m;
     m.type = MgmtType::kJoin;
@@ -43,7 +43,7 @@ class GroupManagerTest : public ::testing::Test {
     EXPECT_TRUE(r.has_value());
     return r.value_or(MgmtMessage{});
   }
-  MgmtMessage Simple(MgmtType type, uint8_t group, uint16_t rank, const Endpoint& from,
+  MgmtMessage Simple(MgmtType type, uint8_t group, uint16_t rank, const net::Endpoint& from,
                      uint32_t nonce = 9) {
     MgmtMessage m;
     m.type = type;
@@ -309,8 +309,8 @@ TEST_F(GroupManagerTest, LeaveAndPingFromNonMembers) {
 }
 
 TEST_F(GroupManagerTest, ReportsFromMembersAverageBySizeClassAndPath) {
-  auto report = [&](uint8_t group, uint16_t rank, const Endpoint& from, uint64_t bytes, uint32_t us,
-                    wire::ReportPath path) {
+  auto report = [&](uint8_t group, uint16_t rank, const net::Endpoint& from, uint64_t bytes,
+                    uint32_t us, wire::ReportPath path) {
     MgmtMessage m;
     m.type = MgmtType::kReport;
     m.group_id = group;

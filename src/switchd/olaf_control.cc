@@ -14,7 +14,7 @@ absl::StatusOr<std::vector<control::PortInfo>> OlafControl::ListPorts() {
   std::vector<control::PortInfo> out;
   server_->Execute([&](OlafServer::Control& c) {
     for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-      if (const Endpoint* e = c.ports.endpoint(p)) {
+      if (const net::Endpoint* e = c.ports.endpoint(p)) {
         out.push_back({p, e->ToString(), c.ports.is_static(p)});
       }
     }

@@ -23,7 +23,7 @@ absl::Status OlafServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         "the OLAF switch needs its parameter server: give --ps HOST:PORT");
   }
-  if (auto e = Endpoint::Parse(ps); !e.ok()) {
+  if (auto e = net::Endpoint::Parse(ps); !e.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("ps: ", e.status().message()));
   }
   if (program.ps_port != kPsPort) {
@@ -78,31 +78,34 @@ class OlafServer::Sink final : public dp::PacketSink {
   OlafServer* server_;
 };
 
-absl::StatusOr<std::unique_ptr<OlafServer>> OlafServer::Create(const OlafServerConfig& config) {
+absl::StatusOr<std::unique_ptr<OlafServer>> OlafServer::Create(const OlafServerConfig& config,
+                                                               const net::TimeSource& clock) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  auto listen = Endpoint::Resolve(config.listen);
+  auto listen = net::Endpoint::Resolve(config.listen);
   if (!listen.ok()) return listen.status();
-  auto ps = Endpoint::Parse(config.ps);
+  auto ps = net::Endpoint::Parse(config.ps);
   if (!ps.ok()) return ps.status();
   auto program = olaf::OlafSwitch::Create(config.program);
   if (!program.ok()) return program.status();
   for (const auto& [port, cluster] : config.clusters) {
     if (absl::Status s = (*program)->cluster_table().Set(port, cluster); !s.ok()) return s;
   }
-  auto socket = BindUdp(*listen, config.socket_buffer_bytes);
+  auto socket = net::BindUdp(*listen, config.socket_buffer_bytes);
   if (!socket.ok()) return socket.status();
-  auto wakeup = Wakeup::Create();
+  auto wakeup = net::Wakeup::Create();
   if (!wakeup.ok()) return wakeup.status();
-  std::unique_ptr<OlafServer> server(
-      new OlafServer(config, std::move(*program), std::move(*socket), std::move(*wakeup), *ps));
+  std::unique_ptr<OlafServer> server(new OlafServer(config, std::move(*program), std::move(*socket),
+                                                    std::move(*wakeup), *ps, &clock));
   if (absl::Status s = server->ports_.AddStatic(kPsPort, *ps); !s.ok()) return s;
-  server->Publish(Now());
+  server->Publish(server->Now());
   return server;
 }
 
 OlafServer::OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::OlafSwitch> program,
-                       UdpSocket socket, Wakeup wakeup, Endpoint ps)
+                       net::UdpSocket socket, net::Wakeup wakeup, net::Endpoint ps,
+                       const net::TimeSource* clock)
     : config_(config),
+      clock_(clock),
       program_(std::move(program)),
       socket_(std::move(socket)),
       wakeup_(std::move(wakeup)),
@@ -112,12 +115,6 @@ OlafServer::OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::Ola
       sink_(std::make_unique<Sink>(this)) {}
 
 OlafServer::~OlafServer() = default;
-
-dp::TimeNs OlafServer::Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 void OlafServer::Stop() noexcept {
   stop_.store(true);
@@ -139,7 +136,7 @@ void OlafServer::Publish(dp::TimeNs now) {
 }
 
 void OlafServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
-  const Endpoint* to = ports_.endpoint(port);
+  const net::Endpoint* to = ports_.endpoint(port);
   if (to == nullptr) {
     ++live_.egress_unmapped;
     return;
@@ -150,15 +147,15 @@ void OlafServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
 
 void OlafServer::FlushTx() {
   if (tx_.empty()) return;
-  const SendBatch::Result r = tx_.Flush(socket_.fd.get());
+  const net::SendBatch::Result r = tx_.Flush(socket_.fd.get());
   live_.datagrams_tx += r.sent;
-  live_.send_errors += r.failed;
+  live_.send_errors += r.failed + r.would_block;
 }
 
 void OlafServer::HandleDatagram(size_t i, dp::TimeNs now) {
   ++live_.datagrams_rx;
   if (rx_.truncated(i)) ++live_.rx_truncated;
-  const Endpoint source = Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
+  const net::Endpoint source = net::Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
   std::optional<dp::PortId> port = ports_.Lookup(source);
   if (!port) {
     auto bound = ports_.Bind(source);
@@ -214,7 +211,7 @@ absl::Status OlafServer::Run() {
         const dp::TimeNs now = Now();
         for (size_t i = 0; i < static_cast<size_t>(n); ++i) HandleDatagram(i, now);
         FlushTx();
-        busy = static_cast<size_t>(n) == rx_.capacity();
+        busy = rx_.filled();
       }
     }
     const dp::TimeNs now = Now();

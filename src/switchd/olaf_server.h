@@ -34,10 +34,11 @@
 
 #include "absl/status/statusor.h"
 #include "inca/olaf/olaf_switch.h"
-#include "switchd/endpoint.h"
+#include "net/clock.h"
+#include "net/endpoint.h"
+#include "net/udp.h"
 #include "switchd/port_table.h"
 #include "switchd/task_queue.h"
-#include "switchd/udp_io.h"
 
 namespace inca::switchd {
 
@@ -71,7 +72,9 @@ class OlafServer {
  public:
   // InvalidArgument for bad configuration, Unavailable when the socket
   // cannot be bound.
-  static absl::StatusOr<std::unique_ptr<OlafServer>> Create(const OlafServerConfig& config);
+  // `clock` (which must outlive the server) stamps and ages updates.
+  static absl::StatusOr<std::unique_ptr<OlafServer>> Create(
+      const OlafServerConfig& config, const net::TimeSource& clock = net::SystemClock());
   ~OlafServer();
   OlafServer(const OlafServer&) = delete;
   OlafServer& operator=(const OlafServer&) = delete;
@@ -82,7 +85,7 @@ class OlafServer {
   OlafServerCounters counters() const;
 
   uint16_t local_port() const { return socket_.local.port(); }
-  const Endpoint& local_endpoint() const { return socket_.local; }
+  const net::Endpoint& local_endpoint() const { return socket_.local; }
   const OlafServerConfig& config() const { return config_; }
 
   struct Control {
@@ -94,14 +97,16 @@ class OlafServer {
   // or after it returns: on the calling thread). Thread-safe; not from `fn`.
   void Execute(const std::function<void(Control&)>& fn);
 
-  // The monotonic clock the server drives the program with (steady_clock,
-  // nanoseconds): workers on the same host stamp gen_time with it.
-  static dp::TimeNs Now();
+  // The clock the server drives the program with (SystemClock() unless
+  // injected: steady_clock nanoseconds, which workers on the same host
+  // stamp gen_time with).
+  dp::TimeNs Now() const { return clock_->NowNs(); }
 
  private:
   class Sink;
   OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::OlafSwitch> program,
-             UdpSocket socket, Wakeup wakeup, Endpoint ps);
+             net::UdpSocket socket, net::Wakeup wakeup, net::Endpoint ps,
+             const net::TimeSource* clock);
   void HandleDatagram(size_t i, dp::TimeNs now);
   void Egress(dp::PortId port, std::span<const uint8_t> packet);
   void FlushTx();
@@ -110,13 +115,14 @@ class OlafServer {
   Control MakeControl() { return Control{*program_, ports_, Now()}; }
 
   OlafServerConfig config_;
+  const net::TimeSource* clock_;
   std::unique_ptr<olaf::OlafSwitch> program_;
-  UdpSocket socket_;
-  Wakeup wakeup_;
-  Endpoint ps_;
+  net::UdpSocket socket_;
+  net::Wakeup wakeup_;
+  net::Endpoint ps_;
   PortTable ports_;
-  RecvBatch rx_;
-  SendBatch tx_;
+  net::RecvBatch rx_;
+  net::SendBatch tx_;
   std::unique_ptr<Sink> sink_;
   OlafServerCounters live_;
   mutable std::mutex snapshot_mu_;

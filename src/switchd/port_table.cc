@@ -4,12 +4,12 @@
 
 namespace inca::switchd {
 
-void PortTable::Set(dp::PortId port, const Endpoint& endpoint, bool is_static) {
+void PortTable::Set(dp::PortId port, const net::Endpoint& endpoint, bool is_static) {
   entries_[port] = Entry{endpoint, true, is_static};
   by_endpoint_[endpoint] = port;
 }
 
-absl::Status PortTable::AddStatic(dp::PortId port, const Endpoint& endpoint) {
+absl::Status PortTable::AddStatic(dp::PortId port, const net::Endpoint& endpoint) {
   if (port >= kCapacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("port ", port, " out of range; ports are 0..", kCapacity - 1));
@@ -27,7 +27,7 @@ absl::Status PortTable::AddStatic(dp::PortId port, const Endpoint& endpoint) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<dp::PortId> PortTable::Bind(const Endpoint& endpoint, uint16_t requested) {
+absl::StatusOr<dp::PortId> PortTable::Bind(const net::Endpoint& endpoint, uint16_t requested) {
   if (!endpoint.valid()) return absl::InvalidArgumentError("cannot bind an invalid endpoint");
   if (requested != kAnyPort && requested >= kCapacity) {
     return absl::InvalidArgumentError(

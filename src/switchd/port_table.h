@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
-#include "switchd/endpoint.h"
+#include "net/endpoint.h"
 
 namespace inca::switchd {
 
@@ -30,26 +30,26 @@ class PortTable {
 
   // A static entry. InvalidArgument (port >= kCapacity, invalid endpoint),
   // AlreadyExists (the port or the endpoint is already bound).
-  absl::Status AddStatic(dp::PortId port, const Endpoint& endpoint);
+  absl::Status AddStatic(dp::PortId port, const net::Endpoint& endpoint);
 
   // Gives `endpoint` a port: the one it already holds (static or dynamic),
   // else `requested` if that is free, else the lowest free port.
   // InvalidArgument (invalid endpoint; requested >= kCapacity and not
   // kAnyPort), ResourceExhausted (every port bound).
-  absl::StatusOr<dp::PortId> Bind(const Endpoint& endpoint, uint16_t requested = kAnyPort);
+  absl::StatusOr<dp::PortId> Bind(const net::Endpoint& endpoint, uint16_t requested = kAnyPort);
 
   // Frees a dynamic entry. Returns false, changing nothing, for static or
   // unbound ports.
   bool Release(dp::PortId port);
 
   // The port of `endpoint`. O(1); the data-path lookup.
-  std::optional<dp::PortId> Lookup(const Endpoint& endpoint) const {
+  std::optional<dp::PortId> Lookup(const net::Endpoint& endpoint) const {
     auto it = by_endpoint_.find(endpoint);
     if (it == by_endpoint_.end()) return std::nullopt;
     return it->second;
   }
   // The endpoint behind `port`, or nullptr if unbound (or port out of range).
-  const Endpoint* endpoint(dp::PortId port) const {
+  const net::Endpoint* endpoint(dp::PortId port) const {
     return port < kCapacity && entries_[port].bound ? &entries_[port].endpoint : nullptr;
   }
   bool is_static(dp::PortId port) const { return port < kCapacity && entries_[port].is_static; }
@@ -57,14 +57,14 @@ class PortTable {
 
  private:
   struct Entry {
-    Endpoint endpoint;
+    net::Endpoint endpoint;
     bool bound = false;
     bool is_static = false;
   };
-  void Set(dp::PortId port, const Endpoint& endpoint, bool is_static);
+  void Set(dp::PortId port, const net::Endpoint& endpoint, bool is_static);
 
   std::array<Entry, kCapacity> entries_{};
-  absl::flat_hash_map<Endpoint, dp::PortId> by_endpoint_;
+  absl::flat_hash_map<net::Endpoint, dp::PortId> by_endpoint_;
 };
 
 }  // namespace inca::switchd

@@ -7,24 +7,24 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
-#include "switchd/endpoint.h"
+#include "net/endpoint.h"
 
 namespace inca::switchd {
 namespace {
 
-Endpoint Ep(const char* s) {
-  auto e = Endpoint::Parse(s);
+net::Endpoint Ep(const char* s) {
+  auto e = net::Endpoint::Parse(s);
   EXPECT_TRUE(e.ok()) << s << ": " << e.status();
-  return e.ok() ? *e : Endpoint{};
+  return e.ok() ? *e : net::Endpoint{};
 }
 
 TEST(PortTableEndpointTest, ParsesIpv4AndIpv6) {
-  Endpoint a = Ep("127.0.0.1:9410");
+  net::Endpoint a = Ep("127.0.0.1:9410");
   EXPECT_TRUE(a.valid());
   EXPECT_FALSE(a.is_v6());
   EXPECT_EQ(a.port(), 9410);
   EXPECT_EQ(a.ToString(), "127.0.0.1:9410");
-  Endpoint b = Ep("[::1]:5");
+  net::Endpoint b = Ep("[::1]:5");
   EXPECT_TRUE(b.is_v6());
   EXPECT_EQ(b.ToString(), "[::1]:5");
   EXPECT_EQ(Ep("10.0.0.1:0").port(), 0);
@@ -34,17 +34,17 @@ TEST(PortTableEndpointTest, RejectsMalformed) {
   for (const char* bad :
        {"", "127.0.0.1", "127.0.0.1:", ":9410", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:+5",
         "::1:9410", "[::1]9410", "[::1", "host.invalid:1", "1.2.3:4", "127.0.0.1:9 "}) {
-    EXPECT_FALSE(Endpoint::Parse(bad).ok()) << bad;
+    EXPECT_FALSE(net::Endpoint::Parse(bad).ok()) << bad;
   }
-  EXPECT_FALSE(Endpoint{}.valid());
-  EXPECT_EQ(Endpoint{}.ToString(), "invalid");
+  EXPECT_FALSE(net::Endpoint{}.valid());
+  EXPECT_EQ(net::Endpoint{}.ToString(), "invalid");
 }
 
 TEST(PortTableEndpointTest, ResolvesNames) {
-  auto e = Endpoint::Resolve("localhost:7");
+  auto e = net::Endpoint::Resolve("localhost:7");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->port(), 7);
-  EXPECT_TRUE(Endpoint::Resolve("127.0.0.1:8").ok());
+  EXPECT_TRUE(net::Endpoint::Resolve("127.0.0.1:8").ok());
 }
 
 TEST(PortTableEndpointTest, V4MappedEqualsV4AndRoundTrips) {
@@ -54,22 +54,22 @@ TEST(PortTableEndpointTest, V4MappedEqualsV4AndRoundTrips) {
   ASSERT_EQ(inet_pton(AF_INET6, "::ffff:10.1.2.3", &v6.sin6_addr), 1);
   sockaddr_storage ss{};
   std::memcpy(&ss, &v6, sizeof(v6));
-  Endpoint mapped = Endpoint::FromSockaddr(ss, sizeof(v6));
+  net::Endpoint mapped = net::Endpoint::FromSockaddr(ss, sizeof(v6));
   EXPECT_EQ(mapped, Ep("10.1.2.3:1234"));
   EXPECT_FALSE(mapped.is_v6());
 
   sockaddr_storage out;
   ASSERT_EQ(mapped.ToSockaddr(AF_INET, &out), sizeof(sockaddr_in));
-  EXPECT_EQ(Endpoint::FromSockaddr(out, sizeof(sockaddr_in)), mapped);
+  EXPECT_EQ(net::Endpoint::FromSockaddr(out, sizeof(sockaddr_in)), mapped);
   ASSERT_EQ(mapped.ToSockaddr(AF_INET6, &out), sizeof(sockaddr_in6));
   EXPECT_EQ(out.ss_family, AF_INET6);
-  EXPECT_EQ(Endpoint::FromSockaddr(out, sizeof(sockaddr_in6)), mapped);
+  EXPECT_EQ(net::Endpoint::FromSockaddr(out, sizeof(sockaddr_in6)), mapped);
 
-  Endpoint v6ep = Ep("[2001:db8::1]:9");
+  net::Endpoint v6ep = Ep("[2001:db8::1]:9");
   EXPECT_EQ(v6ep.ToSockaddr(AF_INET, &out), 0u);  // not reachable from an IPv4 socket
   ASSERT_EQ(v6ep.ToSockaddr(AF_INET6, &out), sizeof(sockaddr_in6));
-  EXPECT_EQ(Endpoint::FromSockaddr(out, sizeof(sockaddr_in6)), v6ep);
-  EXPECT_EQ(Endpoint{}.ToSockaddr(AF_INET6, &out), 0u);
+  EXPECT_EQ(net::Endpoint::FromSockaddr(out, sizeof(sockaddr_in6)), v6ep);
+  EXPECT_EQ(net::Endpoint{}.ToSockaddr(AF_INET6, &out), 0u);
 }
 
 TEST(PortTableEndpointTest, ComparesAddressAndPort) {
@@ -77,16 +77,16 @@ TEST(PortTableEndpointTest, ComparesAddressAndPort) {
   EXPECT_NE(Ep("1.2.3.4:5"), Ep("1.2.3.4:6"));
   EXPECT_NE(Ep("1.2.3.4:5"), Ep("1.2.3.5:5"));
   EXPECT_NE(Ep("[::1]:5"), Ep("127.0.0.1:5"));
-  absl::flat_hash_set<Endpoint> set = {Ep("1.2.3.4:5"), Ep("1.2.3.4:5"), Ep("[::1]:5")};
+  absl::flat_hash_set<net::Endpoint> set = {Ep("1.2.3.4:5"), Ep("1.2.3.4:5"), Ep("[::1]:5")};
   EXPECT_EQ(set.size(), 2u);
 }
 
 TEST(PortTableEndpointTest, FromSockaddrRejectsShortOrForeign) {
   sockaddr_storage ss{};
   ss.ss_family = AF_INET;
-  EXPECT_FALSE(Endpoint::FromSockaddr(ss, 4).valid());
+  EXPECT_FALSE(net::Endpoint::FromSockaddr(ss, 4).valid());
   ss.ss_family = AF_UNIX;
-  EXPECT_FALSE(Endpoint::FromSockaddr(ss, sizeof(ss)).valid());
+  EXPECT_FALSE(net::Endpoint::FromSockaddr(ss, sizeof(ss)).valid());
 }
 
 TEST(PortTableTest, StaticEntries) {
@@ -101,7 +101,7 @@ TEST(PortTableTest, StaticEntries) {
   EXPECT_EQ(t.AddStatic(3, Ep("10.0.0.2:1")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(t.AddStatic(4, Ep("10.0.0.1:1")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(t.AddStatic(64, Ep("10.0.0.3:1")).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.AddStatic(5, Endpoint{}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.AddStatic(5, net::Endpoint{}).code(), absl::StatusCode::kInvalidArgument);
   // Static entries are never released, and Bind returns them.
   EXPECT_FALSE(t.Release(3));
   EXPECT_EQ(t.Lookup(Ep("10.0.0.1:1")), 3);
@@ -120,13 +120,13 @@ TEST(PortTableTest, DynamicBindPrefersHeldThenRequestedThenLowest) {
   EXPECT_EQ(*t.Bind(Ep("10.0.0.5:1"), PortTable::kAnyPort), 3);
   EXPECT_FALSE(t.is_static(7));
   EXPECT_EQ(t.Bind(Ep("10.0.0.6:1"), 64).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.Bind(Endpoint{}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.Bind(net::Endpoint{}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(t.size(), 5u);
 }
 
 TEST(PortTableTest, ReleaseFreesPortAndEndpoint) {
   PortTable t;
-  const Endpoint a = Ep("10.0.0.2:1");
+  const net::Endpoint a = Ep("10.0.0.2:1");
   ASSERT_EQ(*t.Bind(a, 5), 5);
   EXPECT_TRUE(t.Release(5));
   EXPECT_FALSE(t.Release(5));  // already free

@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
   std::vector<control::PortInfo> out;
   server_->Execute([&](SwitchServer::Control& c) {
     for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-      if (const Endpoint* e = c.ports.endpoint(p)) {
+      if (const net::Endpoint* e = c.ports.endpoint(p)) {
         out.push_back({p, e->ToString(), c.ports.is_static(p)});
       }
     }
@@ -74,7 +74,7 @@ absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpo
     return absl::InvalidArgumentError(
         absl::StrCat("port ", port, " is out of range; ports are 0..63"));
   }
-  auto ep = Endpoint::Parse(endpoint);
+  auto ep = net::Endpoint::Parse(endpoint);
   if (!ep.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("endpoint '", endpoint, "' must be IP:PORT: ", ep.status().message()));

@@ -43,7 +43,9 @@ std::string SwitchCounters::ToJson() const {
       ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
       ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
       ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
-      ",\"groups_forming\":", groups_forming);
+      ",\"groups_forming\":", groups_forming, ",\"messages_rx\":", messages_rx,
+      ",\"messages_tx\":", messages_tx, ",\"gso_fallbacks\":", gso_fallbacks,
+      ",\"io_gso\":", io_gso ? "true" : "false", ",\"io_gro\":", io_gro ? "true" : "false");
   absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
                   ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
                   ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
@@ -97,21 +99,25 @@ class SwitchServer::Sink final : public dp::PacketSink {
   SwitchServer* server_;
 };
 
-absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const SwitchdConfig& config) {
+absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const SwitchdConfig& config,
+                                                                   const net::TimeSource& clock) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  auto listen = Endpoint::Resolve(config.listen);
+  auto listen = net::Endpoint::Resolve(config.listen);
   if (!listen.ok()) return listen.status();
   auto reducer = cais::CaisReducer::Create(config.cais);
   if (!reducer.ok()) return reducer.status();
-  auto socket = BindUdp(*listen, config.socket_buffer_bytes);
+  auto io = net::ParseIoMode(config.io);  // validated above
+  if (!io.ok()) return io.status();
+  auto socket =
+      net::BindUdp(*listen, net::UdpOptions{.buffer_bytes = config.socket_buffer_bytes, .io = *io});
   if (!socket.ok()) return socket.status();
-  auto wakeup = Wakeup::Create();
+  auto wakeup = net::Wakeup::Create();
   if (!wakeup.ok()) return wakeup.status();
   const uint32_t seq_start = static_cast<uint32_t>(std::random_device{}());
   std::unique_ptr<SwitchServer> server(new SwitchServer(
-      config, std::move(*reducer), std::move(*socket), std::move(*wakeup), seq_start));
+      config, std::move(*reducer), std::move(*socket), std::move(*wakeup), seq_start, &clock));
   for (const StaticPort& p : config.ports) {
-    auto ep = Endpoint::Parse(p.endpoint);  // validated above
+    auto ep = net::Endpoint::Parse(p.endpoint);  // validated above
     if (!ep.ok()) return ep.status();
     if (absl::Status s = server->AddStaticPort(p.port, *ep); !s.ok()) return s;
   }
@@ -123,21 +129,26 @@ absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const Switchd
 }
 
 SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
-                           UdpSocket socket, Wakeup wakeup, uint32_t seq_start)
+                           net::UdpSocket socket, net::Wakeup wakeup, uint32_t seq_start,
+                           const net::TimeSource* clock)
     : config_(config),
+      clock_(clock),
       reducer_(std::move(reducer)),
       socket_(std::move(socket)),
       wakeup_(std::move(wakeup)),
       groups_(&ports_, &reducer_->rules(), seq_start),
       sink_(std::make_unique<Sink>(this)),
       rx_(config.batch_size, kRecvSlotBytes),
-      tx_(config.batch_size, wire::kCaisHeaderBytes + config.cais.max_payload_bytes,
-          socket_.family),
-      loss_rng_(config.loss_seed) {}
+      tx_(net::SendBatch::For(socket_, config.batch_size,
+                              wire::kCaisHeaderBytes + config.cais.max_payload_bytes)),
+      loss_rng_(config.loss_seed) {
+  live_.io_gso = socket_.gso;
+  live_.io_gro = socket_.gro;
+}
 
 SwitchServer::~SwitchServer() = default;
 
-absl::Status SwitchServer::AddStaticPort(dp::PortId port, const Endpoint& endpoint) {
+absl::Status SwitchServer::AddStaticPort(dp::PortId port, const net::Endpoint& endpoint) {
   if (absl::Status s = ports_.AddStatic(port, endpoint); !s.ok()) return s;
   spdlog::info("event=static_port port={} endpoint={}", port, endpoint.ToString());
   return absl::OkStatus();
@@ -154,12 +165,6 @@ absl::Status SwitchServer::AddStaticRule(const cais::Rule& rule) {
     }
   });
   return absl::OkStatus();
-}
-
-dp::TimeNs SwitchServer::Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 bool SwitchServer::Lose(double p) {
@@ -193,7 +198,7 @@ void SwitchServer::Publish() {
 }
 
 void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
-  const Endpoint* to = ports_.endpoint(port);
+  const net::Endpoint* to = ports_.endpoint(port);
   if (to == nullptr) {
     ++live_.egress_unmapped;
     return;
@@ -208,16 +213,25 @@ void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
 
 void SwitchServer::FlushTx() {
   if (tx_.empty()) return;
-  const SendBatch::Result r = tx_.Flush(socket_.fd.get());
+  const net::SendBatch::Result r = tx_.Flush(socket_.fd.get());
   live_.datagrams_tx += r.sent;
-  live_.send_errors += r.failed;
+  live_.messages_tx += r.messages;
+  live_.send_errors += r.failed + r.would_block;
+  if (r.gso_disabled) {
+    ++live_.gso_fallbacks;
+    live_.io_gso = false;
+    spdlog::warn(
+        "event=gso_disabled error=\"{}\" hint=\"segmented sends refused; sending one "
+        "datagram per message from now on\"",
+        std::strerror(r.last_errno));
+  }
   if (r.failed > 0) {
     spdlog::debug("event=send_error count={} error=\"{}\"", r.failed, std::strerror(r.last_errno));
   }
 }
 
 void SwitchServer::HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
-                              socklen_t from_len, const Endpoint& source, dp::TimeNs now) {
+                              socklen_t from_len, const net::Endpoint& source, dp::TimeNs now) {
   ++live_.mgmt_rx;
   wire::MgmtMessage request;
   if (!wire::ParseMgmt(datagram, &request)) {
@@ -245,7 +259,7 @@ void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
   ++live_.datagrams_rx;
   if (rx_.truncated(i)) ++live_.rx_truncated;
   const std::span<const uint8_t> d = rx_.data(i);
-  const Endpoint source = Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
+  const net::Endpoint source = net::Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
   if (wire::IsMgmtDatagram(d)) {
     HandleMgmt(d, rx_.source(i), rx_.source_len(i), source, now);
     return;
@@ -266,15 +280,15 @@ absl::Status SwitchServer::Run() {
   // Waits for a control task running on a caller's thread to finish.
   if (!tasks_.Start()) return absl::FailedPreconditionError("SwitchServer already running");
   spdlog::info(
-      "event=switch_started listen={} rcvbuf_bytes={} sndbuf_bytes={} batch_size={} "
+      "event=switch_started listen={} {} batch_size={} "
       "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
       "result_hold_ms={} deterministic={} ingress_loss={} egress_loss={}",
-      socket_.local.ToString(), socket_.rcvbuf_bytes, socket_.sndbuf_bytes, config_.batch_size,
-      config_.cais.sram_bytes, config_.cais.max_payload_bytes, config_.cais.max_pending_chunks,
+      socket_.local.ToString(), socket_.Describe(), config_.batch_size, config_.cais.sram_bytes,
+      config_.cais.max_payload_bytes, config_.cais.max_pending_chunks,
       static_cast<double>(config_.cais.timeout_ns) / 1e6,
       static_cast<double>(config_.cais.result_hold_ns) / 1e6, config_.cais.deterministic,
       config_.ingress_loss, config_.egress_loss);
-  if (config_.socket_buffer_bytes > 0 && socket_.rcvbuf_bytes < config_.socket_buffer_bytes) {
+  if (socket_.buffer_capped()) {
     spdlog::warn(
         "event=socket_buffer_capped requested={} rcvbuf_bytes={} sndbuf_bytes={} "
         "hint=\"raise net.core.rmem_max/wmem_max or run with CAP_NET_ADMIN\"",
@@ -304,9 +318,10 @@ absl::Status SwitchServer::Run() {
       } else if (n > 0) {
         const dp::TimeNs now = Now();
         AccountIngressDelay(static_cast<size_t>(n));
+        live_.messages_rx += rx_.messages();
         for (size_t i = 0; i < static_cast<size_t>(n); ++i) HandleDatagram(i, now);
         FlushTx();
-        busy = static_cast<size_t>(n) == rx_.capacity();
+        busy = rx_.filled();
       }
     }
     const dp::TimeNs now = Now();

@@ -37,12 +37,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/cais/reducer.h"
+#include "net/clock.h"
+#include "net/endpoint.h"
+#include "net/udp.h"
 #include "switchd/config.h"
-#include "switchd/endpoint.h"
 #include "switchd/group_manager.h"
 #include "switchd/port_table.h"
 #include "switchd/task_queue.h"
-#include "switchd/udp_io.h"
 
 namespace inca::switchd {
 
@@ -56,6 +57,7 @@ struct SwitchCounters {
   uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
   uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
   uint64_t rx_truncated = 0;           // datagrams longer than the receive slot (still handled)
+  uint64_t messages_rx = 0;            // recvmmsg messages those datagrams came in (fewer with GRO)
   // Ingress queueing: kernel receive timestamp to the start of processing.
   uint64_t ingress_delay_ns_total = 0;
   uint64_t ingress_delay_samples = 0;
@@ -66,7 +68,11 @@ struct SwitchCounters {
   uint64_t send_errors = 0;           // reducer output the kernel refused
   uint64_t mgmt_tx = 0;               // management replies sent
   uint64_t mgmt_send_errors = 0;      // management replies the kernel refused
+  uint64_t messages_tx = 0;           // sendmmsg messages datagrams_tx left in (fewer with GSO)
+  uint64_t gso_fallbacks = 0;         // segmented sends refused and resent one by one
   // Gauges.
+  bool io_gso = false;  // the socket segments sends (UDP_SEGMENT)
+  bool io_gro = false;  // the socket coalesces receives (UDP_GRO)
   uint64_t ports_bound = 0;
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
@@ -88,7 +94,10 @@ class SwitchServer {
   // Validates `config`, creates the reducer, binds the socket, installs the
   // static ports and rules. InvalidArgument for bad configuration,
   // Unavailable when the socket cannot be bound.
-  static absl::StatusOr<std::unique_ptr<SwitchServer>> Create(const SwitchdConfig& config);
+  // `clock` (which must outlive the server) stamps packets and drives
+  // timeouts.
+  static absl::StatusOr<std::unique_ptr<SwitchServer>> Create(
+      const SwitchdConfig& config, const net::TimeSource& clock = net::SystemClock());
   ~SwitchServer();
   SwitchServer(const SwitchServer&) = delete;
   SwitchServer& operator=(const SwitchServer&) = delete;
@@ -107,12 +116,12 @@ class SwitchServer {
   SwitchCounters counters() const;
 
   uint16_t local_port() const { return socket_.local.port(); }
-  const Endpoint& local_endpoint() const { return socket_.local; }
+  const net::Endpoint& local_endpoint() const { return socket_.local; }
   size_t rcvbuf_bytes() const { return socket_.rcvbuf_bytes; }
   size_t sndbuf_bytes() const { return socket_.sndbuf_bytes; }
 
   // Before Run() (or after it returns) only: not thread-safe.
-  absl::Status AddStaticPort(dp::PortId port, const Endpoint& endpoint);
+  absl::Status AddStaticPort(dp::PortId port, const net::Endpoint& endpoint);
   absl::Status AddStaticRule(const cais::Rule& rule);
   // Mutable state handed to Execute() callbacks.
   struct Control {
@@ -136,28 +145,30 @@ class SwitchServer {
   class Sink;
 
   SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
-               UdpSocket socket, Wakeup wakeup, uint32_t seq_start);
+               net::UdpSocket socket, net::Wakeup wakeup, uint32_t seq_start,
+               const net::TimeSource* clock);
 
   void HandleDatagram(size_t i, dp::TimeNs now);
   void HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
-                  socklen_t from_len, const Endpoint& source, dp::TimeNs now);
+                  socklen_t from_len, const net::Endpoint& source, dp::TimeNs now);
   void Egress(dp::PortId port, std::span<const uint8_t> packet);
   void FlushTx();
   void AccountIngressDelay(size_t received);
   bool Lose(double p);
   void Publish();
   Control MakeControl() { return Control{*reducer_, ports_, groups_, config_, Now()}; }
-  static dp::TimeNs Now();
+  dp::TimeNs Now() const { return clock_->NowNs(); }
 
   SwitchdConfig config_;
+  const net::TimeSource* clock_;
   std::unique_ptr<cais::CaisReducer> reducer_;
-  UdpSocket socket_;
-  Wakeup wakeup_;
+  net::UdpSocket socket_;
+  net::Wakeup wakeup_;
   PortTable ports_;
   GroupManager groups_;
   std::unique_ptr<Sink> sink_;
-  RecvBatch rx_;
-  SendBatch tx_;
+  net::RecvBatch rx_;
+  net::SendBatch tx_;
   std::vector<uint8_t> mgmt_buf_;
   std::mt19937_64 loss_rng_;
   SwitchCounters live_;  // owned by the Run() thread

@@ -50,7 +50,7 @@ class Host {
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), len), 0);
     socklen_t got = sizeof(a);
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &got);
-    port_ = Endpoint::FromSockaddr(a, got).port();
+    port_ = net::Endpoint::FromSockaddr(a, got).port();
     const int big = 4 << 20;
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
   }
@@ -94,10 +94,10 @@ class Host {
   }
 
  private:
-  Endpoint Loopback(uint16_t port) const {
-    auto e = Endpoint::Parse(loopback_ + ":" + std::to_string(port));
+  net::Endpoint Loopback(uint16_t port) const {
+    auto e = net::Endpoint::Parse(loopback_ + ":" + std::to_string(port));
     EXPECT_TRUE(e.ok());
-    return e.value_or(Endpoint{});
+    return e.value_or(net::Endpoint{});
   }
 
   int family_;
@@ -384,7 +384,7 @@ TEST_F(SwitchServerTest, AccessorsBeforeRun) {
   EXPECT_NE(server.local_port(), 0);
   EXPECT_GT(server.rcvbuf_bytes(), 0u);
   EXPECT_GT(server.sndbuf_bytes(), 0u);
-  auto ep = Endpoint::Parse("127.0.0.1:1");
+  auto ep = net::Endpoint::Parse("127.0.0.1:1");
   ASSERT_TRUE(server.AddStaticPort(2, *ep).ok());
   EXPECT_EQ(server.AddStaticPort(2, *ep).code(), absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(server
@@ -619,6 +619,98 @@ TEST_F(SwitchServerTest, Ipv6AndDualStack) {
   ReduceAndCheck({&v4, &v6}, 1, 2, ok[0].seq_base, {{0.5f}, {0.25f}});
   EXPECT_EQ(server_->counters().unknown_sender, 0u);
 }
+
+// A rank's window of chunks leaves in one GSO message, reaches the switch's
+// GRO socket as one, and the results come back segmented to the rank: the
+// switch counts datagrams as before and messages apart. --io mmsg is one
+// message per datagram on the same traffic.
+class SwitchIoTest : public SwitchServerTest, public ::testing::WithParamInterface<net::IoMode> {};
+
+TEST_P(SwitchIoTest, AWindowOfChunksCrossesAsFewMessagesWithGso) {
+  const net::IoMode io = GetParam();
+  SwitchdConfig c = TestConfig();
+  c.io = std::string(net::ToString(io));
+  Start(c);
+  EXPECT_EQ(server_->counters().io_gso, io == net::IoMode::kGso);
+  EXPECT_EQ(server_->counters().io_gro, io == net::IoMode::kGso);
+  auto local = net::Endpoint::Parse("127.0.0.1:0");
+  auto sock = net::BindUdp(*local, net::UdpOptions{.buffer_bytes = 4 << 20, .io = io});
+  ASSERT_TRUE(sock.ok()) << sock.status();
+  sockaddr_storage to;
+  const socklen_t to_len = server_->local_endpoint().ToSockaddr(sock->family, &to);
+  net::RecvBatch rx = net::RecvBatch::For(*sock, 16, 2048);
+  auto receive = [&](size_t want, const std::function<void(std::span<const uint8_t>)>& each) {
+    size_t got = 0;
+    const auto deadline = Clock::now() + kDeadline;
+    while (got < want && Clock::now() < deadline) {
+      pollfd p{sock->fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      const int n = rx.Receive(sock->fd.get());
+      for (int i = 0; i < n; ++i) each(rx.data(static_cast<size_t>(i)));
+      got += static_cast<size_t>(std::max(n, 0));
+    }
+    return got;
+  };
+  // A one-rank group.
+  std::vector<uint8_t> join;
+  MgmtMessage j = JoinMsg(7, 0, 1);
+  j.nonce = 4242;
+  wire::SerializeMgmt(j, &join);
+  ASSERT_EQ(::sendto(sock->fd.get(), join.data(), join.size(), 0,
+                     reinterpret_cast<const sockaddr*>(&to), to_len),
+            static_cast<ssize_t>(join.size()));
+  uint32_t seq_base = 0;
+  ASSERT_EQ(receive(1,
+                    [&](std::span<const uint8_t> d) {
+                      MgmtMessage m;
+                      ASSERT_TRUE(wire::ParseMgmt(d, &m));
+                      EXPECT_EQ(m.status, MgmtStatus::kOk);
+                      seq_base = m.seq_base;
+                    }),
+            1u);
+  constexpr uint32_t kChunks = 24;
+  net::SendBatch tx = net::SendBatch::For(*sock, kChunks, 2048);
+  for (uint32_t k = 0; k < kChunks; ++k) {
+    std::vector<float> v(256, static_cast<float>(k));
+    ASSERT_TRUE(tx.Add(to, to_len, F32Packet(7, 1, seq_base + k, v)));
+  }
+  const net::SendBatch::Result sent = tx.Flush(sock->fd.get());
+  EXPECT_EQ(sent.sent, kChunks);
+  EXPECT_EQ(sent.messages, io == net::IoMode::kGso ? 1u : kChunks);
+  std::set<uint32_t> results;
+  EXPECT_EQ(receive(kChunks,
+                    [&](std::span<const uint8_t> d) {
+                      wire::CaisPacketView v;
+                      ASSERT_EQ(wire::ParseCais(d, &v), wire::CaisParseError::kOk);
+                      ASSERT_TRUE(v.header.has_flag(wire::cais_flags::kResult));
+                      const uint32_t k = v.header.seq_num - seq_base;
+                      float first;
+                      std::memcpy(&first, v.payload.data(), 4);
+                      EXPECT_EQ(first, static_cast<float>(k));
+                      results.insert(k);
+                    }),
+            kChunks);
+  EXPECT_EQ(results.size(), kChunks);
+  ASSERT_TRUE(WaitFor(*server_, [&](const SwitchCounters& k) {
+    return k.datagrams_tx == kChunks && k.cais.completed_chunks == kChunks;
+  }));
+  const SwitchCounters k = server_->counters();
+  EXPECT_EQ(k.datagrams_rx, kChunks + 1);  // and the JOIN
+  if (io == net::IoMode::kGso) {
+    EXPECT_LT(k.messages_rx, k.datagrams_rx) << k.ToJson();
+    EXPECT_LT(k.messages_tx, k.datagrams_tx) << k.ToJson();
+  } else {
+    EXPECT_EQ(k.messages_rx, k.datagrams_rx);
+    EXPECT_EQ(k.messages_tx, k.datagrams_tx);
+  }
+  EXPECT_EQ(k.gso_fallbacks, 0u);
+  EXPECT_TRUE(k.Conserved()) << k.ToJson();
+}
+
+INSTANTIATE_TEST_SUITE_P(Io, SwitchIoTest, ::testing::Values(net::IoMode::kMmsg, net::IoMode::kGso),
+                         [](const ::testing::TestParamInfo<net::IoMode>& p) {
+                           return std::string(net::ToString(p.param));
+                         });
 
 TEST_F(SwitchServerTest, StopFromAnotherThreadReturnsPromptly) {
   auto s = SwitchServer::Create(TestConfig());

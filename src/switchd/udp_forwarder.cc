@@ -15,7 +15,8 @@ constexpr size_t kSlotBytes = 65536;  // any UDP datagram
 
 std::string UdpForwarderCounters::ToJson() const {
   return absl::StrCat("{\"datagrams_rx\":", datagrams_rx, ",\"datagrams_tx\":", datagrams_tx,
-                      ",\"send_errors\":", send_errors, "}");
+                      ",\"send_errors\":", send_errors, ",\"messages_rx\":", messages_rx,
+                      ",\"messages_tx\":", messages_tx, "}");
 }
 
 absl::StatusOr<std::unique_ptr<UdpForwarder>> UdpForwarder::Create(
@@ -24,11 +25,11 @@ absl::StatusOr<std::unique_ptr<UdpForwarder>> UdpForwarder::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size ", config.batch_size, " out of range [1, 1024]"));
   }
-  auto listen = Endpoint::Resolve(config.listen);
+  auto listen = net::Endpoint::Resolve(config.listen);
   if (!listen.ok()) return listen.status();
-  std::vector<Endpoint> targets;
+  std::vector<net::Endpoint> targets;
   for (const std::string& f : config.forward) {
-    auto ep = Endpoint::Resolve(f);
+    auto ep = net::Endpoint::Resolve(f);
     if (!ep.ok()) return ep.status();
     if (!listen->is_v6() && ep->is_v6()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -36,21 +37,22 @@ absl::StatusOr<std::unique_ptr<UdpForwarder>> UdpForwarder::Create(
     }
     targets.push_back(*ep);
   }
-  auto socket = BindUdp(*listen, config.socket_buffer_bytes);
+  auto socket = net::BindUdp(
+      *listen, net::UdpOptions{.buffer_bytes = config.socket_buffer_bytes, .io = config.io});
   if (!socket.ok()) return socket.status();
-  auto wakeup = Wakeup::Create();
+  auto wakeup = net::Wakeup::Create();
   if (!wakeup.ok()) return wakeup.status();
   return std::unique_ptr<UdpForwarder>(
       new UdpForwarder(config, std::move(*socket), std::move(*wakeup), std::move(targets)));
 }
 
-UdpForwarder::UdpForwarder(const UdpForwarderConfig& config, UdpSocket socket, Wakeup wakeup,
-                           std::vector<Endpoint> targets)
+UdpForwarder::UdpForwarder(const UdpForwarderConfig& config, net::UdpSocket socket,
+                           net::Wakeup wakeup, std::vector<net::Endpoint> targets)
     : socket_(std::move(socket)),
       wakeup_(std::move(wakeup)),
       targets_(std::move(targets)),
       rx_(config.batch_size, kSlotBytes),
-      tx_(config.batch_size, kSlotBytes, socket_.family) {}
+      tx_(net::SendBatch::For(socket_, config.batch_size, kSlotBytes)) {}
 
 void UdpForwarder::Stop() noexcept {
   stop_.store(true);
@@ -63,9 +65,10 @@ UdpForwarderCounters UdpForwarder::counters() const {
 }
 
 void UdpForwarder::Flush() {
-  const SendBatch::Result r = tx_.Flush(socket_.fd.get());
+  const net::SendBatch::Result r = tx_.Flush(socket_.fd.get());
   live_.datagrams_tx += r.sent;
-  live_.send_errors += r.failed;
+  live_.messages_tx += r.messages;
+  live_.send_errors += r.failed + r.would_block;
 }
 
 absl::Status UdpForwarder::Run() {
@@ -84,6 +87,7 @@ absl::Status UdpForwarder::Run() {
     if (!readable) continue;
     const int n = rx_.Receive(socket_.fd.get());
     if (n <= 0) continue;
+    live_.messages_rx += rx_.messages();
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
       ++live_.datagrams_rx;
       const auto d = rx_.data(i);
@@ -92,13 +96,13 @@ absl::Status UdpForwarder::Run() {
         if (!tx_.Add(rx_.source(i), rx_.source_len(i), d)) ++live_.send_errors;
         continue;
       }
-      for (const Endpoint& t : targets_) {
+      for (const net::Endpoint& t : targets_) {
         if (tx_.full()) Flush();
         if (!tx_.Add(t, d)) ++live_.send_errors;
       }
     }
     Flush();
-    busy = static_cast<size_t>(n) == rx_.capacity();
+    busy = rx_.filled();
     std::lock_guard<std::mutex> lock(mu_);
     snapshot_ = live_;
   }

@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "switchd/endpoint.h"
-#include "switchd/udp_io.h"
+#include "net/endpoint.h"
+#include "net/udp.h"
 
 namespace inca::switchd {
 
@@ -27,12 +27,15 @@ struct UdpForwarderConfig {
   std::vector<std::string> forward;       // HOST:PORT targets; empty = reflect
   uint32_t batch_size = 64;               // 1..1024
   size_t socket_buffer_bytes = size_t{8} << 20;
+  net::IoMode io = net::IoMode::kGso;  // --io: gso (GSO/GRO where the kernel has them) or mmsg
 };
 
 struct UdpForwarderCounters {
   uint64_t datagrams_rx = 0;
   uint64_t datagrams_tx = 0;
   uint64_t send_errors = 0;
+  uint64_t messages_rx = 0;  // fewer than datagrams_rx with GRO
+  uint64_t messages_tx = 0;  // fewer than datagrams_tx with GSO
   std::string ToJson() const;
 };
 
@@ -50,17 +53,18 @@ class UdpForwarder {
   uint16_t local_port() const { return socket_.local.port(); }
   size_t rcvbuf_bytes() const { return socket_.rcvbuf_bytes; }
   size_t sndbuf_bytes() const { return socket_.sndbuf_bytes; }
+  const net::UdpSocket& socket() const { return socket_; }
 
  private:
-  UdpForwarder(const UdpForwarderConfig& config, UdpSocket socket, Wakeup wakeup,
-               std::vector<Endpoint> targets);
+  UdpForwarder(const UdpForwarderConfig& config, net::UdpSocket socket, net::Wakeup wakeup,
+               std::vector<net::Endpoint> targets);
   void Flush();
 
-  UdpSocket socket_;
-  Wakeup wakeup_;
-  std::vector<Endpoint> targets_;
-  RecvBatch rx_;
-  SendBatch tx_;
+  net::UdpSocket socket_;
+  net::Wakeup wakeup_;
+  std::vector<net::Endpoint> targets_;
+  net::RecvBatch rx_;
+  net::SendBatch tx_;
   UdpForwarderCounters live_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;

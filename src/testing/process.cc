@@ -132,9 +132,12 @@ std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
 }
 
 bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout) {
-  auto sa = client::ParseIpv4Endpoint(address);
-  if (!sa.ok()) return false;
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  auto addrs = client::ResolveSwitchAddresses(address, "");
+  if (!addrs.ok()) return false;
+  sockaddr_storage to;
+  const int family = addrs->switch_endpoint.is_v6() ? AF_INET6 : AF_INET;
+  const socklen_t to_len = addrs->switch_endpoint.ToSockaddr(family, &to);
+  const int fd = socket(family, SOCK_DGRAM, 0);
   wire::MgmtMessage ping;
   ping.type = wire::MgmtType::kPing;
   ping.nonce = 7;
@@ -143,7 +146,7 @@ bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool ok = false;
   while (!ok && std::chrono::steady_clock::now() < deadline) {
-    sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa));
+    sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&to), to_len);
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 50) > 0) {
       uint8_t buf[256];

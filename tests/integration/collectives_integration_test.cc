@@ -500,6 +500,50 @@ TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
       kRankTimeout));
 }
 
+// IPv6 end to end: the switch's data socket, its control API and the
+// ranks' sockets on ::1, every op through the switch, on both I/O paths.
+TEST(CollectivesTest, Ipv6LoopbackThroughTheSwitchAndItsControlApi) {
+  for (const char* io : {"mmsg", "gso"}) {
+    const std::string sw = absl::StrCat("[::1]:", testing::FreeLoopbackPort(true));
+    const std::string control = absl::StrCat("[::1]:", testing::FreeLoopbackPort(false));
+    const int store_port = testing::FreeLoopbackPort(false);
+    Process switchd = Process::Spawn(
+        INCA_SWITCHD_PATH,
+        {"--listen", sw, "--log-level", "warn", "--control-listen", control, "--http-listen", "off",
+         "--offload-controller", "off", "--timeout-ms", "5000", "--io", io},
+        /*quiet_stdout=*/true);
+    ASSERT_TRUE(switchd.running());
+    ASSERT_TRUE(testing::WaitForSwitch(sw, std::chrono::seconds(10))) << io;
+    Process health = Process::Spawn(INCA_CAIS_CLI_PATH, {"--device", control, "health"}, true);
+    EXPECT_EQ(health.Wait(std::chrono::seconds(30)), 0) << "cais-cli health over IPv6, " << io;
+    ExpectAllZero(testing::RunRanks(
+        2,
+        [&](int rank) {
+          CommunicatorOptions o;
+          o.rank = rank;
+          o.world_size = 2;
+          o.switch_address = sw;
+          o.bind_ip = "::1";
+          o.io = io;
+          o.store_address = absl::StrCat("127.0.0.1:", store_port);
+          o.switch_port = rank;
+          o.join_timeout_ms = 5000;
+          o.switch_timeout_ms = 5000;
+          auto c = Communicator::Create(o);
+          if (!c.ok()) return Fail("create", c.status());
+          uint64_t wrong = 0;
+          for (DType t : {DType::kF32, DType::kBF16}) {
+            for (size_t count : {size_t{777}, size_t{70000}}) {
+              wrong += CheckAll(**c, t, ReduceOp::kSum, count, 1);
+            }
+          }
+          if ((*c)->stats().ops_host != 0) return 11;
+          return wrong == 0 ? 0 : 12;
+        },
+        kRankTimeout));
+  }
+}
+
 TEST(CaisPerfTest, ReportsCorrectResultsForBothBackends) {
   for (const char* op : {"allreduce", "reducescatter"}) {
     for (const char* backend : {"switch", "gloo"}) {

@@ -49,6 +49,12 @@ int main(int argc, char** argv) {
                  "pace new chunks at this multiple of window / srtt (0: off)")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  app.add_option("--io", o.io,
+                 "the switch socket's path: gso (UDP GSO/GRO where the kernel has them) or mmsg "
+                 "(env INCA_IO)")
+      ->envname("INCA_IO")
+      ->check(CLI::IsMember({"gso", "mmsg"}))
+      ->capture_default_str();
   app.add_option("--window-trace", o.window_trace,
                  "one-rank mode: rank 0's last N congestion-window samples in the JSON line")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   uint64_t loss_seed = c.loss_seed;
   size_t socket_buffer_bytes = c.socket_buffer_bytes;
   uint32_t batch_size = c.batch_size;
+  std::string io = c.io;
 
   CLI::App app{"inca-switchd: CAIS in-network reduction switch over UDP (docs/switchd.md)"};
   app.add_option("--config", config_path, "YAML config file (config/switchd.example.yaml)");
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
                         ->capture_default_str();
   auto* f_batch = app.add_option("--batch-size", batch_size, "datagrams per recvmmsg/sendmmsg")
                       ->capture_default_str();
+  auto* f_io = app.add_option("--io", io,
+                              "socket path: 'gso' (UDP GSO/GRO where the kernel has them) or "
+                              "'mmsg' (one datagram per message)")
+                   ->capture_default_str();
   std::string control_listen = c.control_listen, control_token;
   auto* f_control = app.add_option("--control-listen", control_listen,
                                    "gRPC control API HOST:PORT (port 0 = any free; 'off' = none)")
@@ -171,6 +176,7 @@ int main(int argc, char** argv) {
   if (*f_stats) c.stats_interval_s = stats_interval_s;
   if (*f_sockbuf) c.socket_buffer_bytes = socket_buffer_bytes;
   if (*f_batch) c.batch_size = batch_size;
+  if (*f_io) c.io = io;
   if (*f_program) c.program = program;
   if (*f_ps) c.olaf.ps = olaf.ps;
   if (*f_depth) c.olaf.depth = olaf.depth;

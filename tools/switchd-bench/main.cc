@@ -1,5 +1,5 @@
 // switchd-bench: inca-switchd vs a plain UDP forwarder, same machine, same
-// run. Logic: src/perf/reflect_bench.cc.
+// run, on each socket I/O path (--io). Logic: src/perf/reflect_bench.cc.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
@@ -14,7 +14,18 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "packets in flight");
   app.add_option("--packets", o.packets, "replies to wait for per target");
   app.add_option("--max-seconds", o.max_seconds, "time limit per target");
+  std::vector<std::string> io = {"mmsg", "gso"};
+  app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
   CLI11_PARSE(app, argc, argv);
+  o.io.clear();
+  for (const std::string& m : io) {
+    auto mode = inca::net::ParseIoMode(m);
+    if (!mode.ok()) {
+      std::cerr << "switchd-bench: " << mode.status().message() << "\n";
+      return 2;
+    }
+    o.io.push_back(*mode);
+  }
   std::error_code ec;
   const auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   o.switchd_path = (dir / "inca-switchd").string();

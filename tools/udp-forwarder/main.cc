@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--socket-buffer-bytes", c.socket_buffer_bytes, "SO_RCVBUF/SO_SNDBUF requested")
       ->capture_default_str();
+  std::string io = "gso";
+  app.add_option("--io", io, "socket path: gso (UDP GSO/GRO where the kernel has them) or mmsg")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,14 +42,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  auto mode = inca::net::ParseIoMode(io);
+  if (!mode.ok()) {
+    std::cerr << "udp-forwarder: " << mode.status().message() << "\n";
+    return 2;
+  }
+  c.io = *mode;
   auto fwd = inca::switchd::UdpForwarder::Create(c);
   if (!fwd.ok()) {
     std::cerr << "udp-forwarder: " << fwd.status().message() << "\n";
     return 2;
   }
-  std::cerr << "udp-forwarder: listening on port " << (*fwd)->local_port()
-            << " rcvbuf_bytes=" << (*fwd)->rcvbuf_bytes()
-            << " sndbuf_bytes=" << (*fwd)->sndbuf_bytes() << "\n";
+  std::cerr << "udp-forwarder: listening on port " << (*fwd)->local_port() << " "
+            << (*fwd)->socket().Describe() << "\n";
   g_forwarder.store(fwd->get());
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

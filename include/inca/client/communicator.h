@@ -48,8 +48,12 @@ struct CommunicatorOptions {
   int switch_port = -1;
   // Use the switch when it is there (false: host path until SetOffload).
   bool offload = true;
-  // Local IP the data socket and Gloo bind to.
+  // Local IP the data socket and Gloo bind to (IPv4 or IPv6; with an IPv6
+  // switch the default becomes "::").
   std::string bind_ip = "127.0.0.1";
+  // The switch socket's I/O path: "gso" (UDP GSO sends and GRO receives
+  // where the kernel has them) or "mmsg" (one datagram per message).
+  std::string io = "gso";
   // Tensor payload bytes per packet (the CAIS write-up's chunk_size).
   // Must fit the switch's max payload and the path MTU.
   uint32_t chunk_size = 8952;
@@ -90,7 +94,8 @@ struct CommunicatorOptions {
 
 // Reads rank/world size/addresses the way torchrun sets them (RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus INCA_SWITCH (switch address,
-// "none" for host only) and INCA_OFFLOAD=0 (start on the host path).
+// "none" for host only), INCA_OFFLOAD=0 (start on the host path) and
+// INCA_IO (gso or mmsg).
 absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions base = {});
 
 struct CommunicatorStats {

@@ -5,7 +5,7 @@
 //                  pluggable function, keeps the model version and the
 //                  per-cluster AoM at the PS, and builds the ACK for every
 //                  UPDATE datagram and MODEL datagrams (fragmented).
-//  OlafPsEndpoint  PsCore on a UDP socket (Linux, IPv4): replies go to the
+//  OlafPsEndpoint  PsCore on a UDP socket (Linux, IPv4 or IPv6): replies go to the
 //                  datagram's source (the switch, or the worker without one).
 //
 // Two apply granularities (PsOptions::granularity):
@@ -201,7 +201,7 @@ class PsCore {
 // ---- UDP ----
 
 struct OlafPsEndpointOptions {
-  std::string bind = "127.0.0.1:0";  // IPv4 host:port; port 0 = any
+  std::string bind = "127.0.0.1:0";  // "a.b.c.d:port" or "[v6]:port"; port 0 = any
   PsOptions ps;
   size_t socket_buffer_bytes = size_t{16} << 20;  // SO_RCVBUF/SO_SNDBUF asked for
   size_t max_peers = 1024;  // (address, cluster) pairs remembered for BroadcastModel
@@ -230,7 +230,7 @@ class OlafPsEndpoint {
   // (kAllClusters: every peer). FailedPrecondition when there is none.
   absl::Status BroadcastModel(std::span<const float> params, uint16_t cluster);
 
-  std::string local_address() const;  // "a.b.c.d:port"
+  std::string local_address() const;  // "a.b.c.d:port" or "[v6]:port"
   uint16_t local_port() const;
   const PsCore& core() const { return *core_; }
   const PsCounters& stats() const { return core_->counters(); }

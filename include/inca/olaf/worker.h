@@ -5,7 +5,7 @@
 //                      fragments it into UPDATE datagrams (gen_time = now),
 //                      and handles ACK (feedback) and MODEL (reassembled into
 //                      the latest complete model) datagrams.
-//  OlafWorkerEndpoint  WorkerCore on a UDP socket (Linux, IPv4) talking to an
+//  OlafWorkerEndpoint  WorkerCore on a UDP socket (Linux, IPv4 or IPv6) talking to an
 //                      OLAF switch or directly to the PS.
 //
 // Neither class is thread-safe.
@@ -127,7 +127,7 @@ class WorkerCore {
 // ---- UDP ----
 
 struct OlafWorkerEndpointOptions {
-  // Local IPv4 host:port. Port 0 = any; a fixed port when the switch's
+  // Local "a.b.c.d:port" or "[v6]:port". Port 0 = any; a fixed port when the switch's
   // cluster table maps this worker's source port to its cluster.
   std::string bind = "127.0.0.1:0";
   std::string peer;  // the OLAF switch, or the PS when there is none
@@ -168,7 +168,7 @@ class OlafWorkerEndpoint {
   const WorkerCounters& stats() const { return core_->counters(); }
   const WorkerEndpointCounters& io() const { return io_; }
   const WorkerCore& core() const { return *core_; }
-  std::string local_address() const;  // "a.b.c.d:port"
+  std::string local_address() const;  // "a.b.c.d:port" or "[v6]:port"
   uint16_t local_port() const;
   static dp::TimeNs Now();  // CLOCK_MONOTONIC (steady_clock) ns, as inca-switchd
 

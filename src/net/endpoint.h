@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace inca::switchd {
+namespace inca::net {
 
 class Endpoint {
  public:
@@ -64,4 +64,4 @@ class Endpoint {
 // the port is missing, not a number, or out of 0..65535.
 absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(std::string_view host_port);
 
-}  // namespace inca::switchd
+}  // namespace inca::net

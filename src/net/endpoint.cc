@@ -1,4 +1,4 @@
-#include "switchd/endpoint.h"
+#include "net/endpoint.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -8,11 +8,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "switchd/string_compat.h"
 
-namespace inca::switchd {
+namespace inca::net {
 
 namespace {
+
+absl::string_view Av(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 constexpr std::array<uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
@@ -176,4 +179,4 @@ std::string Endpoint::ToString() const {
   return "invalid";
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::net
