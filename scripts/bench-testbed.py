@@ -34,10 +34,12 @@ BEGIN, END = "<!-- testbed:begin -->", "<!-- testbed:end -->"
 
 
 def scenarios(quick: bool):
-    # Three warm-up operations and at least 1.5 s per size: the switch's measured offload
-    # controller takes its first sample of a size class and explores the other path once
-    # (docs/control.md, "Measured decisions") before the timed iterations.
-    it = ["--iters", "3" if quick else "5", "--warmup", "3", "--warmup-ms", "1500"]
+    # Five warm-up operations and at least 3 s per size: the switch's measured offload
+    # controller samples a size class on the path it chose and explores the other path
+    # twice (min_samples 2, the second explore 1 s after the first has landed; docs/control.md,
+    # "Measured decisions") before the timed iterations. A 64 MiB host-path operation at
+    # 500 Mbit/s takes 1.9 s, so three warm-ups did not cover both explores.
+    it = ["--iters", "3" if quick else "5", "--warmup", "5", "--warmup-ms", "3000"]
     sweep = ["-b", "64K" if quick else "4K", "-e", "64M", "-f", "16" if quick else "4"]
     return [
         ("4 x 1 Gbit/s", ["--hosts", "4", "--rate", "1gbit"] + sweep + it, "sweep4"),

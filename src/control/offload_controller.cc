@@ -14,10 +14,12 @@ absl::Status OffloadControllerConfig::Validate() const {
   }
   if (!(step > 0) || !(healthy_sram < high_sram) || sustain < 1 || !(host_bandwidth_bps > 0) ||
       !(switch_rate_bps > 0) || !(host_latency_s >= 0) || period_ns <= 0 ||
-      explore_interval_ns <= 0 || explore_retry_ns <= 0 || min_samples < 1) {
+      explore_interval_ns <= 0 || explore_retry_ns <= 0 || min_samples < 1 ||
+      !(explore_budget > 0 && explore_budget <= 1)) {
     return absl::InvalidArgumentError(
         "offload controller: need step > 0, healthy_sram < high_sram, sustain >= 1, positive "
-        "bandwidths, period and explore intervals, host latency >= 0, min_samples >= 1");
+        "bandwidths, period and explore intervals, host latency >= 0, min_samples >= 1, "
+        "explore_budget in (0, 1]");
   }
   return absl::OkStatus();
 }
@@ -117,8 +119,14 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   const auto per_byte = [](const PathTiming& p) {
     return p.best_us_per_byte > 0 ? p.best_us_per_byte : p.mean_us / std::max(1.0, p.mean_bytes);
   };
+  // Stale: older than the interval, and than its cost allows under the
+  // explore budget.
   const auto stale = [&](const PathTiming& p) {
-    return !p.measured() || p.age_ms * dp::kNsPerMs >= config_.explore_interval_ns;
+    if (!p.measured()) return true;
+    const double budget_ns = p.mean_us * 1e3 / config_.explore_budget;
+    const double interval_ns =
+        std::max(static_cast<double>(config_.explore_interval_ns), budget_ns);
+    return static_cast<double>(p.age_ms) * dp::kNsPerMs >= interval_ns;
   };
   const auto enough = [&](const PathTiming& p) { return p.samples >= config_.min_samples; };
   for (const OffloadTiming& t : g.timings) {
@@ -140,11 +148,24 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
     // The path not in use gets one operation when it lacks samples (again
     // after explore_retry_ns) or when its last one is stale.
     const PathTiming& other = on_switch ? t.host_path : t.switch_path;
-    const dp::TimeNs gap = enough(other) ? config_.explore_interval_ns : config_.explore_retry_ns;
-    const bool armed_lately = (ex.ever & bit) != 0 && now - ex.at[t.bin] < gap;
+    const bool explored = (ex.ever & bit) != 0;
+    const bool landed = other.samples > ex.samples_then[t.bin];
+    // An explore still under way is not repeated: a 64 MiB host-path
+    // operation can take longer than explore_retry_ns.
+    const double slowest_ns = 1e3 * std::max(t.switch_path.mean_us, t.host_path.mean_us);
+    const auto lost_after = static_cast<dp::TimeNs>(
+        std::max(static_cast<double>(config_.explore_interval_ns), 3 * slowest_ns));
+    const dp::TimeNs gap =
+        enough(other)
+            ? std::max(config_.explore_interval_ns,
+                       static_cast<dp::TimeNs>(other.mean_us * 1e3 / config_.explore_budget))
+        : explored && !landed ? lost_after
+                              : config_.explore_retry_ns;
+    const bool armed_lately = explored && now - ex.at[t.bin] < gap;
     if ((!enough(other) || stale(other)) && !armed_lately) {
       out.explore_bins |= bit;
       ex.at[t.bin] = now;
+      ex.samples_then[t.bin] = other.samples;
       ex.ever |= bit;
     }
   }

@@ -244,6 +244,7 @@ TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
 TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
   OffloadControllerConfig cfg;
   cfg.explore_interval_ns = 1000 * dp::kNsPerMs;
+  cfg.explore_budget = 1;  // the interval alone (see ReExploringALongOperationKeepsToTheBudget)
   OffloadController c{cfg};
   const uint64_t bit = uint64_t{1} << 24;
   // Only the switch path seen, and the model sends 16 MiB to the switch:
@@ -270,6 +271,23 @@ TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
   EXPECT_EQ(c.Plan(again, 1001 * dp::kNsPerMs).explore_bins, bit);
 }
 
+// A 64 MiB host-path all-reduce of 1.9 s, re-explored every 10 s, would
+// cost 7 % of the time; with the 2 % budget it is measured again after 95 s.
+TEST(OffloadControllerTest, ReExploringALongOperationKeepsToTheBudget) {
+  OffloadControllerConfig cfg;  // interval 10 s, budget 0.02
+  OffloadController c{cfg};
+  const uint64_t bit = uint64_t{1} << 26;
+  EXPECT_EQ(c.Plan(Measured(26, 1.2e6, 1.9e6, 0, 10'000), 0).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(26, 1.2e6, 1.9e6, 0, 94'999), 0).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(26, 1.2e6, 1.9e6, 0, 95'000), 0).explore_bins, bit);
+  // A short operation keeps the interval: 1 ms / 0.02 = 50 ms < 10 s.
+  OffloadController d{cfg};
+  EXPECT_EQ(d.Plan(Measured(20, 700, 1000, 0, 9'999), 0).explore_bins, 0u);
+  EXPECT_EQ(d.Plan(Measured(20, 700, 1000, 0, 10'000), 0).explore_bins, uint64_t{1} << 20);
+  cfg.explore_budget = 0;
+  EXPECT_FALSE(cfg.Validate().ok());
+}
+
 TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {
   OffloadControllerConfig cfg;  // min_samples 2, explore_retry 1 s
   OffloadController c{cfg};
@@ -280,8 +298,17 @@ TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {
   GroupOffload p = c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 0);
   EXPECT_EQ(p.measured_bins, 0u);
   EXPECT_EQ(p.explore_bins, bit);
-  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 500 * dp::kNsPerMs).explore_bins, 0u);
-  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 1000 * dp::kNsPerMs).explore_bins, bit);
+  // That explore is still under way at 1 s (no new sample): not repeated.
+  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 1000 * dp::kNsPerMs).explore_bins, 0u);
+  // Its sample came (one of the two needed): the next explore follows once
+  // the retry gap has passed since the last one, not before.
+  OffloadController d{cfg};
+  ASSERT_EQ(d.Plan(Measured(24, 540e3, -1), 0).explore_bins, bit);
+  EXPECT_EQ(d.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 500 * dp::kNsPerMs).explore_bins, 0u);
+  EXPECT_EQ(d.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 1000 * dp::kNsPerMs).explore_bins, bit);
+  // An explore whose sample never arrives is sent again after the interval.
+  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 9999 * dp::kNsPerMs).explore_bins, 0u);
+  EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 10000 * dp::kNsPerMs).explore_bins, bit);
   // Two samples: they decide (here for the host path).
   p = c.Plan(Measured(24, 540e3, 270e3, 0, 0, 2), 1100 * dp::kNsPerMs);
   EXPECT_EQ(p.measured_bins, bit);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -37,7 +38,21 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
   p.port_utilisation = controller_->port_utilisation();
   p.sram_usage = controller_->sram_usage();
   for (const GroupInfo& g : *groups) {
-    if (g.formed) p.groups.push_back(controller_->Plan(g, now));
+    if (!g.formed) continue;
+    p.groups.push_back(controller_->Plan(g, now));
+    const GroupOffload& n = p.groups.back();
+    // One line per change of a group's measured decisions, and per explore.
+    const auto before =
+        std::find_if(last_.groups.begin(), last_.groups.end(),
+                     [&](const GroupOffload& o) { return o.group_id == n.group_id; });
+    const bool changed = before == last_.groups.end() || before->measured_bins != n.measured_bins ||
+                         before->offload_bins != n.offload_bins;
+    if (changed || n.explore_bins != 0) {
+      spdlog::info(
+          "event=offload_plan group={} measured_bins={:#x} offload_bins={:#x} explore_bins={:#x} "
+          "model_range={}..{}",
+          n.group_id, n.measured_bins, n.offload_bins, n.explore_bins, n.min_bytes, n.max_bytes);
+    }
   }
   if (auto s = plane_->SetOffloadPolicy(p); !s.ok()) return s;
   last_ = p;

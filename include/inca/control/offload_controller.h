@@ -85,10 +85,18 @@ struct OffloadControllerConfig {
   // How old the unused path's last sample may get before one operation is
   // sent that way again.
   dp::TimeNs explore_interval_ns = 10'000 * dp::kNsPerMs;
+  // At most this share of a class's time goes to re-exploring the path not
+  // in use, once both paths are measured: the re-explore waits at least that
+  // path's last operation time / explore_budget (a 1.9 s host-path
+  // all-reduce is measured again after 95 s, not every 10 s). (0, 1].
+  double explore_budget = 0.02;
   // Samples a class needs on each path before they decide it. One sample
   // taken beside another job's traffic can be far off (docs/control.md);
   // until then the model decides and the path lacking samples is explored
-  // again after explore_retry_ns.
+  // again after explore_retry_ns, once the last explore's sample has
+  // arrived (an explore whose sample never comes is re-sent after
+  // explore_interval_ns, or three times the slower path's operation time
+  // when that is longer).
   uint32_t min_samples = 2;
   dp::TimeNs explore_retry_ns = 1'000 * dp::kNsPerMs;
   absl::Status Validate() const;
@@ -161,7 +169,10 @@ class OffloadController {
   struct Explored {
     uint32_t seq_base = 0;
     std::array<dp::TimeNs, 64> at{};  // when each class was last explored
-    uint64_t ever = 0;                // classes explored at least once
+    // The explored path's sample count then: an explore has landed once it
+    // grew.
+    std::array<uint64_t, 64> samples_then{};
+    uint64_t ever = 0;  // classes explored at least once
   };
   std::map<uint8_t, Explored> explored_;
 };
