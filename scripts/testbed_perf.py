@@ -124,6 +124,8 @@ def perf(a, out=sys.stdout) -> dict:
                        "loss": a.loss, "delay": a.delay, "jitter": a.jitter,
                        "delay_by": None if tb.netem is None or not a.delay else
                        ("netem" if tb.netem else "inca-linkdelay")}, "rows": rows, "slot_holding": holding, "cpu": cpu}
+    if tb.linkdelay_counters:  # the delay lines' own accounting, per host
+        res["linkdelay"] = {str(h): c for h, c in sorted(tb.linkdelay_counters.items())}
     print(json.dumps(res), file=out)
     return res
 

@@ -292,6 +292,13 @@ void OpCore::Send(uint32_t c, bool retransmit, bool request, DatagramSink& out) 
   out.Send(h, request ? std::span<const uint8_t>() : std::span<const uint8_t>(Source(c), len));
 }
 
+void OpCore::Resend(uint32_t c, int64_t now, DatagramSink& out) {
+  Send(c, true, false, out);
+  ++r_.retransmitted;
+  first_at_[c] = -1;
+  sent_at_[c] = now;
+}
+
 void OpCore::Complete(uint32_t c, bool fallback, int64_t now) {
   if (Own(c) && sent_at_[c] >= 0) {
     if (first_at_[c] >= 0 && !fallback) path_.OnRtt(now - first_at_[c], now);
@@ -388,27 +395,32 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
     const uint32_t c = inflight_[i];
     if (sent_at_[c] == -2) continue;
-    if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;  // in send order
-    if (fast_done_[c] == 0 && now - sent_at_[c] < overdue) continue;     // maybe just reordered
-    if (fast_done_[c] != 0 && now - sent_at_[c] < rto) continue;
-    if (fast_done_[c] == 0) path_.OnLoss(now);
+    if (fast_done_[c] != 0) {
+      if (now - sent_at_[c] < rto) continue;  // a resend: again after each RTO
+    } else {
+      // First sends are in send order: none after this one was overtaken.
+      if (order_[c] + c_.reorder_threshold >= completed_order_hi_) break;
+      if (now - sent_at_[c] < overdue) continue;  // maybe just reordered
+      path_.OnLoss(now);
+    }
     fast_done_[c] = 1;
-    Send(c, true, false, out);
-    ++r_.retransmitted;
-    first_at_[c] = -1;
-    sent_at_[c] = now;
+    Resend(c, now, out);
     --budget;
   }
-  // The retransmission timer: nothing completed for an RTO. Resend the
-  // oldest chunk only, back off, and restart the timer.
+  // The retransmission timer: nothing completed for an RTO. Resend every
+  // chunk as old as the RTO (the window at most), back off, and restart the
+  // timer. A flight lost whole, as one GSO message of up to seven chunks
+  // is, gets nothing back to overtake it: resending only the oldest brought
+  // it back one chunk per backed-off RTO (5, 10, 20 ... 100 ms).
   if (outstanding_ > 0 && now >= rto_deadline_ + path_.rto_ns()) {
+    uint32_t resent = 0;
+    const uint32_t most = std::max<uint32_t>(1, path_.window_chunks());
     for (uint32_t c : inflight_) {
       if (sent_at_[c] == -2) continue;
-      Send(c, true, false, out);
-      ++r_.retransmitted;
-      first_at_[c] = -1;
-      sent_at_[c] = now;
-      break;
+      if (resent > 0 && (resent >= most || now - sent_at_[c] < rto)) continue;
+      fast_done_[c] = 1;
+      Resend(c, now, out);
+      ++resent;
     }
     path_.OnTimeout(now);
     rto_deadline_ = now;

@@ -268,6 +268,9 @@ class OpCore {
   // Nanoseconds between new chunks at the pacing rate; 0: not paced.
   int64_t PacingInterval() const;
   void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
+  // Sends own chunk c again (fast retransmission or the RTO) and gives it a
+  // new place in the send order.
+  void Resend(uint32_t c, int64_t now, DatagramSink& out);
   void Complete(uint32_t c, bool fallback, int64_t now);
   void Finish();
 

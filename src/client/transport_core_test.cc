@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <queue>
 #include <random>
 #include <vector>
@@ -34,6 +35,10 @@ struct Link {
   int64_t jitter_ns = 0;
   size_t limit = 256 * 1024;
   double loss = 0;
+  // Datagrams dropped per loss event: a GSO message lost whole takes up to
+  // seven 8,952-byte datagrams with it.
+  int loss_burst = 1;
+  int burst_left = 0;
   int64_t busy_until = 0;
   std::deque<std::pair<int64_t, size_t>> queued;  // departure time, bytes
   size_t queued_bytes = 0;
@@ -51,7 +56,13 @@ struct Link {
       ++dropped;
       return -1;
     }
+    if (burst_left > 0) {
+      --burst_left;
+      ++dropped;
+      return -1;
+    }
     if (loss > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < loss) {
+      burst_left = loss_burst - 1;
       ++dropped;
       return -1;
     }
@@ -502,6 +513,28 @@ TEST(TransportCoreSimTest, LossIsRecoveredWithExactResults) {
   uint64_t dropped = 0;
   for (int r = 0; r < 3; ++r) dropped += star.up(r).dropped + star.down(r).dropped;
   EXPECT_GT(dropped, 0u);
+}
+
+// Losses that come seven at a time (one GSO message) at the same datagram
+// loss rate: when a whole flight is lost nothing comes back to overtake it,
+// and the timeout resends every chunk as old as the RTO at once. Resending
+// only the oldest brought the rest back one per backed-off RTO: 4 ops took
+// 1023 ms against 140 ms with single losses (7.3x); now 256 ms (1.8x).
+TEST(TransportCoreSimTest, AFlightLostWholeComesBackAtOnceNotOnePerTimeout) {
+  auto total = [](int burst) {
+    Link link;
+    link.loss = 0.01 / burst;
+    link.loss_burst = burst;
+    Star star(3, 1'000'000, link);
+    const std::vector<int64_t> d = star.Run(4);
+    uint64_t dropped = 0;
+    for (int r = 0; r < 3; ++r) dropped += star.up(r).dropped + star.down(r).dropped;
+    EXPECT_GT(dropped, 0u);
+    return std::accumulate(d.begin(), d.end(), int64_t{0});
+  };
+  const int64_t single = total(1);
+  const int64_t bursts = total(7);
+  EXPECT_LE(bursts, 3 * single) << "single losses " << single << " ns, bursts of 7 " << bursts;
 }
 
 TEST(TransportCoreSimTest, DeterministicForTheSameInputs) {
