@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "linkdelay/gso_split.h"
 
 namespace inca::linkdelay {
 
@@ -84,7 +85,7 @@ std::string LinkCounters::ToJson() const {
   return absl::StrCat("{\"host_port\":\"", host_port, "\",\"up\":", up.ToJson(),
                       ",\"down\":", down.ToJson(), ",\"send_failed_up\":", send_failed_up,
                       ",\"send_failed_down\":", send_failed_down, ",\"runt_frames\":", runt_frames,
-                      "}");
+                      ",\"gso_frames_split\":", gso_frames_split, "}");
 }
 
 std::string PacketLinkCounters::ToJson() const {
@@ -193,7 +194,7 @@ PacketLinkCounters PacketLink::counters() const {
   return snapshot_;
 }
 
-bool PacketLink::Drain(int fd, DelayLine& line, uint64_t& runts, int64_t now_ns,
+bool PacketLink::Drain(int fd, DelayLine& line, LinkCounters& counters, int64_t now_ns,
                        int64_t realtime_offset_ns) {
   for (size_t i = 0; i < config_.batch; ++i) {
     rx_iov_[2 * i] = {rx_frames_[i].data.get(), kMedium};
@@ -209,7 +210,7 @@ bool PacketLink::Drain(int fd, DelayLine& line, uint64_t& runts, int64_t now_ns,
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
     const size_t len = rx_msgs_[i].msg_len;
     if (len < kMinFrameBytes) {
-      ++runts;
+      ++counters.runt_frames;
       continue;
     }
     Frame f;
@@ -237,7 +238,25 @@ bool PacketLink::Drain(int fd, DelayLine& line, uint64_t& runts, int64_t now_ns,
         arrived = std::clamp(rt - realtime_offset_ns, now_ns - kMaxWaitNs, now_ns);
       }
     }
-    if (!line.Push(arrived, f)) GiveBack(std::move(f));
+    // A GSO frame goes on as the datagrams a wire would carry, each
+    // delayed on its own.
+    segments_.clear();
+    const size_t n_seg = SplitUdpGso(f.bytes(), [&](size_t seg_len) {
+      segments_.push_back(seg_len <= kSmall    ? Take(kSmall)
+                          : seg_len <= kMedium ? Take(kMedium)
+                                               : Frame::Allocate(seg_len));
+      segments_.back().len = seg_len;
+      return segments_.back().data.get();
+    });
+    if (n_seg == 0) {
+      if (!line.Push(arrived, f)) GiveBack(std::move(f));
+      continue;
+    }
+    ++counters.gso_frames_split;
+    GiveBack(std::move(f));
+    for (Frame& s : segments_) {
+      if (!line.Push(arrived, s)) GiveBack(std::move(s));
+    }
   }
   return true;
 }
@@ -306,7 +325,7 @@ absl::Status PacketLink::Run() {
           return absl::UnavailableError(absl::StrCat(name, ": the interface went away"));
         }
         if ((p.revents & POLLIN) != 0 &&
-            !Drain(p.fd, side == 0 ? l.up : l.down, l.live.runt_frames, now, realtime_offset)) {
+            !Drain(p.fd, side == 0 ? l.up : l.down, l.live, now, realtime_offset)) {
           return absl::InternalError(absl::StrCat(name, ": ", std::strerror(errno)));
         }
       }

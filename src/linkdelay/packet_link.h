@@ -53,6 +53,9 @@ struct LinkCounters {
   DelayLineCounters up, down;
   uint64_t send_failed_up = 0, send_failed_down = 0;
   uint64_t runt_frames = 0;  // shorter than a virtio-net header and an Ethernet header
+  // UDP GSO frames split into their datagrams on arrival (gso_split.h), so
+  // that each is delayed on its own, as on a wire.
+  uint64_t gso_frames_split = 0;
   std::string ToJson() const;
 };
 
@@ -82,7 +85,8 @@ class PacketLink {
   PacketLink(const PacketLinkConfig& config, std::vector<std::unique_ptr<Link>> links);
   // Reads up to a batch from `fd` into `line` (one recvmmsg); false on a
   // socket error.
-  bool Drain(int fd, DelayLine& line, uint64_t& runts, int64_t now_ns, int64_t realtime_offset_ns);
+  bool Drain(int fd, DelayLine& line, LinkCounters& counters, int64_t now_ns,
+             int64_t realtime_offset_ns);
   // Sends what is due on `out_fd`, a batch per sendmmsg.
   void Release(DelayLine& line, int out_fd, uint64_t& send_failed, int64_t now_ns);
   void Flush(int out_fd, uint64_t& send_failed);
@@ -90,6 +94,7 @@ class PacketLink {
   // ones up to kMedium stay in the buffer they were received into (no
   // copy); GSO frames beyond it get one of their own size.
   Frame Take(size_t cap);
+  std::vector<Frame> segments_;  // a split GSO frame's datagrams, reused
   void GiveBack(Frame f);
 
   PacketLinkConfig config_;

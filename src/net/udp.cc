@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -70,21 +69,30 @@ std::string Offloads::ToString() const {
   return absl::StrCat("gso=", gso ? 1 : 0, " gro=", gro ? 1 : 0);
 }
 
+namespace {
+
+Offloads Probe(int family) {
+  Offloads found;
+  Fd probe(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return found;
+  int v = 0;
+  socklen_t len = sizeof(v);
+  // Reading UDP_SEGMENT leaves the socket's default segment size alone.
+  found.gso = ::getsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &v, &len) == 0;
+  const int on = 1;
+  found.gro = ::setsockopt(probe.get(), SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
+  return found;
+}
+
+}  // namespace
+
 Offloads DetectOffloads(int family) {
-  static std::once_flag once[2];
-  static Offloads found[2];
-  const int i = family == AF_INET6 ? 1 : 0;
-  std::call_once(once[i], [&] {
-    Fd probe(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (!probe.valid()) return;
-    int v = 0;
-    socklen_t len = sizeof(v);
-    // Reading UDP_SEGMENT leaves the socket's default segment size alone.
-    found[i].gso = ::getsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &v, &len) == 0;
-    const int on = 1;
-    found[i].gro = ::setsockopt(probe.get(), SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
-  });
-  return found[i];
+  // Function-local statics, not std::call_once: call_once's thread-locals
+  // in libstdc++ would mark the Python module STATIC_TLS, and it then fails
+  // to load after torch ("cannot allocate memory in static TLS block").
+  static const Offloads v4 = Probe(AF_INET);
+  static const Offloads v6 = Probe(AF_INET6);
+  return family == AF_INET6 ? v6 : v4;
 }
 
 std::string UdpSocket::Describe() const {
