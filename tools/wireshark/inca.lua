@@ -12,7 +12,9 @@
 -- or OLAF, told apart by the first byte); for another port use Decode As
 -- (`tshark -d udp.port==PORT,cais`), or let the heuristic on the headers'
 -- fixed bytes find it (CAIS: op_type < 4, version 1 and payload_len =
--- datagram length - 20; management: 0xCA, version 1; OLAF: "OL", version 1;
+-- datagram length - 20, or a run of such datagrams back to back, as a
+-- capture before UDP GSO segmentation shows them; management: 0xCA,
+-- version 1; OLAF: "OL", version 1;
 -- other heuristics may claim a packet first: `-o udp.try_heuristic_first:TRUE`).
 -- The byte layout mirrors include/inca/wire/cais.h, mgmt.h and olaf/wire.h;
 -- docs/protocol.md is the reference. Malformed fields are flagged as expert
@@ -90,18 +92,13 @@ local function cais_error(buf)
   return nil
 end
 
-function cais.dissector(buf, pinfo, tree)
+-- One CAIS datagram; returns the Info column text.
+local function dissect_one(buf, pinfo, tree)
   local len = buf:len()
-  if len == 0 then return 0 end
-  -- One port carries all three (docs/protocol.md): the first byte tells.
-  if buf(0, 1):uint() == 0xCA then return Dissector.get("cais_mgmt"):call(buf, pinfo, tree) end
-  if len >= 2 and buf(0, 2):uint() == 0x4F4C then return Dissector.get("olaf"):call(buf, pinfo, tree) end
-  pinfo.cols.protocol = "CAIS"
   local t = tree:add(cais, buf(), "CAIS")
   if len < CAIS_HEADER then
     t:add_proto_expert_info(e_malformed, "too_short: " .. len .. " bytes, the header has 20")
-    pinfo.cols.info = "CAIS malformed (too_short)"
-    return len
+    return "CAIS malformed (too_short)"
   end
   local op = buf(0, 1):uint()
   local flags = buf(17, 1):uint()
@@ -134,11 +131,49 @@ function cais.dissector(buf, pinfo, tree)
   end
   local err = cais_error(buf)
   if err then t:add_proto_expert_info(e_malformed, err) end
-  pinfo.cols.info = string.format("%s %s g=%d layer=%d chunk=%d/%d seq=%d len=%d%s",
-                                  op_names[op] or ("op" .. op), kind, buf(1, 1):uint(),
-                                  buf(2, 2):uint(), buf(4, 2):uint(), buf(6, 2):uint(),
-                                  buf(8, 4):uint(), payload_len,
-                                  err and (" [" .. err .. "]") or "")
+  return string.format("%s %s g=%d layer=%d chunk=%d/%d seq=%d len=%d%s",
+                       op_names[op] or ("op" .. op), kind, buf(1, 1):uint(),
+                       buf(2, 2):uint(), buf(4, 2):uint(), buf(6, 2):uint(),
+                       buf(8, 4):uint(), payload_len, err and (" [" .. err .. "]") or "")
+end
+
+
+-- The lengths of the CAIS datagrams `buf` holds back to back, or nil. A
+-- capture taken before segmentation (tcpdump on the sender or on loopback,
+-- with UDP GSO: docs/design/net.md) shows up to 64 datagrams of one
+-- destination as one UDP payload; each is 20 + payload_len bytes.
+local function gso_run(buf)
+  local len, off, sizes = buf:len(), 0, {}
+  while off + CAIS_HEADER <= len do
+    if buf(off + 16, 1):uint() ~= 1 or buf(off, 1):uint() >= 4 then return nil end
+    local size = CAIS_HEADER + buf(off + 12, 4):uint()
+    if off + size > len then return nil end
+    sizes[#sizes + 1] = size
+    off = off + size
+  end
+  if off ~= len or #sizes < 2 then return nil end
+  return sizes
+end
+
+function cais.dissector(buf, pinfo, tree)
+  local len = buf:len()
+  if len == 0 then return 0 end
+  -- One port carries all three (docs/protocol.md): the first byte tells.
+  if buf(0, 1):uint() == 0xCA then return Dissector.get("cais_mgmt"):call(buf, pinfo, tree) end
+  if len >= 2 and buf(0, 2):uint() == 0x4F4C then return Dissector.get("olaf"):call(buf, pinfo, tree) end
+  pinfo.cols.protocol = "CAIS"
+  local sizes = len > CAIS_HEADER and gso_run(buf) or nil
+  if sizes == nil then
+    pinfo.cols.info = dissect_one(buf, pinfo, tree)
+    return len
+  end
+  local off, first = 0, nil
+  for _, size in ipairs(sizes) do
+    local info = dissect_one(buf:range(off, size):tvb(), pinfo, tree)
+    first = first or info
+    off = off + size
+  end
+  pinfo.cols.info = string.format("%d CAIS datagrams (one GSO send): %s ...", #sizes, first)
   return len
 end
 
@@ -362,7 +397,7 @@ local function heuristic(buf, pinfo, tree)
     return true
   end
   if len >= CAIS_HEADER and buf(0, 1):uint() < 4 and buf(16, 1):uint() == 1 and
-     buf(12, 4):uint() == len - CAIS_HEADER then
+     (buf(12, 4):uint() == len - CAIS_HEADER or gso_run(buf) ~= nil) then
     cais.dissector(buf, pinfo, tree)
     return true
   end
