@@ -310,8 +310,8 @@ def main() -> int:
         "the switch starts to beat a well-behaved Gloo is not answered here.",
         "- The rows at 2 and 4 Gbit/s show where the switch path stops scaling on this 2-core "
         "machine (R*): the four ranks, inca-switchd and the kernel's softirq work share two "
-        "cores, and the switch path tops out near 1.2 Gbit/s per host (the per-datagram path "
-        "of issue 16). There the measured controller sends operations back to Gloo, which is "
+        "cores, and the switch path tops out (the CPU line: ranks, switch and softirq leave "
+        "little idle). There the measured controller sends operations back to Gloo, which is "
         "then faster: the `host/mixed` rows at 2 and 4 Gbit/s are that decision, not a fault. "
         "Each table's CPU line shows where the two cores went during its switch run.",
         "- A size class is decided once it has two samples on each path, by the best of "
@@ -339,8 +339,9 @@ def main() -> int:
         "- `host/mixed`: at least one timed operation of that size ran on the host path. "
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "
-        "its one exploration of the other path fall in the warm-up (3 operations and at "
-        "least 1.5 s per size: two samples on each path, the second explore 1 s after the first), which the path column does not count. Figures move by a few "
+        "its explorations of the other path fall in the warm-up (5 operations and at "
+        "least 3 s per size: two samples on each path, the second explore 1 s after the "
+        "first has landed), which the path column does not count. Figures move by a few "
         "per cent between runs.",
         "- Slot holding: the switch's own percentiles of the time a chunk held its slot, "
         "first contribution to completion (`inca_cais_slot_holding_p50_seconds`, "
@@ -351,9 +352,12 @@ def main() -> int:
         "(docs/testbed.md) and takes its CPU share from the same two cores (the CPU line). "
         "At 1 Gbit/s that share and the ranks' scheduling delays stretch the round trips "
         "the window sees, so the row is a lower bound for a machine with netem; at 500 Mbit/s "
-        "the links ask half as much of the switch path. Before this round's change to the transport core (the "
-        "standing round trip, docs/design/cais-client.md), the same 1 Gbit/s case ran at "
-        "0.11 of the bound.",
+        "the links ask half as much of the switch path. The delay line splits UDP GSO "
+        "packets into their datagrams first, as a NIC would put them on the wire, so each "
+        "datagram is delayed on its own (docs/testbed.md).",
+        "- Loss: the impairment drops IP packets before any segmentation, so with GSO (the "
+        "default, docs/design/net.md) one loss takes up to seven consecutive datagrams, "
+        "burstier than a wire at the same rate (docs/testbed.md).",
         "",
         END])
     doc = open(DOC).read()
