@@ -5,6 +5,7 @@
 // collectives stay exact throughout, and /metrics shows the decisions.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,7 +13,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -247,9 +250,13 @@ TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn
 // Measured mode: rank 0 reports every operation's time; after the first
 // operation of a size class ran on the path the model picked, the
 // controller explores the other path once, and from then on the class is
-// decided from what both paths measured. Exits 0 if all results were exact
-// and both paths were used.
-int MeasuredRankMain(const Switch& sw, int rank, int store_port, int done_fd, int go_fd) {
+// decided from what both paths measured. The ranks run 1 MiB operations
+// until the parent, which watches the switch, writes to `stop_fd` (read by
+// rank 0, agreed on by both): reports are rate-limited per size class, so
+// a rank's own count of declines says nothing about how many samples the
+// switch has. Exits 0 if all results were exact and both paths were used.
+int MeasuredRankMain(const Switch& sw, int rank, int store_port, int stop_fd, int done_fd,
+                     int go_fd) {
   CommunicatorOptions o;
   o.rank = rank;
   o.world_size = 2;
@@ -259,10 +266,9 @@ int MeasuredRankMain(const Switch& sw, int rank, int store_port, int done_fd, in
   auto c = Communicator::Create(o);
   if (!c.ok()) return 10;
   uint64_t wrong = 0, mib_declined = 0, mib_switch = 0;
-  // 1 MiB operations, until each path was seen twice for them (the
-  // controller's min_samples; the host path is explored again after 1 s):
-  // bounded by 20 s and 20,000 operations.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // Bounded by 30 s and 20,000 operations (the host path is explored again
+  // after 1 s, so two samples of it take a few seconds).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (int it = 0; it < 20000; ++it) {
     const CommunicatorStats before = (*c)->stats();
     std::vector<float> v(262144);
@@ -274,11 +280,11 @@ int MeasuredRankMain(const Switch& sw, int rank, int store_port, int done_fd, in
     const CommunicatorStats st = (*c)->stats();
     mib_declined += st.ops_declined - before.ops_declined;
     mib_switch += st.ops_switch - before.ops_switch;
-    int32_t both =
-        (mib_declined >= 2 && mib_switch >= 2) || std::chrono::steady_clock::now() > deadline ? 1
-                                                                                              : 0;
-    if (!(*c)->AllReduce(&both, 1, DType::kI32, ReduceOp::kMax).ok()) return 12;
-    if (both == 1) break;
+    pollfd p{stop_fd, POLLIN, 0};
+    const bool told = rank == 0 && poll(&p, 1, 0) == 1;
+    int32_t stop = told || std::chrono::steady_clock::now() > deadline ? 1 : 0;
+    if (!(*c)->AllReduce(&stop, 1, DType::kI32, ReduceOp::kMax).ok()) return 12;
+    if (stop == 1) break;
   }
   const CommunicatorStats st = (*c)->stats();
   std::fprintf(stderr, "rank %d: %lu ops, %lu on the switch, %lu declined, %lu wrong\n", rank,
@@ -295,38 +301,59 @@ int MeasuredRankMain(const Switch& sw, int rank, int store_port, int done_fd, in
   return 0;
 }
 
+// The switch's timings for group 0's 1 MiB class (bin 20), if it has any.
+std::optional<control::OffloadTiming> MibTiming(control::ControlPlane& plane) {
+  auto groups = plane.ListGroups();
+  if (!groups.ok()) return std::nullopt;
+  for (const auto& g : *groups) {
+    if (g.group_id != 0) continue;
+    for (const auto& t : g.timings) {
+      if (t.bin == 20) return t;
+    }
+  }
+  return std::nullopt;
+}
+
 TEST(OffloadIntegrationTest, MeasuredModeExploresBothPathsAndDecidesFromReports) {
   Switch sw(std::vector<std::string>{});  // the defaults: measured decisions
   ASSERT_TRUE(sw.proc.running());
   ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
   const int store_port = testing::FreeLoopbackPort(false);
-  int done[2], go[2];
+  int stop[2], done[2], go[2];
+  ASSERT_EQ(pipe(stop), 0);
   ASSERT_EQ(pipe(done), 0);
   ASSERT_EQ(pipe(go), 0);
   std::vector<Process> ranks;
   for (int r = 0; r < 2; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
+      close(stop[1]);
       close(done[0]);
       close(go[1]);
-      _exit(MeasuredRankMain(sw, r, store_port, done[1], go[0]));
+      _exit(MeasuredRankMain(sw, r, store_port, stop[0], done[1], go[0]));
     }
     ranks.emplace_back(pid);
   }
+  close(stop[0]);
   close(done[1]);
   close(go[0]);
-  char b = 0;
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(read(done[0], &b, 1), 1) << "rank failed early";
   auto plane = control::ConnectControl(sw.control_addr, "");
   ASSERT_TRUE(plane.ok()) << plane.status();
-  auto groups = (*plane)->ListGroups();
-  ASSERT_TRUE(groups.ok()) << groups.status();
-  const control::GroupInfo* g0 = nullptr;
-  for (const auto& g : *groups) g0 = g.group_id == 0 ? &g : g0;
-  ASSERT_NE(g0, nullptr);
-  const control::OffloadTiming* mib = nullptr;
-  for (const auto& t : g0->timings) mib = t.bin == 20 ? &t : mib;
-  ASSERT_NE(mib, nullptr) << "no reports for 1 MiB operations";
+  // Until the switch holds two samples of each path for 1 MiB (bounded by
+  // the ranks' own 30 s).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(35);
+  std::optional<control::OffloadTiming> mib;
+  while (std::chrono::steady_clock::now() < deadline) {
+    mib = MibTiming(**plane);
+    if (mib && mib->switch_path.samples >= 2 && mib->host_path.samples >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval
+  }
+  const char s = 1;
+  ASSERT_EQ(write(stop[1], &s, 1), 1);
+  char b = 0;
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(read(done[0], &b, 1), 1) << "rank failed early";
+  mib = MibTiming(**plane);
+  ASSERT_TRUE(mib.has_value()) << "no reports for 1 MiB operations";
   EXPECT_GE(mib->switch_path.samples, 2u);
   EXPECT_GE(mib->host_path.samples, 2u);
   EXPECT_GT(mib->switch_path.mean_us, 0);
@@ -345,6 +372,7 @@ TEST(OffloadIntegrationTest, MeasuredModeExploresBothPathsAndDecidesFromReports)
   const char gob[2] = {1, 1};
   ASSERT_EQ(write(go[1], gob, 2), 2);
   for (size_t r = 0; r < ranks.size(); ++r) EXPECT_EQ(ranks[r].Wait(kRankTimeout), 0) << r;
+  close(stop[1]);
   close(done[0]);
   close(go[1]);
 }
