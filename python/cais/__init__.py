@@ -644,3 +644,7 @@ def _release_pending() -> None:
     # they complete: wait for them before the interpreter frees the memory.
     for g in list(_state.groups.values()):
         g._drain()
+    # torch groups never destroyed: their delegated Gloo group's worker
+    # threads must be gone before the interpreter finalizes.
+    for pg in _c10d_groups():
+        pg._release_delegate()

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import os
 import socket
+import weakref
 import zlib
-from typing import Any, List
+from typing import Any
 
 import torch.distributed as dist
 
 from . import _cais_c10d
 
-_groups: List[Any] = []  # live "cais" process groups, for cais.set_offload()
+# Live "cais" process groups, for cais.set_offload() and the exit hook; weak, so
+# that destroy_process_group() destroys a group then, while its peers are there.
+_groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 _STORE_KEY = "cais/inca_store"
 
@@ -76,7 +79,7 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
     )
     options.update(_client_settings())
     pg = _cais_c10d.create(rank, size, options, gloo)
-    _groups.append(pg)
+    _groups.add(pg)
     return pg
 
 

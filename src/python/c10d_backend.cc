@@ -169,8 +169,20 @@ class ProcessGroupCais : public c10d::ProcessGroup {
   ~ProcessGroupCais() override {
     // Joins the communicator's thread, which may drop the last reference to
     // a tensor with a Python object (that takes the GIL): never hold it here.
+    // The delegated Gloo group goes too, still without the GIL: its
+    // destructor joins worker threads that may be releasing tensors.
     ReleaseGil nogil;
     comm_.reset();
+    gloo_.reset();
+  }
+
+  // Destroys the delegated Gloo group now (cais's atexit hook): a Gloo
+  // worker thread that releases a finished operation's tensors takes the
+  // GIL, and one that does so once the interpreter is finalizing is killed
+  // by it (std::terminate). Later delegated calls raise.
+  void ReleaseDelegate() {
+    ReleaseGil nogil;
+    gloo_.reset();
   }
 
   const std::string getBackendName() const override { return "cais"; }
@@ -459,6 +471,11 @@ class ProcessGroupCais : public c10d::ProcessGroup {
                    "warnings, counted in stats()['delegated_by_op']\n",
                    rank_, what);
     }
+    if (!gloo_) {
+      throw std::runtime_error(absl::StrCat("cais backend (rank ", rank_, "): ", what,
+                                            " needs the delegated Gloo group, which was released "
+                                            "at interpreter exit"));
+    }
     return fn();
   }
 
@@ -531,7 +548,9 @@ PYBIND11_MODULE(_cais_c10d, m) {
       .def("set_offload", &ProcessGroupCais::SetOffload, py::arg("enabled"),
            "Use (True) or avoid (False) the switch; the group agrees within about a second")
       .def("synchronize", &ProcessGroupCais::Synchronize)
-      .def("stats", &ProcessGroupCais::Stats);
+      .def("stats", &ProcessGroupCais::Stats)
+      .def("_release_delegate", &ProcessGroupCais::ReleaseDelegate,
+           "Destroys the delegated Gloo group (at interpreter exit)");
   m.def("create", &inca::python::Create, py::arg("rank"), py::arg("size"), py::arg("options"),
         py::arg("gloo"));
   m.def(
