@@ -120,8 +120,8 @@ TEST(PrometheusTextCheck, RejectsEachKindOfMistake) {
       "# HELP inca_a A.\n# TYPE inca_a summary\ninca_a 1\n",
       "# HELP other A.\n# TYPE other gauge\nother 1\n",       // prefix
       "# HELP inca_a A.\n# TYPE inca_a gauge\n\ninca_a 1\n",  // blank line
-      "# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=\"1\"} 1\n# HELP inca_b B.\n"
-      "# TYPE inca_b gauge\ninca_b 1\ninca_a{x=\"2\"} 1\n",  // not contiguous
+      ("# HELP inca_a A.\n# TYPE inca_a gauge\ninca_a{x=\"1\"} 1\n# HELP inca_b B.\n"
+       "# TYPE inca_b gauge\ninca_b 1\ninca_a{x=\"2\"} 1\n"),  // not contiguous
   };
   for (const char* text : bad) {
     EXPECT_THAT(CheckPrometheusText(text).errors, Not(IsEmpty())) << text;
