@@ -1,6 +1,7 @@
 #include "cli/cais_cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
+#include "util/cli_flags.h"
 
 namespace inca::cli {
 
@@ -27,6 +29,9 @@ std::vector<uint16_t> ParsePorts(const std::string& s, const char* flag) {
     if (!absl::SimpleAtoi(part, &p) || p > 63) {
       throw UsageError{absl::StrCat(flag, ": '", std::string(part),
                                     "' is not a port number 0..63 (use e.g. 1,2,3,4)")};
+    }
+    if (std::find(out.begin(), out.end(), static_cast<uint16_t>(p)) != out.end()) {
+      throw UsageError{absl::StrCat(flag, ": port ", p, " is listed twice")};
     }
     out.push_back(static_cast<uint16_t>(p));
   }
@@ -87,7 +92,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   app.add_option("--token", token, "bearer token, if the switch requires one")
       ->envname("INCA_TOKEN");
   app.add_flag("--json", json, "machine-readable output");
-  app.add_option("--timeout-ms", timeout_ms, "per-request deadline");
+  app.add_option("--timeout-ms", timeout_ms, "per-request deadline")->check(CLI::Range(1, 3600000));
 
   std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
   bool host_path = false;
@@ -124,6 +129,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   auto* offload =
       app.add_subcommand("offload", "the offload controller's decisions (CAIS write-up 3.3)");
 
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -155,6 +155,22 @@ TEST_F(CaisCliTest, ErrorsAreOneLineWithExitCodes) {
                  "--op-type", "gather"}),
             2);
   EXPECT_EQ(Cli({"frobnicate"}), 2);
+  // Issue 18: each of these was accepted (or dialled port 0 and reported
+  // "unreachable"); each is now one line and exit 2.
+  const auto one_line_usage = [&](std::vector<std::string> args, bool with_device,
+                                  const char* says) {
+    EXPECT_EQ(Cli(std::move(args), with_device), 2) << says;
+    const std::string text = err_.str();
+    EXPECT_THAT(text, HasSubstr(says));
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  };
+  one_line_usage({"add-rule", "--group-id", "0", "--input-ports", "1,1,1"}, true,
+                 "port 1 is listed twice");
+  one_line_usage({"groups", "create", "--group-id", "4", "--ports", "2,3,2"}, true,
+                 "port 2 is listed twice");
+  one_line_usage({"health", "--timeout-ms", "-5"}, true, "--timeout-ms");
+  one_line_usage({"health", "--device", "127.0.0.1:abc"}, false, "port in 1..65535");
+  one_line_usage({"health", "--device", "127.0.0.1:0"}, false, "port in 1..65535");
 }
 
 TEST_F(CaisCliTest, ConfigureValidatesKeys) {
@@ -176,6 +192,8 @@ TEST_F(CaisCliTest, TokenIsEnforced) {
   Start("t0ken");
   EXPECT_EQ(Cli({"dump-rules"}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("requires a token"));
+  EXPECT_EQ(Cli({"dump-rules", "--token", "guess"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("token rejected"));
   EXPECT_EQ(Cli({"dump-rules", "--token", "t0ken"}), 0) << err_.str();
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
+#include "util/cli_flags.h"
 
 namespace inca::cli {
 
@@ -28,7 +29,7 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   app.add_option("--token", token, "bearer token, if the switch requires one")
       ->envname("INCA_TOKEN");
   app.add_flag("--json", json, "machine-readable output");
-  app.add_option("--timeout-ms", timeout_ms, "per-request deadline");
+  app.add_option("--timeout-ms", timeout_ms, "per-request deadline")->check(CLI::Range(1, 3600000));
   auto* clusters = app.add_subcommand("clusters", "list, set or delete cluster table entries");
   std::string action = "list";
   int64_t src_port = -1, cluster = -1;
@@ -36,6 +37,7 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   clusters->add_option("--src-port", src_port, "worker UDP source port (the table's key)");
   clusters->add_option("--cluster", cluster, "cluster id 0..65534");
   auto* stats = app.add_subcommand("show-stats", "queue state and per-cluster AoM");
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,10 @@
 #include "control/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <thread>
@@ -8,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "control/convert.h"
 #include "inca/control/v1/control.grpc.pb.h"
+#include "net/endpoint.h"
 
 namespace inca::control {
 
@@ -216,9 +221,14 @@ class Service final : public pb::Control::Service {
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
     const std::string want = "Bearer " + token_;
-    if (it == md.end() || std::string(it->second.data(), it->second.size()) != want) {
+    if (it == md.end()) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "this switch requires a token: pass --token (or INCA_TOKEN)");
+    }
+    if (std::string(it->second.data(), it->second.size()) != want) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "token rejected: it is not the one this switch was started with "
+                          "(--control-token or INCA_TOKEN)");
     }
     return grpc::Status::OK;
   }
@@ -247,8 +257,40 @@ int ControlServer::port() const {
   return impl_->port;
 }
 
+namespace {
+
+// Whether a TCP socket already listens on `listen` (a numeric HOST:PORT):
+// checked before gRPC tries, so that a conflict gets one clear line rather
+// than gRPC's multi-line internal log first. Names and port 0 are left to
+// gRPC, as is the (rare) race with a process binding in between.
+bool TcpPortTaken(const std::string& listen) {
+  auto ep = net::Endpoint::Parse(listen);
+  if (!ep.ok() || ep->port() == 0) return false;
+  const int family = ep->is_v6() ? AF_INET6 : AF_INET;
+  sockaddr_storage ss{};
+  const socklen_t len = ep->ToSockaddr(family, &ss);
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || len == 0) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  const bool taken =
+      bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0 && errno == EADDRINUSE;
+  close(fd);
+  return taken;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
     const ControlServerOptions& options, ControlPlane* plane) {
+  const auto in_use = [&] {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the control API on ", options.listen,
+                     " (port in use?); choose another with --control-listen HOST:PORT "
+                     "(the CAIS write-up's controller_port)"));
+  };
+  if (TcpPortTaken(options.listen)) return in_use();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(plane, options.token);
   grpc::ServerBuilder builder;
@@ -259,12 +301,7 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
   // silently share the port (the write-up's 5.3 port conflict): refuse it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl->server = builder.BuildAndStart();
-  if (!impl->server || impl->port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the control API on ", options.listen,
-                     " (port in use?); choose another with --control-listen HOST:PORT "
-                     "(the CAIS write-up's controller_port)"));
-  }
+  if (!impl->server || impl->port == 0) return in_use();
   return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));
 }
 

@@ -131,8 +131,12 @@ TEST(ControlGrpcTest, TokenIsRequiredWhenConfigured) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(s.message(), HasSubstr("token"));
   EXPECT_EQ(without.client->DumpRules().status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(s.message(), HasSubstr("requires a token"));
   Served wrong("s3cret", "guess");
-  EXPECT_EQ(wrong.client->Health().code(), absl::StatusCode::kUnauthenticated);
+  absl::Status w = wrong.client->Health();
+  EXPECT_EQ(w.code(), absl::StatusCode::kUnauthenticated);
+  // A wrong token is told apart from a missing one (issue 18).
+  EXPECT_THAT(w.message(), HasSubstr("token rejected"));
   Served right("s3cret", "s3cret");
   EXPECT_TRUE(right.client->Health().ok());
 }
@@ -164,6 +168,13 @@ TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {
       << s;
   EXPECT_THAT(s.message(), HasSubstr("cannot reach"));
   EXPECT_EQ(ConnectControl("nocolon", "").status().code(), absl::StatusCode::kInvalidArgument);
+  // A port that is not a number, or 0, is a usage error, not "unreachable".
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:0", "127.0.0.1:70000", ":50051", "::1:5"}) {
+    auto c = ConnectControl(bad, "");
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(ConnectControl("[::1]:50051", "").ok());
+  EXPECT_TRUE(ConnectControl("localhost:50051", "").ok());
 }
 
 TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {

@@ -7,6 +7,7 @@
 #include "control/convert.h"
 #include "inca/control/control_plane.h"
 #include "inca/control/v1/control.grpc.pb.h"
+#include "net/endpoint.h"
 
 namespace inca::control {
 
@@ -209,9 +210,10 @@ class RemoteControl final : public ControlPlane {
 absl::StatusOr<std::unique_ptr<ControlPlane>> ConnectControl(const std::string& target,
                                                              const std::string& token,
                                                              int timeout_ms) {
-  if (target.empty() || target.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device '", target, "' must be HOST:PORT, e.g. 127.0.0.1:50051"));
+  auto split = net::SplitHostPort(target);
+  if (!split.ok() || split->second == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device '", target, "' must be HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:50051"));
   }
   return std::unique_ptr<ControlPlane>(new RemoteControl(target, token, timeout_ms));
 }

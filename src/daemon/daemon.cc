@@ -3,12 +3,15 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <new>
 
+#include "absl/strings/str_cat.h"
 #include "inca/control/offload_loop.h"
 #include "monitor/http_server.h"
 #include "monitor/olaf_metrics.h"
@@ -46,8 +49,30 @@ bool Enabled(const std::string& listen) {
   return !listen.empty() && listen != "off";
 }
 
+// Slot memory is allocated and touched at start: more than this machine
+// has would be killed by the kernel (or throw) instead of one clear line.
+absl::Status CheckSlotMemory(size_t sram_bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return absl::OkStatus();
+  const double machine = static_cast<double>(pages) * static_cast<double>(page);
+  if (static_cast<double>(sram_bytes) > machine / 2) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sram_bytes ", sram_bytes, " is more than half of this machine's memory (",
+        static_cast<uint64_t>(machine), " bytes); slot memory is allocated and touched at start"));
+  }
+  return absl::OkStatus();
+}
+
 int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
-  auto server = switchd::SwitchServer::Create(c);
+  if (absl::Status s = CheckSlotMemory(c.cais.sram_bytes); !s.ok()) return Fail(s);
+  absl::StatusOr<std::unique_ptr<switchd::SwitchServer>> server;
+  try {
+    server = switchd::SwitchServer::Create(c);
+  } catch (const std::bad_alloc&) {
+    return Fail(absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", c.cais.sram_bytes, " bytes of slot memory; lower --sram-bytes")));
+  }
   if (!server.ok()) return Fail(server.status());
   control::OffloadControllerConfig oc;
   oc.host_bandwidth_bps = c.offload_host_gbps * 1e9 / 8;

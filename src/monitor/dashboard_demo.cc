@@ -15,6 +15,7 @@
 
 #include "monitor/http_server.h"
 #include "monitor/synthetic.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write the bound port here once serving");
   app.add_option("--duration-s", duration_s, "exit after this long; 0 = until a signal")
       ->check(CLI::Range(0.0, 86400.0));
+  inca::util::RejectNegativeUnsigned(app);
   CLI11_PARSE(app, argc, argv);
 
   inca::monitor::SyntheticMetrics synthetic;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -591,6 +592,11 @@ absl::Status ApplySwitchdConfigYaml(std::string_view yaml, std::string_view sour
 }
 
 absl::StatusOr<SwitchdConfig> LoadSwitchdConfigYaml(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, " is a directory; name a YAML file"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open config file ", path));
   std::stringstream text;

@@ -7,15 +7,19 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -398,6 +402,24 @@ TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreach
   EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH, {"--switch", "nohostport"}, true)
                 .Wait(std::chrono::seconds(30)),
             2);
+  // Every switch unreachable: exit 3; every switch refusing it (a token it
+  // does not have): exit 1 (issue 18: both exited 0).
+  EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH,
+                           {"--switch", nobody, "--duration-s", "0.5", "--log-level", "off"}, true)
+                .Wait(std::chrono::seconds(30)),
+            3);
+  const std::string guarded = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+  const std::string guarded_data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  switches.push_back(Process::Spawn(
+      INCA_SWITCHD_PATH,
+      {"--listen", guarded_data, "--log-level", "warn", "--control-listen", guarded,
+       "--control-token", "s3cret", "--http-listen", "off", "--offload-controller", "external"},
+      /*quiet_stdout=*/true));
+  ASSERT_TRUE(testing::WaitForSwitch(guarded_data, std::chrono::seconds(10)));
+  EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH,
+                           {"--switch", guarded, "--duration-s", "0.5", "--log-level", "off"}, true)
+                .Wait(std::chrono::seconds(30)),
+            1);
   Process ctl =
       Process::Spawn(INCA_CONTROLLER_PATH,
                      {"--switch", controls[0], "--switch", nobody, "--switch", controls[1],
@@ -422,6 +444,61 @@ TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreach
     EXPECT_EQ(p->groups[0].participants, 3);
     EXPECT_LE(p->groups[0].min_bytes, p->groups[0].max_bytes);  // idle switch: offload on
   }
+}
+
+// Runs inca-switchd with `args` to completion; returns its exit code and
+// everything it wrote to stderr (stdout goes to /dev/null).
+std::pair<int, std::string> RunSwitchd(const std::vector<std::string>& args) {
+  std::string cmd = absl::StrCat("'", INCA_SWITCHD_PATH, "'");
+  for (const auto& a : args) absl::StrAppend(&cmd, " '", a, "'");
+  absl::StrAppend(&cmd, " 2>&1 >/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) text.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), text};
+}
+
+// Issue 18: bad flags and files crashed (bad_alloc, exit 134), were
+// swallowed (a directory as --config ran on defaults), wrapped (-5), or
+// printed gRPC's multi-line internal log first. Each is one line, exit 2,
+// before anything is served.
+TEST(SwitchdBadInputTest, EachIsOneLineAndExitTwo) {
+  // A TCP listener the control API's port collides with.
+  const int held = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(held, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string taken = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  const std::string dir = ::testing::TempDir();
+  const struct {
+    std::vector<std::string> args;
+    const char* says;
+  } cases[] = {
+      {{"--sram-bytes", "100000000000"}, "sram_bytes 100000000000"},
+      {{"--sram-bytes", "-5"}, "must not be negative"},
+      {{"--socket-buffer-bytes", "-1"}, "must not be negative"},
+      {{"--config", dir}, "is a directory"},
+      {{"--control-listen", taken}, "--control-listen"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"--listen", "127.0.0.1:0", "--http-listen",
+                                     "off",      "--log-level", "error"};
+    if (c.args[0] != "--control-listen") args.insert(args.end(), {"--control-listen", "off"});
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const auto [code, text] = RunSwitchd(args);
+    EXPECT_EQ(code, 2) << c.args[0] << ": " << text;
+    EXPECT_NE(text.find(c.says), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  }
+  close(held);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "perf/perf.h"
+#include "util/cli_flags.h"
 
 int main(int argc, char** argv) {
   inca::perf::PerfOptions o;
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65534));
   app.add_option("--bind", o.bind_ip, "this rank's local address (env INCA_BIND_IP)")
       ->envname("INCA_BIND_IP");
+  inca::util::RejectNegativeUnsigned(app);
   CLI11_PARSE(app, argc, argv);
 
   auto fail = [](const auto& status) {

@@ -13,10 +13,12 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "control/controller_service.h"
+#include "util/cli_flags.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   const auto period = std::chrono::nanoseconds(c.period_ns);
   std::map<std::string, inca::control::SwitchTickResult> last;
   std::map<std::string, std::string> last_error;
+  std::set<std::string> ever_ok;  // switches that answered at least once
   auto next = start;
   while (!g_stop.load()) {
     const auto now = std::chrono::steady_clock::now();
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
                        last_error[r.target]);
         }
       } else {
+        ever_ok.insert(r.target);
         last_error.erase(r.target);
         if (r.changed) {
           for (const auto& g : r.policy.groups) {
@@ -129,5 +134,16 @@ int main(int argc, char** argv) {
               << ",\"threshold\":" << r.policy.threshold << ",\"groups\":[" << groups << "]}"
               << std::endl;
   }
-  return 0;
+  // Exit codes as cais-cli's: 0 when at least one switch took a decision,
+  // 1 when every switch refused (a token, an embedded controller), 3 when
+  // none could be reached.
+  if (!ever_ok.empty()) return 0;
+  bool refused = false;
+  for (const auto& [target, r] : last) {
+    refused = refused || (r.status.code() != absl::StatusCode::kUnavailable &&
+                          r.status.code() != absl::StatusCode::kDeadlineExceeded);
+  }
+  std::cerr << "inca-controller: no switch accepted this controller ("
+            << (refused ? "refused" : "unreachable") << "; the warnings above say why)\n";
+  return refused ? 1 : 3;
 }

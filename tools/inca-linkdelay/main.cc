@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "linkdelay/packet_link.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", c.batch, "frames per recvmmsg or sendmmsg")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_split.h"
 #include "inca/sim/olaf_scenario.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--sweep", sweep, "run once per value: KEY=V1,V2,...");
   app.add_option("--out", out_dir, "output directory")->capture_default_str();
   app.add_flag("--progress", progress, "show progress on stderr");
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 #include "monitor/http_server.h"
 #include "switchd/config.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -145,6 +146,7 @@ int main(int argc, char** argv) {
           ->capture_default_str();
   auto* f_clusters = app.add_option("--cluster", cluster_args,
                                     "OLAF: cluster table entry SRC_PORT=CLUSTER (repeatable)");
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

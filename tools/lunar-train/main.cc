@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "inca/rl/actor_critic.h"
+#include "util/cli_flags.h"
 
 int main(int argc, char** argv) {
   inca::rl::A2cTrainerOptions o;
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", max_seconds);
   app.add_option("--max-steps", max_steps);
   app.add_option("--report-every", report_every_s, "seconds between progress lines");
+  inca::util::RejectNegativeUnsigned(app);
   CLI11_PARSE(app, argc, argv);
   o.model.seed = o.seed;
 

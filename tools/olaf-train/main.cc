@@ -15,6 +15,7 @@
 
 #include "inca/rl/distributed.h"
 #include "inca/sim/drl_training.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -149,6 +150,7 @@ int main(int argc, char** argv) {
   worker->add_option("--cycle-ms", d.cycle_ms)->capture_default_str();
   worker->add_option("--slowdown", d.slowdown)->capture_default_str();
   worker->add_option("--send-control", d.send_control)->capture_default_str();
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "olafverify/fairness_model.h"
+#include "util/cli_flags.h"
 
 namespace ov = inca::olafverify;
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   app.add_flag("--seed-queue-dynamics", cfg.assert_queue_dynamics,
                "also assert the paper's D(n) >= A(n) + Q(n)/C (redundant, slower)");
   app.add_flag("--json", json, "one JSON object on stdout instead of the report");
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "perf/reflect_bench.h"
+#include "util/cli_flags.h"
 
 int main(int argc, char** argv) {
   inca::perf::ReflectOptions o;
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", o.max_seconds, "time limit per target");
   std::vector<std::string> io = {"mmsg", "gso"};
   app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
+  inca::util::RejectNegativeUnsigned(app);
   CLI11_PARSE(app, argc, argv);
   o.io.clear();
   for (const std::string& m : io) {

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "switchd/udp_forwarder.h"
+#include "util/cli_flags.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   std::string io = "gso";
   app.add_option("--io", io, "socket path: gso (UDP GSO/GRO where the kernel has them) or mmsg")
       ->capture_default_str();
+  inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
