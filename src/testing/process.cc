@@ -19,17 +19,27 @@ extern char** environ;
 
 namespace inca::testing {
 
-int FreeLoopbackPort(bool udp) {
-  const int fd = socket(AF_INET, udp ? SOCK_DGRAM : SOCK_STREAM, 0);
+int BindLoopback(int type, uint16_t* port) {
+  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
   socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+int FreeLoopbackPort(bool udp) {
+  uint16_t port = 0;
+  const int fd = BindLoopback(udp ? SOCK_DGRAM : SOCK_STREAM, &port);
+  if (fd >= 0) close(fd);
+  return port;
 }
 
 Process& Process::operator=(Process&& o) noexcept {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@ namespace inca::testing {
 
 // A UDP or TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort(bool udp);
+
+// A socket (SOCK_DGRAM or SOCK_STREAM) bound to 127.0.0.1 on a free port,
+// written to *port; -1 if it could not be had. The caller closes it.
+int BindLoopback(int type, uint16_t* port);
 
 // A spawned child process, killed (SIGKILL) on destruction if still running.
 class Process {

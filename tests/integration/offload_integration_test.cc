@@ -161,15 +161,10 @@ bool PolicyShows(control::ControlPlane& plane, Pred pred) {
 // Fills the switch's memory from group 1: chunks of an operation whose
 // second member never sends, so they stay pending until they time out.
 void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  uint16_t my_port = 0;
+  const int fd = testing::BindLoopback(SOCK_DGRAM, &my_port);
   ASSERT_GE(fd, 0);
-  sockaddr_in me{};
-  me.sin_family = AF_INET;
-  me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
-  socklen_t len = sizeof(me);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len), 0);
-  ASSERT_TRUE(plane.RegisterPort(40, absl::StrCat("127.0.0.1:", ntohs(me.sin_port))).ok());
+  ASSERT_TRUE(plane.RegisterPort(40, absl::StrCat("127.0.0.1:", my_port)).ok());
   ASSERT_TRUE(plane.RegisterPort(41, "127.0.0.1:9").ok());  // never sends
   ASSERT_TRUE(plane.CreateGroup(1, {40, 41}).ok());
   sockaddr_in to{};
@@ -467,16 +462,11 @@ std::pair<int, std::string> RunSwitchd(const std::vector<std::string>& args) {
 // before anything is served.
 TEST(SwitchdBadInputTest, EachIsOneLineAndExitTwo) {
   // A TCP listener the control API's port collides with.
-  const int held = socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t held_port = 0;
+  const int held = testing::BindLoopback(SOCK_STREAM, &held_port);
   ASSERT_GE(held, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   ASSERT_EQ(listen(held, 1), 0);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const std::string taken = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  const std::string taken = absl::StrCat("127.0.0.1:", held_port);
   const std::string dir = ::testing::TempDir();
   const struct {
     std::vector<std::string> args;

@@ -268,25 +268,20 @@ TEST(OlafIntegrationTest, OlafBeatsFifoOnAomAndLossUnderCongestion) {
 // table changes while updates flow.
 TEST(OlafIntegrationTest, PassthroughIsIntactAndTheClusterTableChangesMidRun) {
   // A raw socket plays the PS so the test sees exactly what arrives.
-  const int ps_fd = socket(AF_INET, SOCK_DGRAM, 0);
+  uint16_t ps_port = 0;
+  const int ps_fd = testing::BindLoopback(SOCK_DGRAM, &ps_port);
   ASSERT_GE(ps_fd, 0);
-  sockaddr_in ps{};
-  ps.sin_family = AF_INET;
-  ps.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(ps_fd, reinterpret_cast<sockaddr*>(&ps), sizeof(ps)), 0);
-  socklen_t len = sizeof(ps);
-  ASSERT_EQ(getsockname(ps_fd, reinterpret_cast<sockaddr*>(&ps), &len), 0);
   timeval tv{2, 0};
   setsockopt(ps_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   const std::string data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
   const std::string ctl = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
   const uint16_t worker_port = static_cast<uint16_t>(testing::FreeLoopbackPort(true));
-  Process sw = Process::Spawn(INCA_SWITCHD_PATH,
-                              {"--program", "olaf", "--listen", data, "--ps",
-                               absl::StrCat("127.0.0.1:", ntohs(ps.sin_port)), "--egress-mbps", "0",
-                               "--control-listen", ctl, "--http-listen", "off", "--log-level",
-                               "warn", "--cluster", absl::StrCat(worker_port, "=4")},
-                              /*quiet_stdout=*/true);
+  Process sw = Process::Spawn(
+      INCA_SWITCHD_PATH,
+      {"--program", "olaf", "--listen", data, "--ps", absl::StrCat("127.0.0.1:", ps_port),
+       "--egress-mbps", "0", "--control-listen", ctl, "--http-listen", "off", "--log-level", "warn",
+       "--cluster", absl::StrCat(worker_port, "=4")},
+      /*quiet_stdout=*/true);
   const int tx = socket(AF_INET, SOCK_DGRAM, 0);
   sockaddr_in to{};
   to.sin_family = AF_INET;
