@@ -146,6 +146,11 @@ absl::Status CaisConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "offload_decision_capacity ", offload_decision_capacity, " must be in [1, 16777216]"));
   }
+  if (resend_credit_per_result > 64 || resend_credit_max > (uint32_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resend_credit_per_result ", resend_credit_per_result, " must be at most 64 and ",
+        "resend_credit_max ", resend_credit_max, " at most 16777216"));
+  }
   return absl::OkStatus();
 }
 
@@ -163,6 +168,7 @@ CaisReducer::CaisReducer(const CaisConfig& config)
       out_buf_(wire::kCaisHeaderBytes + config.max_payload_bytes),
       scratch_(config.cell_bytes() / 4) {
   max_offload_bytes_.fill(UINT64_MAX);
+  resend_credit_.fill(config.resend_credit_max);
 }
 
 CaisReducer::~CaisReducer() = default;
@@ -184,6 +190,7 @@ absl::Status CaisReducer::UpdateConfig(const CaisConfig& c) {
                      "restart the switch with the new value"));
   }
   config_ = c;
+  for (uint32_t& credit : resend_credit_) credit = std::min(credit, c.resend_credit_max);
   pool_->SetLimits(c.max_pending_chunks, c.sram_usage_limit, c.sram_bytes);
   return absl::OkStatus();
 }
@@ -389,11 +396,18 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     // ACK so that their windows move (they never see this chunk's data).
     const PortId owner = ScatterOwner(h, s.outputs);
     out.Emit(owner, bytes);
+    EarnResend(owner);
     s.inputs.ForEach([&](PortId p) {
-      if (p != owner) SendAck(h, p, out);
+      if (p != owner) {
+        SendAck(h, p, out);
+        EarnResend(p);
+      }
     });
   } else {
-    s.outputs.ForEach([&](PortId p) { out.Emit(p, bytes); });
+    s.outputs.ForEach([&](PortId p) {
+      out.Emit(p, bytes);
+      EarnResend(p);
+    });
   }
   Bump(h.group_id, &GroupCounters::completed_chunks);
 }
@@ -469,7 +483,9 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     if (!SameShape(s.header, h, request)) return Drop(g, DropReason::kShapeMismatch);
     if (s.state == SlotState::kCompleted) {
       // A host that lost the result (or a contributor awaiting its echo)
-      // asks again: answer on its port only.
+      // asks again: answer on its port only, within its resend credit.
+      if (resend_credit_[ingress] == 0) return Drop(g, DropReason::kResendLimit);
+      --resend_credit_[ingress];
       SendRetained(i, ingress, out);
       Bump(g, &GroupCounters::results_resent);
       return Outcome::Forwarded();

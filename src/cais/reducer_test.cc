@@ -488,6 +488,50 @@ TEST_F(ReducerTest, ResultRequestsForAllReduce) {
   EXPECT_EQ(AsF32(out[0].payload), (std::vector<float>{3}));
 }
 
+// Issue 18: 3,000 requests of 20 bytes drew 3,000 results of 8,972 bytes.
+// A port's resends are bounded by its credit: resend_credit_max to start
+// with, resend_credit_per_result more per result it is sent, never more
+// than resend_credit_max; beyond it, resend_limit drops, counted.
+TEST_F(ReducerTest, ResultResendsAreBoundedByThePortsCredit) {
+  CaisConfig cfg;
+  cfg.resend_credit_per_result = 2;
+  cfg.resend_credit_max = 3;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  auto req = Hdr();
+  req.flags = flags::kRetransmit;
+  // Chunk 0 completes: each port earns 2, capped at 3 (it starts full).
+  Send(1, Packet(Hdr(), F32Bytes({1})));
+  Send(2, Packet(Hdr(), F32Bytes({2})));
+  sink_.Take();
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(Send(2, Packet(req, {})).verdict, Verdict::kForwarded);
+  EXPECT_EQ(Send(2, Packet(req, {})).reason, DropReason::kResendLimit);
+  EXPECT_EQ(Send(2, Packet(Hdr(), F32Bytes({2}))).reason, DropReason::kResendLimit);  // late copy
+  EXPECT_EQ(sink_.Take().size(), 3u);
+  // Port 1's credit is its own.
+  EXPECT_EQ(Send(1, Packet(req, {})).verdict, Verdict::kForwarded);
+  sink_.Take();
+  // Two more completions earn port 2 two resends each, up to the cap of 3.
+  for (uint16_t c = 1; c <= 2; ++c) {
+    auto h = Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 3);
+    Send(1, Packet(h, F32Bytes({1})));
+    Send(2, Packet(h, F32Bytes({2})));
+  }
+  sink_.Take();
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(Send(2, Packet(req, {})).verdict, Verdict::kForwarded);
+  EXPECT_EQ(Send(2, Packet(req, {})).reason, DropReason::kResendLimit);
+  EXPECT_EQ(reducer_->group(0).results_resent, 7u);
+  EXPECT_EQ(reducer_->group(0).drops_by_reason[static_cast<size_t>(DropReason::kResendLimit)], 3u);
+  EXPECT_TRUE(reducer_->counters().Conserved());
+  // A lower cap applies at once; a bad one is refused.
+  CaisConfig lower = reducer_->config();
+  lower.resend_credit_max = 0;
+  ASSERT_TRUE(reducer_->UpdateConfig(lower).ok());
+  EXPECT_EQ(Send(1, Packet(req, {})).reason, DropReason::kResendLimit);
+  lower.resend_credit_per_result = 65;
+  EXPECT_FALSE(reducer_->UpdateConfig(lower).ok());
+}
+
 TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnlyAndAcksTheRest) {
   Make();
   AddAllReduce({1, 2, 3, 4}, 0, CaisOp::kReduceScatter);

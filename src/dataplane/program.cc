@@ -44,6 +44,7 @@ std::string_view ToString(DropReason reason) {
     case DropReason::kStaleOnArrival: return "stale_on_arrival";
     case DropReason::kWorkersExhausted: return "workers_exhausted";
     case DropReason::kClustersExhausted: return "clusters_exhausted";
+    case DropReason::kResendLimit: return "resend_limit";
     case DropReason::kCount: break;
   }
   return "unknown";

@@ -315,6 +315,46 @@ TEST_F(SwitchServerTest, ThreeHostsJoinAndAllReduce) {
   ASSERT_TRUE(running_->Join().ok());
 }
 
+// Issue 18: 3,000 result requests of 20 bytes drew 3,000 results (450x
+// the bytes). A port's resends are bounded by its credit (the default
+// resend_credit_max of 1,024, topped up by 2 per result sent to it); the
+// rest are dropped as resend_limit and counted.
+TEST_F(SwitchServerTest, ResultRequestsCannotAmplifyPastThePortsCredit) {
+  SwitchdConfig c = TestConfig();
+  c.cais.result_hold_ns = 600'000 * dp::kNsPerMs;  // retained for the whole test
+  Start(c);
+  Host a, b;
+  std::vector<Host*> hosts = {&a, &b};
+  const std::vector<MgmtMessage> ok = JoinAll(hosts, 0);
+  ASSERT_EQ(ok.size(), 2u);
+  const uint32_t seq = ok[0].seq_base;
+  const std::vector<float> kib(256, 1.0f);
+  ReduceAndCheck(hosts, 0, 5, seq, {kib, kib});
+  CaisHeader req;
+  req.op = CaisOp::kAllReduce;
+  req.layer_id = 5;
+  req.seq_num = seq;
+  req.flags = wire::cais_flags::kRetransmit;
+  const std::vector<uint8_t> request = CaisPacket(req, {});
+  ASSERT_EQ(request.size(), 20u);
+  constexpr uint64_t kRequests = 3000;
+  // In steps of 100, each taken in before the next (the switch's socket
+  // buffer may be capped by the kernel), so every request is counted.
+  for (uint64_t sent = 0; sent < kRequests;) {
+    for (int i = 0; i < 100; ++i, ++sent) a.Send(port(), request);
+    ASSERT_TRUE(WaitFor(*server_, [&](const SwitchCounters& k) {
+      return k.reducer.rx_packets == 2 + sent;
+    })) << server_->counters().ToJson();
+  }
+  const SwitchCounters k = server_->counters();
+  const uint64_t credit = c.cais.resend_credit_max;
+  EXPECT_EQ(k.cais.results_resent, credit);
+  EXPECT_EQ(k.reducer.drops_by_reason[static_cast<size_t>(dp::DropReason::kResendLimit)],
+            kRequests - credit);
+  EXPECT_TRUE(k.Conserved()) << k.ToJson();
+  ASSERT_TRUE(running_->Join().ok());
+}
+
 TEST_F(SwitchServerTest, UnknownSenderIsDroppedAndCounted) {
   Start();
   Host a, stranger;

@@ -23,6 +23,7 @@
 // only, bounded) that answer late packets with a fallback notice.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -75,6 +76,17 @@ struct CaisConfig {
   dp::TimeNs rate_window_ns = 100 * dp::kNsPerMs;
   // Operations whose offload decision is remembered (see SetOffloadRange).
   size_t offload_decision_capacity = 4096;
+  // Result resends are bounded per port, so that 20-byte requests cannot
+  // draw 9,000-byte results out of the switch without limit (issue 18
+  // measured 450x): a port starts with resend_credit_max resends and earns
+  // resend_credit_per_result for each result (or ReduceScatter ACK) the
+  // switch sends it when a chunk completes, holding at most
+  // resend_credit_max. A request or late retransmission with no credit left
+  // is dropped as resend_limit. Resends to a port are thus at most
+  // resend_credit_per_result x its results + resend_credit_max. A lost
+  // result costs its owner one resend (or a few, under repeated loss).
+  uint32_t resend_credit_per_result = 2;
+  uint32_t resend_credit_max = 1024;
 
   // InvalidArgument naming the field and the accepted range.
   absl::Status Validate() const;
@@ -224,6 +236,12 @@ class CaisReducer final : public dp::Program {
   std::vector<uint32_t> scratch_;  // deterministic-mode accumulator
   std::array<GroupCounters, 256> groups_{};
   GroupCounters totals_;
+  // Resends each port may still get (CaisConfig::resend_credit_*).
+  std::array<uint32_t, dp::kMaxPorts> resend_credit_{};
+  void EarnResend(dp::PortId port) {
+    resend_credit_[port] = std::min(config_.resend_credit_max,
+                                    resend_credit_[port] + config_.resend_credit_per_result);
+  }
   CaisRates rates_;
   bool rate_started_ = false;
   dp::TimeNs rate_start_ = 0;

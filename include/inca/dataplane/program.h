@@ -90,6 +90,8 @@ enum class DropReason : uint8_t {
   kStaleOnArrival,      // the update was already older than the AoM threshold
   kWorkersExhausted,    // worker table full
   kClustersExhausted,   // cluster table of the queue full
+  // CAIS, added later (kept last so that earlier values do not move).
+  kResendLimit,  // result resend beyond the port's credit (CaisConfig::resend_credit_*)
   kCount,
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
