@@ -93,6 +93,14 @@ PortId ScatterOwner(const wire::CaisHeader& h, const PortMask& outputs) {
 
 }  // namespace
 
+double SramPressure(double pending_usage, double usage_limit, double usage) {
+  return usage_limit > 0 ? pending_usage / usage_limit : usage;
+}
+
+double SramUsage::pressure() const {
+  return SramPressure(pending_usage(), usage_limit, usage());
+}
+
 size_t CaisConfig::cell_bytes() const {
   return (size_t{max_payload_bytes} * 2 + 63) / 64 * 64;
 }

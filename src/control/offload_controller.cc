@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "inca/cais/reducer.h"
 
 namespace inca::control {
 
@@ -42,10 +43,9 @@ bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   started_ = true;
   last_ = now;
   utilisation_ = std::clamp(stats.reduced_bytes_per_s / config_.switch_rate_bps, 0.0, 0.95);
-  // Pressure is aggregation memory against what admission allows; retained
-  // results are a cache that gives way (evicted oldest first) and do not count.
-  sram_usage_ = stats.sram_usage_limit > 0 ? stats.sram_pending_usage / stats.sram_usage_limit
-                                           : stats.sram_usage;
+  // cais::SramPressure: the figure the dashboard shows as pressure too.
+  sram_usage_ =
+      cais::SramPressure(stats.sram_pending_usage, stats.sram_usage_limit, stats.sram_usage);
   alarm_ = stats.fallback_ratio > config_.fallback_alarm;
   if (sram_usage_ > config_.high_sram) {
     if (++above_ >= config_.sustain) {

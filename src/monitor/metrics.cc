@@ -316,8 +316,12 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("", sram.pending_usage());
   w.Gauge("inca_sram_usage_limit_ratio", "Admission stops above this pending usage.");
   w.Sample("", sram.usage_limit);
-  w.Gauge("inca_sram_pressure", "1 when SRAM usage exceeds 0.8 (offload threshold is raised).");
-  w.Sample("", sram.usage() > kSramPressureRatio);
+  w.Gauge("inca_sram_pressure_ratio",
+          "Pending usage against the admission limit: what the offload controller acts on.");
+  w.Sample("", sram.pressure());
+  w.Gauge("inca_sram_pressure",
+          "1 when inca_sram_pressure_ratio exceeds 0.8 (the controller raises its threshold).");
+  w.Sample("", sram.pressure() > kSramPressureRatio);
   w.Gauge("inca_sram_pending_chunks", "Chunks being aggregated.");
   w.Sample("", static_cast<uint64_t>(sram.pending_chunks));
   w.Gauge("inca_sram_max_pending_chunks", "Limit on chunks being aggregated.");
@@ -341,7 +345,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
       &out, ",\"sram\":{\"usage_ratio\":", JsonNumber(sram.usage()),
       ",\"pending_usage_ratio\":", JsonNumber(sram.pending_usage()),
       ",\"usage_limit_ratio\":", JsonNumber(sram.usage_limit),
-      ",\"pressure\":", JsonBool(sram.usage() > kSramPressureRatio),
+      ",\"pressure_ratio\":", JsonNumber(sram.pressure()),
+      ",\"pressure\":", JsonBool(sram.pressure() > kSramPressureRatio),
       ",\"capacity_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
       ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,
       ",\"cells_retained\":", sram.cells_retained, ",\"pending_chunks\":", sram.pending_chunks,

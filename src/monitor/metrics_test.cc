@@ -190,11 +190,28 @@ TEST(RenderPrometheus, SampleSnapshotIsValidAndExact) {
   EXPECT_THAT(r.Value("inca_sram_usage_ratio"), Optional(0.875));
   EXPECT_THAT(r.Value("inca_sram_pending_usage_ratio"), Optional(0.625));
   EXPECT_THAT(r.Value("inca_sram_usage_limit_ratio"), Optional(0.75));
+  EXPECT_THAT(r.Value("inca_sram_pressure_ratio"), Optional(DoubleNear(0.625 / 0.75, 1e-12)));
   EXPECT_THAT(r.Value("inca_sram_pressure"), Optional(1.0));
   EXPECT_THAT(r.Value("inca_sram_max_pending_chunks"), Optional(128.0));
 
   EXPECT_EQ(r.Type("inca_cais_group_timeouts_total"), "counter");
   EXPECT_EQ(r.Type("inca_sram_usage_ratio"), "gauge");
+}
+
+// Issue 18: after a job, retained results held usage at 1.0 and the
+// dashboard showed SRAM PRESSURE while the controller (pending against the
+// admission limit) saw 4 %. Pressure is now that one figure everywhere.
+TEST(RenderPrometheus, PressureIsPendingAgainstTheLimitNotRetainedResults) {
+  MetricsSnapshot s = Sample();
+  cais::SramUsage& sram = s.switch_counters.sram;
+  sram.cells_pending = 2;
+  sram.cells_retained = 62;  // usage 1.0
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.Value("inca_sram_usage_ratio"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_sram_pressure_ratio"), Optional(DoubleNear(2.0 / 64 / 0.75, 1e-12)));
+  EXPECT_THAT(r.Value("inca_sram_pressure"), Optional(0.0));
+  EXPECT_NE(RenderStatsJson(s).find("\"pressure\":false"), std::string::npos);
+  EXPECT_DOUBLE_EQ(sram.pressure(), cais::SramPressure(sram.pending_usage(), 0.75, 1.0));
 }
 
 TEST(RenderPrometheus, EveryDropReasonHasASeries) {

@@ -63,7 +63,7 @@ MetricsSnapshot SyntheticMetrics::Next(std::chrono::milliseconds step) {
   sram.cells_retained = Round(usage * 0.3 * static_cast<double>(sram.cells_total));
   sram.pending_chunks = static_cast<uint32_t>(sram.cells_pending);
   sram.retained_chunks = static_cast<uint32_t>(sram.cells_retained);
-  const bool pressure = sram.usage() > kSramPressureRatio;
+  const bool pressure = sram.pressure() > kSramPressureRatio;
 
   uint64_t step_completed = 0, step_bytes = 0, step_rx = 0, step_tx = 0;
   uint64_t cells_left = sram.cells_pending + sram.cells_retained;

@@ -116,7 +116,18 @@ struct SramUsage {
                             static_cast<double>(sram_bytes)
                       : 0;
   }
+  // What the offload controller acts on and the dashboard calls pressure
+  // (SramPressure): pending usage against the admission limit.
+  double pressure() const;
 };
+
+// SRAM pressure, the one definition: aggregation memory against what
+// admission allows (pending_usage / usage_limit). Retained results are a
+// cache that gives way (evicted oldest first) and do not count; without a
+// limit, plain usage. The offload controller raises its threshold while it
+// stays above OffloadControllerConfig::high_sram (0.8); the dashboard and
+// inca_sram_pressure show the same figure.
+double SramPressure(double pending_usage, double usage_limit, double usage);
 
 // Slot-holding times (a chunk's first contribution to its completion, so
 // the wait for the slowest rank) in log2 buckets: bucket b holds
