@@ -361,8 +361,27 @@ class CommunicatorImpl final : public Communicator {
     }
     *used_host = true;
     if (!transport_) return HostOnly(s);  // no switch configured: nothing to agree on
+    if (want_offload_) {
+      WarnFallback(transport_->ready() ? "the group is not on the switch (a rank could not join "
+                                         "it, or the group lost it)"
+                                       : "this rank cannot join the switch");
+    }
     MaybeRejoin();
     return Recover(s, std::vector<uint8_t>(total, 0));
+  }
+
+  // Once per communicator: operations run on the host path although a
+  // switch is configured and wanted (issue 18: only cais-perf's path column
+  // showed it). Declines and SetOffload(false) are decisions, not
+  // fallbacks, and stay quiet; stats() counts every case.
+  void WarnFallback(const char* why) {
+    if (fallback_warned_) return;
+    fallback_warned_ = true;
+    std::fprintf(stderr,
+                 "inca rank %d: warning: group %u, switch %s: %s; operations run on the host "
+                 "path (Gloo) until the group is back on the switch (stats: ops_host, "
+                 "rejoins)\n",
+                 o_.rank, static_cast<unsigned>(o_.group_id), o_.switch_address.c_str(), why);
   }
 
   absl::Status RunOnSwitch(SwitchOp& s, bool* used_host, bool* declined) {
@@ -427,6 +446,7 @@ class CommunicatorImpl final : public Communicator {
                    static_cast<unsigned long>(r.requests));
     }
     // Lost the switch for this op (timeout or hand-back): recover on hosts.
+    WarnFallback("an operation left the switch (timeout or hand-back)");
     transport_->MarkStale();
     switch_mode_ = false;
     *used_host = true;
@@ -693,6 +713,7 @@ class CommunicatorImpl final : public Communicator {
 
   CommunicatorOptions o_;
   const bool debug_ = std::getenv("INCA_DEBUG") != nullptr;
+  bool fallback_warned_ = false;  // WarnFallback, on the communicator's thread
   std::unique_ptr<hostpath::TcpStoreServer> store_server_;
   std::unique_ptr<hostpath::HostGroup> host_;
   std::unique_ptr<SwitchTransport> transport_;
