@@ -197,6 +197,9 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("", sw.groups_formed);
   w.Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
   w.Sample("", sw.groups_forming);
+  w.Counter("inca_switch_groups_expired_total",
+            "Forming groups dropped after 10 s without a JOIN or PING from any member.");
+  w.Sample("", sw.groups_expired);
   w.Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
   w.Sample("", sw.Conserved());
 

@@ -218,6 +218,26 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
   return current(*g->ranks[m.rank]);
 }
 
+void GroupManager::Expire(dp::TimeNs now) {
+  if (now < next_expire_scan_) return;
+  next_expire_scan_ = now + kFormingTimeoutNs / 10;
+  for (auto& g : groups_) {
+    if (!g || g->formed) continue;
+    dp::TimeNs newest = 0;
+    for (const auto& r : g->ranks) {
+      if (r) newest = std::max(newest, r->last_seen);
+    }
+    if (now - newest < kFormingTimeoutNs) continue;
+    spdlog::warn("event=group_expired group={} world_size={} joined={} reason=forming_timeout",
+                 g->group_id, g->world_size, g->joined);
+    for (const auto& r : g->ranks) {
+      if (r) Unref(r->port);
+    }
+    ++groups_expired_;
+    g.reset();
+  }
+}
+
 MgmtMessage GroupManager::Leave(const MgmtMessage& m, const net::Endpoint& from) {
   MgmtMessage reply = ReplyTo(m, MgmtType::kLeaveReply);
   GroupMember* member = FindMember(m.group_id, m.rank, from);

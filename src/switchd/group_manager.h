@@ -35,6 +35,12 @@
 // group and rank. Dynamic ports are released once their endpoint is in no
 // group; static ports never are.
 //
+// A forming group none of whose members has sent a JOIN or PING for
+// kFormingTimeoutNs is dropped by Expire() (its ports are released; counted
+// in groups_expired()): waiting members re-send JOIN every few
+// milliseconds, so only a job that crashed or gave up goes silent, and its
+// half-formed group no longer holds ports and a group id forever (issue 18).
+//
 // REPORT from a member of a formed group (no reply): one operation's size,
 // duration and path, measured by that host. The manager keeps, per group
 // and per size class (bin b holds sizes in [2^b, 2^(b+1))), a moving average
@@ -59,6 +65,7 @@
 namespace inca::switchd {
 
 inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
+inline constexpr dp::TimeNs kFormingTimeoutNs = 10'000 * dp::kNsPerMs;
 
 struct GroupMember {
   net::Endpoint endpoint;
@@ -120,6 +127,12 @@ class GroupManager {
   size_t groups_forming() const;
   uint32_t next_seq_base() const { return next_seq_base_; }
   uint64_t reports_accepted() const { return reports_accepted_; }
+  uint64_t groups_expired() const { return groups_expired_; }
+
+  // Drops forming groups silent for kFormingTimeoutNs (see above). Cheap
+  // enough to call on every loop iteration: it scans at most 256 groups,
+  // and only when `now` has moved a tenth of the timeout since the last scan.
+  void Expire(dp::TimeNs now);
   uint64_t reports_ignored() const { return reports_ignored_; }
 
  private:
@@ -139,6 +152,8 @@ class GroupManager {
   std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
   uint32_t next_seq_base_;
   uint64_t reports_accepted_ = 0, reports_ignored_ = 0;
+  uint64_t groups_expired_ = 0;
+  dp::TimeNs next_expire_scan_ = 0;
 };
 
 }  // namespace inca::switchd

@@ -201,6 +201,41 @@ TEST_F(GroupManagerTest, NoFreePort) {
   EXPECT_EQ(Join(1, 0, 2, Ep(1)).status, MgmtStatus::kPending);
 }
 
+// Issue 18: groups that never complete (a crashed job, a JOIN flood) held
+// their ports and group ids forever. A forming group silent for
+// kFormingTimeoutNs is dropped; one whose members keep re-sending JOIN is
+// not, and formed groups are left alone.
+TEST_F(GroupManagerTest, AFormingGroupSilentForTheTimeoutIsDropped) {
+  EXPECT_EQ(Form(0, 2, 1).status, MgmtStatus::kOk);  // formed: never expires
+  EXPECT_EQ(Join(1, 0, 3, Ep(10)).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(1, 1, 3, Ep(11)).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(2, 0, 2, Ep(20)).status, MgmtStatus::kPending);
+  EXPECT_EQ(ports_.size(), 5u);
+  const dp::TimeNs quiet_since = now_;
+  // Group 2's member keeps re-sending its JOIN, as a waiting client does.
+  for (dp::TimeNs t = quiet_since; t < quiet_since + kFormingTimeoutNs;
+       t += kFormingTimeoutNs / 4) {
+    now_ = t;
+    Join(2, 0, 2, Ep(20));
+    gm_.Expire(now_);
+  }
+  EXPECT_NE(gm_.group(1), nullptr);  // not yet: just under the timeout
+  now_ = quiet_since + kFormingTimeoutNs;
+  Join(2, 0, 2, Ep(20));
+  gm_.Expire(now_);
+  EXPECT_EQ(gm_.group(1), nullptr);
+  EXPECT_NE(gm_.group(2), nullptr);
+  EXPECT_NE(gm_.group(0), nullptr);
+  EXPECT_EQ(gm_.groups_expired(), 1u);
+  EXPECT_EQ(ports_.size(), 3u);  // group 1's two ports released
+  // The id is free for a new job of another size.
+  EXPECT_EQ(Join(1, 0, 2, Ep(30)).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(1, 1, 2, Ep(31)).status, MgmtStatus::kOk);
+  // Scans are throttled: an earlier `now` does nothing.
+  gm_.Expire(now_ - 1);
+  EXPECT_EQ(gm_.groups_expired(), 1u);
+}
+
 TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {
   cais::Rule rule{cais::RuleKey{5, std::nullopt, std::nullopt}, cais::PortMask{1, 2},
                   cais::PortMask{1, 2}, wire::CaisOp::kAllReduce};

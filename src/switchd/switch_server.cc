@@ -43,9 +43,10 @@ std::string SwitchCounters::ToJson() const {
       ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
       ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
       ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
-      ",\"groups_forming\":", groups_forming, ",\"messages_rx\":", messages_rx,
-      ",\"messages_tx\":", messages_tx, ",\"gso_fallbacks\":", gso_fallbacks,
-      ",\"io_gso\":", io_gso ? "true" : "false", ",\"io_gro\":", io_gro ? "true" : "false");
+      ",\"groups_forming\":", groups_forming, ",\"groups_expired\":", groups_expired,
+      ",\"messages_rx\":", messages_rx, ",\"messages_tx\":", messages_tx,
+      ",\"gso_fallbacks\":", gso_fallbacks, ",\"io_gso\":", io_gso ? "true" : "false",
+      ",\"io_gro\":", io_gro ? "true" : "false");
   absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
                   ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
                   ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
@@ -191,6 +192,7 @@ void SwitchServer::Publish() {
   live_.ports_bound = ports_.size();
   live_.groups_formed = groups_.groups_formed();
   live_.groups_forming = groups_.groups_forming();
+  live_.groups_expired = groups_.groups_expired();
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();
   std::lock_guard<std::mutex> lock(snapshot_mu_);
@@ -326,6 +328,7 @@ absl::Status SwitchServer::Run() {
     }
     const dp::TimeNs now = Now();
     reducer_->Advance(now, *sink_);
+    groups_.Expire(now);
     FlushTx();
     RunTasks();
     Publish();

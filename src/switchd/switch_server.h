@@ -76,6 +76,7 @@ struct SwitchCounters {
   uint64_t ports_bound = 0;
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
+  uint64_t groups_expired = 0;  // forming groups dropped after kFormingTimeoutNs of silence
   // The reduction core.
   dp::ProgramCounters reducer;
   cais::GroupCounters cais;  // switch-wide totals
