@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import datetime
 import enum
 import os
 import sys
@@ -97,6 +98,8 @@ class _State:
         self.controller: Optional[Any] = None
         self.controller_host: Optional[str] = None
         self.token = ""
+        self.require_switch = False
+        self.host_timeout_ms: Optional[int] = None
         self.client: Dict[str, int] = {}
         self.controller_port = DEFAULT_CONTROLLER_PORT
         self.groups: Dict[int, "Group"] = {}
@@ -115,6 +118,17 @@ def _env_int(name: str) -> Optional[int]:
         raise ValueError("environment variable %s=%r is not an integer" % (name, v)) from None
 
 
+def _env_flag(name: str) -> Optional[bool]:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    if v in ("1", "true"):
+        return True
+    if v in ("0", "false"):
+        return False
+    raise ValueError("environment variable %s=%r: expected 1 or 0" % (name, v))
+
+
 def _split_host_port(addr: str, default_port: int) -> tuple:
     if addr.count(":") == 1:
         host, port = addr.split(":")
@@ -126,7 +140,8 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
          world_size: Optional[int] = None, switch_addr: Optional[str] = None,
          master_addr: Optional[str] = None, master_port: Optional[int] = None,
          bind_ip: Optional[str] = None, offload: Optional[bool] = None,
-         token: Optional[str] = None) -> None:
+         token: Optional[str] = None, require_switch: Optional[bool] = None,
+         timeout: Optional[datetime.timedelta] = None) -> None:
     """Initialises this process's CAIS context. Every rank calls it.
 
     controller_addr: the switch's control API ("host[:port]", port defaults to
@@ -140,6 +155,13 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
         of new_group on master_port + 2 + g (served by the group's first rank).
     offload: False starts on the host path (also INCA_OFFLOAD=0).
     token: the control API's bearer token (also INCA_TOKEN).
+    require_switch: True fails instead of falling back to the host path (also
+        INCA_REQUIRE_SWITCH=1): group creation raises when the group cannot form
+        on the switch, and an operation that would run on Gloo because the
+        group is not on the switch raises.
+    timeout: how long a rank waits for its peers on the host path (Gloo's
+        connection and operation timeout), as torch's init_process_group(
+        timeout=); default 60 s.
     """
     if _state.initialized:
         raise RuntimeError("cais.init() was already called in this process; call cais.shutdown() "
@@ -160,6 +182,16 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
         offload = os.environ.get("INCA_OFFLOAD", "1") != "0"
     _state.offload = bool(offload)
     _state.token = token if token is not None else os.environ.get("INCA_TOKEN", "")
+    if require_switch is None:
+        require_switch = _env_flag("INCA_REQUIRE_SWITCH")
+    _state.require_switch = bool(require_switch)
+    _state.host_timeout_ms = None
+    if timeout is not None:
+        ms = int(timeout.total_seconds() * 1000)
+        if ms <= 1000:
+            raise ValueError("cais.init: timeout must be longer than 1 s (the switch path's own "
+                             "timeout), got %r" % (timeout,))
+        _state.host_timeout_ms = ms
     _state.controller = None
     _state.controller_host = None
     if controller_addr:
@@ -213,7 +245,10 @@ class Group:
         options = dict(
             rank=self.rank, world_size=self.size, group_id=group_id,
             switch_address=_state.switch_address, store_address=store_address,
-            serve_store=self.rank == 0, offload=_state.offload, bind_ip=_state.bind_ip)
+            serve_store=self.rank == 0, offload=_state.offload, bind_ip=_state.bind_ip,
+            require_switch=_state.require_switch)
+        if _state.host_timeout_ms is not None:
+            options["host_timeout_ms"] = _state.host_timeout_ms
         options.update(_state.client)
         self._comm = _cais.create(options)
         # Operations in flight with the buffers they use, oldest first. A Work

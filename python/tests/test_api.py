@@ -56,3 +56,27 @@ def test_single_rank_host_only():
         assert g.shape == (1, 2, 3)
     finally:
         cais.shutdown()
+
+
+def test_require_switch_raises_instead_of_running_on_gloo(monkeypatch):
+    # Issue 18: INCA_REQUIRE_SWITCH=1 fails fast where the group cannot form on
+    # the switch (nothing listens at this address), instead of a silent Gloo run.
+    import datetime
+
+    import cais.launch as launch
+    monkeypatch.setenv("INCA_REQUIRE_SWITCH", "yes")
+    with pytest.raises(ValueError, match="INCA_REQUIRE_SWITCH"):
+        cais.init(rank=0, world_size=1, switch_addr="127.0.0.1:%d" % launch.free_port())
+    assert not cais.is_initialized()
+    monkeypatch.setenv("INCA_REQUIRE_SWITCH", "1")
+    with pytest.raises(ValueError, match="timeout"):
+        cais.init(rank=0, world_size=1, switch_addr="none", timeout=datetime.timedelta(seconds=1))
+    cais.init(rank=0, world_size=1, switch_addr="127.0.0.1:%d" % launch.free_port(),
+              master_port=launch.free_port(), timeout=datetime.timedelta(minutes=30))
+    try:
+        cais.configure({"join_timeout_ms": 200})
+        with pytest.raises(RuntimeError, match="INCA_REQUIRE_SWITCH is set"):
+            cais.all_reduce(np.ones(4, dtype=np.float32))
+    finally:
+        cais._state.client.clear()
+        cais.shutdown()

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inca/wire/cais.h"
+#include "inca/wire/mgmt.h"
 #include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
 
@@ -254,6 +255,57 @@ TEST_F(CaisCliTest, RulesInstalledByTheCliReduceRealPackets) {
   EXPECT_THAT(out_.str(), HasSubstr("\"completed_chunks\":1"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("\"conserved\":false")));
   EXPECT_EQ(Cli({"groups", "destroy", "--group-id", "9"}), 0) << err_.str();
+}
+
+// Issue 18: a JOIN-formed group could not be destroyed by an operator ("it
+// dissolves when a member leaves"), so a crashed job's group stayed. Now it
+// is dissolved and its ports released; the lease is a setting.
+TEST_F(CaisCliTest, GroupsDestroyDissolvesAJoinFormedGroupAndLeaseIsASetting) {
+  Start();
+  sockaddr_in sw{};
+  sw.sin_family = AF_INET;
+  sw.sin_port = htons(server_->local_port());
+  inet_pton(AF_INET, "127.0.0.1", &sw.sin_addr);
+  int fd[2];
+  for (int i = 0; i < 2; ++i) {
+    fd[i] = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(fd[i], 0);
+    wire::MgmtMessage join;
+    join.type = wire::MgmtType::kJoin;
+    join.group_id = 12;
+    join.rank = static_cast<uint16_t>(i);
+    join.world_size = 2;
+    join.job = 77;
+    std::vector<uint8_t> b;
+    wire::SerializeMgmt(join, &b);
+    sendto(fd[i], b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&sw), sizeof(sw));
+    pollfd p{fd[i], POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1);
+    uint8_t buf[128];
+    const ssize_t n = recv(fd[i], buf, sizeof(buf), 0);
+    wire::MgmtMessage reply;
+    ASSERT_TRUE(wire::ParseMgmt({buf, static_cast<size_t>(std::max<ssize_t>(n, 0))}, &reply));
+    EXPECT_EQ(reply.status, i == 0 ? wire::MgmtStatus::kPending : wire::MgmtStatus::kOk);
+    EXPECT_EQ(reply.lease_ms, 10000u);
+  }
+  ASSERT_EQ(Cli({"groups", "list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("12"));
+  ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("port "));
+  EXPECT_EQ(Cli({"groups", "destroy", "--group-id", "12"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("destroyed group 12"));
+  EXPECT_EQ(Cli({"groups", "destroy", "--group-id", "12"}), 1);  // gone
+  EXPECT_THAT(err_.str(), HasSubstr("no group 12"));
+  ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), Not(HasSubstr("port ")));  // both released
+  for (int i = 0; i < 2; ++i) close(fd[i]);
+
+  ASSERT_EQ(Cli({"configure", "lease_ms=2500"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"configure"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("lease_ms"));
+  EXPECT_THAT(out_.str(), HasSubstr("2500"));
+  EXPECT_NE(Cli({"configure", "lease_ms=5"}), 0);  // below 100 ms
+  EXPECT_THAT(err_.str(), HasSubstr("lease_ms"));
 }
 
 }  // namespace

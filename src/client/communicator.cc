@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -87,6 +88,17 @@ absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions o
   }
   if (const char* off = std::getenv("INCA_OFFLOAD")) o.offload = std::string(off) != "0";
   if (const char* io = std::getenv("INCA_IO")) o.io = io;
+  if (const char* req = std::getenv("INCA_REQUIRE_SWITCH")) {
+    const std::string v = req;
+    if (v == "1" || v == "true") {
+      o.require_switch = true;
+    } else if (v == "0" || v == "false" || v.empty()) {
+      o.require_switch = false;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("INCA_REQUIRE_SWITCH='", v, "': expected 1 or 0"));
+    }
+  }
   if (auto s = o.Validate(); !s.ok()) return s;
   return o;
 }
@@ -171,6 +183,17 @@ class CommunicatorImpl final : public Communicator {
 
     want_offload_ = o_.offload;
     bool ready = false;
+    if (!o_.switch_address.empty() && o_.job == 0) {
+      // One job id for every rank: rank 0's draw (a re-run draws another).
+      uint64_t mine = 0;
+      if (o_.rank == 0) {
+        std::random_device rd;
+        while (mine == 0) mine = (uint64_t{rd()} << 32) | rd();
+      }
+      std::vector<uint64_t> jobs(static_cast<size_t>(o_.world_size));
+      if (auto s = host_->AllGather(&mine, jobs.data(), sizeof(mine)); !s.ok()) return s;
+      o_.job = jobs[0];
+    }
     if (!o_.switch_address.empty()) {
       auto t = SwitchTransport::Create(o_);
       if (!t.ok()) return t.status();
@@ -183,6 +206,22 @@ class CommunicatorImpl final : public Communicator {
     uint8_t mine = ready && want_offload_ ? 1 : 0;
     if (auto s = host_->AllGather(&mine, all.data(), 1); !s.ok()) return s;
     switch_mode_ = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
+    if (o_.require_switch && want_offload_ && !switch_mode_) {
+      // Every rank sees the same `all`: the failure is collective.
+      std::string missing;
+      for (size_t r = 0; r < all.size(); ++r) {
+        if (all[r] != 1) absl::StrAppend(&missing, missing.empty() ? "" : ",", r);
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "group ", o_.group_id, " could not form on the switch at ",
+          o_.switch_address.empty() ? std::string("(none configured)") : o_.switch_address,
+          " (ranks not joined: ", missing.empty() ? std::string("none") : missing,
+          transport_ && transport_->last_refusal() != wire::MgmtReason::kNone
+              ? absl::StrCat("; this rank was refused: ",
+                             std::string(wire::ToString(transport_->last_refusal())))
+              : std::string(),
+          ") and INCA_REQUIRE_SWITCH is set"));
+    }
     thread_ = std::thread([this] { Loop(); });
     return absl::OkStatus();
   }
@@ -290,7 +329,17 @@ class CommunicatorImpl final : public Communicator {
       Item item;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        // Idle: keep the group's lease on the switch (the transport is this
+        // thread's, so the lock is dropped around it).
+        while (!stopping_ && queue_.empty()) {
+          std::chrono::milliseconds next{60'000};
+          if (transport_) {
+            lock.unlock();
+            next = transport_->KeepAlive();
+            lock.lock();
+          }
+          cv_.wait_for(lock, next, [&] { return stopping_ || !queue_.empty(); });
+        }
         if (queue_.empty()) return;  // stopping, drained
         item = std::move(queue_.front());
         queue_.pop_front();
@@ -361,6 +410,14 @@ class CommunicatorImpl final : public Communicator {
     }
     *used_host = true;
     if (!transport_) return HostOnly(s);  // no switch configured: nothing to agree on
+    if (want_offload_ && o_.require_switch) {
+      MaybeRejoin();
+      return absl::FailedPreconditionError(
+          absl::StrCat("group ", o_.group_id, " is not on the switch at ", o_.switch_address,
+                       transport_->ready() ? " (a rank left it)" : " (this rank cannot join it)",
+                       "; INCA_REQUIRE_SWITCH is set, so operation ", op_index_,
+                       " does not fall back to the host path"));
+    }
     if (want_offload_) {
       WarnFallback(transport_->ready() ? "the group is not on the switch (a rank could not join "
                                          "it, or the group lost it)"
@@ -446,11 +503,18 @@ class CommunicatorImpl final : public Communicator {
                    static_cast<unsigned long>(r.requests));
     }
     // Lost the switch for this op (timeout or hand-back): recover on hosts.
-    WarnFallback("an operation left the switch (timeout or hand-back)");
+    if (!o_.require_switch) WarnFallback("an operation left the switch (timeout or hand-back)");
     transport_->MarkStale();
     switch_mode_ = false;
     *used_host = true;
-    return Recover(s, r.have);
+    absl::Status st = Recover(s, r.have);
+    if (st.ok() && o_.require_switch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "operation ", op_index_, " of group ", o_.group_id,
+          " left the switch (timeout or hand-back) and completed on the host path; its result "
+          "is exact, but INCA_REQUIRE_SWITCH is set"));
+    }
+    return st;
   }
 
   // Plain Gloo, used when no switch is configured at all (--backend gloo):

@@ -124,6 +124,50 @@ void SwitchTransport::SendMgmt(const wire::MgmtMessage& m) {
   wire::SerializeMgmt(m, &bytes);
   (void)::sendto(socket_.fd.get(), bytes.data(), bytes.size(), 0,
                  reinterpret_cast<const sockaddr*>(&switch_addr_), switch_addr_len_);
+  last_sent_ = Clock::now();
+}
+
+std::chrono::milliseconds SwitchTransport::KeepAlive() {
+  constexpr std::chrono::milliseconds kIdle{60'000};  // nothing to keep alive
+  if (!ready_ || lease_ms_ == 0) return kIdle;
+  const std::chrono::milliseconds every{std::max<uint32_t>(lease_ms_ / 4, 1)};
+  // What arrived while idle: PONGs, and results of the next operation from
+  // faster ranks (kept for it, as Run does).
+  for (int round = 0; round < 64; ++round) {
+    const int n = rx_.Receive(socket_.fd.get());
+    if (n <= 0) break;
+    for (int i = 0; i < n; ++i) {
+      const std::span<const uint8_t> d = rx_.data(static_cast<size_t>(i));
+      wire::MgmtMessage m;
+      if (wire::ParseMgmt(d, &m)) {
+        if (m.type != wire::MgmtType::kPong) continue;
+        if (m.status == wire::MgmtStatus::kUnknown) {
+          ready_ = false;  // dissolved (lease, operator, restart): rejoin before the next op
+        } else if (m.lease_ms != 0) {
+          lease_ms_ = m.lease_ms;
+        }
+        continue;
+      }
+      if (wire::IsMgmtDatagram(d)) continue;
+      if (early_.size() >= early_limit_) early_.pop_front();
+      early_.emplace_back(d.begin(), d.end());
+    }
+    if (!rx_.filled()) break;
+  }
+  if (!ready_) return kIdle;
+  const auto since = Clock::now() - last_sent_;
+  if (since >= every) {
+    wire::MgmtMessage ping;
+    ping.type = wire::MgmtType::kPing;
+    ping.group_id = options_.group_id;
+    ping.rank = static_cast<uint16_t>(options_.rank);
+    ping.world_size = static_cast<uint16_t>(options_.world_size);
+    ping.nonce = ++nonce_;
+    SendMgmt(ping);
+    return every;
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(every - since) +
+         std::chrono::milliseconds(1);
 }
 
 bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
@@ -136,6 +180,7 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
   join.port =
       options_.switch_port < 0 ? wire::kAnyPort : static_cast<uint16_t>(options_.switch_port);
   join.nonce = ++nonce_;
+  join.job = options_.job;
   auto next_send = Clock::now();
   while (Clock::now() < deadline) {
     if (Clock::now() >= next_send) {
@@ -153,9 +198,11 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
       if (reply.type != wire::MgmtType::kJoinReply || reply.nonce != join.nonce) continue;
       if (reply.status == wire::MgmtStatus::kRefused) {
         last_refusal_ = reply.reason;
+        if (reply.reason == wire::MgmtReason::kGroupBusy) continue;  // may give way
         ready_ = false;
         return false;
       }
+      if (reply.lease_ms != 0) lease_ms_ = reply.lease_ms;
       if (reply.status != wire::MgmtStatus::kOk) continue;  // pending
       if (reply.rank_ports.size() != static_cast<size_t>(options_.world_size)) continue;
       rank_ports_ = reply.rank_ports;
@@ -174,6 +221,7 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
         layout_.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(k)])] = k;
       }
       layout_.my_index = layout_.index_of_rank[static_cast<size_t>(options_.rank)];
+      last_refusal_ = wire::MgmtReason::kNone;
       ready_ = true;
       return true;
     }
@@ -288,6 +336,7 @@ SwitchPhaseResult SwitchTransport::Run(const SwitchOp& op) {
       sender.Flush();
     }
   }
+  last_sent_ = Clock::now();  // data renews the lease as a PING does
   return r;
 }
 

@@ -40,7 +40,14 @@ class SwitchTransport {
 
   // Sends JOIN until the group is complete (true), refused or `timeout`
   // passes (false). Idempotent; also used to detect a switch that came back.
+  // group_busy (another live job holds the group) is retried until the
+  // timeout: a crashed run's group gives way after half a lease of silence.
   bool Join(std::chrono::milliseconds timeout);
+  // While idle: a PING when nothing went to the switch for a quarter of the
+  // lease it announced, so the group keeps its place; reads what arrived
+  // (a PONG unknown marks the group stale; early results are kept). Returns
+  // how long until it wants to be called again.
+  std::chrono::milliseconds KeepAlive();
   // Tells the switch what one operation of `bytes` (OffloadEstimate) cost
   // on `path` (a REPORT datagram, best effort). At most one per path and size
   // class per 5 ms: enough for a moving average, bounded at high operation rates.
@@ -68,6 +75,8 @@ class SwitchTransport {
   bool ready_ = false;
   uint32_t seq_base_ = 0;
   uint32_t nonce_ = 1;
+  uint32_t lease_ms_ = 0;  // from the last JOIN_REPLY/PONG; 0 = no keep-alives
+  std::chrono::steady_clock::time_point last_sent_{};  // last datagram to the switch
   wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
   std::vector<uint16_t> rank_ports_;
   // Per path and size class: an explore's one report is never held back.

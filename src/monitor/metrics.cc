@@ -198,8 +198,22 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
   w.Sample("", sw.groups_forming);
   w.Counter("inca_switch_groups_expired_total",
-            "Forming groups dropped after 10 s without a JOIN or PING from any member.");
+            "Forming groups dropped after a lease without a JOIN or PING from any member.");
   w.Sample("", sw.groups_expired);
+  w.Counter("inca_switch_leases_expired_total",
+            "Formed groups dissolved because a member was silent (no JOIN, PING, REPORT or "
+            "data) for a lease.");
+  w.Sample("", sw.leases_expired);
+  w.Counter("inca_switch_groups_replaced_total",
+            "Groups whose members were all silent, taken over by a JOIN of another job (a "
+            "re-run after a crash).");
+  w.Sample("", sw.groups_replaced);
+  w.Counter("inca_switch_groups_destroyed_total",
+            "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).");
+  w.Sample("", sw.groups_destroyed);
+  w.Gauge("inca_switch_lease_seconds",
+          "Lease period: a group member silent for this long loses its group.");
+  w.Sample("", static_cast<double>(sw.lease_ms) / 1e3);
   w.Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
   w.Sample("", sw.Conserved());
 

@@ -516,6 +516,8 @@ c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& 
       o.join_timeout_ms = v.cast<int>();
     else if (key == "host_timeout_ms")
       o.host_timeout_ms = v.cast<int>();
+    else if (key == "require_switch")
+      o.require_switch = v.cast<bool>();
     else
       throw py::value_error(absl::StrCat("unknown cais backend option '", key, "'"));
   }

@@ -113,6 +113,8 @@ CommunicatorOptions ParseOptions(const py::dict& d) {
       o.rejoin_interval_ms = v.cast<int>();
     else if (key == "host_timeout_ms")
       o.host_timeout_ms = v.cast<int>();
+    else if (key == "require_switch")
+      o.require_switch = v.cast<bool>();
     else if (key == "recovery_cache_bytes")
       o.recovery_cache_bytes = v.cast<size_t>();
     else

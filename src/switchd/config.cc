@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
+#include "switchd/group_manager.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -476,6 +477,9 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
         v, k, [](double x) { return x >= 1 && x <= 86400e3; }, "[1, 86400000]",
         &c->offload_explore_ms);
   };
+  h["lease_ms"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.UintAs(v, k, kMinLeaseMs, kMaxLeaseMs, &c->lease_ms);
+  };
   h["stats_interval_s"] = [&](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
@@ -541,6 +545,10 @@ absl::Status SwitchdConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("log_level '", log_level,
                      "' unknown; use trace, debug, info, warn, error, critical or off"));
+  }
+  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
+    return absl::InvalidArgumentError(absl::StrCat("lease_ms ", lease_ms, " out of range [",
+                                                   kMinLeaseMs, ", ", kMaxLeaseMs, "]"));
   }
   if (!(stats_interval_s >= 0 && stats_interval_s <= 86400)) {
     return absl::InvalidArgumentError(

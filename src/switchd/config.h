@@ -65,6 +65,10 @@ struct SwitchdConfig {
   uint64_t loss_seed = 1;
   // trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // Group leases (docs/switchd.md, "Leases"): a member silent this long (no
+  // JOIN, PING, REPORT or data) loses its group; hosts PING every lease/4.
+  // [kMinLeaseMs, kMaxLeaseMs] of group_manager.h; changeable at run time.
+  uint32_t lease_ms = 10'000;
   // Seconds between stats log lines; 0 = none.
   double stats_interval_s = 0.0;
   // The gRPC control API and the HTTP monitor: "HOST:PORT" (port 0 = any

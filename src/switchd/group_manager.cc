@@ -40,8 +40,23 @@ std::vector<uint16_t> GroupState::rank_ports() const {
   return v;
 }
 
-GroupManager::GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start)
-    : ports_(ports), rules_(rules), next_seq_base_(seq_start) {}
+GroupManager::GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start,
+                           dp::TimeNs lease)
+    : ports_(ports), rules_(rules), next_seq_base_(seq_start), lease_(lease) {}
+
+bool GroupManager::AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs quiet) const {
+  for (const auto& r : g.ranks) {
+    if (r && now - LastHeard(*r) < quiet) return false;
+  }
+  return true;
+}
+
+bool GroupManager::Destroy(uint8_t group_id) {
+  if (!groups_[group_id]) return false;
+  Dissolve(group_id, "operator");
+  ++groups_destroyed_;
+  return true;
+}
 
 absl::Status GroupManager::AddStaticRule(const cais::Rule& rule) {
   // A rule for one layer overrides the group-wide rule for that layer's
@@ -142,8 +157,11 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
   auto refuse = [&](MgmtReason reason) {
     reply.status = MgmtStatus::kRefused;
     reply.reason = reason;
-    spdlog::warn("event=join_refused group={} rank={} world_size={} endpoint={} reason={}",
-                 m.group_id, m.rank, m.world_size, from.ToString(), wire::ToString(reason));
+    // group_busy is retried every 20 ms while a dead group waits out its
+    // half lease: not worth a warning each time.
+    spdlog::log(reason == MgmtReason::kGroupBusy ? spdlog::level::debug : spdlog::level::warn,
+                "event=join_refused group={} rank={} world_size={} endpoint={} reason={}",
+                m.group_id, m.rank, m.world_size, from.ToString(), wire::ToString(reason));
     return reply;
   };
   if (m.world_size == 0 || m.world_size > dp::kMaxPorts || m.rank >= m.world_size ||
@@ -152,6 +170,17 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
   }
   if (static_groups_[m.group_id]) return refuse(MgmtReason::kGroupConflict);
   auto& g = groups_[m.group_id];
+  if (g && g->job != m.job) {
+    if (!AllSilent(*g, now, lease_ / 2)) {
+      reply.world_size = g->world_size;
+      return refuse(MgmtReason::kGroupBusy);
+    }
+    // A re-run after a crash: its own dead group gives way.
+    spdlog::info("event=group_replaced group={} old_job={:#x} new_job={:#x}", m.group_id, g->job,
+                 m.job);
+    Dissolve(m.group_id, "replaced_by_new_job");
+    ++groups_replaced_;
+  }
   if (g && g->world_size != m.world_size) {
     reply.world_size = g->world_size;  // tells the host what the group expects
     return refuse(MgmtReason::kWorldSizeMismatch);
@@ -159,6 +188,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
 
   auto current = [&](const GroupMember& member) {
     reply.port = member.port;
+    reply.lease_ms = static_cast<uint32_t>(lease_ / dp::kNsPerMs);
     if (g->formed) {
       reply.status = MgmtStatus::kOk;
       reply.seq_base = g->seq_base;
@@ -187,6 +217,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     g.emplace();
     g->group_id = m.group_id;
     g->world_size = m.world_size;
+    g->job = m.job;
     g->ranks.resize(m.world_size);
   }
   ++port_refs_[*port];
@@ -220,14 +251,23 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
 
 void GroupManager::Expire(dp::TimeNs now) {
   if (now < next_expire_scan_) return;
-  next_expire_scan_ = now + kFormingTimeoutNs / 10;
+  next_expire_scan_ = now + std::max<dp::TimeNs>(lease_ / 10, dp::kNsPerMs);
   for (auto& g : groups_) {
-    if (!g || g->formed) continue;
-    dp::TimeNs newest = 0;
-    for (const auto& r : g->ranks) {
-      if (r) newest = std::max(newest, r->last_seen);
+    if (!g) continue;
+    if (g->formed) {
+      // Any member silent for a lease: the group cannot reduce without it.
+      for (size_t rank = 0; rank < g->ranks.size(); ++rank) {
+        const auto& r = g->ranks[rank];
+        if (!r || now - LastHeard(*r) < lease_) continue;
+        spdlog::warn("event=lease_expired group={} rank={} endpoint={} silent_ms={}", g->group_id,
+                     rank, r->endpoint.ToString(), (now - LastHeard(*r)) / dp::kNsPerMs);
+        ++leases_expired_;
+        Dissolve(g->group_id, "lease_expired");
+        break;
+      }
+      continue;
     }
-    if (now - newest < kFormingTimeoutNs) continue;
+    if (!AllSilent(*g, now, lease_)) continue;
     spdlog::warn("event=group_expired group={} world_size={} joined={} reason=forming_timeout",
                  g->group_id, g->world_size, g->joined);
     for (const auto& r : g->ranks) {
@@ -275,6 +315,7 @@ MgmtMessage GroupManager::Ping(const MgmtMessage& m, const net::Endpoint& from, 
   reply.world_size = g->world_size;
   reply.port = member->port;
   reply.seq_base = g->formed ? g->seq_base : 0;
+  reply.lease_ms = static_cast<uint32_t>(lease_ / dp::kNsPerMs);
   return reply;
 }
 

@@ -11,6 +11,9 @@
 //                        port >= 64 (other than kAnyPort), or the endpoint
 //                        already holds another rank of this group
 //   group_conflict       a static rule (configuration) names this group
+//   group_busy           another job holds the group and a member of it was
+//                        heard from within half a lease (else the JOIN
+//                        replaces that group; see Jobs below)
 //   world_size_mismatch  the group is forming/formed with another world_size
 //   rank_taken           another endpoint holds this rank
 //   no_free_port         the endpoint has no port and all 64 are bound
@@ -35,11 +38,25 @@
 // group and rank. Dynamic ports are released once their endpoint is in no
 // group; static ports never are.
 //
-// A forming group none of whose members has sent a JOIN or PING for
-// kFormingTimeoutNs is dropped by Expire() (its ports are released; counted
-// in groups_expired()): waiting members re-send JOIN every few
-// milliseconds, so only a job that crashed or gave up goes silent, and its
-// half-formed group no longer holds ports and a group id forever (issue 18).
+// Leases (issue 18). Every member holds its place for `lease` after it was
+// last heard from: a JOIN, PING or REPORT, or CAIS data on its port
+// (SeenOnPort). Hosts PING every lease / 4 while idle (the lease is in every
+// JOIN_REPLY and PONG), so a job idle for any number of lease periods (a
+// checkpoint, an evaluation) keeps its group. Expire() drops
+//   - a forming group none of whose members was heard from for a lease
+//     (counted in groups_expired(); waiting members re-send JOIN every 20 ms,
+//     so only a job that crashed or gave up goes silent), and
+//   - a formed group any of whose members was silent for a lease (counted in
+//     leases_expired(): the group cannot reduce without it; the others learn
+//     it from PONG unknown and re-JOIN when they next use the switch).
+// Their ports are released and their group id is free again.
+//
+// Jobs: a JOIN names its job (wire::MgmtMessage::job, one random value per
+// run). A JOIN for a group held by another job replaces that group when all
+// of its members have been silent for half a lease (a re-run after a crash:
+// counted in groups_replaced()); while any is alive it is refused with
+// group_busy. An operator can Destroy() any group, JOIN-formed included
+// (counted in groups_destroyed()); a live job re-forms it at its next JOIN.
 //
 // REPORT from a member of a formed group (no reply): one operation's size,
 // duration and path, measured by that host. The manager keeps, per group
@@ -49,6 +66,7 @@
 // from non-members, forming groups or of size 0 are ignored and counted.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bitset>
 #include <cstdint>
@@ -65,13 +83,16 @@
 namespace inca::switchd {
 
 inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
-inline constexpr dp::TimeNs kFormingTimeoutNs = 10'000 * dp::kNsPerMs;
+inline constexpr dp::TimeNs kDefaultLeaseNs = 10'000 * dp::kNsPerMs;
+// The lease's bounds (--lease-ms, YAML lease_ms, control key lease_ms).
+inline constexpr uint32_t kMinLeaseMs = 100;
+inline constexpr uint32_t kMaxLeaseMs = 3'600'000;
 
 struct GroupMember {
   net::Endpoint endpoint;
   dp::PortId port = 0;
   dp::TimeNs joined_at = 0;
-  dp::TimeNs last_seen = 0;  // last JOIN or PING
+  dp::TimeNs last_seen = 0;  // last JOIN, PING or REPORT (data: SeenOnPort)
 };
 
 // Moving averages of what hosts measured on one path, for one size class.
@@ -91,6 +112,7 @@ inline constexpr double kTimingWeight = 0.25;  // weight of a new sample
 struct GroupState {
   uint8_t group_id = 0;
   uint16_t world_size = 0;
+  uint64_t job = 0;                               // the job of the JOIN that created it
   std::vector<std::optional<GroupMember>> ranks;  // world_size entries
   uint16_t joined = 0;                            // ranks present
   bool formed = false;                            // all ranks joined, rule installed
@@ -106,7 +128,8 @@ struct GroupState {
 class GroupManager {
  public:
   // `ports` and `rules` must outlive the manager.
-  GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start);
+  GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start,
+               dp::TimeNs lease = kDefaultLeaseNs);
 
   // Installs a rule from configuration and marks its group static: JOINs for
   // it are refused with group_conflict. The rule table's status otherwise.
@@ -128,11 +151,28 @@ class GroupManager {
   uint32_t next_seq_base() const { return next_seq_base_; }
   uint64_t reports_accepted() const { return reports_accepted_; }
   uint64_t groups_expired() const { return groups_expired_; }
+  uint64_t leases_expired() const { return leases_expired_; }
+  uint64_t groups_replaced() const { return groups_replaced_; }
+  uint64_t groups_destroyed() const { return groups_destroyed_; }
+  dp::TimeNs lease() const { return lease_; }
+  // Takes effect at the next Expire() scan; callers keep it within
+  // [kMinLeaseMs, kMaxLeaseMs].
+  void set_lease(dp::TimeNs lease) { lease_ = lease; }
 
-  // Drops forming groups silent for kFormingTimeoutNs (see above). Cheap
-  // enough to call on every loop iteration: it scans at most 256 groups,
-  // and only when `now` has moved a tenth of the timeout since the last scan.
+  // CAIS data arrived on `port` at `now`: renews the leases of the
+  // endpoint's memberships. The data path calls it for every datagram.
+  void SeenOnPort(dp::PortId port, dp::TimeNs now) {
+    if (port < port_seen_.size()) port_seen_[port] = now;
+  }
+
+  // Drops groups whose lease ran out (see above). Cheap enough to call on
+  // every loop iteration: it scans at most 256 groups, and only when `now`
+  // has moved a tenth of the lease since the last scan.
   void Expire(dp::TimeNs now);
+
+  // Dissolves the JOIN-formed (or forming) group `group_id`, releasing its
+  // ports (an operator's request). False when there is no such group.
+  bool Destroy(uint8_t group_id);
   uint64_t reports_ignored() const { return reports_ignored_; }
 
  private:
@@ -144,6 +184,12 @@ class GroupManager {
   GroupMember* FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from);
   void Unref(dp::PortId port);
   void Dissolve(uint8_t group_id, const char* why);
+  // When `m` was last heard from: its own messages or data on its port.
+  dp::TimeNs LastHeard(const GroupMember& m) const {
+    return std::max(m.last_seen, port_seen_[m.port]);
+  }
+  // True when every member of `g` was silent for at least `quiet`.
+  bool AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs quiet) const;
 
   PortTable* ports_;
   cais::RuleTable* rules_;
@@ -152,7 +198,9 @@ class GroupManager {
   std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
   uint32_t next_seq_base_;
   uint64_t reports_accepted_ = 0, reports_ignored_ = 0;
-  uint64_t groups_expired_ = 0;
+  std::array<dp::TimeNs, dp::kMaxPorts> port_seen_{};  // last data per port
+  dp::TimeNs lease_;
+  uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;
   dp::TimeNs next_expire_scan_ = 0;
 };
 

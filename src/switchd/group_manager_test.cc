@@ -31,9 +31,10 @@ class GroupManagerTest : public ::testing::Test {
   void SetUp() override { spdlog::set_level(spdlog::level::off); }
 
   MgmtMessage Join(uint8_t group, uint16_t rank, uint16_t world, const net::Endpoint& from,
-                   uint16_t port = kAnyPort, uint32_t nonce = 7) {
+                   uint16_t port = kAnyPort, uint32_t nonce = 7, uint64_t job = 0) {
     MgmtMessage m;
     m.type = MgmtType::kJoin;
+    m.job = job;
     m.group_id = group;
     m.rank = rank;
     m.world_size = world;
@@ -202,31 +203,39 @@ TEST_F(GroupManagerTest, NoFreePort) {
 }
 
 // Issue 18: groups that never complete (a crashed job, a JOIN flood) held
-// their ports and group ids forever. A forming group silent for
-// kFormingTimeoutNs is dropped; one whose members keep re-sending JOIN is
-// not, and formed groups are left alone.
-TEST_F(GroupManagerTest, AFormingGroupSilentForTheTimeoutIsDropped) {
-  EXPECT_EQ(Form(0, 2, 1).status, MgmtStatus::kOk);  // formed: never expires
+// their ports and group ids forever. A forming group silent for a lease is
+// dropped; one whose members keep re-sending JOIN is not, nor is a formed
+// group whose members keep pinging.
+TEST_F(GroupManagerTest, AFormingGroupSilentForALeaseIsDropped) {
+  const dp::TimeNs lease = gm_.lease();
+  EXPECT_EQ(lease, kDefaultLeaseNs);
+  EXPECT_EQ(Form(0, 2, 1).status, MgmtStatus::kOk);
   EXPECT_EQ(Join(1, 0, 3, Ep(10)).status, MgmtStatus::kPending);
   EXPECT_EQ(Join(1, 1, 3, Ep(11)).status, MgmtStatus::kPending);
   EXPECT_EQ(Join(2, 0, 2, Ep(20)).status, MgmtStatus::kPending);
   EXPECT_EQ(ports_.size(), 5u);
   const dp::TimeNs quiet_since = now_;
-  // Group 2's member keeps re-sending its JOIN, as a waiting client does.
-  for (dp::TimeNs t = quiet_since; t < quiet_since + kFormingTimeoutNs;
-       t += kFormingTimeoutNs / 4) {
-    now_ = t;
+  // Group 2's member keeps re-sending its JOIN, as a waiting client does;
+  // group 0's members ping, as idle clients do.
+  auto keep_alive = [&] {
     Join(2, 0, 2, Ep(20));
+    Simple(MgmtType::kPing, 0, 0, Ep(1));
+    Simple(MgmtType::kPing, 0, 1, Ep(2));
+  };
+  for (dp::TimeNs t = quiet_since; t < quiet_since + lease; t += lease / 4) {
+    now_ = t;
+    keep_alive();
     gm_.Expire(now_);
   }
-  EXPECT_NE(gm_.group(1), nullptr);  // not yet: just under the timeout
-  now_ = quiet_since + kFormingTimeoutNs;
-  Join(2, 0, 2, Ep(20));
+  EXPECT_NE(gm_.group(1), nullptr);  // not yet: just under the lease
+  now_ = quiet_since + lease;
+  keep_alive();
   gm_.Expire(now_);
   EXPECT_EQ(gm_.group(1), nullptr);
   EXPECT_NE(gm_.group(2), nullptr);
   EXPECT_NE(gm_.group(0), nullptr);
   EXPECT_EQ(gm_.groups_expired(), 1u);
+  EXPECT_EQ(gm_.leases_expired(), 0u);
   EXPECT_EQ(ports_.size(), 3u);  // group 1's two ports released
   // The id is free for a new job of another size.
   EXPECT_EQ(Join(1, 0, 2, Ep(30)).status, MgmtStatus::kPending);
@@ -234,6 +243,101 @@ TEST_F(GroupManagerTest, AFormingGroupSilentForTheTimeoutIsDropped) {
   // Scans are throttled: an earlier `now` does nothing.
   gm_.Expire(now_ - 1);
   EXPECT_EQ(gm_.groups_expired(), 1u);
+}
+
+// Issue 18, point 2: a crashed client's group stayed formed forever. A
+// formed group keeps its place through any idle time while its members
+// ping or send data, and is dissolved once one of them is silent for a
+// lease: its ports are released and its id is free.
+TEST_F(GroupManagerTest, AFormedGroupLivesOnKeepAlivesAndDiesWithASilentMember) {
+  const dp::TimeNs lease = gm_.lease();
+  MgmtMessage ok = Form(4, 2, 40);
+  ASSERT_EQ(ok.status, MgmtStatus::kOk);
+  EXPECT_EQ(ok.lease_ms, lease / dp::kNsPerMs);  // the client pings from it
+  const dp::PortId port1 = ok.rank_ports[1];
+  const dp::TimeNs start = now_;
+  // Three leases of idle time: rank 0 pings, rank 1 only sends data.
+  for (dp::TimeNs t = start; t < start + 3 * lease; t += lease / 4) {
+    now_ = t;
+    MgmtMessage pong = Simple(MgmtType::kPing, 4, 0, Ep(40));
+    EXPECT_EQ(pong.status, MgmtStatus::kOk);
+    EXPECT_EQ(pong.lease_ms, lease / dp::kNsPerMs);
+    gm_.SeenOnPort(port1, now_);
+    gm_.Expire(now_);
+  }
+  ASSERT_NE(gm_.group(4), nullptr);
+  EXPECT_TRUE(gm_.group(4)->formed);
+  // Rank 1 goes silent (killed): one lease later the group is gone.
+  const dp::TimeNs last = now_;
+  for (now_ = last; now_ < last + lease; now_ += lease / 8) {
+    Simple(MgmtType::kPing, 4, 0, Ep(40));
+    gm_.Expire(now_);
+  }
+  EXPECT_NE(gm_.group(4), nullptr);  // just under a lease
+  now_ = last + lease + lease / 10;
+  gm_.Expire(now_);
+  EXPECT_EQ(gm_.group(4), nullptr);
+  EXPECT_EQ(gm_.leases_expired(), 1u);
+  EXPECT_EQ(ports_.size(), 0u);
+  EXPECT_EQ(GroupRule(4), nullptr);
+  // The survivor learns it from its next PING and can form the group again.
+  EXPECT_EQ(Simple(MgmtType::kPing, 4, 0, Ep(40)).status, MgmtStatus::kUnknown);
+  EXPECT_EQ(Form(4, 2, 40).status, MgmtStatus::kOk);
+  // A shorter lease (control key lease_ms) applies from the next scan.
+  gm_.set_lease(lease / 10);
+  now_ += lease / 10 + lease / 100;
+  gm_.Expire(now_);
+  EXPECT_EQ(gm_.group(4), nullptr);
+}
+
+// Issue 18: "re-running the job with the same group id gets rank_taken".
+// A JOIN from another job replaces a group whose members have all been
+// silent for half a lease, and is refused with group_busy while any of them
+// is alive.
+TEST_F(GroupManagerTest, ARerunReplacesItsOwnDeadGroupButNotALiveOne) {
+  const dp::TimeNs lease = gm_.lease();
+  constexpr uint64_t kOldJob = 0x1111, kNewJob = 0x2222;
+  ASSERT_EQ(Join(5, 0, 2, Ep(50), kAnyPort, 1, kOldJob).status, MgmtStatus::kPending);
+  ASSERT_EQ(Join(5, 1, 2, Ep(51), kAnyPort, 1, kOldJob).status, MgmtStatus::kOk);
+  ASSERT_EQ(gm_.group(5)->job, kOldJob);
+  // The old job is alive: the new one (another world size, too) is refused.
+  now_ += lease / 4;
+  Simple(MgmtType::kPing, 5, 1, Ep(51));
+  MgmtMessage busy = Join(5, 0, 3, Ep(60), kAnyPort, 2, kNewJob);
+  EXPECT_EQ(busy.status, MgmtStatus::kRefused);
+  EXPECT_EQ(busy.reason, MgmtReason::kGroupBusy);
+  EXPECT_EQ(busy.world_size, 2);  // what the group has
+  EXPECT_EQ(gm_.group(5)->job, kOldJob);
+  EXPECT_EQ(gm_.groups_replaced(), 0u);
+  // The old job crashed: half a lease after its last word the re-run takes over.
+  now_ += lease / 2;
+  EXPECT_EQ(Join(5, 0, 3, Ep(60), kAnyPort, 2, kNewJob).status, MgmtStatus::kPending);
+  EXPECT_EQ(gm_.groups_replaced(), 1u);
+  EXPECT_EQ(gm_.group(5)->job, kNewJob);
+  EXPECT_EQ(gm_.group(5)->world_size, 3);
+  EXPECT_EQ(GroupRule(5), nullptr);  // the old rule went with it
+  EXPECT_EQ(ports_.size(), 1u);      // the old ports too
+  EXPECT_EQ(Join(5, 1, 3, Ep(61), kAnyPort, 2, kNewJob).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(5, 2, 3, Ep(62), kAnyPort, 2, kNewJob).status, MgmtStatus::kOk);
+  // The old job's ranks, if one was only slow, get group_busy now.
+  EXPECT_EQ(Join(5, 1, 2, Ep(51), kAnyPort, 1, kOldJob).reason, MgmtReason::kGroupBusy);
+}
+
+// Issue 18: "cais-cli groups destroy answers that a JOIN-formed group
+// dissolves when a member leaves". An operator destroys any group.
+TEST_F(GroupManagerTest, AnOperatorDestroysAJoinFormedOrFormingGroup) {
+  ASSERT_EQ(Form(6, 2, 70).status, MgmtStatus::kOk);
+  ASSERT_EQ(Join(7, 0, 2, Ep(80)).status, MgmtStatus::kPending);
+  EXPECT_EQ(ports_.size(), 3u);
+  EXPECT_TRUE(gm_.Destroy(6));
+  EXPECT_TRUE(gm_.Destroy(7));
+  EXPECT_FALSE(gm_.Destroy(8));
+  EXPECT_EQ(gm_.group(6), nullptr);
+  EXPECT_EQ(gm_.group(7), nullptr);
+  EXPECT_EQ(GroupRule(6), nullptr);
+  EXPECT_EQ(ports_.size(), 0u);
+  EXPECT_EQ(gm_.groups_destroyed(), 2u);
+  EXPECT_EQ(Simple(MgmtType::kPing, 6, 0, Ep(70)).status, MgmtStatus::kUnknown);
 }
 
 TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {

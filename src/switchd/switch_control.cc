@@ -128,13 +128,12 @@ absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
   {
     std::lock_guard lock(mu_);
     if (control_groups_.count(group_id) == 0) {
-      bool joined = false;
-      server_->Execute(
-          [&](SwitchServer::Control& c) { joined = c.groups.group(group_id) != nullptr; });
-      return joined ? absl::FailedPreconditionError(absl::StrCat(
-                          "group ", group_id,
-                          " was formed by hosts (JOIN); it dissolves when a member leaves"))
-                    : absl::NotFoundError(absl::StrCat("no group ", group_id));
+      // A JOIN-formed (or forming) group: dissolved, its ports released. A
+      // live job re-forms it at its next JOIN; a dead one is gone.
+      bool destroyed = false;
+      server_->Execute([&](SwitchServer::Control& c) { destroyed = c.groups.Destroy(group_id); });
+      return destroyed ? absl::OkStatus()
+                       : absl::NotFoundError(absl::StrCat("no group ", group_id));
     }
     control_groups_.erase(group_id);
   }
@@ -192,8 +191,13 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
 
 absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
   cais::CaisConfig c;
-  server_->Execute([&](SwitchServer::Control& ctl) { c = ctl.reducer.config(); });
+  dp::TimeNs lease = 0;
+  server_->Execute([&](SwitchServer::Control& ctl) {
+    c = ctl.reducer.config();
+    lease = ctl.groups.lease();
+  });
   std::map<std::string, std::string> out;
+  out["lease_ms"] = absl::StrCat(lease / dp::kNsPerMs);
   out["timeout_ms"] = Fmt(static_cast<double>(c.timeout_ns) / 1e6);
   out["result_hold_ms"] = Fmt(static_cast<double>(c.result_hold_ns) / 1e6);
   out["max_pending_chunks"] = absl::StrCat(c.max_pending_chunks);
@@ -210,6 +214,7 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
   cais::CaisConfig c;
   server_->Execute([&](SwitchServer::Control& ctl) { c = ctl.reducer.config(); });
   double threshold = offload_threshold();
+  std::optional<uint32_t> lease_ms;
   for (const auto& [key, v] : values) {
     double d = 0;
     absl::Status s;
@@ -231,6 +236,12 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
     } else if (key == "offload_threshold") {
       s = ParseDouble(key, v, 0, 1e9, &d);
       threshold = d;
+    } else if (key == "lease_ms") {
+      s = ParseDouble(key, v, kMinLeaseMs, kMaxLeaseMs, &d);
+      if (s.ok() && d != static_cast<double>(static_cast<uint32_t>(d))) {
+        s = absl::InvalidArgumentError(absl::StrCat(key, "='", v, "' must be an integer"));
+      }
+      lease_ms = static_cast<uint32_t>(d);
     } else if (key == "chunk_size" || key == "sram_bytes" || key == "deterministic" ||
                key == "controller_port") {
       s = absl::FailedPreconditionError(absl::StrCat(
@@ -239,7 +250,7 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
       s = absl::InvalidArgumentError(absl::StrCat(
           "unknown key '", key,
           "'; known: timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit, "
-          "offload_threshold (and read-only chunk_size, sram_bytes, deterministic, "
+          "offload_threshold, lease_ms (and read-only chunk_size, sram_bytes, deterministic, "
           "controller_port)"));
     }
     if (!s.ok()) return s;
@@ -247,7 +258,12 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
   absl::Status s;
   server_->Execute([&](SwitchServer::Control& ctl) {
     s = ctl.reducer.UpdateConfig(c);
-    if (s.ok()) ctl.config.cais = c;
+    if (!s.ok()) return;
+    ctl.config.cais = c;
+    if (lease_ms) {
+      ctl.config.lease_ms = *lease_ms;
+      ctl.groups.set_lease(dp::TimeNs{*lease_ms} * dp::kNsPerMs);
+    }
   });
   if (!s.ok()) return s;
   std::lock_guard lock(mu_);

@@ -44,6 +44,8 @@ std::string SwitchCounters::ToJson() const {
       ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
       ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
       ",\"groups_forming\":", groups_forming, ",\"groups_expired\":", groups_expired,
+      ",\"leases_expired\":", leases_expired, ",\"groups_replaced\":", groups_replaced,
+      ",\"groups_destroyed\":", groups_destroyed, ",\"lease_ms\":", lease_ms,
       ",\"messages_rx\":", messages_rx, ",\"messages_tx\":", messages_tx,
       ",\"gso_fallbacks\":", gso_fallbacks, ",\"io_gso\":", io_gso ? "true" : "false",
       ",\"io_gro\":", io_gro ? "true" : "false");
@@ -137,7 +139,7 @@ SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::Ca
       reducer_(std::move(reducer)),
       socket_(std::move(socket)),
       wakeup_(std::move(wakeup)),
-      groups_(&ports_, &reducer_->rules(), seq_start),
+      groups_(&ports_, &reducer_->rules(), seq_start, dp::TimeNs{config.lease_ms} * dp::kNsPerMs),
       sink_(std::make_unique<Sink>(this)),
       rx_(config.batch_size, kRecvSlotBytes),
       tx_(net::SendBatch::For(socket_, config.batch_size,
@@ -193,6 +195,10 @@ void SwitchServer::Publish() {
   live_.groups_formed = groups_.groups_formed();
   live_.groups_forming = groups_.groups_forming();
   live_.groups_expired = groups_.groups_expired();
+  live_.leases_expired = groups_.leases_expired();
+  live_.groups_replaced = groups_.groups_replaced();
+  live_.groups_destroyed = groups_.groups_destroyed();
+  live_.lease_ms = static_cast<uint64_t>(groups_.lease() / dp::kNsPerMs);
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();
   std::lock_guard<std::mutex> lock(snapshot_mu_);
@@ -271,6 +277,7 @@ void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
     ++live_.unknown_sender;
     return;
   }
+  groups_.SeenOnPort(*port, now);
   if (Lose(config_.ingress_loss)) {
     ++live_.injected_ingress_loss;
     return;
@@ -284,12 +291,12 @@ absl::Status SwitchServer::Run() {
   spdlog::info(
       "event=switch_started listen={} {} batch_size={} "
       "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
-      "result_hold_ms={} deterministic={} ingress_loss={} egress_loss={}",
+      "result_hold_ms={} lease_ms={} deterministic={} ingress_loss={} egress_loss={}",
       socket_.local.ToString(), socket_.Describe(), config_.batch_size, config_.cais.sram_bytes,
       config_.cais.max_payload_bytes, config_.cais.max_pending_chunks,
       static_cast<double>(config_.cais.timeout_ns) / 1e6,
-      static_cast<double>(config_.cais.result_hold_ns) / 1e6, config_.cais.deterministic,
-      config_.ingress_loss, config_.egress_loss);
+      static_cast<double>(config_.cais.result_hold_ns) / 1e6, config_.lease_ms,
+      config_.cais.deterministic, config_.ingress_loss, config_.egress_loss);
   if (socket_.buffer_capped()) {
     spdlog::warn(
         "event=socket_buffer_capped requested={} rcvbuf_bytes={} sndbuf_bytes={} "

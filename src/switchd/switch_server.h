@@ -76,7 +76,11 @@ struct SwitchCounters {
   uint64_t ports_bound = 0;
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
-  uint64_t groups_expired = 0;  // forming groups dropped after kFormingTimeoutNs of silence
+  uint64_t groups_expired = 0;    // forming groups dropped after a lease of silence
+  uint64_t leases_expired = 0;    // formed groups dissolved: a member silent for a lease
+  uint64_t groups_replaced = 0;   // dead groups taken over by a re-run (another job)
+  uint64_t groups_destroyed = 0;  // JOIN-formed groups destroyed by an operator
+  uint64_t lease_ms = 0;          // the lease period
   // The reduction core.
   dp::ProgramCounters reducer;
   cais::GroupCounters cais;  // switch-wide totals

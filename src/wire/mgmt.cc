@@ -22,6 +22,8 @@ struct MgmtWire {
   Be32 seq_base;
   Be16 rank_port_count;
   Be16 reserved;
+  Be64 job;
+  Be32 lease_ms;
 };
 static_assert(sizeof(MgmtWire) == kMgmtHeaderBytes);
 
@@ -67,6 +69,7 @@ std::string_view ToString(MgmtReason r) {
     case MgmtReason::kNoFreePort: return "no_free_port";
     case MgmtReason::kGroupConflict: return "group_conflict";
     case MgmtReason::kPortTaken: return "port_taken";
+    case MgmtReason::kGroupBusy: return "group_busy";
   }
   return "unknown";
 }
@@ -84,7 +87,8 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   MgmtWire w;
   std::memcpy(&w, d.data(), sizeof(w));
   if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
-  if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > 6) return false;
+  if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > kMgmtReasonMax)
+    return false;
   if (w.reserved.value() != 0) return false;
   const size_t n = w.rank_port_count.value();
   const bool report = w.type == static_cast<uint8_t>(MgmtType::kReport);
@@ -107,6 +111,8 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   m.world_size = w.world_size.value();
   m.port = w.port.value();
   m.seq_base = w.seq_base.value();
+  m.job = w.job.value();
+  m.lease_ms = w.lease_ms.value();
   if (report) {
     m.report_bytes = r.bytes.value();
     m.report_duration_us = r.duration_us.value();
@@ -135,6 +141,8 @@ void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
   w.world_size.set(m.world_size);
   w.port.set(m.port);
   w.seq_base.set(m.seq_base);
+  w.job.set(m.job);
+  w.lease_ms.set(m.lease_ms);
   if (m.type == MgmtType::kReport) {
     w.rank_port_count.set(0);
     ReportWire r{};

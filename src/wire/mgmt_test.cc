@@ -16,6 +16,8 @@ MgmtMessage Reply() {
   m.port = 5;
   m.seq_base = 0x01020304;
   m.rank_ports = {4, 9, 5};
+  m.job = 0x1112131415161718ull;
+  m.lease_ms = 0x0000C350;  // 50 s
   return m;
 }
 
@@ -25,11 +27,15 @@ TEST(MgmtTest, RoundTripAndLayout) {
   ASSERT_EQ(b.size(), kMgmtHeaderBytes + 6);
   EXPECT_EQ(b[0], kMgmtMagic);
   EXPECT_EQ(b[1], kMgmtVersion);
-  EXPECT_EQ(b[2], 2);                     // type
-  EXPECT_EQ(b[4], 0xDE);                  // nonce, big-endian
-  EXPECT_EQ(b[8], 7);                     // group
-  EXPECT_EQ(b[16], 0x01);                 // seq_base, big-endian
-  EXPECT_EQ(b[21], 3);                    // rank_port_count low byte
+  EXPECT_EQ(b[2], 2);      // type
+  EXPECT_EQ(b[4], 0xDE);   // nonce, big-endian
+  EXPECT_EQ(b[8], 7);      // group
+  EXPECT_EQ(b[16], 0x01);  // seq_base, big-endian
+  EXPECT_EQ(b[21], 3);     // rank_port_count low byte
+  EXPECT_EQ(b[24], 0x11);  // job, big-endian
+  EXPECT_EQ(b[31], 0x18);
+  EXPECT_EQ(b[34], 0xC3);  // lease_ms, big-endian
+  EXPECT_EQ(b[35], 0x50);
   EXPECT_EQ(b[kMgmtHeaderBytes + 3], 9);  // second rank's port
   MgmtMessage m;
   ASSERT_TRUE(ParseMgmt(b, &m));
@@ -48,7 +54,10 @@ TEST(MgmtTest, MalformedIsRejected) {
   bad.push_back(0);  // trailing byte
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
-  bad[1] = 2;  // version
+  bad[1] = 1;  // version 1: no job or lease
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[9] = kMgmtReasonMax + 1;  // reason
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
   bad[2] = 9;  // type
@@ -79,10 +88,10 @@ TEST(MgmtTest, ReportRoundTripAndLayout) {
   ASSERT_EQ(b.size(), kMgmtHeaderBytes + kMgmtReportBytes);
   EXPECT_EQ(b[2], 7);
   EXPECT_EQ(b[21], 0);     // no rank ports
-  EXPECT_EQ(b[24], 0x01);  // bytes, big-endian
-  EXPECT_EQ(b[31], 0x08);
-  EXPECT_EQ(b[32], 0x0A);  // duration_us, big-endian
-  EXPECT_EQ(b[36], 1);     // path: host
+  EXPECT_EQ(b[36], 0x01);  // bytes, big-endian
+  EXPECT_EQ(b[43], 0x08);
+  EXPECT_EQ(b[44], 0x0A);  // duration_us, big-endian
+  EXPECT_EQ(b[48], 1);     // path: host
   MgmtMessage m;
   ASSERT_TRUE(ParseMgmt(b, &m));
   EXPECT_EQ(m, r);
@@ -91,10 +100,10 @@ TEST(MgmtTest, ReportRoundTripAndLayout) {
   bad.push_back(0);
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = b;
-  bad[36] = 2;  // unknown path
+  bad[48] = 2;  // unknown path
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = b;
-  bad[39] = 1;  // reserved
+  bad[51] = 1;  // reserved
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = b;
   bad[21] = 1;  // a report never lists ports

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   uint64_t loss_seed = c.loss_seed;
   size_t socket_buffer_bytes = c.socket_buffer_bytes;
   uint32_t batch_size = c.batch_size;
+  uint32_t lease_ms = c.lease_ms;
   std::string io = c.io;
 
   CLI::App app{"inca-switchd: CAIS in-network reduction switch over UDP (docs/switchd.md)"};
@@ -60,6 +61,12 @@ int main(int argc, char** argv) {
   auto* f_hold =
       app.add_option("--result-hold-ms", result_hold_ms, "how long results are kept for resends")
           ->check(CLI::Range(0.0, 3.6e6))
+          ->capture_default_str();
+  auto* f_lease =
+      app.add_option("--lease-ms", lease_ms,
+                     "a group member silent this long (no JOIN, PING, REPORT or data) loses its "
+                     "group; hosts PING every lease/4")
+          ->check(CLI::Range(inca::switchd::kMinLeaseMs, inca::switchd::kMaxLeaseMs))
           ->capture_default_str();
   auto* f_det =
       app.add_flag("--deterministic", deterministic, "bitwise-reproducible reduction order");
@@ -170,6 +177,7 @@ int main(int argc, char** argv) {
   if (*f_chunk) c.cais.max_payload_bytes = chunk_size;
   if (*f_timeout) c.cais.timeout_ns = MsToNs(timeout_ms);
   if (*f_hold) c.cais.result_hold_ns = MsToNs(result_hold_ms);
+  if (*f_lease) c.lease_ms = lease_ms;
   if (*f_det) c.cais.deterministic = deterministic;
   if (*f_iloss) c.ingress_loss = ingress_loss;
   if (*f_eloss) c.egress_loss = egress_loss;

@@ -84,6 +84,18 @@ struct CommunicatorOptions {
   int rejoin_interval_ms = 500;
   // Gloo connection/operation timeout.
   int host_timeout_ms = 60000;
+  // Fail instead of falling back (INCA_REQUIRE_SWITCH=1): creation fails
+  // when the group cannot form on the switch, and an operation that would
+  // run on the host path because the group is not (or no longer) on the
+  // switch returns FailedPrecondition. One that leaves the switch part-way
+  // still completes exactly on the host path, as every rank must take part
+  // in that recovery, and then returns the error. Declines by the switch's
+  // offload policy are decisions and still run on the host path.
+  bool require_switch = false;
+  // The job this communicator belongs to, sent in JOIN so that a re-run
+  // replaces its own dead group on the switch (docs/protocol.md). 0: rank 0
+  // draws one at random and every rank takes it at creation.
+  uint64_t job = 0;
   // Results of the last operation are kept (up to this size) so a rank that
   // lost the end of an operation when the switch died can be served by its
   // peers.
@@ -94,8 +106,8 @@ struct CommunicatorOptions {
 
 // Reads rank/world size/addresses the way torchrun sets them (RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus INCA_SWITCH (switch address,
-// "none" for host only), INCA_OFFLOAD=0 (start on the host path) and
-// INCA_IO (gso or mmsg).
+// "none" for host only), INCA_OFFLOAD=0 (start on the host path),
+// INCA_IO (gso or mmsg) and INCA_REQUIRE_SWITCH=1 (require_switch).
 absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions base = {});
 
 struct CommunicatorStats {

@@ -15,8 +15,11 @@
 namespace inca::wire {
 
 inline constexpr uint8_t kMgmtMagic = 0xCA;
-inline constexpr uint8_t kMgmtVersion = 1;
-inline constexpr size_t kMgmtHeaderBytes = 24;
+// Version 2 added `job` (JOIN) and `lease_ms` (JOIN_REPLY, PONG): leases
+// and re-runs replacing their own dead group (issue 18). A version-1
+// datagram is malformed to a version-2 switch, and the reverse.
+inline constexpr uint8_t kMgmtVersion = 2;
+inline constexpr size_t kMgmtHeaderBytes = 36;
 inline constexpr uint16_t kAnyPort = 0xFFFF;
 
 enum class MgmtType : uint8_t {
@@ -60,7 +63,9 @@ enum class MgmtReason : uint8_t {
   kNoFreePort = 4,         // all 64 switch ports in use
   kGroupConflict = 5,      // a statically configured rule owns this group
   kPortTaken = 6,          // requested port held by another endpoint
+  kGroupBusy = 7,          // another job (another `job`) holds this group and is alive
 };
+inline constexpr uint8_t kMgmtReasonMax = 7;
 
 std::string_view ToString(MgmtType t);
 std::string_view ToString(MgmtStatus s);
@@ -79,6 +84,16 @@ struct MgmtMessage {
   uint32_t seq_base = 0;     // JOIN_REPLY ok: first seq_num of the group's epoch
   // JOIN_REPLY ok: switch port of each rank, in rank order (world_size entries).
   std::vector<uint16_t> rank_ports;
+  // JOIN: the job this rank belongs to, the same on every rank of one run
+  // and different for every run (rank 0 draws it at random). A JOIN whose
+  // job differs from the group's replaces the group when the group's members
+  // have all been silent for half a lease (a re-run after a crash); while
+  // they are alive it is refused with group_busy. 0 elsewhere.
+  uint64_t job = 0;
+  // JOIN_REPLY (ok, pending) and PONG ok: the switch's lease period. A member
+  // silent (no JOIN, PING, REPORT or data) for that long loses its group;
+  // hosts send PING at least every lease_ms / 4. 0 elsewhere.
+  uint32_t lease_ms = 0;
   // REPORT only: the operation's size as the switch estimates it
   // (total_chunks x the first chunk's payload_len), how long it took this
   // rank from its start to its completion, and on which path.
@@ -93,7 +108,7 @@ inline bool IsMgmtDatagram(std::span<const uint8_t> d) {
   return !d.empty() && d[0] == kMgmtMagic;
 }
 
-// Returns false for anything malformed (wrong magic/version/type, short,
+// Returns false for anything malformed (wrong magic/version/type/reason, short,
 // rank_ports length disagreeing with world_size, trailing bytes; a REPORT
 // that is not exactly header + kMgmtReportBytes, has rank ports, an unknown
 // path or non-zero reserved bytes).
