@@ -28,7 +28,10 @@ TEST_F(OffloadAdmissionTest, WithoutAPolicyEveryOperationIsAccepted) {
   AddAllReduce({1, 2});
   EXPECT_EQ(Send(1, Chunk(0, 1, 0, 1)).verdict, Verdict::kAggregated);
   EXPECT_EQ(Send(2, Chunk(0, 1, 0, 1)).verdict, Verdict::kAggregated);
-  EXPECT_EQ(reducer_->totals().offload_accepted_ops, 0u);  // nothing decided
+  // Counted once per operation, at its first chunk (issue 18: the dashboard
+  // showed "0 / 0" operations for a group that was reducing).
+  EXPECT_EQ(reducer_->totals().offload_accepted_ops, 1u);
+  EXPECT_EQ(reducer_->totals().offload_declined_ops, 0u);
   EXPECT_EQ(reducer_->min_offload_bytes(0), 0u);
   EXPECT_EQ(reducer_->max_offload_bytes(0), UINT64_MAX);
 }

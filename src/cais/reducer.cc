@@ -517,6 +517,11 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     }
     if (request) return Drop(g, DropReason::kNotReady);
     if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
+    // Without a policy every operation is accepted: counted once, at its
+    // first chunk's slot (with one, OffloadDeclined counts it).
+    if (!offload_policy_set_[g] && h.chunk_id == 0) {
+      Bump(g, &GroupCounters::offload_accepted_ops);
+    }
     const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
     const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
       Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);

@@ -92,6 +92,13 @@ void RuleTable::Clear() {
   for (auto& s : shapes_per_group_) s = {};
 }
 
+bool RuleTable::HasGroup(uint8_t group_id) const noexcept {
+  for (uint32_t n : shapes_per_group_[group_id]) {
+    if (n != 0) return true;
+  }
+  return false;
+}
+
 const Rule* RuleTable::Lookup(uint8_t group_id, uint16_t layer_id,
                               uint16_t chunk_id) const noexcept {
   const auto& shapes = shapes_per_group_[group_id];

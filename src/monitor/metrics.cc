@@ -155,7 +155,8 @@ void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
                                           : 0.0;
     m.offload_min_bytes = reducer.min_offload_bytes(m.group_id);
     m.offload_max_bytes = reducer.max_offload_bytes(m.group_id);
-    m.offload_on = m.offload_min_bytes <= m.offload_max_bytes;
+    m.active = reducer.rules().HasGroup(m.group_id);
+    m.offload_on = m.active && m.offload_min_bytes <= m.offload_max_bytes;
     out->groups.push_back(m);
   }
   const GroupCounters& t = reducer.totals();
@@ -390,7 +391,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                         ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
                         ",\"offload_min_bytes\":", g.offload_min_bytes,
                         ",\"offload_max_bytes\":", g.offload_max_bytes,
-                        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",");
+                        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms),
+                        ",\"active\":", JsonBool(g.active), ",");
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");
   }

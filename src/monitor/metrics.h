@@ -38,6 +38,9 @@ struct GroupMetrics {
   // whether its collectives go to the switch, and the score threshold the
   // decision used. Until a controller fills them: on, 0.2.
   bool offload_on = true;
+  // False once no rule names the group any more (dissolved, expired,
+  // destroyed): its counters stay, but it is not offloaded.
+  bool active = true;
   double offload_threshold = kDefaultOffloadThreshold;
   // Operation sizes the switch accepts for the group (the reducer's
   // SetOffloadRange); offload_on = min <= max.

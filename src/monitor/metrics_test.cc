@@ -302,8 +302,13 @@ TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
   EXPECT_EQ(s.groups[0].counters.contributions, 7u);
   EXPECT_GT(s.groups[0].counters.sram_cells, 0u);
   EXPECT_TRUE(s.groups[0].offload_on);
+  EXPECT_TRUE(s.groups[0].active);
+  EXPECT_EQ(s.groups[0].counters.offload_accepted_ops, 1u);  // no policy: accepted, once
   EXPECT_EQ(s.groups[0].offload_threshold, kDefaultOffloadThreshold);
   EXPECT_EQ(s.groups[1].group_id, 9);
+  // Issue 18: a group with no rule (dissolved) is not shown as offloaded.
+  EXPECT_FALSE(s.groups[1].active);
+  EXPECT_FALSE(s.groups[1].offload_on);
   EXPECT_EQ(s.groups[1].counters.drops_by_reason[R(dp::DropReason::kNoRule)], 1u);
 
   s.switch_counters.cais = red.totals();

@@ -82,6 +82,8 @@ class RuleTable {
 
   size_t size() const { return rules_.size(); }
   size_t capacity() const { return capacity_; }
+  // True when some rule names `group_id` (any layer or chunk).
+  bool HasGroup(uint8_t group_id) const noexcept;
 
  private:
   static uint64_t Pack(uint8_t group, std::optional<uint16_t> layer, std::optional<uint16_t> chunk);
