@@ -296,7 +296,12 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port);
   builder.RegisterService(impl->service.get());
-  builder.SetMaxReceiveMessageSize(1 << 20);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  grpc::ResourceQuota quota("inca-control");
+  quota.SetMaxThreads(options.max_threads);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.idle_timeout_ms);
   // gRPC enables SO_REUSEPORT by default, which would let a second switch
   // silently share the port (the write-up's 5.3 port conflict): refuse it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -16,6 +16,16 @@ struct ControlServerOptions {
   std::string listen = "127.0.0.1:50051";
   // When non-empty, calls must carry `authorization: Bearer <token>`.
   std::string token;
+  // Limits, so that no client can make the switch's control plane grow
+  // without bound (issue 18): a request larger than max_message_bytes is
+  // refused with RESOURCE_EXHAUSTED; at most max_streams calls run at once
+  // on one connection; all connections together get at most max_threads
+  // handler threads (beyond that a call is refused with RESOURCE_EXHAUSTED
+  // rather than queued); a connection idle for idle_timeout_ms is closed.
+  int max_message_bytes = 1 << 20;
+  int max_streams = 16;
+  int max_threads = 16;
+  int idle_timeout_ms = 5 * 60 * 1000;
 };
 
 class ControlServer {

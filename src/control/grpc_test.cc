@@ -1,6 +1,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "control/grpc_server.h"
 #include "inca/control/control_plane.h"
@@ -50,7 +56,32 @@ class FakePlane final : public ControlPlane {
     s.groups.push_back({7, 10, 9, 100, 1, 2, 3, 4});
     return s;
   }
-  absl::Status Health() override { return absl::OkStatus(); }
+  absl::Status Health() override {
+    std::unique_lock lock(mu_);
+    if (!hold_) return absl::OkStatus();
+    max_in_health_ = std::max(max_in_health_, ++in_health_);
+    changed_.notify_all();
+    changed_.wait_for(lock, std::chrono::seconds(20), [&] { return !hold_; });
+    --in_health_;
+    return absl::OkStatus();
+  }
+  // While held, Health() calls wait inside the plane (a slow handler).
+  void Hold(bool on) {
+    std::lock_guard lock(mu_);
+    hold_ = on;
+    changed_.notify_all();
+  }
+  // Waits (bounded) until `pred(calls now inside Health)` holds.
+  template <typename Pred>
+  bool WaitInHealth(Pred pred) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return pred(in_health_); });
+  }
+  void Poke() { changed_.notify_all(); }
+  int max_in_health() {
+    std::lock_guard lock(mu_);
+    return max_in_health_;
+  }
   absl::Status SetOffloadPolicy(const OffloadPolicy& p) override {
     policy_ = p;
     policy_.updated_unix_ms = 1234;
@@ -60,6 +91,10 @@ class FakePlane final : public ControlPlane {
 
  private:
   OffloadPolicy policy_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool hold_ = false;
+  int in_health_ = 0, max_in_health_ = 0;
   cais::RuleTable rules_{16};
   std::map<std::string, std::string> config_{{"timeout_ms", "50"}};
 };
@@ -147,6 +182,45 @@ TEST(ControlGrpcTest, InvalidInputFromTheWireIsRejectedWithReason) {
   const absl::Status s = sv.client->AddRule(bad);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("no input ports"));
+}
+
+// Issue 18 ("connections and message sizes on gRPC"): a request over the
+// size limit is refused without reaching the plane, and a burst of calls
+// to a slow handler gets at most max_threads handler threads; the rest are
+// refused with RESOURCE_EXHAUSTED instead of piling up. The server answers
+// normally afterwards.
+TEST(ControlGrpcTest, OversizedRequestsAndBurstsAreRefusedNotQueued) {
+  Served sv;
+  const absl::Status big =
+      sv.client->SetConfig({{"timeout_ms", std::string(size_t{2} << 20, '7')}});
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  auto config = sv.client->GetConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->at("timeout_ms"), "50");  // untouched
+
+  constexpr int kCalls = 64;
+  const int limit = ControlServerOptions{}.max_threads;
+  sv.plane.Hold(true);
+  std::atomic<int> ok{0}, refused{0}, other{0};
+  std::vector<std::thread> burst;
+  for (int i = 0; i < kCalls; ++i) {
+    burst.emplace_back([&] {
+      const absl::Status s = sv.client->Health();
+      (s.ok() ? ok : s.code() == absl::StatusCode::kResourceExhausted ? refused : other)++;
+      sv.plane.Poke();
+    });
+  }
+  // Every call is either inside the plane or already refused.
+  EXPECT_TRUE(sv.plane.WaitInHealth([&](int in) { return in + refused.load() >= kCalls; }) ||
+              refused.load() > 0)
+      << "in the plane: " << sv.plane.max_in_health() << ", refused: " << refused.load();
+  sv.plane.Hold(false);
+  for (auto& t : burst) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(refused.load(), 0);
+  EXPECT_LE(sv.plane.max_in_health(), limit);
+  EXPECT_EQ(ok.load() + refused.load(), kCalls);
+  EXPECT_TRUE(sv.client->Health().ok());
 }
 
 TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {

@@ -4,8 +4,13 @@
 
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "monitor/dashboard.h"
 #include "monitor/httplib_include.h"
@@ -87,6 +92,69 @@ absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_
   return Start(listen, std::move(r), options);
 }
 
+namespace {
+
+// httplib's ThreadPool queues every accepted connection, without bound.
+// This one keeps at most `max_queued`: enqueue() runs on the accept thread
+// and waits while the queue is full, so the listener stops accepting and
+// later clients wait in the kernel's backlog. Workers drain the queue
+// before they stop, as httplib's do.
+class BoundedThreadPool final : public httplib::TaskQueue {
+ public:
+  BoundedThreadPool(size_t threads, size_t max_queued,
+                    std::shared_ptr<std::atomic<size_t>> high_water)
+      : max_queued_(max_queued), high_water_(std::move(high_water)) {
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock lock(mu_);
+    space_.wait(lock, [&] { return stopping_ || jobs_.size() < max_queued_; });
+    if (stopping_) {  // no worker will take it: serve (and close) it here
+      lock.unlock();
+      fn();
+      return;
+    }
+    jobs_.push_back(std::move(fn));
+    if (jobs_.size() > high_water_->load()) high_water_->store(jobs_.size());
+    work_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    space_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mu_);
+        work_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, drained
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      space_.notify_one();
+      fn();
+    }
+  }
+
+  const size_t max_queued_;
+  std::shared_ptr<std::atomic<size_t>> high_water_;
+  std::mutex mu_;
+  std::condition_variable work_, space_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_view listen,
                                                                     Renderers renderers,
                                                                     const MonitorOptions& options) {
@@ -99,9 +167,16 @@ absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_
     return absl::InvalidArgumentError("MonitorOptions::threads must be in 1..64");
   }
 
+  if (options.max_queued_connections == 0) {
+    return absl::InvalidArgumentError("MonitorOptions::max_queued_connections must be at least 1");
+  }
+
   auto server = std::make_unique<httplib::Server>();
-  const size_t threads = options.threads;
-  server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t threads = options.threads, queued = options.max_queued_connections;
+  auto high_water = std::make_shared<std::atomic<size_t>>(0);
+  server->new_task_queue = [threads, queued, high_water] {
+    return new BoundedThreadPool(threads, queued, high_water);
+  };
   server->set_read_timeout(options.read_timeout.count(), 0);
   server->set_write_timeout(options.write_timeout.count(), 0);
   server->set_keep_alive_timeout(options.idle_timeout.count());
@@ -161,6 +236,7 @@ absl::StatusOr<std::unique_ptr<MonitorServer>> MonitorServer::Start(std::string_
 
   std::unique_ptr<MonitorServer> monitor(
       new MonitorServer(std::move(where->host), port, std::move(server)));
+  monitor->high_water_ = high_water;
   // listen_after_bind() marks the server running before it accepts; Stop()
   // is only effective from then on, so wait for it here.
   auto done = std::make_shared<std::atomic<bool>>(false);

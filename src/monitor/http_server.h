@@ -13,6 +13,7 @@
 // max_body_bytes refused, one request per connection, read/write timeouts.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,11 @@ struct MonitorOptions {
   // can take this long when a client holds an idle connection.
   std::chrono::seconds idle_timeout{2};
   size_t max_body_bytes = 1024;  // GET requests carry none
+  // Accepted connections waiting for a worker. When that many wait, the
+  // listener stops accepting until a worker frees one; further clients wait
+  // in the kernel's listen backlog and are then refused (issue 18: httplib's
+  // own queue is unbounded).
+  size_t max_queued_connections = 32;
 };
 
 // What a switch serves: each called once per request, possibly from two
@@ -78,12 +84,16 @@ class MonitorServer {
   uint16_t port() const { return port_; }
   // "http://HOST:PORT/" (IPv6 hosts in brackets).
   std::string url() const;
+  // The most accepted connections that waited for a worker at once (at most
+  // MonitorOptions::max_queued_connections).
+  size_t queued_high_water() const { return high_water_->load(); }
 
  private:
   MonitorServer(std::string host, uint16_t port, std::unique_ptr<httplib::Server> server);
 
   std::string host_;
   uint16_t port_ = 0;
+  std::shared_ptr<std::atomic<size_t>> high_water_ = std::make_shared<std::atomic<size_t>>(0);
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

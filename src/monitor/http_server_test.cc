@@ -232,6 +232,33 @@ TEST(MonitorServer, IdleConnectionsTimeOutAndStopStaysBounded) {
   ::close(c);
 }
 
+// Issue 18: httplib queued every accepted connection without bound. With
+// two workers held by silent clients, at most max_queued_connections more
+// wait in the server; the rest wait in the kernel's backlog, and every one
+// is served or dropped in turn, so a real request still gets through.
+TEST(MonitorServer, AcceptedConnectionsWaitingForAWorkerAreBounded) {
+  FakeSource fake;
+  MonitorOptions options;
+  options.idle_timeout = std::chrono::seconds(1);
+  options.max_queued_connections = 2;
+  auto server = StartOrDie(fake.Fn(), options);
+  ASSERT_NE(server, nullptr);
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(IdleConnection(server->port()));
+  auto cli = ClientFor(*server);
+  cli.set_connection_timeout(20);
+  cli.set_read_timeout(20);
+  auto res = cli.Get("/healthz");  // accepted after all eight
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(server->queued_high_water(), 2u);  // never more, though six waited
+  for (int fd : idle) ::close(fd);
+  MonitorOptions none;
+  none.max_queued_connections = 0;
+  EXPECT_EQ(MonitorServer::Start("127.0.0.1:0", fake.Fn(), none).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MonitorServer, StopClosesTheListener) {
   FakeSource fake;
   auto server = StartOrDie(fake.Fn());
