@@ -3,7 +3,9 @@
 
 Stdlib only. Each file is one UDP datagram: the 20-byte CAIS header
 (big-endian fields, see docs/protocol.md) followed by the payload
-(little-endian elements). Re-run after changing the wire format:
+(little-endian elements), or a management datagram (mgmt_*: the 36-byte
+version-2 header, then rank ports or a REPORT body). Re-run after changing
+the wire format:
 
     /usr/bin/python3 src/wire/make_corpus.py
 """
@@ -26,6 +28,21 @@ def header(op=0, group=1, layer=7, chunk=0, total=4, seq=100, payload_len=None,
         payload_len = len(payload)
     return HEADER.pack(op, group, layer, chunk, total, seq, payload_len, version,
                        flags, (reduce_op << 4) | dtype, block) + payload
+
+
+# Management header, version 2: magic, version, type, status, nonce, group,
+# reason, rank, world_size, port, seq_base, rank_port_count, reserved, job,
+# lease_ms.
+MGMT = struct.Struct(">BBBBIBBHHHIHHQI")
+assert MGMT.size == 36
+
+
+def mgmt(type_, status=0, nonce=1, group=0, reason=0, rank=0, world=4, port=0xFFFF,
+         seq_base=0, rank_ports=(), job=0, lease_ms=0, count=None, body=b""):
+    n = len(rank_ports) if count is None else count
+    return (MGMT.pack(0xCA, 2, type_, status, nonce, group, reason, rank, world, port, seq_base,
+                      n, 0, job, lease_ms) +
+            b"".join(struct.pack(">H", p) for p in rank_ports) + body)
 
 
 def f32(*xs):
@@ -79,6 +96,15 @@ def corpus():
     c["err_misaligned_f16"] = header(dtype=DTYPES["f16"], payload=b"\x00\x3c\x00")
     c["err_misaligned_f32"] = header(payload=b"\x00\x00\x80\x3f\x00\x00")
     c["err_empty_payload"] = header(flags=RESULT, payload=b"")
+    # Management datagrams (include/inca/wire/mgmt.h).
+    c["mgmt_join"] = mgmt(1, group=1, rank=1, job=0x0123456789ABCDEF)
+    c["mgmt_join_reply_ok"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345,
+                                   rank_ports=(0, 1, 2, 3), lease_ms=10000)
+    c["mgmt_pong_ok"] = mgmt(4, group=1, rank=2, port=2, seq_base=12345, lease_ms=10000)
+    c["mgmt_join_refused_busy"] = mgmt(2, status=2, reason=7, group=1, rank=0, world=2)
+    c["mgmt_report"] = mgmt(7, rank=0, world=4, body=struct.pack(">QIB3x", 0x222E0, 256, 1))
+    c["mgmt_bad_count"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345, rank_ports=(0, 1, 2),
+                               lease_ms=10000)  # 3 ports for a world of 4
     return c
 
 

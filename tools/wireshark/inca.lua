@@ -185,7 +185,7 @@ local mpath = { [0] = "switch", [1] = "host" }
 local mstatus = { [0] = "ok", [1] = "pending", [2] = "refused", [3] = "unknown_member" }
 local mreason = { [0] = "none", [1] = "bad_request", [2] = "world_size_mismatch",
                   [3] = "rank_taken", [4] = "no_free_port", [5] = "group_conflict",
-                  [6] = "port_taken" }
+                  [6] = "port_taken", [7] = "group_busy" }
 local m = {
   magic = ProtoField.uint8("cais_mgmt.magic", "magic", base.HEX),
   version = ProtoField.uint8("cais_mgmt.version", "version", base.DEC),
@@ -200,6 +200,8 @@ local m = {
   seq_base = ProtoField.uint32("cais_mgmt.seq_base", "seq_base", base.DEC),
   rank_port_count = ProtoField.uint16("cais_mgmt.rank_port_count", "rank_port_count", base.DEC),
   reserved = ProtoField.uint16("cais_mgmt.reserved", "reserved", base.HEX),
+  job = ProtoField.uint64("cais_mgmt.job", "job", base.HEX),
+  lease_ms = ProtoField.uint32("cais_mgmt.lease_ms", "lease_ms", base.DEC),
   rank_port = ProtoField.uint16("cais_mgmt.rank_port", "rank_port", base.DEC),
   report_bytes = ProtoField.uint64("cais_mgmt.report_bytes", "report_bytes", base.DEC),
   report_duration_us = ProtoField.uint32("cais_mgmt.report_duration_us", "report_duration_us",
@@ -215,8 +217,9 @@ function mgmt.dissector(buf, pinfo, tree)
   local len = buf:len()
   pinfo.cols.protocol = "CAIS-MGMT"
   local t = tree:add(mgmt, buf(), "CAIS management")
-  if len < 24 then
-    t:add_proto_expert_info(e_mgmt, "too_short: " .. len .. " bytes, the header has 24")
+  local H = 36  -- header bytes (version 2: job and lease_ms after reserved)
+  if len < H then
+    t:add_proto_expert_info(e_mgmt, "too_short: " .. len .. " bytes, the header has " .. H)
     pinfo.cols.info = "CAIS management, malformed"
     return len
   end
@@ -233,41 +236,43 @@ function mgmt.dissector(buf, pinfo, tree)
   t:add(m.seq_base, buf(16, 4))
   t:add(m.rank_port_count, buf(20, 2))
   t:add(m.reserved, buf(22, 2))
+  t:add(m.job, buf(24, 8))
+  t:add(m.lease_ms, buf(32, 4))
   -- The checks of ParseMgmt (src/wire/mgmt.cc), which drops what fails them.
   local n = buf(20, 2):uint()
   local ty, st, why = buf(2, 1):uint(), buf(3, 1):uint(), buf(9, 1):uint()
-  if buf(1, 1):uint() ~= 1 then t:add_proto_expert_info(e_mgmt, "bad_version") end
-  if ty < 1 or ty > 7 or st > 3 or why > 6 then
+  if buf(1, 1):uint() ~= 2 then t:add_proto_expert_info(e_mgmt, "bad_version") end
+  if ty < 1 or ty > 7 or st > 3 or why > 7 then
     t:add_proto_expert_info(e_mgmt, "unknown type, status or reason")
   end
   if buf(22, 2):uint() ~= 0 then t:add_proto_expert_info(e_mgmt, "reserved must be 0") end
   if ty == 7 then
     -- REPORT: 16 bytes of measurement, no rank ports.
-    if n ~= 0 or len ~= 40 then
-      t:add_proto_expert_info(e_mgmt, string.format("a REPORT is 40 bytes with no rank ports, "
-                                                    .. "not %d with %d", len, n))
+    if n ~= 0 or len ~= H + 16 then
+      t:add_proto_expert_info(e_mgmt, string.format("a REPORT is %d bytes with no rank ports, "
+                                                    .. "not %d with %d", H + 16, len, n))
     else
-      t:add(m.report_bytes, buf(24, 8))
-      t:add(m.report_duration_us, buf(32, 4))
-      t:add(m.report_path, buf(36, 1))
-      if buf(36, 1):uint() > 1 or buf(37, 3):uint() ~= 0 then
+      t:add(m.report_bytes, buf(H, 8))
+      t:add(m.report_duration_us, buf(H + 8, 4))
+      t:add(m.report_path, buf(H + 12, 1))
+      if buf(H + 12, 1):uint() > 1 or buf(H + 13, 3):uint() ~= 0 then
         t:add_proto_expert_info(e_mgmt, "unknown path or non-zero reserved bytes")
       end
     end
-  elseif n > 64 or len ~= 24 + 2 * n then
+  elseif n > 64 or len ~= H + 2 * n then
     t:add_proto_expert_info(e_mgmt, string.format("length %d, but rank_port_count %d needs %d",
-                                                  len, n, 24 + 2 * n))
+                                                  len, n, H + 2 * n))
   elseif n ~= 0 and n ~= buf(12, 2):uint() then
     t:add_proto_expert_info(e_mgmt, string.format("rank_port_count %d is neither 0 nor world_size %d",
                                                   n, buf(12, 2):uint()))
   else
-    for i = 0, n - 1 do t:add(m.rank_port, buf(24 + 2 * i, 2)):append_text(" (rank " .. i .. ")") end
+    for i = 0, n - 1 do t:add(m.rank_port, buf(H + 2 * i, 2)):append_text(" (rank " .. i .. ")") end
   end
   local info = string.format("%s g=%d rank=%d/%d", mtype[ty] or ("type " .. ty), buf(8, 1):uint(),
                              buf(10, 2):uint(), buf(12, 2):uint())
-  if ty == 7 and len == 40 then
-    info = info .. string.format(" %s %d B in %d us", mpath[buf(36, 1):uint()] or "?",
-                                 buf(24, 8):uint64():tonumber(), buf(32, 4):uint())
+  if ty == 7 and len == H + 16 then
+    info = info .. string.format(" %s %d B in %d us", mpath[buf(H + 12, 1):uint()] or "?",
+                                 buf(H, 8):uint64():tonumber(), buf(H + 8, 4):uint())
   elseif ty % 2 == 0 then
     info = info .. " " .. (mstatus[buf(3, 1):uint()] or "?")
     if buf(3, 1):uint() == 2 then info = info .. " (" .. (mreason[buf(9, 1):uint()] or "?") .. ")" end
