@@ -71,7 +71,8 @@ DEFAULT_SWITCH_PORT = 9410
 # write-up says (docs/python.md), plus inca's own client_window.
 _CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window",
                 "competitive"}
-_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms", "max_pending_chunks"}
+_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms", "max_pending_chunks",
+                "group_share"}
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
 # CAIS header, rounded down to whole 4-byte elements).
@@ -563,7 +564,7 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         jumbo frame) and at 65472; the write-up's 65536 becomes the cap, with
         a CaisWarning, and the returned dict says what is used. Client side,
         for groups created from now on.
-    offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks: the
+    offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks, group_share: the
         switch's, set at once through the controller (init(controller_addr=...));
         offload_threshold 1 sends every job to the host path.
     switch_timeout_ms, join_timeout_ms, client_window (chunks in flight per

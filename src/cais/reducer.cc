@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <bitset>
 #include <cmath>
 #include <cstring>
 
@@ -116,6 +117,10 @@ absl::Status CaisConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("sram_usage_limit ", sram_usage_limit, " must be in (0, 1]"));
   }
+  if (!(group_share >= 0.0 && group_share <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_share ", group_share, " must be in [0, 1]"));
+  }
   if (sram_bytes < cell_bytes() ||
       static_cast<double>(sram_bytes) * sram_usage_limit < static_cast<double>(cell_bytes())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -200,7 +205,27 @@ absl::Status CaisReducer::UpdateConfig(const CaisConfig& c) {
   config_ = c;
   for (uint32_t& credit : resend_credit_) credit = std::min(credit, c.resend_credit_max);
   pool_->SetLimits(c.max_pending_chunks, c.sram_usage_limit, c.sram_bytes);
+  Reshare();
   return absl::OkStatus();
+}
+
+void CaisReducer::Reshare() {
+  std::bitset<256> claims;
+  for (unsigned g = 0; g < 256; ++g) claims[g] = rules_.HasGroup(static_cast<uint8_t>(g));
+  pool_->SetShares(config_.group_share, claims);
+  shares_version_ = rules_.version();
+}
+
+GroupShare CaisReducer::share(uint8_t group_id) const {
+  GroupShare s;
+  const auto& chunks = pool_->chunk_shares();
+  const auto& cells = pool_->cell_shares();
+  s.claims = chunks.claims(group_id);
+  s.pending_chunks = chunks.usage(group_id);
+  s.share_chunks = s.claims ? chunks.share() : 0;
+  s.pending_cells = cells.usage(group_id);
+  s.share_cells = s.claims ? cells.share() : 0;
+  return s;
 }
 
 SramUsage CaisReducer::sram() const {
@@ -517,11 +542,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     }
     if (request) return Drop(g, DropReason::kNotReady);
     if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
-    // Without a policy every operation is accepted: counted once, at its
-    // first chunk's slot (with one, OffloadDeclined counts it).
-    if (!offload_policy_set_[g] && h.chunk_id == 0) {
-      Bump(g, &GroupCounters::offload_accepted_ops);
-    }
+    if (rules_.version() != shares_version_) Reshare();
     const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
     const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
       Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
@@ -529,6 +550,12 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     });
     if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
     if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
+    if (a == SlotPool::Admit::kGroupShare) return Drop(g, DropReason::kGroupShare);
+    // Without a policy every operation is accepted: counted once, at its
+    // first chunk's slot (with one, OffloadDeclined counts it).
+    if (!offload_policy_set_[g] && h.chunk_id == 0) {
+      Bump(g, &GroupCounters::offload_accepted_ops);
+    }
     Bump(g, &GroupCounters::sram_cells, static_cast<uint64_t>(ncells));
     Slot& s = pool_->slot(i);
     s.header = h;

@@ -73,6 +73,7 @@ absl::Status RuleTable::Add(const Rule& rule) {
         absl::StrCat("rule table full (", capacity_, " rules); delete unused rules"));
   }
   rules_.emplace(k, rule);
+  ++version_;
   ++shapes_per_group_[rule.key.group_id][ShapeIndex(!rule.key.layer_id, !rule.key.chunk_id)];
   return absl::OkStatus();
 }
@@ -83,12 +84,14 @@ absl::Status RuleTable::Delete(const RuleKey& key) {
     return absl::NotFoundError(absl::StrCat("no rule for ", key.ToString()));
   }
   rules_.erase(it);
+  ++version_;
   --shapes_per_group_[key.group_id][ShapeIndex(!key.layer_id, !key.chunk_id)];
   return absl::OkStatus();
 }
 
 void RuleTable::Clear() {
   rules_.clear();
+  ++version_;
   for (auto& s : shapes_per_group_) s = {};
 }
 

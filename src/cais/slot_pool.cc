@@ -29,10 +29,47 @@ SlotPool::SlotPool(size_t sram_bytes, size_t cell_bytes, uint32_t max_pending, d
   index_.reserve(cells_total_);
   tomb_ring_.resize(tombstone_capacity);
   tombstones_.reserve(tombstone_capacity);
+  Reshare();  // no claims yet: no shares, the whole pool for anyone
 }
 
 SlotPool::~SlotPool() {
   ::operator delete[](arena_, kArenaAlign);
+}
+
+void ShareLedger::Configure(size_t limit, size_t share, const std::bitset<256>& claims) {
+  limit_ = limit;
+  share_ = share;
+  claims_ = claims;
+  reserved_unused_ = 0;
+  for (size_t g = 0; g < usage_.size(); ++g) reserved_unused_ += Unused(static_cast<uint8_t>(g));
+}
+
+bool ShareLedger::Admits(uint8_t g, size_t need) const {
+  if (claims_[g] && usage_[g] + need <= share_) return true;
+  return used_ + need + (reserved_unused_ - Unused(g)) <= limit_;
+}
+
+void ShareLedger::Add(uint8_t g, size_t n) {
+  reserved_unused_ -= Unused(g);
+  usage_[g] += n;
+  used_ += n;
+  reserved_unused_ += Unused(g);
+}
+
+void ShareLedger::Remove(uint8_t g, size_t n) {
+  reserved_unused_ -= Unused(g);
+  usage_[g] -= n;
+  used_ -= n;
+  reserved_unused_ += Unused(g);
+}
+
+void SlotPool::Reshare() {
+  const size_t n = claims_.count();
+  const auto part = [&](size_t limit) {
+    return n == 0 ? 0 : static_cast<size_t>(share_fraction_ * static_cast<double>(limit)) / n;
+  };
+  chunk_shares_.Configure(max_pending_, part(max_pending_), claims_);
+  cell_shares_.Configure(pending_cell_limit_, part(pending_cell_limit_), claims_);
 }
 
 uint32_t SlotPool::Find(const SlotKey& key) const noexcept {
@@ -77,6 +114,8 @@ void SlotPool::FreeCells(Slot& s, int from) {
 void SlotPool::Complete(uint32_t i, dp::TimeNs now) {
   Slot& s = slots_[i];
   cells_pending_ -= s.ncells;
+  chunk_shares_.Remove(s.key.group, 1);
+  cell_shares_.Remove(s.key.group, s.ncells);
   FreeCells(s, 1);
   cells_retained_ += s.ncells;
   Unlink(pending_, i);
@@ -89,6 +128,8 @@ void SlotPool::Close(uint32_t i) {
   Slot& s = slots_[i];
   if (s.state == SlotState::kPending) {
     cells_pending_ -= s.ncells;
+    chunk_shares_.Remove(s.key.group, 1);
+    cell_shares_.Remove(s.key.group, s.ncells);
     Unlink(pending_, i);
   } else if (s.state == SlotState::kCompleted) {
     cells_retained_ -= s.ncells;

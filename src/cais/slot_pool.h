@@ -5,10 +5,12 @@
 // key -> slot index, two age-ordered intrusive lists (pending chunks by
 // admission time, completed chunks by completion time) and a bounded FIFO of
 // tombstones (keys of closed chunks). Nothing grows after construction.
-// Not thread-safe.
+// Pending chunks and pending cells are also shared out between groups
+// (ShareLedger, issue 18). Not thread-safe.
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -52,9 +54,43 @@ struct Slot {
   std::array<uint32_t, dp::kMaxPorts> cells{};
 };
 
+// Per-group shares of one pooled resource (pending chunks, or pending
+// cells), so that one group cannot starve the others. Every group with a
+// claim (a rule names it) reserves `share` units. A group may take more
+// (borrow) only out of what no claiming group has reserved:
+//   admit(g, need) = g claims and usage[g] + need <= share
+//                 or used + need + unused reserves of the others <= limit
+// So a group under its share is admitted whenever the pool is within its
+// own invariant, and borrowed units are never taken back mid-chunk: they
+// return when the borrower's chunks complete or time out. O(1) per change;
+// Configure() is O(256).
+class ShareLedger {
+ public:
+  void Configure(size_t limit, size_t share, const std::bitset<256>& claims);
+  bool Admits(uint8_t g, size_t need) const;
+  void Add(uint8_t g, size_t n);
+  void Remove(uint8_t g, size_t n);
+  size_t usage(uint8_t g) const { return usage_[g]; }
+  size_t share() const { return share_; }
+  bool claims(uint8_t g) const { return claims_[g]; }
+
+ private:
+  size_t Unused(uint8_t g) const {
+    return claims_[g] && usage_[g] < share_ ? share_ - usage_[g] : 0;
+  }
+  size_t limit_ = 0;
+  size_t share_ = 0;
+  size_t used_ = 0;
+  size_t reserved_unused_ = 0;  // sum of Unused() over all groups
+  std::array<size_t, 256> usage_{};
+  std::bitset<256> claims_;
+};
+
 class SlotPool {
  public:
-  enum class Admit : uint8_t { kOk, kSlotsExhausted, kSramLimit };
+  // kGroupShare: the group is over its share and the rest of the pool is
+  // reserved by other groups' unused shares.
+  enum class Admit : uint8_t { kOk, kSlotsExhausted, kSramLimit, kGroupShare };
 
   SlotPool(size_t sram_bytes, size_t cell_bytes, uint32_t max_pending, double usage_limit,
            size_t tombstone_capacity);
@@ -90,7 +126,17 @@ class SlotPool {
     max_pending_ = max_pending;
     pending_cell_limit_ =
         static_cast<size_t>(usage_limit * static_cast<double>(sram_bytes)) / cell_bytes_;
+    Reshare();
   }
+  // Groups with a claim share `fraction` of max_pending and of the pending
+  // cell limit equally (0: no shares, first come first served).
+  void SetShares(double fraction, const std::bitset<256>& claims) {
+    share_fraction_ = fraction;
+    claims_ = claims;
+    Reshare();
+  }
+  const ShareLedger& chunk_shares() const { return chunk_shares_; }
+  const ShareLedger& cell_shares() const { return cell_shares_; }
 
   uint32_t oldest_pending() const { return pending_.head; }
   uint32_t oldest_completed() const { return completed_.head; }
@@ -113,7 +159,12 @@ class SlotPool {
   void Unlink(List& l, uint32_t i);
   void FreeCells(Slot& s, int from);
   void AddTombstone(const SlotKey& key);
+  void Reshare();
 
+  ShareLedger chunk_shares_;
+  ShareLedger cell_shares_;
+  double share_fraction_ = 0;
+  std::bitset<256> claims_;
   size_t cell_bytes_;
   size_t cells_total_;
   uint32_t max_pending_;
@@ -141,6 +192,10 @@ SlotPool::Admit SlotPool::Allocate(const SlotKey& key, int ncells, dp::TimeNs no
   const size_t need = static_cast<size_t>(ncells);
   if (pending_.size >= max_pending_) return Admit::kSlotsExhausted;
   if (cells_pending_ + need > pending_cell_limit_) return Admit::kSramLimit;
+  // Room in the pool, but maybe not outside what other groups reserved.
+  if (!chunk_shares_.Admits(key.group, 1) || !cell_shares_.Admits(key.group, need)) {
+    return Admit::kGroupShare;
+  }
   while (free_cells_.size() < need && completed_.head != kNoSlot) {
     const uint32_t victim = completed_.head;
     on_evict(victim);
@@ -161,6 +216,8 @@ SlotPool::Admit SlotPool::Allocate(const SlotKey& key, int ncells, dp::TimeNs no
     free_cells_.pop_back();
   }
   cells_pending_ += need;
+  chunk_shares_.Add(key.group, 1);
+  cell_shares_.Add(key.group, need);
   PushBack(pending_, i);
   index_.emplace(key, i);
   *slot_out = i;

@@ -45,6 +45,7 @@ std::string_view ToString(DropReason reason) {
     case DropReason::kWorkersExhausted: return "workers_exhausted";
     case DropReason::kClustersExhausted: return "clusters_exhausted";
     case DropReason::kResendLimit: return "resend_limit";
+    case DropReason::kGroupShare: return "group_share";
     case DropReason::kCount: break;
   }
   return "unknown";

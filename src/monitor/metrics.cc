@@ -156,6 +156,9 @@ void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
     m.offload_min_bytes = reducer.min_offload_bytes(m.group_id);
     m.offload_max_bytes = reducer.max_offload_bytes(m.group_id);
     m.active = reducer.rules().HasGroup(m.group_id);
+    const cais::GroupShare share = reducer.share(m.group_id);
+    m.pending_chunks = share.pending_chunks;
+    m.share_chunks = share.share_chunks;
     m.offload_on = m.active && m.offload_min_bytes <= m.offload_max_bytes;
     out->groups.push_back(m);
   }
@@ -313,6 +316,11 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   for (const GroupMetrics& g : s.groups) {
     w.Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_max_bytes));
   }
+  w.Gauge("inca_cais_group_pending_chunks", "Chunks of the group being aggregated.");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.pending_chunks);
+  w.Gauge("inca_cais_group_share_chunks",
+          "Pending chunks reserved for the group (group_share); it may borrow beyond them.");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.share_chunks);
   w.Gauge("inca_offload_queue_delay_seconds",
           "Ingress queueing delay the offload controller last used.");
   w.Sample("", s.offload_queue_delay_us / 1e6);
@@ -386,13 +394,14 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   out.append("},\"groups\":[");
   for (size_t i = 0; i < s.groups.size(); ++i) {
     const GroupMetrics& g = s.groups[i];
-    internal::StrAppend(&out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
-                        ",\"offload_on\":", JsonBool(g.offload_on),
-                        ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
-                        ",\"offload_min_bytes\":", g.offload_min_bytes,
-                        ",\"offload_max_bytes\":", g.offload_max_bytes,
-                        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms),
-                        ",\"active\":", JsonBool(g.active), ",");
+    internal::StrAppend(
+        &out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
+        ",\"offload_on\":", JsonBool(g.offload_on),
+        ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
+        ",\"offload_min_bytes\":", g.offload_min_bytes,
+        ",\"offload_max_bytes\":", g.offload_max_bytes,
+        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",\"active\":", JsonBool(g.active),
+        ",\"pending_chunks\":", g.pending_chunks, ",\"share_chunks\":", g.share_chunks, ",");
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");
   }

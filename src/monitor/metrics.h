@@ -41,6 +41,10 @@ struct GroupMetrics {
   // False once no rule names the group any more (dissolved, expired,
   // destroyed): its counters stay, but it is not offloaded.
   bool active = true;
+  // The group's pending chunks and its reserved share of them
+  // (CaisConfig::group_share; 0 for a group no rule names).
+  uint64_t pending_chunks = 0;
+  uint64_t share_chunks = 0;
   double offload_threshold = kDefaultOffloadThreshold;
   // Operation sizes the switch accepts for the group (the reducer's
   // SetOffloadRange); offload_on = min <= max.

@@ -319,6 +319,12 @@ TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
   EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"3\"}"), Optional(3.0));
   EXPECT_THAT(r.Value("inca_cais_group_dropped_packets_total{group=\"9\",reason=\"no_rule\"}"),
               Optional(1.0));
+  // Group 3 holds one pending chunk of its reserved share (issue 18).
+  EXPECT_THAT(r.Value("inca_cais_group_pending_chunks{group=\"3\"}"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_cais_group_share_chunks{group=\"3\"}"),
+              Optional(static_cast<double>(red.share(3).share_chunks)));
+  EXPECT_GT(red.share(3).share_chunks, 0u);
+  EXPECT_THAT(r.Value("inca_cais_group_share_chunks{group=\"9\"}"), Optional(0.0));
 }
 
 // --- RenderStatsJson ------------------------------------------------------------

@@ -295,6 +295,10 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
   h["sram_bytes"] = [&](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, uint64_t{1} << 40, &c->cais.sram_bytes);
   };
+  h["group_share"] = [&](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", &c->cais.group_share);
+  };
   h["sram_usage_limit"] = [&](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x > 0 && x <= 1; }, "(0, 1]", &c->cais.sram_usage_limit);

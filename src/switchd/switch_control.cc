@@ -202,6 +202,7 @@ absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
   out["result_hold_ms"] = Fmt(static_cast<double>(c.result_hold_ns) / 1e6);
   out["max_pending_chunks"] = absl::StrCat(c.max_pending_chunks);
   out["sram_usage_limit"] = Fmt(c.sram_usage_limit);
+  out["group_share"] = Fmt(c.group_share);
   out["chunk_size"] = absl::StrCat(c.max_payload_bytes);
   out["sram_bytes"] = absl::StrCat(c.sram_bytes);
   out["deterministic"] = c.deterministic ? "true" : "false";
@@ -233,6 +234,9 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
     } else if (key == "sram_usage_limit") {
       s = ParseDouble(key, v, 0, 1, &d);
       c.sram_usage_limit = d;
+    } else if (key == "group_share") {
+      s = ParseDouble(key, v, 0, 1, &d);
+      c.group_share = d;
     } else if (key == "offload_threshold") {
       s = ParseDouble(key, v, 0, 1e9, &d);
       threshold = d;
@@ -250,7 +254,8 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
       s = absl::InvalidArgumentError(absl::StrCat(
           "unknown key '", key,
           "'; known: timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit, "
-          "offload_threshold, lease_ms (and read-only chunk_size, sram_bytes, deterministic, "
+          "group_share, offload_threshold, lease_ms (and read-only chunk_size, sram_bytes, "
+          "deterministic, "
           "controller_port)"));
     }
     if (!s.ok()) return s;

@@ -187,7 +187,10 @@ void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
 }
 
 TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn) {
-  Switch sw;
+  // Without group shares: with them (the default) one group cannot fill
+  // the memory alone, which is the point of shares but not of this test.
+  Switch sw({"--offload-measured", "false", "--offload-host-latency-us", "1000000", "--group-share",
+             "0"});
   ASSERT_TRUE(sw.proc.running());
   ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
   const int store_port = testing::FreeLoopbackPort(false);

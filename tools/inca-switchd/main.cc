@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   std::string log_level = c.log_level;
   size_t sram_bytes = c.cais.sram_bytes;
   double sram_usage_limit = c.cais.sram_usage_limit;
+  double group_share = c.cais.group_share;
   uint32_t max_pending_chunks = c.cais.max_pending_chunks;
   uint32_t chunk_size = c.cais.max_payload_bytes;
   double timeout_ms = static_cast<double>(c.cais.timeout_ns) / 1e6;
@@ -51,6 +52,12 @@ int main(int argc, char** argv) {
                       ->capture_default_str();
   auto* f_pending =
       app.add_option("--max-pending-chunks", max_pending_chunks, "chunks aggregating at once")
+          ->capture_default_str();
+  auto* f_share =
+      app.add_option("--group-share", group_share,
+                     "fraction of pending chunks and SRAM reserved in equal parts for the groups "
+                     "with rules, [0, 1]")
+          ->check(CLI::Range(0.0, 1.0))
           ->capture_default_str();
   auto* f_chunk =
       app.add_option("--chunk-size", chunk_size, "largest CAIS payload (bytes, multiple of 4)")
@@ -173,6 +180,7 @@ int main(int argc, char** argv) {
   if (*f_listen) c.listen = listen;
   if (*f_sram) c.cais.sram_bytes = sram_bytes;
   if (*f_limit) c.cais.sram_usage_limit = sram_usage_limit;
+  if (*f_share) c.cais.group_share = group_share;
   if (*f_pending) c.cais.max_pending_chunks = max_pending_chunks;
   if (*f_chunk) c.cais.max_payload_bytes = chunk_size;
   if (*f_timeout) c.cais.timeout_ns = MsToNs(timeout_ms);

@@ -41,6 +41,16 @@ namespace internal {
 class SlotPool;
 }
 
+// One group's use of the shared pending capacity against its share
+// (CaisConfig::group_share), as of the last shares computed.
+struct GroupShare {
+  bool claims = false;  // a rule names the group: it holds a share
+  size_t pending_chunks = 0;
+  size_t share_chunks = 0;
+  size_t pending_cells = 0;
+  size_t share_cells = 0;
+};
+
 struct CaisConfig {
   // Total slot memory, allocated up front.
   size_t sram_bytes = size_t{16} << 20;
@@ -49,6 +59,13 @@ struct CaisConfig {
   double sram_usage_limit = 0.75;
   // At most this many chunks pending (being aggregated) at once.
   uint32_t max_pending_chunks = 128;
+  // Per-group shares (issue 18): this fraction of max_pending_chunks and of
+  // the SRAM admission limit is split equally between the groups that have
+  // a rule, each part reserved for its group. A group may use more than its
+  // part only out of what no group has reserved; beyond that its new chunks
+  // are dropped as group_share. Borrowed capacity is never taken back from
+  // a chunk in progress. 0 = no shares. In [0, 1].
+  double group_share = 0.5;
   // Largest CAIS payload accepted (bytes, multiple of 4). The default fits a
   // 9000-byte jumbo frame: 9000 - 20 (IPv4) - 8 (UDP) - 20 (CAIS).
   uint32_t max_payload_bytes = 8952;
@@ -190,6 +207,9 @@ class CaisReducer final : public dp::Program {
   const RuleTable& rules() const { return rules_; }
 
   SramUsage sram() const;
+  // The group's pending capacity against its share. Shares follow the rule
+  // table: recomputed at the next admission after rules change.
+  GroupShare share(uint8_t group_id) const;
   const GroupCounters& group(uint8_t group_id) const { return groups_[group_id]; }
   const GroupCounters& totals() const { return totals_; }
   const CaisRates& rates() const { return rates_; }
@@ -240,11 +260,15 @@ class CaisReducer final : public dp::Program {
     totals_.*field += n;
   }
 
+  // Recomputes the groups' shares from the rule table and group_share.
+  void Reshare();
+
   CaisConfig config_;
   RuleTable rules_;
   std::unique_ptr<internal::SlotPool> pool_;
-  std::vector<uint8_t> out_buf_;   // header + max payload, reused per emission
-  std::vector<uint32_t> scratch_;  // deterministic-mode accumulator
+  uint64_t shares_version_ = UINT64_MAX;  // rules_.version() the shares follow
+  std::vector<uint8_t> out_buf_;          // header + max payload, reused per emission
+  std::vector<uint32_t> scratch_;         // deterministic-mode accumulator
   std::array<GroupCounters, 256> groups_{};
   GroupCounters totals_;
   // Resends each port may still get (CaisConfig::resend_credit_*).

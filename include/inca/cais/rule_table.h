@@ -84,11 +84,14 @@ class RuleTable {
   size_t capacity() const { return capacity_; }
   // True when some rule names `group_id` (any layer or chunk).
   bool HasGroup(uint8_t group_id) const noexcept;
+  // Changes with every Add, Delete and Clear that changes the table.
+  uint64_t version() const { return version_; }
 
  private:
   static uint64_t Pack(uint8_t group, std::optional<uint16_t> layer, std::optional<uint16_t> chunk);
 
   size_t capacity_;
+  uint64_t version_ = 0;
   absl::flat_hash_map<uint64_t, Rule> rules_;
   // Per group, how many rules of each wildcard shape exist, so Lookup can
   // skip probes that cannot match. Index: (layer wild ? 2 : 0) | (chunk wild ? 1 : 0).

@@ -160,7 +160,7 @@ struct OlafStats {
 
 // Configuration keys (GetConfig/SetConfig), the CAIS write-up's names:
 //   timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit,
-//   offload_threshold           -- changeable at run time
+//   group_share, offload_threshold, lease_ms -- changeable at run time
 //   chunk_size, sram_bytes, deterministic, controller_port -- read-only
 //   (they size memory or sockets; restart the switch to change them)
 class ControlPlane {

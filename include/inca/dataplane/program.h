@@ -92,6 +92,7 @@ enum class DropReason : uint8_t {
   kClustersExhausted,   // cluster table of the queue full
   // CAIS, added later (kept last so that earlier values do not move).
   kResendLimit,  // result resend beyond the port's credit (CaisConfig::resend_credit_*)
+  kGroupShare,   // the group is over its share and the rest is reserved (CaisConfig::group_share)
   kCount,
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
