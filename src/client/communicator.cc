@@ -171,6 +171,7 @@ class CommunicatorImpl final : public Communicator {
     auto store = hostpath::TcpStore::Connect(o_.store_address,
                                              std::chrono::milliseconds(o_.host_timeout_ms));
     if (!store.ok()) return store.status();
+    store_ = *store;
     hostpath::HostGroupOptions ho;
     ho.rank = o_.rank;
     ho.world_size = o_.world_size;
@@ -605,8 +606,48 @@ class CommunicatorImpl final : public Communicator {
 
   // Host recovery; every rank that could not finish an op through the switch
   // ends up here. See docs/design/cais-client.md, "Recovery".
+  // The store key where rank `r` marks the last operation it brought to the
+  // host path (one key per rank, overwritten: bounded).
+  std::string AliveKey(int r) const {
+    return absl::StrCat("inca/g", o_.group_id, "/recovering/", r);
+  }
+
+  // A host-path wait that failed: a peer silent past host_timeout_ms
+  // (stopped, hung) or gone. Says which group and operation, and which
+  // ranks never brought this operation to the host path (issue 18).
+  absl::Status HostPathFailed(const SwitchOp& s, const absl::Status& st) {
+    std::string silent;
+    if (store_) {
+      for (int r = 0; r < o_.world_size; ++r) {
+        if (r == o_.rank) continue;
+        auto v = store_->Get(AliveKey(r), std::chrono::milliseconds(100));
+        uint64_t at = 0;
+        if (!v.ok() || !absl::SimpleAtoi(*v, &at) || at < op_index_) {
+          absl::StrAppend(&silent, silent.empty() ? "" : ",", r);
+        }
+      }
+    }
+    return absl::Status(
+        st.code(),
+        absl::StrCat(
+            "group ", o_.group_id, ", operation ", op_index_, " (",
+            std::string(wire::ToString(s.op)), " of ", s.count * wire::ElementBytes(s.type),
+            " bytes): ", silent.empty() ? std::string("a peer") : absl::StrCat("rank(s) ", silent),
+            " did not answer on the host path within host_timeout_ms=", o_.host_timeout_ms,
+            " (stopped, hung or gone?): ", st.message()));
+  }
+
   absl::Status Recover(const SwitchOp& s, const std::vector<uint8_t>& have) {
+    absl::Status st = RecoverRounds(s, have);
+    if (st.ok() || st.code() != absl::StatusCode::kUnavailable) return st;
+    return HostPathFailed(s, st);
+  }
+
+  absl::Status RecoverRounds(const SwitchOp& s, const std::vector<uint8_t>& have) {
     const size_t n = static_cast<size_t>(o_.world_size);
+    // Which operation this rank brought to the host path, for the error
+    // that names silent ranks (best effort: one small store write).
+    if (store_) (void)store_->Set(AliveKey(o_.rank), absl::StrCat(op_index_));
     for (;;) {
       MaybeRejoin();
       AgreeRecord mine{op_index_, static_cast<uint32_t>(have.size()), 0};
@@ -618,7 +659,7 @@ class CommunicatorImpl final : public Communicator {
       std::vector<AgreeRecord> all(n);
       if (auto st = host_->AllGather(&mine, all.data(), sizeof(AgreeRecord)); !st.ok()) {
         return absl::UnavailableError(
-            absl::StrCat("host path lost while recovering: ", st.message()));
+            absl::StrCat("host path lost while agreeing: ", st.message()));
       }
       uint64_t lo = UINT64_MAX, hi = 0;
       for (const auto& a : all) {
@@ -779,6 +820,7 @@ class CommunicatorImpl final : public Communicator {
   const bool debug_ = std::getenv("INCA_DEBUG") != nullptr;
   bool fallback_warned_ = false;  // WarnFallback, on the communicator's thread
   std::unique_ptr<hostpath::TcpStoreServer> store_server_;
+  std::shared_ptr<hostpath::TcpStore> store_;
   std::unique_ptr<hostpath::HostGroup> host_;
   std::unique_ptr<SwitchTransport> transport_;
   std::chrono::steady_clock::time_point last_join_{};
