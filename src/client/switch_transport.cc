@@ -198,7 +198,12 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
       if (reply.type != wire::MgmtType::kJoinReply || reply.nonce != join.nonce) continue;
       if (reply.status == wire::MgmtStatus::kRefused) {
         last_refusal_ = reply.reason;
-        if (reply.reason == wire::MgmtReason::kGroupBusy) continue;  // may give way
+        // Both may give way: a dead group after half a lease; another
+        // rank of this group creating it for a source at its limit.
+        if (reply.reason == wire::MgmtReason::kGroupBusy ||
+            reply.reason == wire::MgmtReason::kSourceLimit) {
+          continue;
+        }
         ready_ = false;
         return false;
       }

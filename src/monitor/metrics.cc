@@ -215,6 +215,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Counter("inca_switch_groups_destroyed_total",
             "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).");
   w.Sample("", sw.groups_destroyed);
+  w.Counter("inca_switch_ports_reclaimed_total",
+            "Ports taken back from groups still forming, for a JOIN that found none free "
+            "(the source holding the most forming ports gives its earliest).");
+  w.Sample("", sw.ports_reclaimed);
   w.Gauge("inca_switch_lease_seconds",
           "Lease period: a group member silent for this long loses its group.");
   w.Sample("", static_cast<double>(sw.lease_ms) / 1e3);

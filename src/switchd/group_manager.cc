@@ -211,7 +211,13 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     }
   }
 
+  if (!g && FormingFromSource(from) >= kMaxFormingPerSource) {
+    return refuse(MgmtReason::kSourceLimit);
+  }
   auto port = ports_->Bind(from, m.port);
+  if (!port.ok() && ports_->size() >= PortTable::kCapacity && ReclaimPort(m.group_id)) {
+    port = ports_->Bind(from, m.port);
+  }
   if (!port.ok()) return refuse(MgmtReason::kNoFreePort);
   if (!g) {
     g.emplace();
@@ -247,6 +253,78 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
                  g->world_size, ports.ToString(), g->seq_base);
   }
   return current(*g->ranks[m.rank]);
+}
+
+size_t GroupManager::FormingFromSource(const net::Endpoint& from) const {
+  const auto addr = from.V6MappedAddress();
+  size_t n = 0;
+  for (const auto& g : groups_) {
+    if (!g || g->formed) continue;
+    for (const auto& r : g->ranks) {
+      if (r && r->endpoint.V6MappedAddress() == addr) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+bool GroupManager::ReclaimPort(uint8_t joining) {
+  // Per port: held only by forming groups (and not by `joining`), and when
+  // it first joined one of them.
+  std::array<bool, dp::kMaxPorts> forming_only{};
+  std::array<dp::TimeNs, dp::kMaxPorts> since{};
+  for (size_t p = 0; p < forming_only.size(); ++p) {
+    forming_only[p] = port_refs_[p] > 0 && !ports_->is_static(static_cast<dp::PortId>(p));
+    since[p] = INT64_MAX;
+  }
+  for (const auto& g : groups_) {
+    if (!g) continue;
+    for (const auto& r : g->ranks) {
+      if (!r) continue;
+      if (g->formed || g->group_id == joining) forming_only[r->port] = false;
+      since[r->port] = std::min(since[r->port], r->joined_at);
+    }
+  }
+  // The source address holding the most such ports; its earliest port.
+  std::array<std::array<uint8_t, 16>, dp::kMaxPorts> addr{};
+  std::array<size_t, dp::kMaxPorts> count{};
+  for (size_t p = 0; p < forming_only.size(); ++p) {
+    if (!forming_only[p]) continue;
+    addr[p] = ports_->endpoint(static_cast<dp::PortId>(p))->V6MappedAddress();
+    for (size_t q = 0; q < forming_only.size(); ++q) {
+      if (forming_only[q] &&
+          ports_->endpoint(static_cast<dp::PortId>(q))->V6MappedAddress() == addr[p]) {
+        ++count[p];
+      }
+    }
+  }
+  int victim = -1;
+  for (size_t p = 0; p < forming_only.size(); ++p) {
+    if (!forming_only[p]) continue;
+    if (victim < 0 || count[p] > count[static_cast<size_t>(victim)] ||
+        (count[p] == count[static_cast<size_t>(victim)] &&
+         since[p] < since[static_cast<size_t>(victim)])) {
+      victim = static_cast<int>(p);
+    }
+  }
+  if (victim < 0) return false;
+  const auto port = static_cast<dp::PortId>(victim);
+  spdlog::warn("event=port_reclaimed port={} endpoint={} forming_ports_of_source={}", port,
+               ports_->endpoint(port)->ToString(), count[static_cast<size_t>(victim)]);
+  for (auto& g : groups_) {
+    if (!g || g->formed) continue;
+    for (auto& r : g->ranks) {
+      if (!r || r->port != port) continue;
+      r.reset();
+      --g->joined;
+      Unref(port);
+    }
+    if (g->joined == 0) g.reset();
+  }
+  ++ports_reclaimed_;
+  return true;
 }
 
 void GroupManager::Expire(dp::TimeNs now) {

@@ -16,7 +16,10 @@
 //                        replaces that group; see Jobs below)
 //   world_size_mismatch  the group is forming/formed with another world_size
 //   rank_taken           another endpoint holds this rank
-//   no_free_port         the endpoint has no port and all 64 are bound
+//   source_limit         the JOIN would create a group while its source
+//                        address already has kMaxFormingPerSource forming
+//   no_free_port         the endpoint has no port, all 64 are bound, and no
+//                        port can be reclaimed (see Floods below)
 // Otherwise the endpoint is a member with a port (the one it holds, e.g.
 // static or from another group; else the requested port if free; else the
 // lowest free). While ranks are missing the reply is PENDING (with the port);
@@ -58,6 +61,17 @@
 // group_busy. An operator can Destroy() any group, JOIN-formed included
 // (counted in groups_destroyed()); a live job re-forms it at its next JOIN.
 //
+// Floods (issue 18: JOINs from 300 source ports kept every port and group
+// id forever). A source address may have at most kMaxFormingPerSource
+// groups forming at once (a JOIN that would create another is refused with
+// source_limit). When a JOIN needs a port and none is free, the switch
+// reclaims one held only by forming groups: from the source address holding
+// the most such ports, the one that joined earliest, never a member of the
+// group being joined. Its memberships end and the port is released
+// (ports_reclaimed()). Ports in formed groups and static ports are never
+// reclaimed, so a flood that keeps re-sending JOINs cannot keep a job out:
+// the job's JOINs take the flood's ports as they come.
+//
 // REPORT from a member of a formed group (no reply): one operation's size,
 // duration and path, measured by that host. The manager keeps, per group
 // and per size class (bin b holds sizes in [2^b, 2^(b+1))), a moving average
@@ -84,6 +98,7 @@ namespace inca::switchd {
 
 inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
 inline constexpr dp::TimeNs kDefaultLeaseNs = 10'000 * dp::kNsPerMs;
+inline constexpr size_t kMaxFormingPerSource = 16;
 // The lease's bounds (--lease-ms, YAML lease_ms, control key lease_ms).
 inline constexpr uint32_t kMinLeaseMs = 100;
 inline constexpr uint32_t kMaxLeaseMs = 3'600'000;
@@ -154,6 +169,7 @@ class GroupManager {
   uint64_t leases_expired() const { return leases_expired_; }
   uint64_t groups_replaced() const { return groups_replaced_; }
   uint64_t groups_destroyed() const { return groups_destroyed_; }
+  uint64_t ports_reclaimed() const { return ports_reclaimed_; }
   dp::TimeNs lease() const { return lease_; }
   // Takes effect at the next Expire() scan; callers keep it within
   // [kMinLeaseMs, kMaxLeaseMs].
@@ -188,6 +204,11 @@ class GroupManager {
   dp::TimeNs LastHeard(const GroupMember& m) const {
     return std::max(m.last_seen, port_seen_[m.port]);
   }
+  // Groups forming with a member at `from`'s address.
+  size_t FormingFromSource(const net::Endpoint& from) const;
+  // Frees a port held only by forming groups (see Floods above), never one
+  // of group `joining`. False when there is none.
+  bool ReclaimPort(uint8_t joining);
   // True when every member of `g` was silent for at least `quiet`.
   bool AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs quiet) const;
 
@@ -201,6 +222,7 @@ class GroupManager {
   std::array<dp::TimeNs, dp::kMaxPorts> port_seen_{};  // last data per port
   dp::TimeNs lease_;
   uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;
+  uint64_t ports_reclaimed_ = 0;
   dp::TimeNs next_expire_scan_ = 0;
 };
 

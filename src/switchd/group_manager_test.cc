@@ -340,6 +340,74 @@ TEST_F(GroupManagerTest, AnOperatorDestroysAJoinFormedOrFormingGroup) {
   EXPECT_EQ(Simple(MgmtType::kPing, 6, 0, Ep(70)).status, MgmtStatus::kUnknown);
 }
 
+// Issue 18, point 1: "one endpoint joining all 256 groups" left them
+// forming forever. A source address gets at most kMaxFormingPerSource
+// groups forming; joining a group already forming is not limited.
+TEST_F(GroupManagerTest, ASourceMayHaveOnlySoManyGroupsForming) {
+  auto at = [](int host, int port) {
+    auto e = net::Endpoint::Parse("10.9.0." + std::to_string(host) + ":" + std::to_string(port));
+    EXPECT_TRUE(e.ok());
+    return *e;
+  };
+  for (int k = 0; k < static_cast<int>(kMaxFormingPerSource); ++k) {
+    ASSERT_EQ(Join(static_cast<uint8_t>(k), 0, 2, at(1, 1000)).status, MgmtStatus::kPending);
+  }
+  MgmtMessage r = Join(200, 0, 2, at(1, 1001));  // another port, the same address
+  EXPECT_EQ(r.status, MgmtStatus::kRefused);
+  EXPECT_EQ(r.reason, MgmtReason::kSourceLimit);
+  EXPECT_EQ(gm_.group(200), nullptr);
+  // Another source creates it; the limited one may then join it.
+  EXPECT_EQ(Join(200, 1, 2, at(2, 1000)).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(200, 0, 2, at(1, 1001)).status, MgmtStatus::kOk);
+  // A formed group does not count: a new one may form again.
+  EXPECT_EQ(Join(201, 0, 2, at(1, 1002)).reason, MgmtReason::kSourceLimit);
+  EXPECT_EQ(Join(0, 1, 2, at(3, 1000)).status, MgmtStatus::kOk);  // group 0 completes
+  EXPECT_EQ(Join(201, 0, 2, at(1, 1002)).status, MgmtStatus::kPending);
+}
+
+// Issue 18, point 1: JOINs from 300 source ports bound every port, and
+// every later job was refused. A JOIN that finds no free port reclaims one
+// held only by forming groups, from the source holding the most; a job
+// therefore forms in one round of JOINs, and the flood re-sending its JOINs
+// cannot take the formed job's ports back.
+TEST_F(GroupManagerTest, AJoinFloodCannotKeepAJobOut) {
+  auto flood = [](int k) {
+    auto e = net::Endpoint::Parse("10.66.0.1:" + std::to_string(2000 + k));
+    EXPECT_TRUE(e.ok());
+    return *e;
+  };
+  // 64 flood endpoints in 16 groups of 8 that never complete: every port.
+  for (int k = 0; k < 64; ++k) {
+    ASSERT_EQ(
+        Join(static_cast<uint8_t>(100 + k % 16), static_cast<uint16_t>(k / 16), 8, flood(k)).status,
+        MgmtStatus::kPending);
+  }
+  EXPECT_EQ(ports_.size(), 64u);
+  EXPECT_EQ(Join(7, 0, 2, flood(99)).reason, MgmtReason::kSourceLimit);
+  // A 4-rank job from four hosts forms at once, on reclaimed ports.
+  MgmtMessage r;
+  for (uint16_t rank = 0; rank < 4; ++rank) r = Join(9, rank, 4, Ep(90 + rank));
+  EXPECT_EQ(r.status, MgmtStatus::kOk);
+  EXPECT_EQ(gm_.ports_reclaimed(), 4u);
+  const std::vector<uint16_t> job_ports = r.rank_ports;
+  // The flood re-sends every JOIN: the evicted ones take flood ports back,
+  // never the job's.
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < 64; ++k) {
+      Join(static_cast<uint8_t>(100 + k % 16), static_cast<uint16_t>(k / 16), 8, flood(k));
+    }
+  }
+  ASSERT_NE(gm_.group(9), nullptr);
+  EXPECT_TRUE(gm_.group(9)->formed);
+  EXPECT_EQ(gm_.group(9)->rank_ports(), job_ports);
+  EXPECT_EQ(ports_.size(), 64u);
+  // A formed group's ports are never reclaimed: with every port in formed
+  // groups, a newcomer is refused.
+  for (uint8_t g = 100; g < 116; ++g) gm_.Destroy(g);
+  EXPECT_EQ(Form(20, 60, 1).status, MgmtStatus::kOk);
+  EXPECT_EQ(Join(21, 0, 2, Ep(500)).reason, MgmtReason::kNoFreePort);
+}
+
 TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {
   cais::Rule rule{cais::RuleKey{5, std::nullopt, std::nullopt}, cais::PortMask{1, 2},
                   cais::PortMask{1, 2}, wire::CaisOp::kAllReduce};

@@ -45,10 +45,10 @@ std::string SwitchCounters::ToJson() const {
       ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
       ",\"groups_forming\":", groups_forming, ",\"groups_expired\":", groups_expired,
       ",\"leases_expired\":", leases_expired, ",\"groups_replaced\":", groups_replaced,
-      ",\"groups_destroyed\":", groups_destroyed, ",\"lease_ms\":", lease_ms,
-      ",\"messages_rx\":", messages_rx, ",\"messages_tx\":", messages_tx,
-      ",\"gso_fallbacks\":", gso_fallbacks, ",\"io_gso\":", io_gso ? "true" : "false",
-      ",\"io_gro\":", io_gro ? "true" : "false");
+      ",\"groups_destroyed\":", groups_destroyed, ",\"ports_reclaimed\":", ports_reclaimed,
+      ",\"lease_ms\":", lease_ms, ",\"messages_rx\":", messages_rx,
+      ",\"messages_tx\":", messages_tx, ",\"gso_fallbacks\":", gso_fallbacks,
+      ",\"io_gso\":", io_gso ? "true" : "false", ",\"io_gro\":", io_gro ? "true" : "false");
   absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
                   ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
                   ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
@@ -198,6 +198,7 @@ void SwitchServer::Publish() {
   live_.leases_expired = groups_.leases_expired();
   live_.groups_replaced = groups_.groups_replaced();
   live_.groups_destroyed = groups_.groups_destroyed();
+  live_.ports_reclaimed = groups_.ports_reclaimed();
   live_.lease_ms = static_cast<uint64_t>(groups_.lease() / dp::kNsPerMs);
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();

@@ -80,6 +80,7 @@ struct SwitchCounters {
   uint64_t leases_expired = 0;    // formed groups dissolved: a member silent for a lease
   uint64_t groups_replaced = 0;   // dead groups taken over by a re-run (another job)
   uint64_t groups_destroyed = 0;  // JOIN-formed groups destroyed by an operator
+  uint64_t ports_reclaimed = 0;   // ports taken back from forming groups (JOIN floods)
   uint64_t lease_ms = 0;          // the lease period
   // The reduction core.
   dp::ProgramCounters reducer;

@@ -70,6 +70,7 @@ std::string_view ToString(MgmtReason r) {
     case MgmtReason::kGroupConflict: return "group_conflict";
     case MgmtReason::kPortTaken: return "port_taken";
     case MgmtReason::kGroupBusy: return "group_busy";
+    case MgmtReason::kSourceLimit: return "source_limit";
   }
   return "unknown";
 }

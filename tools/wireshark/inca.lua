@@ -185,7 +185,8 @@ local mpath = { [0] = "switch", [1] = "host" }
 local mstatus = { [0] = "ok", [1] = "pending", [2] = "refused", [3] = "unknown_member" }
 local mreason = { [0] = "none", [1] = "bad_request", [2] = "world_size_mismatch",
                   [3] = "rank_taken", [4] = "no_free_port", [5] = "group_conflict",
-                  [6] = "port_taken", [7] = "group_busy" }
+                  [6] = "port_taken", [7] = "group_busy",
+                  [8] = "source_limit" }
 local m = {
   magic = ProtoField.uint8("cais_mgmt.magic", "magic", base.HEX),
   version = ProtoField.uint8("cais_mgmt.version", "version", base.DEC),
@@ -242,7 +243,7 @@ function mgmt.dissector(buf, pinfo, tree)
   local n = buf(20, 2):uint()
   local ty, st, why = buf(2, 1):uint(), buf(3, 1):uint(), buf(9, 1):uint()
   if buf(1, 1):uint() ~= 2 then t:add_proto_expert_info(e_mgmt, "bad_version") end
-  if ty < 1 or ty > 7 or st > 3 or why > 7 then
+  if ty < 1 or ty > 7 or st > 3 or why > 8 then
     t:add_proto_expert_info(e_mgmt, "unknown type, status or reason")
   end
   if buf(22, 2):uint() ~= 0 then t:add_proto_expert_info(e_mgmt, "reserved must be 0") end

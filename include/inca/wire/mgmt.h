@@ -64,8 +64,9 @@ enum class MgmtReason : uint8_t {
   kGroupConflict = 5,      // a statically configured rule owns this group
   kPortTaken = 6,          // requested port held by another endpoint
   kGroupBusy = 7,          // another job (another `job`) holds this group and is alive
+  kSourceLimit = 8,        // this source address already has too many groups forming
 };
-inline constexpr uint8_t kMgmtReasonMax = 7;
+inline constexpr uint8_t kMgmtReasonMax = 8;
 
 std::string_view ToString(MgmtType t);
 std::string_view ToString(MgmtStatus s);
