@@ -119,6 +119,16 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
   return t;
 }
 
+wire::MgmtMessage SwitchTransport::Mgmt(wire::MgmtType type) {
+  wire::MgmtMessage m;
+  m.type = type;
+  m.group_id = options_.group_id;
+  m.rank = static_cast<uint16_t>(options_.rank);
+  m.world_size = static_cast<uint16_t>(options_.world_size);
+  m.nonce = ++nonce_;
+  return m;
+}
+
 void SwitchTransport::SendMgmt(const wire::MgmtMessage& m) {
   std::vector<uint8_t> bytes;
   wire::SerializeMgmt(m, &bytes);
@@ -157,13 +167,7 @@ std::chrono::milliseconds SwitchTransport::KeepAlive() {
   if (!ready_) return kIdle;
   const auto since = Clock::now() - last_sent_;
   if (since >= every) {
-    wire::MgmtMessage ping;
-    ping.type = wire::MgmtType::kPing;
-    ping.group_id = options_.group_id;
-    ping.rank = static_cast<uint16_t>(options_.rank);
-    ping.world_size = static_cast<uint16_t>(options_.world_size);
-    ping.nonce = ++nonce_;
-    SendMgmt(ping);
+    SendMgmt(Mgmt(wire::MgmtType::kPing));
     return every;
   }
   return std::chrono::duration_cast<std::chrono::milliseconds>(every - since) +
@@ -172,14 +176,9 @@ std::chrono::milliseconds SwitchTransport::KeepAlive() {
 
 bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  wire::MgmtMessage join;
-  join.type = wire::MgmtType::kJoin;
-  join.group_id = options_.group_id;
-  join.rank = static_cast<uint16_t>(options_.rank);
-  join.world_size = static_cast<uint16_t>(options_.world_size);
+  wire::MgmtMessage join = Mgmt(wire::MgmtType::kJoin);
   join.port =
       options_.switch_port < 0 ? wire::kAnyPort : static_cast<uint16_t>(options_.switch_port);
-  join.nonce = ++nonce_;
   join.job = options_.job;
   auto next_send = Clock::now();
   while (Clock::now() < deadline) {
@@ -241,11 +240,7 @@ void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire
   auto& last = last_report_[static_cast<size_t>(path)][static_cast<size_t>(wire::SizeClass(bytes))];
   if (now - last < std::chrono::milliseconds(5)) return;
   last = now;
-  wire::MgmtMessage m;
-  m.type = wire::MgmtType::kReport;
-  m.group_id = options_.group_id;
-  m.rank = static_cast<uint16_t>(options_.rank);
-  m.world_size = static_cast<uint16_t>(options_.world_size);
+  wire::MgmtMessage m = Mgmt(wire::MgmtType::kReport);
   m.report_bytes = bytes;
   const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
   m.report_duration_us = static_cast<uint32_t>(std::clamp<int64_t>(us, 1, UINT32_MAX));
@@ -254,13 +249,7 @@ void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire
 }
 
 void SwitchTransport::Leave() {
-  wire::MgmtMessage leave;
-  leave.type = wire::MgmtType::kLeave;
-  leave.group_id = options_.group_id;
-  leave.rank = static_cast<uint16_t>(options_.rank);
-  leave.world_size = static_cast<uint16_t>(options_.world_size);
-  leave.nonce = ++nonce_;
-  SendMgmt(leave);
+  SendMgmt(Mgmt(wire::MgmtType::kLeave));
   ready_ = false;
 }
 

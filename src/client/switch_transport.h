@@ -65,6 +65,8 @@ class SwitchTransport {
 
  private:
   SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
+  // A management message of `type` from this rank, with a fresh nonce.
+  wire::MgmtMessage Mgmt(wire::MgmtType type);
   // One management datagram to the switch (best effort).
   void SendMgmt(const wire::MgmtMessage& m);
 

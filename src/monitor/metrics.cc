@@ -201,24 +201,35 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("", sw.groups_formed);
   w.Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
   w.Sample("", sw.groups_forming);
-  w.Counter("inca_switch_groups_expired_total",
-            "Forming groups dropped after a lease without a JOIN or PING from any member.");
-  w.Sample("", sw.groups_expired);
-  w.Counter("inca_switch_leases_expired_total",
-            "Formed groups dissolved because a member was silent (no JOIN, PING, REPORT or "
-            "data) for a lease.");
-  w.Sample("", sw.leases_expired);
-  w.Counter("inca_switch_groups_replaced_total",
-            "Groups whose members were all silent, taken over by a JOIN of another job (a "
-            "re-run after a crash).");
-  w.Sample("", sw.groups_replaced);
-  w.Counter("inca_switch_groups_destroyed_total",
-            "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).");
-  w.Sample("", sw.groups_destroyed);
-  w.Counter("inca_switch_ports_reclaimed_total",
-            "Ports taken back from groups still forming, for a JOIN that found none free "
-            "(the source holding the most forming ports gives its earliest).");
-  w.Sample("", sw.ports_reclaimed);
+  // Group lifetimes (docs/switchd.md, "Leases" and "Floods").
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t value;
+  } lifetimes[] = {
+      {"inca_switch_groups_expired_total",
+       "Forming groups dropped after a lease without a JOIN or PING from any member.",
+       sw.groups_expired},
+      {"inca_switch_leases_expired_total",
+       "Formed groups dissolved because a member was silent (no JOIN, PING, REPORT or data) "
+       "for a lease.",
+       sw.leases_expired},
+      {"inca_switch_groups_replaced_total",
+       "Groups whose members were all silent, taken over by a JOIN of another job (a re-run "
+       "after a crash).",
+       sw.groups_replaced},
+      {"inca_switch_groups_destroyed_total",
+       "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).",
+       sw.groups_destroyed},
+      {"inca_switch_ports_reclaimed_total",
+       "Ports taken back from groups still forming, for a JOIN that found none free (the source "
+       "holding the most forming ports gives its earliest).",
+       sw.ports_reclaimed},
+  };
+  for (const auto& c : lifetimes) {
+    w.Counter(c.name, c.help);
+    w.Sample("", c.value);
+  }
   w.Gauge("inca_switch_lease_seconds",
           "Lease period: a group member silent for this long loses its group.");
   w.Sample("", static_cast<double>(sw.lease_ms) / 1e3);
