@@ -32,7 +32,7 @@ run_stage "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 # Only the fuzz targets need the clang build (packages are installed by now).
 cmake --preset fuzz -DINCA_WERROR=ON >/dev/null
 cmake --build build/fuzz -j "$jobs" --target cais_parse_fuzz cais_reducer_fuzz olaf_wire_fuzz \
-  olaf_switch_fuzz
+  olaf_switch_fuzz group_manager_fuzz
 run_stage "libFuzzer runs" ctest --test-dir build/fuzz -j "$jobs" --output-on-failure
 
 check_format() {
