@@ -633,8 +633,8 @@ class CommunicatorImpl final : public Communicator {
             "group ", o_.group_id, ", operation ", op_index_, " (",
             std::string(wire::ToString(s.op)), " of ", s.count * wire::ElementBytes(s.type),
             " bytes): ", silent.empty() ? std::string("a peer") : absl::StrCat("rank(s) ", silent),
-            " did not answer on the host path within host_timeout_ms=", o_.host_timeout_ms,
-            " (stopped, hung or gone?): ", st.message()));
+            " did not reach it on the host path (gone, or stopped or hung past host_timeout_ms=",
+            o_.host_timeout_ms, "): ", st.message()));
   }
 
   absl::Status Recover(const SwitchOp& s, const std::vector<uint8_t>& have) {

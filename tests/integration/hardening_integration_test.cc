@@ -222,7 +222,7 @@ TEST(SilentPeerTest, PeersOfAStoppedRankFailTogetherNamingIt) {
       const std::string msg(s.message());
       std::fprintf(stderr, "rank %d: %s\n", r, msg.c_str());
       const bool named = !s.ok() && msg.find("group 0, operation 2") != std::string::npos &&
-                         msg.find("rank(s) 2 did not answer") != std::string::npos &&
+                         msg.find("rank(s) 2 did not reach it") != std::string::npos &&
                          msg.find("host_timeout_ms=2000") != std::string::npos;
       if (write(report[1], &at, sizeof(at)) != sizeof(at)) _exit(14);
       _exit(named ? 0 : 12);
