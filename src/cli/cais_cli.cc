@@ -120,9 +120,9 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   groups->add_option("action", gaction, "list | create | destroy");
   groups->add_option("--group-id", group);
   groups->add_option("--ports", gports, "create: ports in rank order");
-  auto* ports = app.add_subcommand("ports", "list ports or register one");
+  auto* ports = app.add_subcommand("ports", "list ports, register one or release one");
   std::string paction = "list", endpoint, port_s;
-  ports->add_option("action", paction, "list | register");
+  ports->add_option("action", paction, "list | register | release");
   ports->add_option("--port", port_s);
   ports->add_option("--endpoint", endpoint, "register: host IP:PORT");
   auto* health = app.add_subcommand("health", "check the switch answers");
@@ -331,15 +331,22 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       return kOk;
     }
     if (*ports) {
-      if (paction == "register") {
+      if (paction == "register" || paction == "release") {
         uint32_t p = 0;
         if (!absl::SimpleAtoi(port_s, &p) || p > 63) {
           throw UsageError{"--port must be 0..63"};
+        }
+        if (paction == "release") {
+          auto n = cp.ReleasePort(static_cast<uint16_t>(p));
+          if (!n.ok()) return Report(n.status(), err);
+          out << "released port " << p << " (" << *n << " group(s) dissolved)\n";
+          return kOk;
         }
         const absl::Status s = cp.RegisterPort(static_cast<uint16_t>(p), endpoint);
         if (s.ok()) out << "port " << p << " -> " << endpoint << "\n";
         return Report(s, err);
       }
+      if (paction != "list") throw UsageError{"ports action must be list, register or release"};
       auto ps = cp.ListPorts();
       if (!ps.ok()) return Report(ps.status(), err);
       for (const auto& p : *ps) {

@@ -298,6 +298,33 @@ TEST_F(CaisCliTest, GroupsDestroyDissolvesAJoinFormedGroupAndLeaseIsASetting) {
   EXPECT_THAT(err_.str(), HasSubstr("no group 12"));
   ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), Not(HasSubstr("port ")));  // both released
+  // An operator can also release a port: its groups go with it.
+  for (int i = 0; i < 2; ++i) {
+    wire::MgmtMessage join;
+    join.type = wire::MgmtType::kJoin;
+    join.group_id = 13;
+    join.rank = static_cast<uint16_t>(i);
+    join.world_size = 2;
+    std::vector<uint8_t> b;
+    wire::SerializeMgmt(join, &b);
+    sendto(fd[i], b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&sw), sizeof(sw));
+    pollfd p{fd[i], POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1);
+    uint8_t buf[128];
+    ASSERT_GT(recv(fd[i], buf, sizeof(buf), 0), 0);
+  }
+  ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
+  const std::string listed = out_.str();
+  const size_t at = listed.find("port ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string first = listed.substr(at + 5, listed.find(' ', at + 5) - at - 5);
+  ASSERT_EQ(Cli({"ports", "release", "--port", first}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("(1 group(s) dissolved)"));
+  ASSERT_EQ(Cli({"groups", "list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), Not(HasSubstr("13")));
+  EXPECT_EQ(Cli({"ports", "release", "--port", first}), 1);  // not bound any more
+  EXPECT_THAT(err_.str(), HasSubstr("not bound"));
+  EXPECT_EQ(Cli({"ports", "frob"}), 2);
   for (int i = 0; i < 2; ++i) close(fd[i]);
 
   ASSERT_EQ(Cli({"configure", "lease_ms=2500"}), 0) << err_.str();

@@ -37,6 +37,11 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   clusters->add_option("--src-port", src_port, "worker UDP source port (the table's key)");
   clusters->add_option("--cluster", cluster, "cluster id 0..65534");
   auto* stats = app.add_subcommand("show-stats", "queue state and per-cluster AoM");
+  auto* ports = app.add_subcommand("ports", "list the peers' switch ports, or release one");
+  std::string paction = "list";
+  int64_t port = -1;
+  ports->add_option("action", paction, "list | release");
+  ports->add_option("--port", port, "release: the switch port 0..63");
   inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
@@ -58,6 +63,14 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   }
   if (*clusters && action == "set" && (cluster < 0 || cluster > 65534)) {
     err << "olaf-cli: clusters set needs --cluster 0..65534\n";
+    return kUsage;
+  }
+  if (*ports && paction != "list" && paction != "release") {
+    err << "olaf-cli: ports action must be list or release\n";
+    return kUsage;
+  }
+  if (*ports && paction == "release" && (port < 0 || port > 63)) {
+    err << "olaf-cli: ports release needs --port 0..63\n";
     return kUsage;
   }
   auto plane = control::ConnectControl(Device(device), token, timeout_ms);
@@ -95,6 +108,20 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
         out << std::left << std::setw(10) << e.src_port << e.cluster_id << "\n";
       }
       out << m->size() << " entr" << (m->size() == 1 ? "y" : "ies") << "\n";
+    }
+    return kOk;
+  }
+  if (*ports) {
+    if (paction == "release") {
+      auto n = cp.ReleasePort(static_cast<uint16_t>(port));
+      if (!n.ok()) return Report(n.status(), err);
+      out << (json ? std::string("{\"ok\":true}") : absl::StrCat("released port ", port)) << "\n";
+      return kOk;
+    }
+    auto ps = cp.ListPorts();
+    if (!ps.ok()) return Report(ps.status(), err);
+    for (const auto& p : *ps) {
+      out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
     }
     return kOk;
   }

@@ -23,6 +23,7 @@ namespace inca::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class OlafCliTest : public ::testing::Test {
  protected:
@@ -118,6 +119,29 @@ TEST_F(OlafCliTest, ShowStatsReportsClustersAsUpdatesArrive) {
   ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("Program: olaf (depth 8"));
   EXPECT_THAT(out_.str(), HasSubstr("CLUSTER  WORKERS"));
+}
+
+// Issue 18: operators list and release the peers' ports (the table fills
+// at 64 and a port stayed bound forever).
+TEST_F(OlafCliTest, PortsAreListedAndReleased) {
+  SendUpdate(3, 40021);
+  for (int i = 0; i < 200; ++i) {  // bounded: until the switch has bound the peer
+    ASSERT_EQ(Cli({"ports"}), 0) << err_.str();
+    if (out_.str().find(":40021") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string listed = out_.str();
+  ASSERT_THAT(listed, HasSubstr(":40021"));
+  const size_t line = listed.rfind("port ", listed.find(":40021"));
+  const std::string port = listed.substr(line + 5, listed.find(' ', line + 5) - line - 5);
+  ASSERT_EQ(Cli({"ports", "release", "--port", port}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("released port " + port));
+  ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), Not(HasSubstr(":40021")));
+  EXPECT_EQ(Cli({"ports", "release", "--port", port}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("not bound"));
+  EXPECT_EQ(Cli({"ports", "release"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--port 0..63"));
 }
 
 TEST_F(OlafCliTest, BadUsageAndWrongProgramAreOneLineErrors) {

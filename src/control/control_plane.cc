@@ -12,6 +12,10 @@ absl::Status WrongProgram(std::string_view running, std::string_view needed) {
                    absl::string_view(needed.data(), needed.size())));
 }
 
+absl::StatusOr<int> ControlPlane::ReleasePort(uint16_t) {
+  return absl::FailedPreconditionError("this control plane cannot release ports");
+}
+
 absl::Status ControlPlane::SetClusterMapping(uint16_t, uint16_t) {
   return WrongProgram("cais", "olaf");
 }

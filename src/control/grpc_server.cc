@@ -62,6 +62,17 @@ class Service final : public pb::Control::Service {
     }
     return grpc::Status::OK;
   }
+  grpc::Status ReleasePort(grpc::ServerContext* ctx, const pb::ReleasePortRequest* req,
+                           pb::ReleasePortResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->port() > 0xFFFF) {
+      return ToGrpc(absl::InvalidArgumentError("port is out of range"));
+    }
+    auto n = plane_->ReleasePort(static_cast<uint16_t>(req->port()));
+    if (!n.ok()) return ToGrpc(n.status());
+    resp->set_groups_dissolved(static_cast<uint32_t>(*n));
+    return grpc::Status::OK;
+  }
   grpc::Status RegisterPort(grpc::ServerContext* ctx, const pb::RegisterPortRequest* req,
                             pb::RegisterPortResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;

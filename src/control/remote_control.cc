@@ -62,6 +62,16 @@ class RemoteControl final : public ControlPlane {
     }
     return out;
   }
+  absl::StatusOr<int> ReleasePort(uint16_t port) override {
+    pb::ReleasePortRequest req;
+    req.set_port(port);
+    pb::ReleasePortResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->ReleasePort(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return static_cast<int>(resp.groups_dissolved());
+  }
   absl::Status RegisterPort(uint16_t port, const std::string& endpoint) override {
     pb::RegisterPortRequest req;
     req.set_port(port);

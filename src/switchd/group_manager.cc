@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -49,6 +50,24 @@ bool GroupManager::AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs qui
     if (r && now - LastHeard(*r) < quiet) return false;
   }
   return true;
+}
+
+absl::StatusOr<int> GroupManager::ReleasePort(dp::PortId port) {
+  if (ports_->endpoint(port) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("port ", port, " is not bound"));
+  }
+  int dissolved = 0;
+  for (int id = 0; id < 256; ++id) {
+    const auto& g = groups_[static_cast<size_t>(id)];
+    if (!g) continue;
+    const bool member = std::any_of(g->ranks.begin(), g->ranks.end(),
+                                    [&](const auto& r) { return r && r->port == port; });
+    if (member && Destroy(static_cast<uint8_t>(id))) ++dissolved;
+  }
+  if (ports_->endpoint(port) != nullptr) ports_->Remove(port);  // static, or still referenced
+  port_refs_[port] = 0;
+  spdlog::info("event=port_released_by_operator port={} groups_dissolved={}", port, dissolved);
+  return dissolved;
 }
 
 bool GroupManager::Destroy(uint8_t group_id) {

@@ -189,6 +189,11 @@ class GroupManager {
   // Dissolves the JOIN-formed (or forming) group `group_id`, releasing its
   // ports (an operator's request). False when there is no such group.
   bool Destroy(uint8_t group_id);
+  // An operator's release of `port`: every JOIN-formed or forming group with
+  // a member on it is dissolved (counted as destroyed), then the port is
+  // unbound, static or not. Returns the groups dissolved; NotFound when the
+  // port is unbound.
+  absl::StatusOr<int> ReleasePort(dp::PortId port);
   uint64_t reports_ignored() const { return reports_ignored_; }
 
  private:

@@ -22,6 +22,21 @@ absl::StatusOr<std::vector<control::PortInfo>> OlafControl::ListPorts() {
   return out;
 }
 
+absl::StatusOr<int> OlafControl::ReleasePort(uint16_t port) {
+  if (port >= dp::kMaxPorts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+  }
+  bool released = false;
+  server_->Execute([&](OlafServer::Control& c) {
+    const auto p = static_cast<dp::PortId>(port);
+    released = c.ports.Remove(p);
+    if (released) (void)c.program.UnbindPort(p);  // the peer is bound again by its next datagram
+  });
+  if (!released) return absl::NotFoundError(absl::StrCat("port ", port, " is not bound"));
+  return 0;
+}
+
 absl::StatusOr<std::map<std::string, std::string>> OlafControl::GetConfig() {
   const OlafServerConfig& c = server_->config();
   return std::map<std::string, std::string>{

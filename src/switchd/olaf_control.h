@@ -23,6 +23,7 @@ class OlafControl final : public control::ControlPlane {
   absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return NotCais(); }
   absl::StatusOr<std::vector<control::PortInfo>> ListPorts() override;
   absl::Status RegisterPort(uint16_t, const std::string&) override { return NotCais(); }
+  absl::StatusOr<int> ReleasePort(uint16_t port) override;
   absl::StatusOr<control::GroupInfo> CreateGroup(uint8_t, const std::vector<uint16_t>&) override {
     return NotCais();
   }

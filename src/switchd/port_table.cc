@@ -47,6 +47,13 @@ absl::StatusOr<dp::PortId> PortTable::Bind(const net::Endpoint& endpoint, uint16
   return absl::ResourceExhaustedError(absl::StrCat("all ", kCapacity, " switch ports are bound"));
 }
 
+bool PortTable::Remove(dp::PortId port) {
+  if (port >= kCapacity || !entries_[port].bound) return false;
+  by_endpoint_.erase(entries_[port].endpoint);
+  entries_[port] = Entry{};
+  return true;
+}
+
 bool PortTable::Release(dp::PortId port) {
   if (port >= kCapacity || !entries_[port].bound || entries_[port].is_static) return false;
   by_endpoint_.erase(entries_[port].endpoint);

@@ -41,6 +41,9 @@ class PortTable {
   // Frees a dynamic entry. Returns false, changing nothing, for static or
   // unbound ports.
   bool Release(dp::PortId port);
+  // Frees any entry, static included (an operator's release). False for an
+  // unbound port.
+  bool Remove(dp::PortId port);
 
   // The port of `endpoint`. O(1); the data-path lookup.
   std::optional<dp::PortId> Lookup(const net::Endpoint& endpoint) const {

@@ -69,6 +69,17 @@ absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
   return out;
 }
 
+absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
+  if (port >= dp::kMaxPorts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+  }
+  absl::StatusOr<int> n = 0;
+  server_->Execute(
+      [&](SwitchServer::Control& c) { n = c.groups.ReleasePort(static_cast<dp::PortId>(port)); });
+  return n;
+}
+
 absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpoint) {
   if (port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(

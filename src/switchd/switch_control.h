@@ -25,6 +25,7 @@ class SwitchControl final : public control::ControlPlane {
   absl::StatusOr<std::vector<cais::Rule>> DumpRules() override;
   absl::StatusOr<std::vector<control::PortInfo>> ListPorts() override;
   absl::Status RegisterPort(uint16_t port, const std::string& endpoint) override;
+  absl::StatusOr<int> ReleasePort(uint16_t port) override;
   absl::StatusOr<control::GroupInfo> CreateGroup(uint8_t group_id,
                                                  const std::vector<uint16_t>& ports) override;
   absl::Status DestroyGroup(uint8_t group_id) override;

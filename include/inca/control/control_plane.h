@@ -174,6 +174,11 @@ class ControlPlane {
   virtual absl::StatusOr<std::vector<PortInfo>> ListPorts() = 0;
   // Binds a switch port to a host endpoint ("ip:port") statically.
   virtual absl::Status RegisterPort(uint16_t port, const std::string& endpoint) = 0;
+  // Unbinds a port, static or dynamic. CAIS: every JOIN-formed or forming
+  // group with a member on it is dissolved first; returns how many. OLAF:
+  // the port's worker or PS binding is forgotten; returns 0. NotFound for
+  // an unbound port. The default answers FailedPrecondition.
+  virtual absl::StatusOr<int> ReleasePort(uint16_t port);
 
   // Installs the rule (group, *, *) over `ports` for every op.
   virtual absl::StatusOr<GroupInfo> CreateGroup(uint8_t group_id,
