@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]
     base["PYTHONPATH"] = pkg_parent + os.pathsep + base.get("PYTHONPATH", "")
     base.update({"WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
                  "MASTER_PORT": str(master_port), "OMP_NUM_THREADS": "1",
-                 "GLOO_SOCKET_IFNAME": base.get("GLOO_SOCKET_IFNAME", "lo")})
+                 "GLOO_SOCKET_IFNAME": base.get("GLOO_SOCKET_IFNAME", "lo"),
+                 "PYTHONFAULTHANDLER": "1"})
     if env:
         base.update(env)
     procs = []
@@ -130,9 +132,17 @@ def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]
         try:
             o, e = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            # SIGABRT first: with PYTHONFAULTHANDLER set, every hung rank prints
+            # all its threads' Python stacks to stderr before it dies.
             for q in procs:
-                q.kill()
-            o, e = p.communicate()
+                if q.poll() is None:
+                    q.send_signal(signal.SIGABRT)
+            try:
+                o, e = p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                o, e = p.communicate()
             e += "\n[timed out after %.0f s]" % timeout_s
             failed = True
         outs.append((p.returncode, o, e))

@@ -18,3 +18,22 @@ def test_run_sh_help_prints_usage_without_building(tmp_path):
         assert out.stdout.startswith("usage: scripts/run.sh")
         assert "cais-perf" in out.stdout
         assert not (tmp_path / "build").exists()
+
+
+def test_a_hung_rank_is_reported_with_its_python_stack(tmp_path):
+    # run_ranks aborts ranks past their deadline; the report shows where each one was stuck.
+    import pytest
+    import cais.launch as launch
+    script = tmp_path / "stuck.py"
+    script.write_text("import os, sys, time\n"
+                      "def wait_for_peer():\n"
+                      "    time.sleep(60)\n"
+                      "if os.environ['RANK'] == '1':\n"
+                      "    wait_for_peer()\n"
+                      "print('{}')\n")
+    with pytest.raises(RuntimeError) as err:
+        launch.run_ranks([str(script)], 2, timeout_s=3)
+    report = str(err.value)
+    assert "--- rank 0 rc=0" in report
+    rank1 = report.split("--- rank 1")[1]
+    assert "timed out after 3 s" in rank1 and "in wait_for_peer" in rank1
