@@ -65,7 +65,8 @@ TEST_P(ReducerOpTypeTest, AllPermutationsMatchReference) {
   uint32_t seq = 0;
   for (int nports : {3, 4}) {
     PortMask ports;
-    for (int p = 0; p < nports; ++p) ports.add(static_cast<PortId>(10 + 3 * p));
+    // Ports in different words of the 1,024-bit mask.
+    for (int p = 0; p < nports; ++p) ports.add(std::array<PortId, 4>{10, 70, 700, 1023}[p]);
     reducer_->rules().Clear();
     AddAllReduce(ports);
     std::vector<std::vector<uint8_t>> in;

@@ -58,6 +58,11 @@ absl::Status RuleTable::Validate(const Rule& rule) {
     return absl::InvalidArgumentError(
         absl::StrCat("rule for ", rule.key.ToString(), " has no output ports; give at least one"));
   }
+  if (rule.input_ports.count() > kMaxGroupMembers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rule for ", rule.key.ToString(), " has ", rule.input_ports.count(),
+                     " input ports; at most ", kMaxGroupMembers, " ranks reduce in one group"));
+  }
   return absl::OkStatus();
 }
 

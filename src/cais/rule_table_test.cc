@@ -134,5 +134,38 @@ TEST(PortMaskTest, RankAndNth) {
   EXPECT_EQ(m.ToString(), "1,5,9,63");
 }
 
+TEST(PortMaskTest, PortsUpTo1023AcrossWords) {
+  PortMask m{1023, 64, 0, 700, 63};
+  EXPECT_EQ(m.count(), 5);
+  EXPECT_EQ(m.rank_of(64), 2);
+  EXPECT_EQ(m.rank_of(700), 3);
+  EXPECT_EQ(m.rank_of(1023), 4);
+  EXPECT_EQ(m.nth(2), 64);
+  EXPECT_EQ(m.nth(4), 1023);
+  EXPECT_TRUE(m.contains(700));
+  EXPECT_FALSE(m.contains(701));
+  EXPECT_FALSE(m.contains(1024));
+  m.add(1024);  // ignored
+  EXPECT_EQ(m.count(), 5);
+  EXPECT_EQ(m.ToVector(), (std::vector<dp::PortId>{0, 63, 64, 700, 1023}));
+  std::vector<dp::PortId> seen;
+  m.ForEach([&](dp::PortId p) { seen.push_back(p); });
+  EXPECT_EQ(seen, m.ToVector());
+  EXPECT_NE(m, (PortMask{0, 63, 64, 700}));
+  EXPECT_EQ(m, (PortMask{0, 63, 64, 700, 1023}));
+  EXPECT_TRUE(PortMask().empty());
+}
+
+TEST(RuleTableTest, AGroupHasAtMost64Inputs) {
+  PortMask many;
+  for (dp::PortId p = 0; p < 65; ++p) many.add(static_cast<dp::PortId>(p * 15));
+  Rule r{RuleKey{1, std::nullopt, std::nullopt}, many, PortMask{1}, std::nullopt};
+  EXPECT_THAT(std::string(RuleTable::Validate(r).message()), ::testing::HasSubstr("at most 64"));
+  many = PortMask();
+  for (dp::PortId p = 0; p < 64; ++p) many.add(static_cast<dp::PortId>(p * 15));
+  r.input_ports = many;
+  EXPECT_TRUE(RuleTable::Validate(r).ok());
+}
+
 }  // namespace
 }  // namespace inca::cais

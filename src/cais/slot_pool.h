@@ -51,7 +51,7 @@ struct Slot {
   uint32_t prev = kNoSlot;  // age-ordered list links
   uint32_t next = kNoSlot;
   uint8_t ncells = 0;
-  std::array<uint32_t, dp::kMaxPorts> cells{};
+  std::array<uint32_t, kMaxGroupMembers> cells{};  // one per contributor at most
 };
 
 // Per-group shares of one pooled resource (pending chunks, or pending

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
+#include "inca/dataplane/program.h"
 #include "util/cli_flags.h"
 
 namespace inca::cli {
@@ -26,9 +27,9 @@ std::vector<uint16_t> ParsePorts(const std::string& s, const char* flag) {
   std::vector<uint16_t> out;
   for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
     uint32_t p = 0;
-    if (!absl::SimpleAtoi(part, &p) || p > 63) {
-      throw UsageError{absl::StrCat(flag, ": '", std::string(part),
-                                    "' is not a port number 0..63 (use e.g. 1,2,3,4)")};
+    if (!absl::SimpleAtoi(part, &p) || p >= dp::kMaxPorts) {
+      throw UsageError{absl::StrCat(flag, ": '", std::string(part), "' is not a port number 0..",
+                                    dp::kMaxPorts - 1, " (use e.g. 1,2,3,4)")};
     }
     if (std::find(out.begin(), out.end(), static_cast<uint16_t>(p)) != out.end()) {
       throw UsageError{absl::StrCat(flag, ": port ", p, " is listed twice")};
@@ -333,8 +334,8 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     if (*ports) {
       if (paction == "register" || paction == "release") {
         uint32_t p = 0;
-        if (!absl::SimpleAtoi(port_s, &p) || p > 63) {
-          throw UsageError{"--port must be 0..63"};
+        if (!absl::SimpleAtoi(port_s, &p) || p >= dp::kMaxPorts) {
+          throw UsageError{absl::StrCat("--port must be 0..", dp::kMaxPorts - 1)};
         }
         if (paction == "release") {
           auto n = cp.ReleasePort(static_cast<uint16_t>(p));

@@ -149,9 +149,9 @@ TEST_F(CaisCliTest, ErrorsAreOneLineWithExitCodes) {
   EXPECT_THAT(err_.str(), HasSubstr("already installed"));
   const std::string e = err_.str();
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1);
-  EXPECT_EQ(Cli({"add-rule", "--group-id", "0", "--input-ports", "1,99", "--output-ports", "1"}),
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "0", "--input-ports", "1,1024", "--output-ports", "1"}),
             2);  // bad usage
-  EXPECT_THAT(err_.str(), HasSubstr("'99' is not a port number"));
+  EXPECT_THAT(err_.str(), HasSubstr("'1024' is not a port number 0..1023"));
   EXPECT_EQ(Cli({"add-rule", "--group-id", "0", "--input-ports", "1", "--output-ports", "1",
                  "--op-type", "gather"}),
             2);

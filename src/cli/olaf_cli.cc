@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
+#include "inca/dataplane/program.h"
 #include "util/cli_flags.h"
 
 namespace inca::cli {
@@ -41,7 +42,8 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   std::string paction = "list";
   int64_t port = -1;
   ports->add_option("action", paction, "list | release");
-  ports->add_option("--port", port, "release: the switch port 0..63");
+  ports->add_option("--port", port,
+                    absl::StrCat("release: the switch port 0..", dp::kMaxPorts - 1));
   inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
@@ -69,8 +71,8 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     err << "olaf-cli: ports action must be list or release\n";
     return kUsage;
   }
-  if (*ports && paction == "release" && (port < 0 || port > 63)) {
-    err << "olaf-cli: ports release needs --port 0..63\n";
+  if (*ports && paction == "release" && (port < 0 || port >= dp::kMaxPorts)) {
+    err << "olaf-cli: ports release needs --port 0.." << dp::kMaxPorts - 1 << "\n";
     return kUsage;
   }
   auto plane = control::ConnectControl(Device(device), token, timeout_ms);

@@ -141,7 +141,7 @@ TEST_F(OlafCliTest, PortsAreListedAndReleased) {
   EXPECT_EQ(Cli({"ports", "release", "--port", port}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("not bound"));
   EXPECT_EQ(Cli({"ports", "release"}), 2);
-  EXPECT_THAT(err_.str(), HasSubstr("--port 0..63"));
+  EXPECT_THAT(err_.str(), HasSubstr("--port 0..1023"));
 }
 
 TEST_F(OlafCliTest, BadUsageAndWrongProgramAreOneLineErrors) {

@@ -24,7 +24,7 @@ absl::Status PortsFromProto(const google::protobuf::RepeatedField<uint32_t>& in,
   for (uint32_t p : in) {
     if (p >= dp::kMaxPorts) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " port ", p, " is out of range; ports are 0..63"));
+          absl::StrCat(what, " port ", p, " is out of range; ports are 0..", dp::kMaxPorts - 1));
     }
     out->add(static_cast<dp::PortId>(p));
   }

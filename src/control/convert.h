@@ -10,7 +10,7 @@ namespace inca::control {
 namespace pb = ::inca::control::v1;
 
 void ToProto(const cais::Rule& r, pb::Rule* out);
-// InvalidArgument for ids or ports out of range (ports 0..63, group 0..255,
+// InvalidArgument for ids or ports out of range (ports 0..1023, group 0..255,
 // layer/chunk 0..65535).
 absl::Status FromProto(const pb::Rule& r, cais::Rule* out);
 void ToProto(const cais::RuleKey& k, pb::RuleKey* out);

@@ -77,8 +77,8 @@ class Service final : public pb::Control::Service {
                             pb::RegisterPortResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
     if (req->port() >= dp::kMaxPorts) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("port ", req->port(), " is out of range; ports are 0..63")));
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "port ", req->port(), " is out of range; ports are 0..", dp::kMaxPorts - 1)));
     }
     return ToGrpc(plane_->RegisterPort(static_cast<uint16_t>(req->port()), req->endpoint()));
   }
@@ -93,7 +93,7 @@ class Service final : public pb::Control::Service {
     for (uint32_t p : req->ports()) {
       if (p >= dp::kMaxPorts) {
         return ToGrpc(absl::InvalidArgumentError(
-            absl::StrCat("port ", p, " is out of range; ports are 0..63")));
+            absl::StrCat("port ", p, " is out of range; ports are 0..", dp::kMaxPorts - 1)));
       }
       ports.push_back(static_cast<uint16_t>(p));
     }

@@ -41,8 +41,9 @@ struct RankSink final : dp::PacketSink {
 }  // namespace
 
 absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions& o) {
-  if (o.ranks < 1 || o.ranks > dp::kMaxPorts) {
-    return absl::InvalidArgumentError(absl::StrCat("ranks ", o.ranks, " must be in 1..64"));
+  if (o.ranks < 1 || o.ranks > cais::kMaxGroupMembers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks ", o.ranks, " must be in 1..", cais::kMaxGroupMembers));
   }
   if (o.chunk_bytes == 0 || o.chunk_bytes % 4 != 0 ||
       o.chunk_bytes > o.switch_config.max_payload_bytes) {

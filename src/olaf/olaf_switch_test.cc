@@ -441,7 +441,7 @@ TEST_F(SwitchTest, PassthroughIsByteIdentical) {
   EXPECT_TRUE(out[1].bytes.empty());
   ASSERT_TRUE(sw_->ClearPassthroughRoute(0).ok());
   EXPECT_EQ(Send(other, 0, 0).verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->SetPassthroughRoute(64, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sw_->SetPassthroughRoute(dp::kMaxPorts, 1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(sw_->totals().passthrough, 3u);
 }
 
@@ -459,7 +459,7 @@ TEST_F(SwitchTest, MalformedOlafDroppedWithParseReason) {
   EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kBadVersion), 1u);
   EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kTooShort), 1u);
   EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kPayloadLenMismatch), 1u);
-  EXPECT_EQ(Send(Update(1, 1), 64, 0).reason, DropReason::kBadIngressPort);
+  EXPECT_EQ(Send(Update(1, 1), dp::kMaxPorts, 0).reason, DropReason::kBadIngressPort);
   EXPECT_TRUE(sink_.got.empty());
 }
 

@@ -85,7 +85,7 @@ TEST(OlafScenarioTest, BadScenariosNameTheKey) {
   EXPECT_THAT(e("clusters: [{count: 1, wrkers: 3}]"), HasSubstr("clusters[0].wrkers"));
   EXPECT_THAT(e("duration_s: -1\nclusters: [{count: 1}]"), HasSubstr("duration_s"));
   EXPECT_THAT(e("clusters: [{count: 1, behind_sw2: true}]"), HasSubstr("topology tree"));
-  EXPECT_THAT(e("clusters: [{count: 70}]"), HasSubstr("clusters per switch"));
+  EXPECT_THAT(e("clusters: [{count: 1100}]"), HasSubstr("clusters per switch"));
   EXPECT_THAT(e("[1, 2]"), HasSubstr("not a map"));
   OlafScenario s = Small();
   EXPECT_FALSE(ApplyOverride("egress_gbps", &s).ok());

@@ -88,8 +88,8 @@ struct SwitchdConfig {
   double offload_explore_ms = 10000;
 
   // Checks everything but name resolution: CaisConfig::Validate(), ranges,
-  // static ports (0..63, unique ports and endpoints, parseable), static rules
-  // (RuleTable::Validate, ports 0..63, unique keys). InvalidArgument naming
+  // static ports (0..1023, unique ports and endpoints, parseable), static rules
+  // (RuleTable::Validate, ports 0..1023, unique keys). InvalidArgument naming
   // the key.
   absl::Status Validate() const;
 };

@@ -214,11 +214,11 @@ TEST(SwitchdConfigTest, OutOfRangeValuesNameTheKey) {
   EXPECT_THAT(Error("egress_loss: -0.1\n"), HasSubstr("key 'egress_loss'"));
   EXPECT_THAT(Error("stats_interval_s: -1\n"), HasSubstr("key 'stats_interval_s'"));
   EXPECT_THAT(Error("socket_buffer_bytes: 99999999999\n"), HasSubstr("key 'socket_buffer_bytes'"));
-  EXPECT_THAT(Error("ports:\n  - {port: 64, endpoint: \"1.2.3.4:5\"}\n"),
+  EXPECT_THAT(Error("ports:\n  - {port: 1024, endpoint: \"1.2.3.4:5\"}\n"),
               HasSubstr("key 'ports[0].port'"));
   EXPECT_THAT(Error("rules:\n  - {group_id: 256, input_ports: [1]}\n"),
               HasSubstr("key 'rules[0].group_id'"));
-  EXPECT_THAT(Error("rules:\n  - {group_id: 1, input_ports: [64]}\n"),
+  EXPECT_THAT(Error("rules:\n  - {group_id: 1, input_ports: [1024]}\n"),
               HasSubstr("key 'rules[0].input_ports[0]'"));
   EXPECT_THAT(Error("rules:\n  - {group_id: 1, chunk_id: 65536, input_ports: [1]}\n"),
               HasSubstr("key 'rules[0].chunk_id'"));
@@ -256,7 +256,7 @@ TEST(SwitchdConfigTest, ValidateCatchesBadValuesSetInCode) {
   c.log_level = "verbose";
   EXPECT_FALSE(c.Validate().ok());
   c = SwitchdConfig{};
-  c.ports.push_back({70, "1.2.3.4:5"});
+  c.ports.push_back({1100, "1.2.3.4:5"});
   EXPECT_FALSE(c.Validate().ok());
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "switchd/string_compat.h"
 
@@ -183,7 +184,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
                 m.group_id, m.rank, m.world_size, from.ToString(), wire::ToString(reason));
     return reply;
   };
-  if (m.world_size == 0 || m.world_size > dp::kMaxPorts || m.rank >= m.world_size ||
+  if (m.world_size == 0 || m.world_size > cais::kMaxGroupMembers || m.rank >= m.world_size ||
       (m.port != wire::kAnyPort && m.port >= dp::kMaxPorts)) {
     return refuse(MgmtReason::kBadRequest);
   }
@@ -234,7 +235,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     return refuse(MgmtReason::kSourceLimit);
   }
   auto port = ports_->Bind(from, m.port);
-  if (!port.ok() && ports_->size() >= PortTable::kCapacity && ReclaimPort(m.group_id)) {
+  if (!port.ok() && ports_->full() && ReclaimPort(m.group_id)) {
     port = ports_->Bind(from, m.port);
   }
   if (!port.ok()) return refuse(MgmtReason::kNoFreePort);
@@ -307,17 +308,15 @@ bool GroupManager::ReclaimPort(uint8_t joining) {
     }
   }
   // The source address holding the most such ports; its earliest port.
-  std::array<std::array<uint8_t, 16>, dp::kMaxPorts> addr{};
+  absl::flat_hash_map<std::array<uint8_t, 16>, size_t> per_source;
+  for (size_t p = 0; p < forming_only.size(); ++p) {
+    if (forming_only[p])
+      ++per_source[ports_->endpoint(static_cast<dp::PortId>(p))->V6MappedAddress()];
+  }
   std::array<size_t, dp::kMaxPorts> count{};
   for (size_t p = 0; p < forming_only.size(); ++p) {
-    if (!forming_only[p]) continue;
-    addr[p] = ports_->endpoint(static_cast<dp::PortId>(p))->V6MappedAddress();
-    for (size_t q = 0; q < forming_only.size(); ++q) {
-      if (forming_only[q] &&
-          ports_->endpoint(static_cast<dp::PortId>(q))->V6MappedAddress() == addr[p]) {
-        ++count[p];
-      }
-    }
+    if (forming_only[p])
+      count[p] = per_source[ports_->endpoint(static_cast<dp::PortId>(p))->V6MappedAddress()];
   }
   int victim = -1;
   for (size_t p = 0; p < forming_only.size(); ++p) {

@@ -7,8 +7,8 @@
 // owns it, like the reducer whose RuleTable it edits.
 //
 // JOIN (group, rank, world_size, requested port), checked in this order:
-//   bad_request          world_size 0 or > 64, rank >= world_size, requested
-//                        port >= 64 (other than kAnyPort), or the endpoint
+//   bad_request          world_size 0 or > 64 (kMaxGroupMembers), rank >=
+//                        world_size, requested port >= 1,024 (other than kAnyPort), or the endpoint
 //                        already holds another rank of this group
 //   group_conflict       a static rule (configuration) names this group
 //   group_busy           another job holds the group and a member of it was
@@ -18,7 +18,7 @@
 //   rank_taken           another endpoint holds this rank
 //   source_limit         the JOIN would create a group while its source
 //                        address already has kMaxFormingPerSource forming
-//   no_free_port         the endpoint has no port, all 64 are bound, and no
+//   no_free_port         the endpoint has no port, all 1,024 are bound, and no
 //                        port can be reclaimed (see Floods below)
 // Otherwise the endpoint is a member with a port (the one it holds, e.g.
 // static or from another group; else the requested port if free; else the

@@ -41,7 +41,7 @@ inca::net::Endpoint Endpoint(uint8_t id) {
 
 void CheckConsistent(const inca::switchd::GroupManager& gm, const inca::switchd::PortTable& ports,
                      const inca::cais::RuleTable& rules) {
-  Check(ports.size() <= inca::switchd::PortTable::kCapacity);
+  Check(ports.size() <= ports.max_bound());
   size_t formed = 0;
   for (int id = 0; id < 256; ++id) {
     const inca::switchd::GroupState* g = gm.group(static_cast<uint8_t>(id));
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return true;
   }();
   (void)quiet;
-  switchd::PortTable ports;
+  switchd::PortTable ports{64};  // small, so that ports run out
   cais::RuleTable rules;
   const TimeNs lease = TimeNs{switchd::kMinLeaseMs} * dp::kNsPerMs;  // scans every lease/10
   switchd::GroupManager gm(&ports, &rules, /*seq_start=*/7, lease);

@@ -132,10 +132,10 @@ TEST_F(GroupManagerTest, RankPortsFollowRankOrderNotJoinOrder) {
 }
 
 TEST_F(GroupManagerTest, BadRequests) {
-  EXPECT_EQ(Join(0, 0, 0, Ep(1)).reason, MgmtReason::kBadRequest);   // world 0
-  EXPECT_EQ(Join(0, 0, 65, Ep(1)).reason, MgmtReason::kBadRequest);  // world > 64
-  EXPECT_EQ(Join(0, 3, 3, Ep(1)).reason, MgmtReason::kBadRequest);   // rank >= world
-  EXPECT_EQ(Join(0, 0, 3, Ep(1), 64).reason, MgmtReason::kBadRequest);
+  EXPECT_EQ(Join(0, 0, 0, Ep(1)).reason, MgmtReason::kBadRequest);        // world 0
+  EXPECT_EQ(Join(0, 0, 65, Ep(1)).reason, MgmtReason::kBadRequest);       // world > 64
+  EXPECT_EQ(Join(0, 3, 3, Ep(1)).reason, MgmtReason::kBadRequest);        // rank >= world
+  EXPECT_EQ(Join(0, 0, 3, Ep(1), 1024).reason, MgmtReason::kBadRequest);  // port > 1023
   EXPECT_EQ(Join(0, 0, 3, Ep(1), 0xFFFE).reason, MgmtReason::kBadRequest);
   MgmtMessage r = Join(0, 0, 0, Ep(1));
   EXPECT_EQ(r.status, MgmtStatus::kRefused);
@@ -193,13 +193,14 @@ TEST_F(GroupManagerTest, PortChoice) {
 }
 
 TEST_F(GroupManagerTest, NoFreePort) {
-  EXPECT_EQ(Form(0, 64, 1).status, MgmtStatus::kOk);
-  EXPECT_EQ(ports_.size(), 64u);
-  MgmtMessage r = Join(1, 0, 2, Ep(500));
+  // 1,024 peers: sixteen formed groups of 64 (the most one group may have).
+  for (uint8_t g = 0; g < 16; ++g) EXPECT_EQ(Form(g, 64, 1 + 64 * g).status, MgmtStatus::kOk);
+  EXPECT_EQ(ports_.size(), 1024u);
+  MgmtMessage r = Join(16, 0, 2, Ep(5000));
   EXPECT_EQ(r.reason, MgmtReason::kNoFreePort);
-  EXPECT_EQ(gm_.group(1), nullptr);
+  EXPECT_EQ(gm_.group(16), nullptr);
   // A member of group 0 can still join another group on its own port.
-  EXPECT_EQ(Join(1, 0, 2, Ep(1)).status, MgmtStatus::kPending);
+  EXPECT_EQ(Join(16, 0, 2, Ep(1)).status, MgmtStatus::kPending);
 }
 
 // Issue 18: groups that never complete (a crashed job, a JOIN flood) held
@@ -372,18 +373,21 @@ TEST_F(GroupManagerTest, ASourceMayHaveOnlySoManyGroupsForming) {
 // cannot take the formed job's ports back.
 TEST_F(GroupManagerTest, AJoinFloodCannotKeepAJobOut) {
   auto flood = [](int k) {
-    auto e = net::Endpoint::Parse("10.66.0.1:" + std::to_string(2000 + k));
+    // Two flooding hosts (16 forming groups each, the most one source may hold).
+    auto e = net::Endpoint::Parse("10.66.0." + std::to_string(1 + (k / 512) % 2) + ":" +
+                                  std::to_string(2000 + k));
     EXPECT_TRUE(e.ok());
     return *e;
   };
-  // 64 flood endpoints in 16 groups of 8 that never complete: every port.
-  for (int k = 0; k < 64; ++k) {
-    ASSERT_EQ(
-        Join(static_cast<uint8_t>(100 + k % 16), static_cast<uint16_t>(k / 16), 8, flood(k)).status,
-        MgmtStatus::kPending);
+  auto FloodGroup = [](int k) { return static_cast<uint8_t>(100 + (k / 512) % 2 * 16 + k % 16); };
+  // 1,024 flood endpoints in 32 groups of 64, half joined, never complete: every port.
+  // Host 1 floods groups 100-115, host 2 groups 116-131.
+  for (int k = 0; k < 1024; ++k) {
+    ASSERT_EQ(Join(FloodGroup(k), static_cast<uint16_t>(k % 512 / 16), 64, flood(k)).status,
+              MgmtStatus::kPending);
   }
-  EXPECT_EQ(ports_.size(), 64u);
-  EXPECT_EQ(Join(7, 0, 2, flood(99)).reason, MgmtReason::kSourceLimit);
+  EXPECT_EQ(ports_.size(), 1024u);
+  EXPECT_EQ(Join(7, 0, 2, flood(1100)).reason, MgmtReason::kSourceLimit);  // 10.66.0.1 again
   // A 4-rank job from four hosts forms at once, on reclaimed ports.
   MgmtMessage r;
   for (uint16_t rank = 0; rank < 4; ++rank) r = Join(9, rank, 4, Ep(90 + rank));
@@ -393,19 +397,20 @@ TEST_F(GroupManagerTest, AJoinFloodCannotKeepAJobOut) {
   // The flood re-sends every JOIN: the evicted ones take flood ports back,
   // never the job's.
   for (int round = 0; round < 3; ++round) {
-    for (int k = 0; k < 64; ++k) {
-      Join(static_cast<uint8_t>(100 + k % 16), static_cast<uint16_t>(k / 16), 8, flood(k));
+    for (int k = 0; k < 1024; ++k) {
+      Join(FloodGroup(k), static_cast<uint16_t>(k % 512 / 16), 64, flood(k));
     }
   }
   ASSERT_NE(gm_.group(9), nullptr);
   EXPECT_TRUE(gm_.group(9)->formed);
   EXPECT_EQ(gm_.group(9)->rank_ports(), job_ports);
-  EXPECT_EQ(ports_.size(), 64u);
+  EXPECT_EQ(ports_.size(), 1024u);
   // A formed group's ports are never reclaimed: with every port in formed
   // groups, a newcomer is refused.
-  for (uint8_t g = 100; g < 116; ++g) gm_.Destroy(g);
-  EXPECT_EQ(Form(20, 60, 1).status, MgmtStatus::kOk);
-  EXPECT_EQ(Join(21, 0, 2, Ep(500)).reason, MgmtReason::kNoFreePort);
+  for (uint8_t g = 100; g < 132; ++g) gm_.Destroy(g);
+  for (uint8_t g = 20; g < 35; ++g) EXPECT_EQ(Form(g, 64, 1000 + 64 * g).status, MgmtStatus::kOk);
+  EXPECT_EQ(Form(35, 60, 5000).status, MgmtStatus::kOk);  // 4 + 15 * 64 + 60 = 1,024
+  EXPECT_EQ(Join(40, 0, 2, Ep(6000)).reason, MgmtReason::kNoFreePort);
 }
 
 TEST_F(GroupManagerTest, StaticRuleOwnsItsGroup) {

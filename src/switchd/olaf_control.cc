@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<control::PortInfo>> OlafControl::ListPorts() {
 absl::StatusOr<int> OlafControl::ReleasePort(uint16_t port) {
   if (port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
   }
   bool released = false;
   server_->Execute([&](OlafServer::Control& c) {

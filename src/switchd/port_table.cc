@@ -34,6 +34,10 @@ absl::StatusOr<dp::PortId> PortTable::Bind(const net::Endpoint& endpoint, uint16
         absl::StrCat("requested port ", requested, " out of range; ports are 0..", kCapacity - 1));
   }
   if (auto held = Lookup(endpoint)) return *held;
+  if (full()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", max_bound_, " switch ports are bound"));
+  }
   if (requested != kAnyPort && !entries_[requested].bound) {
     Set(static_cast<dp::PortId>(requested), endpoint, /*is_static=*/false);
     return static_cast<dp::PortId>(requested);
@@ -44,7 +48,7 @@ absl::StatusOr<dp::PortId> PortTable::Bind(const net::Endpoint& endpoint, uint16
       return p;
     }
   }
-  return absl::ResourceExhaustedError(absl::StrCat("all ", kCapacity, " switch ports are bound"));
+  return absl::ResourceExhaustedError(absl::StrCat("all ", max_bound_, " switch ports are bound"));
 }
 
 bool PortTable::Remove(dp::PortId port) {

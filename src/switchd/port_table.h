@@ -10,6 +10,7 @@
 // thread owns it).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -27,6 +28,10 @@ class PortTable {
   static constexpr size_t kCapacity = dp::kMaxPorts;
   // Bind(): no preferred port.
   static constexpr uint16_t kAnyPort = 0xFFFF;
+
+  // `max_bound`: at most this many entries at once (<= kCapacity; tests and
+  // fuzzers use small tables so that ports run out).
+  explicit PortTable(size_t max_bound = kCapacity) : max_bound_(std::min(max_bound, kCapacity)) {}
 
   // A static entry. InvalidArgument (port >= kCapacity, invalid endpoint),
   // AlreadyExists (the port or the endpoint is already bound).
@@ -57,6 +62,8 @@ class PortTable {
   }
   bool is_static(dp::PortId port) const { return port < kCapacity && entries_[port].is_static; }
   size_t size() const { return by_endpoint_.size(); }
+  size_t max_bound() const { return max_bound_; }
+  bool full() const { return size() >= max_bound_; }
 
  private:
   struct Entry {
@@ -66,6 +73,7 @@ class PortTable {
   };
   void Set(dp::PortId port, const net::Endpoint& endpoint, bool is_static);
 
+  size_t max_bound_;
   std::array<Entry, kCapacity> entries_{};
   absl::flat_hash_map<net::Endpoint, dp::PortId> by_endpoint_;
 };

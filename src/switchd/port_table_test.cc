@@ -100,7 +100,7 @@ TEST(PortTableTest, StaticEntries) {
   // Port or endpoint already bound; out of range; invalid endpoint.
   EXPECT_EQ(t.AddStatic(3, Ep("10.0.0.2:1")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(t.AddStatic(4, Ep("10.0.0.1:1")).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(t.AddStatic(64, Ep("10.0.0.3:1")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.AddStatic(1024, Ep("10.0.0.3:1")).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(t.AddStatic(5, net::Endpoint{}).code(), absl::StatusCode::kInvalidArgument);
   // Static entries are never released, and Bind returns them.
   EXPECT_FALSE(t.Release(3));
@@ -119,7 +119,7 @@ TEST(PortTableTest, DynamicBindPrefersHeldThenRequestedThenLowest) {
   EXPECT_EQ(*t.Bind(Ep("10.0.0.3:1"), 9), 7);  // already holds 7
   EXPECT_EQ(*t.Bind(Ep("10.0.0.5:1"), PortTable::kAnyPort), 3);
   EXPECT_FALSE(t.is_static(7));
-  EXPECT_EQ(t.Bind(Ep("10.0.0.6:1"), 64).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.Bind(Ep("10.0.0.6:1"), 1024).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(t.Bind(net::Endpoint{}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(t.size(), 5u);
 }
@@ -133,24 +133,41 @@ TEST(PortTableTest, ReleaseFreesPortAndEndpoint) {
   EXPECT_FALSE(t.Release(200));
   EXPECT_FALSE(t.Lookup(a).has_value());
   EXPECT_EQ(t.endpoint(5), nullptr);
-  EXPECT_EQ(t.endpoint(64), nullptr);
+  EXPECT_EQ(t.endpoint(1024), nullptr);
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(*t.Bind(Ep("10.0.0.3:1"), 5), 5);  // reusable
 }
 
-TEST(PortTableTest, BoundedBy64Ports) {
+TEST(PortTableTest, HoldsOneThousandTwentyFourPeersThenRefuses) {
   PortTable t;
-  for (int i = 0; i < 64; ++i) {
-    auto p = t.Bind(Ep(("10.0.1." + std::to_string(i) + ":1").c_str()));
-    ASSERT_TRUE(p.ok());
+  auto peer = [](int i) {
+    return Ep(("10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250) + ":1").c_str());
+  };
+  for (int i = 0; i < 1024; ++i) {
+    auto p = t.Bind(peer(i));
+    ASSERT_TRUE(p.ok()) << i;
     EXPECT_EQ(*p, i);
   }
-  EXPECT_EQ(t.size(), 64u);
-  EXPECT_EQ(t.Bind(Ep("10.0.2.1:1")).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(*t.Bind(Ep("10.0.1.63:1")), 63);  // existing holders still fine
+  EXPECT_EQ(t.size(), 1024u);
+  EXPECT_EQ(t.Bind(Ep("10.0.9.1:1")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*t.Bind(peer(1023)), 1023);  // existing holders still fine
   EXPECT_TRUE(t.Release(17));
-  EXPECT_EQ(*t.Bind(Ep("10.0.2.1:1")), 17);
+  EXPECT_EQ(*t.Bind(Ep("10.0.9.1:1")), 17);
 }
 
 }  // namespace
+TEST(PortTableTest, ASmallTableRefusesDynamicBindsButNeverStaticOnes) {
+  PortTable t(2);
+  EXPECT_EQ(*t.Bind(Ep("10.0.0.1:1")), 0);
+  EXPECT_EQ(*t.Bind(Ep("10.0.0.2:1"), 900), 900);
+  EXPECT_TRUE(t.full());
+  EXPECT_EQ(t.Bind(Ep("10.0.0.3:1")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(t.AddStatic(5, Ep("10.0.0.4:1")).ok());  // the operator's map always fits
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_TRUE(t.Release(0));
+  EXPECT_EQ(t.Bind(Ep("10.0.0.3:1")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(t.Release(900));
+  EXPECT_EQ(*t.Bind(Ep("10.0.0.3:1")), 0);
+}
+
 }  // namespace inca::switchd

@@ -72,7 +72,7 @@ absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
 absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
   if (port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
   }
   absl::StatusOr<int> n = 0;
   server_->Execute(
@@ -83,7 +83,7 @@ absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
 absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpoint) {
   if (port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..63"));
+        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
   }
   auto ep = net::Endpoint::Parse(endpoint);
   if (!ep.ok()) {
@@ -105,7 +105,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::CreateGroup(uint8_t group_id,
   for (uint16_t p : ports) {
     if (p >= dp::kMaxPorts) {
       return absl::InvalidArgumentError(
-          absl::StrCat("port ", p, " is out of range; ports are 0..63"));
+          absl::StrCat("port ", p, " is out of range; ports are 0..", dp::kMaxPorts - 1));
     }
     if (mask.contains(p)) {
       return absl::InvalidArgumentError(absl::StrCat("port ", p, " is listed twice"));

@@ -1,6 +1,9 @@
-// A set of switch ports (0 .. kMaxPorts-1) as a 64-bit mask.
+// A set of switch ports (0 .. kMaxPorts-1) as a fixed bitset of kMaxPorts
+// bits (1,024: 16 words). Operations touch only the words up to the highest
+// member, so masks of low ports cost about what a 64-bit mask did.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
@@ -11,12 +14,17 @@
 
 namespace inca::cais {
 
-static_assert(dp::kMaxPorts == 64, "PortMask is a 64-bit mask");
+// At most this many input ports per rule, hence members per group: a slot
+// keeps one cell per contributor in deterministic mode (slot_pool.h), and the
+// write-up's tensor-parallel groups are 2-64 ranks. The switch itself serves
+// up to dp::kMaxPorts peers across its groups.
+inline constexpr int kMaxGroupMembers = 64;
 
 class PortMask {
  public:
+  static constexpr int kWords = (dp::kMaxPorts + 63) / 64;
+
   constexpr PortMask() = default;
-  constexpr explicit PortMask(uint64_t bits) : bits_(bits) {}
   PortMask(std::initializer_list<dp::PortId> ports) {
     for (dp::PortId p : ports) add(p);
   }
@@ -28,23 +36,38 @@ class PortMask {
 
   // Ports >= kMaxPorts are ignored; validate before adding.
   constexpr void add(dp::PortId p) {
-    if (p < dp::kMaxPorts) bits_ |= uint64_t{1} << p;
+    if (p >= dp::kMaxPorts) return;
+    words_[p / 64] |= uint64_t{1} << (p % 64);
+    if (p / 64 >= used_) used_ = static_cast<uint8_t>(p / 64 + 1);
   }
   constexpr bool contains(dp::PortId p) const {
-    return p < dp::kMaxPorts && ((bits_ >> p) & 1u) != 0;
+    return p < dp::kMaxPorts && ((words_[p / 64] >> (p % 64)) & 1u) != 0;
   }
-  constexpr int count() const { return std::popcount(bits_); }
-  constexpr bool empty() const { return bits_ == 0; }
-  constexpr uint64_t bits() const { return bits_; }
+  constexpr int count() const {
+    int n = 0;
+    for (int w = 0; w < used_; ++w) n += std::popcount(words_[w]);
+    return n;
+  }
+  constexpr bool empty() const { return count() == 0; }
   // Position of `p` among the members in ascending order (p must be a member).
   constexpr int rank_of(dp::PortId p) const {
-    return std::popcount(bits_ & ((uint64_t{1} << p) - 1));
+    int n = 0;
+    for (int w = 0; w < p / 64; ++w) n += std::popcount(words_[w]);
+    return n + std::popcount(words_[p / 64] & ((uint64_t{1} << (p % 64)) - 1));
   }
   // The member at ascending position `index` (< count()).
   dp::PortId nth(int index) const {
-    uint64_t b = bits_;
-    for (int i = 0; i < index; ++i) b &= b - 1;
-    return static_cast<dp::PortId>(std::countr_zero(b));
+    for (int w = 0; w < used_; ++w) {
+      uint64_t b = words_[w];
+      const int here = std::popcount(b);
+      if (index >= here) {
+        index -= here;
+        continue;
+      }
+      for (int i = 0; i < index; ++i) b &= b - 1;
+      return static_cast<dp::PortId>(w * 64 + std::countr_zero(b));
+    }
+    return dp::kMaxPorts;
   }
   std::vector<dp::PortId> ToVector() const;
   // "1,2,3,4"
@@ -52,13 +75,20 @@ class PortMask {
 
   template <typename F>
   void ForEach(F&& f) const {
-    for (uint64_t b = bits_; b != 0; b &= b - 1) f(static_cast<dp::PortId>(std::countr_zero(b)));
+    for (int w = 0; w < used_; ++w) {
+      for (uint64_t b = words_[w]; b != 0; b &= b - 1) {
+        f(static_cast<dp::PortId>(w * 64 + std::countr_zero(b)));
+      }
+    }
   }
 
-  friend constexpr bool operator==(PortMask, PortMask) = default;
+  friend constexpr bool operator==(const PortMask& a, const PortMask& b) {
+    return a.words_ == b.words_;
+  }
 
  private:
-  uint64_t bits_ = 0;
+  std::array<uint64_t, kWords> words_{};
+  uint8_t used_ = 0;  // words_[used_..] are zero
 };
 
 }  // namespace inca::cais

@@ -42,7 +42,7 @@ struct CommunicatorOptions {
   // serve_store is set; every rank connects to it.
   std::string store_address = "127.0.0.1:29500";
   bool serve_store = true;
-  // Switch port to ask for when joining (0..63), or -1 for any. Asking for
+  // Switch port to ask for when joining (0..1023), or -1 for any. Asking for
   // port = rank makes the switch's ascending-port reduction order the rank
   // order (deterministic mode then reduces in rank order).
   int switch_port = -1;

@@ -24,7 +24,7 @@ namespace inca::dp {
 // Switch port number. Ports are small integers assigned by the driver (the
 // port table in inca-switchd, a link in inca-sim).
 using PortId = uint16_t;
-inline constexpr PortId kMaxPorts = 64;
+inline constexpr PortId kMaxPorts = 1024;
 
 // Monotonic time in nanoseconds, injected by the driver.
 using TimeNs = int64_t;

@@ -60,7 +60,7 @@ enum class MgmtReason : uint8_t {
   kBadRequest = 1,         // world_size 0 or > 64, rank >= world_size, bad port
   kWorldSizeMismatch = 2,  // group already forming with another world_size
   kRankTaken = 3,          // another endpoint holds this rank
-  kNoFreePort = 4,         // all 64 switch ports in use
+  kNoFreePort = 4,         // all switch ports (dp::kMaxPorts, 1,024) in use
   kGroupConflict = 5,      // a statically configured rule owns this group
   kPortTaken = 6,          // requested port held by another endpoint
   kGroupBusy = 7,          // another job (another `job`) holds this group and is alive
