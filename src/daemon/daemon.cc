@@ -140,6 +140,7 @@ int RunOlaf(const switchd::SwitchdConfig& c, const std::string& token) {
   o.clusters = c.olaf.clusters;
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.batch_size = c.batch_size;
+  o.lease_ms = c.lease_ms;
   auto server = switchd::OlafServer::Create(o);
   if (!server.ok()) return Fail(server.status());
   auto control = switchd::StartOlafControlService(server->get(), c.control_listen, token);

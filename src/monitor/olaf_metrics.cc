@@ -47,6 +47,14 @@ std::string RenderOlafPrometheus(const control::OlafStats& s,
   w.Sample("", server.datagrams_tx);
   w.Counter("inca_switch_ports_exhausted_total", "Datagrams dropped: no free port for the sender.");
   w.Sample("", server.ports_exhausted);
+  w.Counter("inca_switch_peers_expired_total",
+            "Peer ports released after a lease (lease_ms) without a datagram.");
+  w.Sample("", server.peers_expired);
+  w.Counter("inca_switch_peers_evicted_total",
+            "Peer ports taken, the longest-silent first, for an operator-mapped peer.");
+  w.Sample("", server.peers_evicted);
+  w.Gauge("inca_switch_lease_ms", "The lease period of peer ports.");
+  w.Sample("", server.lease_ms);
   w.Counter("inca_olaf_updates_received_total", "UPDATE packets that parsed.");
   w.Sample("", s.updates_rx);
   w.Counter("inca_olaf_updates_sent_total", "UPDATE packets sent toward the PS.");

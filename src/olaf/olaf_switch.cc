@@ -195,6 +195,17 @@ absl::Status OlafSwitch::UnbindPort(PortId port) {
     return absl::NotFoundError(absl::StrCat("port ", port, " has no bound flow"));
   }
   flows_[port].reset();
+  // Its workers are forgotten: the port may next be bound to another peer,
+  // which must not receive their MODELs and ACKs. They are learned again
+  // from their next update.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->second.port == port) {
+      PortCount(it->second.cluster_id, port, -1);
+      workers_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
   return absl::OkStatus();
 }
 

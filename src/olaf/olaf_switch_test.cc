@@ -417,6 +417,28 @@ TEST_F(SwitchTest, ModelMulticastToPortsOfTheClustersWorkers) {
   EXPECT_EQ(Send(BuildModel(m, F32({1.0f})), 0, 2'000'000).verdict, Verdict::kDropped);
 }
 
+TEST_F(SwitchTest, UnbindingAPortForgetsItsWorkers) {
+  Make();
+  ASSERT_TRUE(sw_->BindPort(1, Flow(1, 5000)).ok());
+  ASSERT_TRUE(sw_->BindPort(700, Flow(2, 5000)).ok());
+  Send(Update(1, 11), 1, 0);
+  Send(Update(1, 12), 700, 0);
+  sw_->Advance(1'000'000, sink_);
+  sink_.Take();
+  EXPECT_EQ(sw_->worker_count(), 2u);
+  EXPECT_EQ(sw_->cluster(1, 0)->workers, 2u);
+  ASSERT_TRUE(sw_->UnbindPort(700).ok());
+  EXPECT_EQ(sw_->worker_count(), 1u);
+  EXPECT_EQ(sw_->cluster(1, 0)->workers, 1u);
+  ModelHeader m;
+  m.cluster_id = 1;
+  EXPECT_EQ(Send(BuildModel(m, F32({1.0f})), 0, 1'000'000).verdict, Verdict::kForwarded);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);  // port 700's worker gets nothing
+  EXPECT_EQ(out[0].port, 1);
+  EXPECT_EQ(sw_->UnbindPort(700).code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(SwitchTest, PassthroughIsByteIdentical) {
   Make();
   const std::vector<uint8_t> other = {0x45, 0x00, 0x4F, 0x4C, 0xFF, 0x01, 0x02};

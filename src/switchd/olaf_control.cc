@@ -49,6 +49,7 @@ absl::StatusOr<std::map<std::string, std::string>> OlafControl::GetConfig() {
       {"max_payload_bytes", absl::StrCat(c.program.max_payload_bytes)},
       {"max_workers", absl::StrCat(c.program.max_workers)},
       {"max_clusters", absl::StrCat(c.program.max_clusters)},
+      {"lease_ms", absl::StrCat(c.lease_ms)},
   };
 }
 
@@ -59,7 +60,7 @@ absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& va
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown key '", k,
           "'; an OLAF switch has program, ps, depth, delta_t_ms, tau_ms, egress_rate_bps, "
-          "max_payload_bytes, max_workers, max_clusters"));
+          "max_payload_bytes, max_workers, max_clusters, lease_ms"));
     }
   }
   return absl::FailedPreconditionError(

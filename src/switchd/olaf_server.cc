@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "switchd/group_manager.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -32,6 +33,10 @@ absl::Status OlafServerConfig::Validate() const {
   if (batch_size < 1 || batch_size > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size ", batch_size, " not in 1..1024"));
   }
+  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease_ms ", lease_ms, " not in ", kMinLeaseMs, "..", kMaxLeaseMs));
+  }
   return program.Validate();
 }
 
@@ -45,10 +50,11 @@ std::string OlafServerCounters::ToJson() const {
       "{\"datagrams_rx\":", datagrams_rx, ",\"rx_truncated\":", rx_truncated,
       ",\"ports_exhausted\":", ports_exhausted, ",\"egress_unmapped\":", egress_unmapped,
       ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
-      ",\"ports_bound\":", ports_bound, ",\"program\":{\"rx_packets\":", program.rx_packets,
-      ",\"aggregated\":", program.aggregated, ",\"forwarded\":", program.forwarded,
-      ",\"dropped\":", program.dropped, ",\"tx_packets\":", program.tx_packets,
-      "},\"olaf\":{\"updates_rx\":", olaf.updates_rx,
+      ",\"ports_bound\":", ports_bound, ",\"peers_expired\":", peers_expired,
+      ",\"peers_evicted\":", peers_evicted, ",\"lease_ms\":", lease_ms,
+      ",\"program\":{\"rx_packets\":", program.rx_packets, ",\"aggregated\":", program.aggregated,
+      ",\"forwarded\":", program.forwarded, ",\"dropped\":", program.dropped,
+      ",\"tx_packets\":", program.tx_packets, "},\"olaf\":{\"updates_rx\":", olaf.updates_rx,
       ",\"updates_absorbed\":", olaf.updates_absorbed,
       ",\"updates_cut_through\":", olaf.updates_cut_through, ",\"updates_tx\":", olaf.updates_tx,
       ",\"acks_forwarded\":", olaf.acks_forwarded, ",\"models_rx\":", olaf.models_rx,
@@ -131,6 +137,7 @@ void OlafServer::Publish(dp::TimeNs now) {
   live_.olaf = program_->totals();
   live_.queue = program_->queue_state(now);
   live_.ports_bound = ports_.size();
+  live_.lease_ms = config_.lease_ms;
   std::lock_guard lock(snapshot_mu_);
   snapshot_ = live_;
 }
@@ -159,6 +166,9 @@ void OlafServer::HandleDatagram(size_t i, dp::TimeNs now) {
   std::optional<dp::PortId> port = ports_.Lookup(source);
   if (!port) {
     auto bound = ports_.Bind(source);
+    if (!bound.ok() && program_->cluster_table().Lookup(source.port()) && EvictSilentest()) {
+      bound = ports_.Bind(source);
+    }
     if (!bound.ok()) {
       ++live_.ports_exhausted;
       return;
@@ -172,7 +182,44 @@ void OlafServer::HandleDatagram(size_t i, dp::TimeNs now) {
     (void)program_->BindPort(*port, flow);  // port < kMaxPorts by construction
     spdlog::debug("event=peer_bound endpoint={} port={}", source.ToString(), *port);
   }
+  seen_[*port] = now;
   program_->Process(rx_.data(i), *port, now, *sink_);
+}
+
+void OlafServer::Unbind(dp::PortId port) {
+  (void)ports_.Release(port);
+  (void)program_->UnbindPort(port);
+}
+
+bool OlafServer::EvictSilentest() {
+  int victim = -1;
+  for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
+    const net::Endpoint* e = ports_.endpoint(p);
+    if (e == nullptr || ports_.is_static(p) || program_->cluster_table().Lookup(e->port())) {
+      continue;
+    }
+    if (victim < 0 || seen_[p] < seen_[static_cast<size_t>(victim)]) victim = p;
+  }
+  if (victim < 0) return false;
+  spdlog::info("event=peer_evicted endpoint={} port={} reason=operator_mapped_peer_needs_a_port",
+               ports_.endpoint(static_cast<dp::PortId>(victim))->ToString(), victim);
+  Unbind(static_cast<dp::PortId>(victim));
+  ++live_.peers_evicted;
+  return true;
+}
+
+void OlafServer::ExpirePeers(dp::TimeNs now) {
+  const dp::TimeNs lease = dp::TimeNs{config_.lease_ms} * dp::kNsPerMs;
+  if (now < next_expiry_scan_) return;
+  next_expiry_scan_ = now + lease / 10;
+  for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
+    const net::Endpoint* e = ports_.endpoint(p);
+    if (e == nullptr || ports_.is_static(p) || now - seen_[p] < lease) continue;
+    spdlog::info("event=peer_expired endpoint={} port={} silent_ms={}", e->ToString(), p,
+                 (now - seen_[p]) / dp::kNsPerMs);
+    Unbind(p);
+    ++live_.peers_expired;
+  }
 }
 
 absl::Status OlafServer::Run() {
@@ -218,6 +265,7 @@ absl::Status OlafServer::Run() {
     program_->Advance(now, *sink_);
     FlushTx();
     RunTasks();
+    ExpirePeers(now);
     Publish(now);
   }
   FlushTx();

@@ -7,7 +7,14 @@
 //   from any other endpoint      -> its port (bound on first sight: the port
 //                                   table gives it the lowest free port and
 //                                   the program learns its 5-tuple); no free
-//                                   port -> dropped (ports_exhausted)
+//                                   port -> dropped (ports_exhausted), unless
+//                                   the operator mapped its UDP source port
+//                                   in the cluster table: then the peer
+//                                   silent longest gives way (peers_evicted)
+// A peer's port is a lease, renewed by each of its datagrams: one silent for
+// lease_ms (--lease-ms, the switch's one lease setting) loses its port and
+// the workers the program learned on it (peers_expired); its next datagram
+// binds it again.
 // Every packet the program emits goes to its egress port's endpoint
 // (sendmmsg). The program paces its PS-facing output itself at
 // egress_rate_bps; the loop sleeps (ppoll, nanosecond timeout) until the
@@ -23,6 +30,7 @@
 // and Execute() may be called from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -50,6 +58,7 @@ struct OlafServerConfig {
   std::vector<std::pair<uint16_t, uint16_t>> clusters;
   size_t socket_buffer_bytes = size_t{8} << 20;
   uint32_t batch_size = 64;
+  uint32_t lease_ms = 10'000;  // [kMinLeaseMs, kMaxLeaseMs] of group_manager.h
   absl::Status Validate() const;
 };
 
@@ -60,7 +69,10 @@ struct OlafServerCounters {
   uint64_t egress_unmapped = 0;
   uint64_t datagrams_tx = 0;
   uint64_t send_errors = 0;
-  uint64_t ports_bound = 0;  // gauge, the PS included
+  uint64_t ports_bound = 0;    // gauge, the PS included
+  uint64_t peers_expired = 0;  // ports released: the peer was silent for a lease
+  uint64_t peers_evicted = 0;  // ports taken for an operator-mapped peer
+  uint64_t lease_ms = 0;       // the lease period
   dp::ProgramCounters program;
   olaf::OlafCounters olaf;
   olaf::OlafQueueState queue;
@@ -108,6 +120,9 @@ class OlafServer {
              net::UdpSocket socket, net::Wakeup wakeup, net::Endpoint ps,
              const net::TimeSource* clock);
   void HandleDatagram(size_t i, dp::TimeNs now);
+  void Unbind(dp::PortId port);
+  bool EvictSilentest();  // false: every dynamic peer is operator-mapped
+  void ExpirePeers(dp::TimeNs now);
   void Egress(dp::PortId port, std::span<const uint8_t> packet);
   void FlushTx();
   void Publish(dp::TimeNs now);
@@ -121,6 +136,8 @@ class OlafServer {
   net::Wakeup wakeup_;
   net::Endpoint ps_;
   PortTable ports_;
+  std::array<dp::TimeNs, dp::kMaxPorts> seen_{};  // last datagram per port
+  dp::TimeNs next_expiry_scan_ = 0;
   net::RecvBatch rx_;
   net::SendBatch tx_;
   std::unique_ptr<Sink> sink_;

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   auto* f_lease =
       app.add_option("--lease-ms", lease_ms,
                      "a group member silent this long (no JOIN, PING, REPORT or data) loses its "
-                     "group; hosts PING every lease/4")
+                     "group; hosts PING every lease/4. OLAF: a peer silent this long loses its port")
           ->check(CLI::Range(inca::switchd::kMinLeaseMs, inca::switchd::kMaxLeaseMs))
           ->capture_default_str();
   auto* f_det =

@@ -176,7 +176,9 @@ class OlafSwitch final : public dp::Program {
   // port table / simulator link). Replaces an earlier binding.
   // InvalidArgument for port >= dp::kMaxPorts.
   absl::Status BindPort(dp::PortId port, const FlowKey& flow);
-  absl::Status UnbindPort(dp::PortId port);  // NotFound if unbound
+  // Also forgets the workers learned on `port` (a lease expired, an operator
+  // released it). NotFound if unbound.
+  absl::Status UnbindPort(dp::PortId port);
   std::optional<FlowKey> BoundFlow(dp::PortId port) const;
 
   // Where non-OLAF packets arriving on `in` go. Default without a route:
