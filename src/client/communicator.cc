@@ -155,7 +155,7 @@ class CommunicatorImpl final : public Communicator {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    if (transport_) transport_->Leave();
+    if (transport_ && failed_.ok()) transport_->Leave();
   }
 
   absl::Status Init() {
@@ -334,7 +334,7 @@ class CommunicatorImpl final : public Communicator {
         // thread's, so the lock is dropped around it).
         while (!stopping_ && queue_.empty()) {
           std::chrono::milliseconds next{60'000};
-          if (transport_) {
+          if (transport_ && failed_.ok()) {
             lock.unlock();
             next = transport_->KeepAlive();
             lock.lock();
@@ -345,7 +345,8 @@ class CommunicatorImpl final : public Communicator {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
-      absl::Status st = item.run();
+      absl::Status st = failed_.ok() ? item.run() : Failed();
+      if (IsFatal(st)) Fail(st);
       item.run = nullptr;  // drop the captures before the work completes
       if (item.on_done) {
         item.on_done(st);
@@ -353,6 +354,37 @@ class CommunicatorImpl final : public Communicator {
       }
       item.work->Finish(std::move(st));
     }
+  }
+
+  // A failure that leaves the group's ranks at different operations (a peer
+  // gone, silent past host_timeout_ms, data lost): no later operation can
+  // be matched up. Refused input and INCA_REQUIRE_SWITCH refusals are not.
+  static bool IsFatal(const absl::Status& st) {
+    switch (st.code()) {
+      case absl::StatusCode::kOk:
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kFailedPrecondition:
+      case absl::StatusCode::kOutOfRange:
+      case absl::StatusCode::kUnimplemented: return false;
+      default: return true;
+    }
+  }
+  // On the first fatal failure: leave the switch group at once (issue 18),
+  // so that the switch frees its ports and slots and a re-run can form
+  // without waiting for a lease; no more keep-alives.
+  void Fail(const absl::Status& st) {
+    if (!failed_.ok()) return;
+    failed_ = st;
+    if (transport_) transport_->Leave();
+    std::fprintf(stderr,
+                 "inca rank %d: group %u failed and left the switch: %s; create a new "
+                 "communicator to go on\n",
+                 o_.rank, static_cast<unsigned>(o_.group_id), std::string(st.message()).c_str());
+  }
+  absl::Status Failed() const {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group ", o_.group_id, " failed at an earlier operation and left the switch (",
+                     failed_.message(), "); create a new communicator to go on"));
   }
 
   // Splits an operation into pieces of at most 65,535 chunks.
@@ -819,6 +851,7 @@ class CommunicatorImpl final : public Communicator {
   CommunicatorOptions o_;
   const bool debug_ = std::getenv("INCA_DEBUG") != nullptr;
   bool fallback_warned_ = false;  // WarnFallback, on the communicator's thread
+  absl::Status failed_;           // the first fatal failure (Fail), on that thread
   std::unique_ptr<hostpath::TcpStoreServer> store_server_;
   std::shared_ptr<hostpath::TcpStore> store_;
   std::unique_ptr<hostpath::HostGroup> host_;

@@ -224,8 +224,13 @@ TEST(SilentPeerTest, PeersOfAStoppedRankFailTogetherNamingIt) {
       const bool named = !s.ok() && msg.find("group 0, operation 2") != std::string::npos &&
                          msg.find("rank(s) 2 did not reach it") != std::string::npos &&
                          msg.find("host_timeout_ms=2000") != std::string::npos;
+      // The communicator left the switch group with that error; later
+      // operations are refused at once.
+      const absl::Status again = (*c)->AllReduce(v.data(), 10, DType::kF32, ReduceOp::kSum);
+      const bool refused = again.code() == absl::StatusCode::kFailedPrecondition &&
+                           again.message().find("left the switch") != std::string::npos;
       if (write(report[1], &at, sizeof(at)) != sizeof(at)) _exit(14);
-      _exit(named ? 0 : 12);
+      _exit(!named ? 12 : !refused ? 13 : 0);
     }
     procs.emplace_back(pid);
   }
@@ -234,6 +239,20 @@ TEST(SilentPeerTest, PeersOfAStoppedRankFailTogetherNamingIt) {
   for (auto& t : at) ASSERT_EQ(read(report[0], &t, sizeof(t)), static_cast<ssize_t>(sizeof(t)));
   close(report[0]);
   EXPECT_LT(std::abs(at[0] - at[1]), int64_t{1'000'000'000}) << "the peers failed apart";
+  // They left group 0 on the switch when they failed (issue 18): another
+  // job forms it at once, though the stopped rank still holds its port and
+  // its peers were heard from well within half a lease (10 s).
+  {
+    CommunicatorOptions o = cl.Options(0, 1);
+    o.store_address = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+    o.require_switch = true;
+    o.join_timeout_ms = 1500;
+    auto c = Communicator::Create(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::vector<float> v(100, 1.0f);
+    EXPECT_TRUE((*c)->AllReduce(v.data(), v.size(), DType::kF32, ReduceOp::kSum).ok());
+    EXPECT_EQ((*c)->stats().ops_switch, 1u);
+  }
   procs[stopped].Signal(SIGKILL);
   procs[stopped].Wait(std::chrono::seconds(5));
   for (int r = 0; r < n; ++r) {
