@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -18,10 +20,26 @@ namespace inca::control {
 
 namespace {
 
+// Messages quote what the client sent (an endpoint, a key): control
+// characters are escaped so that every error stays one line.
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  std::string msg;
+  msg.reserve(s.message().size());
+  for (const char c : s.message()) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&msg, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      msg.push_back(c);
+    }
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::move(msg));
 }
+
+// At most this many StreamStats at once: each holds one of the server's
+// handler threads (ControlServerOptions::max_threads) for its lifetime.
+constexpr int kMaxStatsStreams = 4;
 
 class Service final : public pb::Control::Service {
  public:
@@ -147,6 +165,21 @@ class Service final : public pb::Control::Service {
   grpc::Status StreamStats(grpc::ServerContext* ctx, const pb::StreamStatsRequest* req,
                            grpc::ServerWriter<pb::Stats>* writer) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    if (req->interval_ms() > 3'600'000) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("interval_ms ", req->interval_ms(), " is above an hour (3600000)"));
+    }
+    if (streams_.fetch_add(1) >= kMaxStatsStreams) {
+      streams_.fetch_sub(1);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrCat("at most ", kMaxStatsStreams,
+                                       " StreamStats at once; close one or poll GetStats"));
+    }
+    struct Release {
+      std::atomic<int>* n;
+      ~Release() { n->fetch_sub(1); }
+    } release{&streams_};
     const auto interval = std::chrono::milliseconds(
         req->interval_ms() == 0 ? 1000 : std::max<uint32_t>(req->interval_ms(), 10));
     for (uint32_t n = 0; req->count() == 0 || n < req->count(); ++n) {
@@ -157,7 +190,12 @@ class Service final : public pb::Control::Service {
       ToProto(*s, &msg);
       if (!writer->Write(msg)) break;
       if (req->count() != 0 && n + 1 == req->count()) break;
-      std::this_thread::sleep_for(interval);  // paces the stream, bounded by cancellation
+      // Paces the stream; a cancelled or expired call ends within 20 ms.
+      const auto next = std::chrono::steady_clock::now() + interval;
+      while (!ctx->IsCancelled() && std::chrono::steady_clock::now() < next) {
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(20), next - std::chrono::steady_clock::now()));
+      }
     }
     return grpc::Status::OK;
   }
@@ -246,6 +284,7 @@ class Service final : public pb::Control::Service {
 
   ControlPlane* plane_;
   std::string token_;
+  std::atomic<int> streams_{0};
 };
 
 }  // namespace
