@@ -16,15 +16,23 @@ run_stage() {
   local name="$1"
   shift
   echo "=== $name"
-  if "$@"; then echo "=== $name: ok"; else echo "=== $name: FAILED"; failed+=("$name"); fi
+  local t0=$SECONDS
+  if "$@"; then echo "=== $name: ok ($((SECONDS - t0)) s)"; else
+    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+    failed+=("$name")
+  fi
 }
 
+t_build=$SECONDS
 scripts/setup.sh release -DINCA_WERROR=ON
+echo "=== release build: $((SECONDS - t_build)) s"
 run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-failure
 run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_DIR="$PWD/build/release" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q python/tests
 
+t_build=$SECONDS
 scripts/setup.sh asan -DINCA_WERROR=ON
+echo "=== asan build: $((SECONDS - t_build)) s"
 run_stage "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure
@@ -46,4 +54,4 @@ if ((${#failed[@]})); then
   echo "FAILED stages: ${failed[*]}"
   exit 1
 fi
-echo "all test stages passed"
+echo "all test stages passed in $SECONDS s"
