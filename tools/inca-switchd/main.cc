@@ -70,9 +70,10 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(0.0, 3.6e6))
           ->capture_default_str();
   auto* f_lease =
-      app.add_option("--lease-ms", lease_ms,
-                     "a group member silent this long (no JOIN, PING, REPORT or data) loses its "
-                     "group; hosts PING every lease/4. OLAF: a peer silent this long loses its port")
+      app.add_option(
+             "--lease-ms", lease_ms,
+             "a group member silent this long (no JOIN, PING, REPORT or data) loses its "
+             "group; hosts PING every lease/4. OLAF: a peer silent this long loses its port")
           ->check(CLI::Range(inca::switchd::kMinLeaseMs, inca::switchd::kMaxLeaseMs))
           ->capture_default_str();
   auto* f_det =
