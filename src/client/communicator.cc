@@ -18,6 +18,8 @@
 #include "client/switch_transport.h"
 #include "hostpath/host_group.h"
 #include "hostpath/tcp_store.h"
+#include "inca/cais/port_mask.h"
+#include "inca/dataplane/program.h"
 
 namespace inca {
 
@@ -26,9 +28,9 @@ using client::SwitchTransport;
 using wire::CaisOp;
 
 absl::Status CommunicatorOptions::Validate() const {
-  if (world_size < 1 || world_size > 64) {
+  if (world_size < 1 || world_size > cais::kMaxGroupMembers) {
     return absl::InvalidArgumentError(
-        absl::StrCat("world_size ", world_size, " must be between 1 and 64"));
+        absl::StrCat("world_size ", world_size, " must be between 1 and ", cais::kMaxGroupMembers));
   }
   if (rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(
@@ -47,9 +49,9 @@ absl::Status CommunicatorOptions::Validate() const {
   if (io != "gso" && io != "mmsg") {
     return absl::InvalidArgumentError(absl::StrCat("io '", io, "' must be gso or mmsg"));
   }
-  if (switch_port < -1 || switch_port > 63) {
+  if (switch_port < -1 || switch_port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(
-        absl::StrCat("switch_port ", switch_port, " must be -1 (any) or 0..63"));
+        absl::StrCat("switch_port ", switch_port, " must be -1 (any) or 0..", dp::kMaxPorts - 1));
   }
   if (retransmit_timeout_ms < 1 || max_retransmit_timeout_ms < retransmit_timeout_ms ||
       switch_timeout_ms < 1 || join_timeout_ms < 0 || rejoin_interval_ms < 1 ||
