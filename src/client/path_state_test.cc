@@ -1,0 +1,124 @@
+// PathState, the transport core's congestion control, alone: delay-based
+// window, competitive mode and its drain probe, and the window trace
+// (docs/design/cais-client.md). The core on a simulated star is
+// transport_core_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "client/transport_core.h"
+
+namespace inca::client {
+namespace {
+
+TEST(PathStateTest, EntersCompetitiveModeOnlyWhenTheQueueIsNotItsOwn) {
+  TransportConfig c;
+  c.initial_window = 16;
+  c.min_window = 2;
+  c.max_window = 64;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);  // base 100 us, target 400 us
+  // A queue of 2 ms that the window's cuts do not remove: the window falls
+  // to the floor, then a whole epoch above the target at the floor.
+  for (int i = 0; i < 200 && !p.competitive(); ++i) p.OnRtt(2'000'000, t += 500'000);
+  EXPECT_TRUE(p.competitive());
+  EXPECT_EQ(p.competitive_entries(), 1u);
+  // Loss now halves the window (in delay mode it does not).
+  for (int i = 0; i < 100; ++i) p.OnRtt(2'000'000, t += 100'000);
+  const double w = p.window();
+  p.OnLoss(t += 3'000'000);
+  EXPECT_NEAR(p.window(), std::max(2.0, w / 2), 1e-9);
+  // The drain probe: the window drops to the floor; the queue empties, so
+  // it was this rank's own and delay control resumes.
+  t += c.probe_interval_ns;
+  p.OnRtt(2'000'000, t);
+  EXPECT_TRUE(p.probing());
+  EXPECT_EQ(p.window_chunks(), c.min_window);
+  p.OnRtt(150'000, t += 2'000'000);
+  p.OnRtt(150'000, t += 3'000'000);
+  EXPECT_FALSE(p.probing());
+  EXPECT_FALSE(p.competitive());
+  // In delay mode a loss leaves the window alone.
+  const double w2 = p.window();
+  p.OnLoss(t += 10'000'000);
+  EXPECT_EQ(p.window(), w2);
+}
+
+TEST(PathStateTest, ItsOwnQueueAfterARateStepDoesNotLookLikeACompetitor) {
+  TransportConfig c;
+  c.initial_window = 40;
+  c.min_window = 2;
+  c.max_window = 64;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);
+  // The window's cuts shrink this rank's own queue: the delay falls back
+  // towards the target as the window does.
+  for (int i = 0; i < 400; ++i) {
+    const double queue_ns = std::max(0.0, (p.window() - 8.0) * 100'000.0);
+    p.OnRtt(100'000 + static_cast<int64_t>(queue_ns), t += 200'000);
+  }
+  EXPECT_FALSE(p.competitive());
+  EXPECT_EQ(p.competitive_entries(), 0u);
+  EXPECT_GT(p.window(), 4.0);
+}
+
+TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {
+  TransportConfig c;
+  c.initial_window = 10;
+  c.max_window = 100;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);  // base 100 us, target 400 us
+  EXPECT_EQ(p.target_ns(), 400'000);
+  for (int i = 0; i < 10; ++i) p.OnRtt(150'000, t += 1000);
+  EXPECT_NEAR(p.window(), 11.0, 0.1);  // +1 per window of samples
+  // One sample at twice the target is jitter, not a queue: the standing
+  // round trip (the smallest of the last four here) stays low.
+  p.OnRtt(800'000, t += 100'000);
+  EXPECT_EQ(p.standing_rtt_ns(), 150'000);
+  EXPECT_GE(p.window(), 11.0);
+  // A queue raises every sample: on the fourth, the window shrinks.
+  for (int i = 0; i < 3; ++i) p.OnRtt(800'000, t += 100'000);
+  EXPECT_EQ(p.standing_rtt_ns(), 800'000);
+  const double w = p.window();
+  EXPECT_LT(w, 11.0 * 0.7);
+  p.OnRtt(800'000, t += 1000);  // within the same round trip: no second cut
+  EXPECT_EQ(p.window(), w);
+  p.OnTimeout(t += 10'000'000);
+  EXPECT_LT(p.window(), w);
+  EXPECT_GT(p.rto_ns(), c.rto_min_ns);  // backed off
+  p.OnRtt(150'000, t += 1000);
+  EXPECT_EQ(p.rto_ns(), c.rto_min_ns);  // a valid sample resets the backoff
+  EXPECT_GE(p.window_chunks(), c.min_window);
+}
+
+TEST(PathStateTest, TraceKeepsTheLastSamplesAtMostOnePerQuarterRoundTrip) {
+  TransportConfig c;
+  c.trace_capacity = 8;
+  PathState p(c);
+  int64_t t = 0;
+  for (int i = 0; i < 200; ++i) p.OnRtt(100'000, t += 10'000);  // a sample every 10 us
+  // srtt 100 us: one trace sample per 25 us of samples at most, 8 kept.
+  EXPECT_LE(p.traced(), 200u * 10 / 25 + 1);
+  EXPECT_GE(p.traced(), 200u * 10 / 30);
+  ASSERT_EQ(p.trace().size(), 8u);
+  for (size_t i = 1; i < p.trace().size(); ++i) {
+    EXPECT_GE(p.trace()[i].at_ns - p.trace()[i - 1].at_ns, 25'000 - 1);
+  }
+  // A timeout is recorded at once, with the halved window.
+  const uint64_t before = p.traced();
+  p.OnTimeout(t += 1);
+  EXPECT_EQ(p.traced(), before + 1);
+  EXPECT_EQ(p.trace().back().at_ns, t);
+  EXPECT_EQ(p.trace().back().window, p.window());
+  // Off by default.
+  PathState off{TransportConfig{}};
+  off.OnRtt(100'000, 1);
+  EXPECT_EQ(off.traced(), 0u);
+  EXPECT_TRUE(off.trace().empty());
+}
+
+}  // namespace
+}  // namespace inca::client
