@@ -25,9 +25,9 @@ def test_a_hung_rank_is_reported_with_its_python_stack(tmp_path):
     import pytest
     import cais.launch as launch
     script = tmp_path / "stuck.py"
-    script.write_text("import os, sys, time\n"
+    script.write_text("import os, threading\n"
                       "def wait_for_peer():\n"
-                      "    time.sleep(60)\n"
+                      "    threading.Event().wait()  # never set: hung\n"
                       "if os.environ['RANK'] == '1':\n"
                       "    wait_for_peer()\n"
                       "print('{}')\n")
