@@ -405,6 +405,7 @@ class CommunicatorImpl final : public Communicator {
       std::lock_guard lock(stats_mu_);
       stats_.chunks_sent += r.sent;
       stats_.chunks_retransmitted += r.retransmitted;
+      stats_.tail_probes += r.tail_probes;
       stats_.result_requests += r.requests;
       stats_.fallback_notices += r.notices;
       const client::PathState& p = transport_->path();

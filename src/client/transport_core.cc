@@ -311,6 +311,7 @@ void OpCore::Complete(uint32_t c, bool fallback, int64_t now) {
   --remaining_;
   last_progress_ = now;
   rto_deadline_ = now;  // the timer restarts on progress (as TCP's on a new ACK)
+  probed_ = false;
   request_rto_ = path_.rto_ns();
   request_at_ = now + request_rto_;
   if (remaining_ == 0) Finish();
@@ -407,6 +408,32 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     Resend(c, now, out);
     --budget;
   }
+  // The tail probe (after RACK-TLP, RFC 8985): nothing completed for a
+  // probe timeout, well short of the RTO. A flight lost whole, as one GSO
+  // message of up to seven chunks is, has nothing left to overtake it, and
+  // with a window of a few chunks it is often the whole window; the ranks'
+  // windows then wait for it in the switch's slots until the RTO. So once
+  // per quiet spell every chunk already overdue is sent again, without the
+  // RTO's back-off, and the window treated as for a fast retransmission
+  // (kept by delay control, halved in competitive mode). If the probe is
+  // lost too, the RTO below still fires.
+  const int64_t pto = ProbeTimeout();
+  if (outstanding_ > 0 && !probed_ && pto > 0 && now >= rto_deadline_ + pto) {
+    uint32_t resent = 0;
+    const uint32_t most = std::max<uint32_t>(1, path_.window_chunks());
+    for (uint32_t c : inflight_) {
+      if (resent >= most) break;
+      if (sent_at_[c] < 0 || now - sent_at_[c] < overdue) continue;
+      fast_done_[c] = 1;
+      Resend(c, now, out);
+      ++resent;
+    }
+    probed_ = true;
+    if (resent > 0) {
+      ++r_.tail_probes;
+      path_.OnLoss(now);  // as a fast retransmission: competitive mode halves
+    }
+  }
   // The retransmission timer: nothing completed for an RTO. Resend every
   // chunk as old as the RTO (the window at most), back off, and restart the
   // timer. A flight lost whole, as one GSO message of up to seven chunks
@@ -461,6 +488,14 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   }
 }
 
+int64_t OpCore::ProbeTimeout() const {
+  if (c_.probe_timeout_rtts <= 0 || path_.srtt_ns() <= 0 || path_.competitive()) return 0;
+  const int64_t pto =
+      std::max(static_cast<int64_t>(c_.probe_timeout_rtts * static_cast<double>(path_.srtt_ns())),
+               path_.srtt_ns() + path_.reorder_window_ns());
+  return pto < path_.rto_ns() ? pto : 0;  // past the RTO it would add nothing
+}
+
 int64_t OpCore::PacingInterval() const {
   if (c_.pacing_gain <= 0 || path_.srtt_ns() <= 0) return 0;
   return static_cast<int64_t>(static_cast<double>(path_.srtt_ns()) /
@@ -472,6 +507,9 @@ int64_t OpCore::NextDeadline() const {
   if (PacingInterval() > 0 && next_own_ < r_.total_chunks && outstanding_ < path_.window_chunks())
     t = std::min(t, pace_at_);
   if (outstanding_ > 0) t = std::min(t, rto_deadline_ + path_.rto_ns());
+  if (outstanding_ > 0 && !probed_ && ProbeTimeout() > 0) {
+    t = std::min(t, rto_deadline_ + ProbeTimeout());
+  }
   // The first overtaken chunk that is not yet overdue (see Pump).
   const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
   for (uint32_t c : inflight_) {

@@ -59,6 +59,7 @@ struct SwitchPhaseResult {
   uint64_t retransmitted = 0;
   uint64_t requests = 0;
   uint64_t notices = 0;
+  uint64_t tail_probes = 0;  // probe timeouts that resent chunks
 };
 
 struct TransportConfig {
@@ -97,6 +98,11 @@ struct TransportConfig {
   // older than the smoothed round trip plus a reordering window of
   // max(base / 4, jitter_factor x noise).
   uint32_t reorder_threshold = 3;
+  // Tail probe (after RACK-TLP, RFC 8985): when nothing completed for
+  // max(probe_timeout_rtts x srtt, srtt + the reordering window), and that
+  // is shorter than the RTO, every overdue own chunk (the window at most)
+  // is sent again once, without the RTO's window cut and back-off. 0: off.
+  double probe_timeout_rtts = 2.0;
   // Pacing: new chunks leave at most pacing_gain x window / srtt (a token
   // bucket of pacing_burst chunks), so that an operation's first window and
   // each growth step do not arrive at the bottleneck as one burst. 0: off
@@ -267,6 +273,8 @@ class OpCore {
   bool WorthRequesting(uint32_t c, bool tail_ok) const;
   // Nanoseconds between new chunks at the pacing rate; 0: not paced.
   int64_t PacingInterval() const;
+  // The tail probe's timeout (TransportConfig::probe_timeout_rtts); 0: none.
+  int64_t ProbeTimeout() const;
   void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
   // Sends own chunk c again (fast retransmission or the RTO) and gives it a
   // new place in the send order.
@@ -297,6 +305,7 @@ class OpCore {
   uint64_t remaining_ = 0;
   int64_t last_progress_ = 0;
   int64_t rto_deadline_ = 0;  // the oldest outstanding chunk's timer
+  bool probed_ = false;       // the tail probe fired since the last progress
   int64_t request_at_ = 0;
   int64_t request_rto_ = 0;
   uint32_t request_cursor_ = 0;

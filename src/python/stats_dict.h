@@ -16,6 +16,7 @@ inline pybind11::dict StatsDict(const CommunicatorStats& s) {
   d["ops_declined"] = s.ops_declined;
   d["chunks_sent"] = s.chunks_sent;
   d["chunks_retransmitted"] = s.chunks_retransmitted;
+  d["tail_probes"] = s.tail_probes;
   d["result_requests"] = s.result_requests;
   d["fallback_notices"] = s.fallback_notices;
   d["chunks_recovered_on_host"] = s.chunks_recovered_on_host;

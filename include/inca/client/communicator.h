@@ -117,6 +117,7 @@ struct CommunicatorStats {
   uint64_t ops_declined = 0;  // of ops_host: the switch's offload policy declined them
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;
+  uint64_t tail_probes = 0;  // quiet spells ended by a tail probe (of chunks_retransmitted)
   uint64_t result_requests = 0;
   uint64_t fallback_notices = 0;
   uint64_t chunks_recovered_on_host = 0;
