@@ -4,6 +4,7 @@
 #include <bit>
 #include <bitset>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,14 @@ using wire::CaisOp;
 using wire::CaisParseError;
 
 namespace {
+
+// The switch wait of `port`'s contribution to a pending slot completing at
+// `now` (wire::EncodeWait; 0 for a port that did not contribute).
+uint8_t WaitCode(const Slot& s, PortId port, TimeNs now) {
+  if (!s.inputs.contains(port)) return 0;
+  const TimeNs at = s.since + s.arrival[static_cast<size_t>(s.inputs.rank_of(port))];
+  return wire::EncodeWait(now - at);
+}
 
 constexpr uint32_t kMaxUdpCaisPayload = 65507 - wire::kCaisHeaderBytes;
 
@@ -313,10 +322,23 @@ void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::Packe
   out.Emit(port, buf);
 }
 
-void CaisReducer::SendAck(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
+void CaisReducer::SendAck(const wire::CaisHeader& h, PortId port, uint8_t wait,
+                          dp::PacketSink& out) {
   wire::CaisHeader n = h;
   n.flags = wire::cais_flags::kResult | wire::cais_flags::kAck;
   n.payload_len = 0;
+  n.block = wait;
+  uint8_t buf[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(n, buf);
+  out.Emit(port, buf);
+}
+
+void CaisReducer::SendPending(const wire::CaisHeader& h, PortId port, bool held,
+                              dp::PacketSink& out) {
+  wire::CaisHeader n = h;
+  n.flags = wire::cais_flags::kResult | wire::cais_flags::kPending;
+  n.payload_len = 0;
+  n.block = held ? 1 : 0;
   uint8_t buf[wire::kCaisHeaderBytes];
   wire::SerializeCaisHeader(n, buf);
   out.Emit(port, buf);
@@ -375,8 +397,11 @@ bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   return declined;
 }
 
-void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload) {
+void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload,
+                             TimeNs now) {
   Slot& s = pool_->slot(i);
+  s.arrival[static_cast<size_t>(s.inputs.rank_of(ingress))] =
+      static_cast<uint32_t>(std::clamp<TimeNs>(now - s.since, 0, UINT32_MAX));
   const size_t n = s.header.element_count();
   if (IsSingleContributor(s.header.op)) {
     std::memcpy(pool_->cell(i, 0), payload.data(), payload.size());
@@ -421,34 +446,43 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   const int hb = HoldingBucket(now - s.since);
   ++groups_[h.group_id].holding_us_log2[static_cast<size_t>(hb)];
   ++totals_.holding_us_log2[static_cast<size_t>(hb)];
-  pool_->Complete(i, now);
 
+  // Each port's copy of an AllReduce or ReduceScatter result says how long
+  // that port's contribution waited here for the others (in `block`, which
+  // these ops do not otherwise use): a rank tells waiting for slower ranks
+  // from a queue on its own path (docs/design/cais-client.md).
+  const bool wait = wire::CarriesWait(h.op);
+  uint8_t* const block = out_buf_.data() + offsetof(wire::CaisWireHeader, block);
   const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);
   if (h.op == CaisOp::kReduceScatter) {
     // The result to its owner only; the other contributors get a 20-byte
     // ACK so that their windows move (they never see this chunk's data).
     const PortId owner = ScatterOwner(h, s.outputs);
+    *block = WaitCode(s, owner, now);
     out.Emit(owner, bytes);
     EarnResend(owner);
     s.inputs.ForEach([&](PortId p) {
       if (p != owner) {
-        SendAck(h, p, out);
+        SendAck(h, p, WaitCode(s, p, now), out);
         EarnResend(p);
       }
     });
   } else {
     s.outputs.ForEach([&](PortId p) {
+      if (wait) *block = WaitCode(s, p, now);
       out.Emit(p, bytes);
       EarnResend(p);
     });
   }
+  *block = 0;
+  pool_->Complete(i, now);
   Bump(h.group_id, &GroupCounters::completed_chunks);
 }
 
 void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
   const Slot& s = pool_->slot(i);
   if (s.header.op == CaisOp::kReduceScatter && port != ScatterOwner(s.header, s.outputs)) {
-    SendAck(s.header, port, out);  // a non-owner's resend: its part is done
+    SendAck(s.header, port, 0, out);  // a non-owner's resend: its part is done
     return;
   }
   wire::CaisHeader h = s.header;
@@ -523,7 +557,14 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       Bump(g, &GroupCounters::results_resent);
       return Outcome::Forwarded();
     }
-    if (request) return Drop(g, DropReason::kNotReady);
+    if (request) {
+      // A host's tail probe: say whether its contribution is here, so that
+      // it resends only what the switch lacks (docs/protocol.md, PENDING).
+      if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kNotReady);
+      SendPending(h, ingress, s.arrived.contains(ingress), out);
+      Bump(g, &GroupCounters::pending_answers);
+      return Outcome::Forwarded();
+    }
     if (!s.inputs.contains(ingress)) {
       return Drop(g, single ? DropReason::kNotContributor : DropReason::kPortNotInRule);
     }
@@ -540,7 +581,13 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       Bump(g, &GroupCounters::declined_notices);
       return Drop(g, DropReason::kOffloadDeclined);
     }
-    if (request) return Drop(g, DropReason::kNotReady);
+    if (request) {
+      // No slot: nothing of this chunk is here, the asker's part neither.
+      if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotReady);
+      SendPending(h, ingress, false, out);
+      Bump(g, &GroupCounters::pending_answers);
+      return Outcome::Forwarded();
+    }
     if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
     if (rules_.version() != shares_version_) Reshare();
     const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
@@ -564,7 +611,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     s.inputs = contributors;
     s.outputs = rule->output_ports;
   }
-  Contribute(i, ingress, pkt.payload);
+  Contribute(i, ingress, pkt.payload, now);
   Bump(g, &GroupCounters::contributions);
   Bump(g, &GroupCounters::reduced_bytes, h.payload_len);
 

@@ -116,5 +116,82 @@ TEST_F(ReducerTest, ReduceScatterSendsEachChunkToItsOwnerOnlyAndAcksTheRest) {
   EXPECT_TRUE(out[1].header.has_flag(wire::cais_flags::kAck));
 }
 
+// Each port's copy of a result says how long that port's contribution
+// waited for the others (wire::EncodeWait in `block`); a resent result,
+// which is not a round-trip sample, says nothing.
+TEST_F(ReducerTest, EachResultCarriesHowLongItsPortsContributionWaited) {
+  for (CaisOp op : {CaisOp::kAllReduce, CaisOp::kReduceScatter}) {
+    Make();
+    AddAllReduce({1, 2, 3}, 0, op);
+    const uint16_t total = op == CaisOp::kReduceScatter ? 3 : 1;
+    Send(1, Packet(Hdr(op, ReduceOp::kSum, DType::kF32, 0, total), F32Bytes({1})), 1'000'000);
+    Send(2, Packet(Hdr(op, ReduceOp::kSum, DType::kF32, 0, total), F32Bytes({2})), 1'300'000);
+    Send(3, Packet(Hdr(op, ReduceOp::kSum, DType::kF32, 0, total), F32Bytes({3})), 5'000'000);
+    const auto out = sink_.Take();
+    ASSERT_EQ(out.size(), 3u) << wire::ToString(op);
+    for (const auto& e : out) {
+      const int64_t want = e.port == 1 ? 4'000'000 : e.port == 2 ? 3'700'000 : 0;
+      EXPECT_EQ(e.header.block, wire::EncodeWait(want)) << wire::ToString(op) << " port " << e.port;
+    }
+    EXPECT_NEAR(static_cast<double>(wire::DecodeWait(out[0].header.block)), 4e6, 4e6 * 0.045);
+    wire::CaisHeader again = Hdr(op, ReduceOp::kSum, DType::kF32, 0, total);
+    again.flags = wire::cais_flags::kRetransmit;
+    Send(1, Packet(again, F32Bytes({1})), 6'000'000);
+    const auto resent = sink_.Take();
+    ASSERT_EQ(resent.size(), 1u);
+    EXPECT_EQ(resent[0].header.block, 0);
+  }
+  // AllGather keeps `block` for the owner's index.
+  Make();
+  AddAllReduce({1, 2}, 0, CaisOp::kAllGather);
+  Send(2, Packet(Hdr(CaisOp::kAllGather, ReduceOp::kSum, DType::kF32, 1, 2), F32Bytes({7})),
+       9'000'000);
+  const auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& e : out) EXPECT_EQ(e.header.block, 1);
+}
+
+// A result request for a chunk that is not complete (a client's tail
+// probe) is answered on the asking port: PENDING, block 1 if the switch
+// holds that port's contribution, 0 if not; no slot at all is "not held".
+// A port outside the rule still gets nothing.
+TEST_F(ReducerTest, AResultRequestForAPendingChunkSaysWhetherTheAskersPartIsHere) {
+  Make();
+  AddAllReduce({1, 2, 3});
+  wire::CaisHeader ask = Hdr();
+  ask.flags = wire::cais_flags::kRetransmit;
+  // No slot yet.
+  EXPECT_EQ(Send(2, Packet(ask, {}), 100).verdict, Verdict::kForwarded);
+  auto out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_EQ(out[0].header.flags, wire::cais_flags::kResult | wire::cais_flags::kPending);
+  EXPECT_EQ(out[0].header.block, 0);
+  EXPECT_TRUE(out[0].payload.empty());
+  // Port 1 contributed, port 2 did not.
+  Send(1, Packet(Hdr(), F32Bytes({1})), 200);
+  Send(1, Packet(ask, {}), 300);
+  Send(2, Packet(ask, {}), 300);
+  out = sink_.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].port, 1);
+  EXPECT_EQ(out[0].header.block, 1);
+  EXPECT_EQ(out[1].port, 2);
+  EXPECT_EQ(out[1].header.block, 0);
+  EXPECT_EQ(reducer_->totals().pending_answers, 3u);
+  // Not in the rule: dropped as before.
+  EXPECT_EQ(Send(9, Packet(ask, {}), 300).verdict, Verdict::kDropped);
+  EXPECT_TRUE(sink_.Take().empty());
+  // Once complete, a request gets the result.
+  Send(2, Packet(Hdr(), F32Bytes({2})), 400);
+  Send(3, Packet(Hdr(), F32Bytes({3})), 400);
+  ASSERT_EQ(sink_.Take().size(), 3u);
+  Send(2, Packet(ask, {}), 500);
+  out = sink_.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(AsF32(out[0].payload), (std::vector<float>{6}));
+  EXPECT_EQ(reducer_->totals().pending_answers, 3u);
+}
+
 }  // namespace
 }  // namespace inca::cais

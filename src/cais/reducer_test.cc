@@ -418,9 +418,11 @@ TEST_F(ReducerTest, ResultRequestsForAllReduce) {
   AddAllReduce({1, 2});
   auto req = Hdr();
   req.flags = flags::kRetransmit;
-  EXPECT_EQ(Send(1, Packet(req, {})).reason, DropReason::kNotReady);  // nothing yet
+  // Not complete: answered PENDING (AResultRequestForAPendingChunk...).
+  EXPECT_EQ(Send(1, Packet(req, {})).verdict, Verdict::kForwarded);  // nothing yet
   Send(1, Packet(Hdr(), F32Bytes({1})));
-  EXPECT_EQ(Send(1, Packet(req, {})).reason, DropReason::kNotReady);  // still pending
+  EXPECT_EQ(Send(1, Packet(req, {})).verdict, Verdict::kForwarded);  // still pending
+  for (const auto& e : sink_.Take()) EXPECT_TRUE(e.header.has_flag(flags::kPending));
   Send(2, Packet(Hdr(), F32Bytes({2})));
   sink_.Take();
   EXPECT_EQ(Send(2, Packet(req, {})).verdict, Verdict::kForwarded);

@@ -52,6 +52,9 @@ struct Slot {
   uint32_t next = kNoSlot;
   uint8_t ncells = 0;
   std::array<uint32_t, kMaxGroupMembers> cells{};  // one per contributor at most
+  // When each input (by its rank among `inputs`) contributed, in ns after
+  // `since` (saturating): the switch wait each result reports to its port.
+  std::array<uint32_t, kMaxGroupMembers> arrival{};
 };
 
 // Per-group shares of one pooled resource (pending chunks, or pending

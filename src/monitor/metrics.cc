@@ -53,6 +53,8 @@ constexpr CounterField kGroupCounterFields[] = {
      "AllGather/Broadcast packets replicated."},
     {"results_resent_total", &GroupCounters::results_resent, "results_resent",
      "Results re-sent after completion."},
+    {"pending_answers_total", &GroupCounters::pending_answers, "pending_answers",
+     "PENDING answers to result requests for chunks not complete (clients' tail probes)."},
     {"timeouts_total", &GroupCounters::timeouts, "timeouts",
      "Chunks released by timeout (their ports got a fallback notice)."},
     {"fallback_notices_total", &GroupCounters::fallback_notices, "fallback_notices",

@@ -3,6 +3,8 @@
 // docs/protocol.md.
 #include "inca/wire/cais.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -95,9 +97,10 @@ CaisParseError ParseImpl(std::span<const uint8_t> datagram, CaisWireHeader* raw,
 
   const auto t = static_cast<DType>(dtype);
   if (payload_len % ElementBytes(t) != 0) return CaisParseError::kPayloadMisaligned;
-  // Empty payloads: fallback notices, ReduceScatter ACKs, and result
+  // Empty payloads: fallback notices, ReduceScatter ACKs, PENDING answers, and result
   // requests (RETRANSMIT without RESULT) from hosts that lost a result.
-  const bool notice = (w.flags & (cais_flags::kFallback | cais_flags::kAck)) != 0;
+  const bool notice =
+      (w.flags & (cais_flags::kFallback | cais_flags::kAck | cais_flags::kPending)) != 0;
   const bool request =
       (w.flags & (cais_flags::kRetransmit | cais_flags::kResult)) == cais_flags::kRetransmit;
   if (payload_len == 0 && !notice && !request) {
@@ -146,6 +149,7 @@ std::string FlagsToString(uint8_t flags) {
   if ((flags & cais_flags::kFallback) != 0) add("fallback");
   if ((flags & cais_flags::kDeclined) != 0) add("declined");
   if ((flags & cais_flags::kAck) != 0) add("ack");
+  if ((flags & cais_flags::kPending) != 0) add("pending");
   const uint8_t unknown = static_cast<uint8_t>(flags & ~cais_flags::kKnownMask);
   if (unknown != 0) add(Hex2(unknown));
   return s;
@@ -232,6 +236,17 @@ size_t SerializeCaisHeader(const CaisHeader& h, std::span<uint8_t> out) noexcept
   w.block = h.block;
   std::memcpy(out.data(), &w, kCaisHeaderBytes);
   return kCaisHeaderBytes;
+}
+
+uint8_t EncodeWait(int64_t wait_ns) noexcept {
+  if (wait_ns < 1000) return 0;
+  const double v = 1 + std::floor(16 * std::log2(static_cast<double>(wait_ns) / 1000.0));
+  return static_cast<uint8_t>(std::min(v, 255.0));
+}
+
+int64_t DecodeWait(uint8_t v) noexcept {
+  if (v == 0) return 0;
+  return static_cast<int64_t>(std::exp2((v - 1) / 16.0) * 1000.0);
 }
 
 std::string Describe(const CaisHeader& h) {

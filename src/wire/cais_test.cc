@@ -190,7 +190,7 @@ TEST(CaisRoundTrip, EveryFlagCombination) {
     CaisHeader h = Valid(8);
     h.flags = f;
     ExpectRoundTrip(h);
-    if ((f & (cais_flags::kFallback | cais_flags::kAck)) != 0) {
+    if ((f & (cais_flags::kFallback | cais_flags::kAck | cais_flags::kPending)) != 0) {
       h.payload_len = 0;
       ExpectRoundTrip(h);
     }
@@ -206,7 +206,7 @@ TEST(CaisParse, EmptyPayloadOnlyForNoticesAcksAndRequests) {
     ASSERT_EQ(SerializeCaisHeader(h, buf), kCaisHeaderBytes);
     CaisPacketView v;
     const bool allowed =
-        (f & (cais_flags::kFallback | cais_flags::kAck)) != 0 ||
+        (f & (cais_flags::kFallback | cais_flags::kAck | cais_flags::kPending)) != 0 ||
         (f & (cais_flags::kRetransmit | cais_flags::kResult)) == cais_flags::kRetransmit;
     EXPECT_EQ(ParseCais(buf, &v), allowed ? CaisParseError::kOk : CaisParseError::kEmptyPayload)
         << "flags " << int{f};
@@ -301,7 +301,7 @@ TEST(CaisMalformed, UnknownDType) {
 }
 
 TEST(CaisMalformed, UnknownFlags) {
-  for (int bit = 5; bit < 8; ++bit) {
+  for (int bit = 6; bit < 8; ++bit) {
     CaisHeader h = Valid();
     h.flags = static_cast<uint8_t>(cais_flags::kResult | (1 << bit));
     EXPECT_EQ(Parse(Datagram(h, 16)), CaisParseError::kUnknownFlags) << bit;
@@ -488,9 +488,9 @@ TEST(CaisStatus, Messages) {
   EXPECT_THAT(StatusMessage(d), HasSubstr("unknown_dtype: dtype 12"));
 
   h = Valid();
-  h.flags = 0x21;
+  h.flags = 0x41;
   EXPECT_THAT(StatusMessage(Datagram(h, 16)),
-              HasSubstr("unknown_flags: flags 0x21 has unknown bits 0x20"));
+              HasSubstr("unknown_flags: flags 0x41 has unknown bits 0x40"));
 
   EXPECT_THAT(StatusMessage(Datagram(Valid(100), 60)),
               HasSubstr("payload_len 100 disagrees with datagram (60 payload bytes)"));
@@ -526,8 +526,31 @@ TEST(CaisDescribe, RendersFields) {
   EXPECT_THAT(Describe(h), HasSubstr("flags=none"));
   h.flags = 0x0D;
   EXPECT_THAT(Describe(h), HasSubstr("flags=result|fallback|declined"));
-  h.flags = 0x24;
-  EXPECT_THAT(Describe(h), HasSubstr("flags=fallback|0x20"));
+  h.flags = 0x44;
+  EXPECT_THAT(Describe(h), HasSubstr("flags=fallback|0x40"));
+  h.flags = 0x21;
+  EXPECT_THAT(Describe(h), HasSubstr("flags=result|pending"));
+}
+
+TEST(CaisWait, LogScaleRoundTripsWithinItsStepAndSaturates) {
+  EXPECT_EQ(EncodeWait(0), 0);
+  EXPECT_EQ(EncodeWait(999), 0);
+  EXPECT_EQ(EncodeWait(-5), 0);
+  EXPECT_EQ(EncodeWait(1000), 1);
+  EXPECT_EQ(DecodeWait(0), 0);
+  EXPECT_EQ(DecodeWait(1), 1000);
+  EXPECT_EQ(DecodeWait(17), 2000);  // one octave per 16 steps
+  for (int64_t ns : {1'500, 37'000, 250'000, 1'000'000, 8'000'000, 50'000'000}) {
+    const int64_t back = DecodeWait(EncodeWait(ns));
+    EXPECT_LE(back, ns) << ns;
+    EXPECT_GE(static_cast<double>(back), static_cast<double>(ns) / 1.045) << ns;
+  }
+  EXPECT_EQ(EncodeWait(int64_t{10} * 1'000'000'000), 255);  // saturates near 60 ms
+  EXPECT_GT(DecodeWait(255), 55'000'000);
+  EXPECT_TRUE(CarriesWait(CaisOp::kAllReduce));
+  EXPECT_TRUE(CarriesWait(CaisOp::kReduceScatter));
+  EXPECT_FALSE(CarriesWait(CaisOp::kAllGather));
+  EXPECT_FALSE(CarriesWait(CaisOp::kBroadcast));
 }
 
 }  // namespace

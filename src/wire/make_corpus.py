@@ -88,7 +88,7 @@ def corpus():
     c["err_unknown_op"] = header(op=4, payload=f32(1.0))
     c["err_unknown_reduce_op"] = header(reduce_op=4, payload=f32(1.0))
     c["err_unknown_dtype"] = header(dtype=15, payload=f32(1.0))
-    c["err_unknown_flags"] = header(flags=0x20, payload=f32(1.0))
+    c["err_unknown_flags"] = header(flags=0x40, payload=f32(1.0))
     c["err_payload_len_bigger"] = header(payload_len=100, payload=f32(1.0, 2.0))
     c["err_payload_len_smaller"] = header(payload_len=4, payload=f32(1.0, 2.0))
     c["err_chunk_eq_total"] = header(chunk=4, total=4, payload=f32(1.0))

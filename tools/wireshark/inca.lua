@@ -45,6 +45,7 @@ local f = {
   flag_fallback = ProtoField.bool("cais.flags.fallback", "FALLBACK", 8, nil, 0x04),
   flag_declined = ProtoField.bool("cais.flags.declined", "DECLINED", 8, nil, 0x08),
   flag_ack = ProtoField.bool("cais.flags.ack", "ACK", 8, nil, 0x10),
+  flag_pending = ProtoField.bool("cais.flags.pending", "PENDING", 8, nil, 0x20),
   reduce_op = ProtoField.uint8("cais.reduce_op", "reduce_op", base.DEC, reduce_names, 0xF0),
   dtype = ProtoField.uint8("cais.dtype", "dtype", base.DEC, dtype_names, 0x0F),
   block = ProtoField.uint8("cais.block", "block", base.DEC),
@@ -62,6 +63,7 @@ local function cais_kind(flags, payload_len)
   if bit.band(flags, 0x08) ~= 0 then return "declined notice" end
   if bit.band(flags, 0x04) ~= 0 then return "fallback notice" end
   if bit.band(flags, 0x10) ~= 0 then return "ack" end
+  if bit.band(flags, 0x20) ~= 0 then return "pending answer" end
   if bit.band(flags, 0x01) ~= 0 then return "result" end
   if bit.band(flags, 0x02) ~= 0 then
     if payload_len == 0 then return "result request" end
@@ -80,13 +82,13 @@ local function cais_error(buf)
   if bit.rshift(rd, 4) >= 4 then return "unknown_reduce_op" end
   if bit.band(rd, 0x0F) >= 4 then return "unknown_dtype" end
   local flags = buf(17, 1):uint()
-  if bit.band(flags, 0xE0) ~= 0 then return "unknown_flags" end
+  if bit.band(flags, 0xC0) ~= 0 then return "unknown_flags" end
   local payload_len = buf(12, 4):uint()
   if payload_len ~= len - CAIS_HEADER then return "payload_len_mismatch" end
   if buf(4, 2):uint() >= buf(6, 2):uint() then return "chunk_out_of_range" end
   if payload_len % dtype_bytes[bit.band(rd, 0x0F)] ~= 0 then return "payload_misaligned" end
   local request = bit.band(flags, 0x03) == 0x02
-  if payload_len == 0 and bit.band(flags, 0x14) == 0 and not request then
+  if payload_len == 0 and bit.band(flags, 0x34) == 0 and not request then
     return "empty_payload"
   end
   return nil
@@ -117,6 +119,7 @@ local function dissect_one(buf, pinfo, tree)
   ft:add(f.flag_fallback, buf(17, 1))
   ft:add(f.flag_declined, buf(17, 1))
   ft:add(f.flag_ack, buf(17, 1))
+  ft:add(f.flag_pending, buf(17, 1))
   t:add(f.reduce_op, buf(18, 1))
   t:add(f.dtype, buf(18, 1))
   t:add(f.block, buf(19, 1))

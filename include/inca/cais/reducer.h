@@ -163,6 +163,7 @@ struct GroupCounters {
   uint64_t reduced_bytes = 0;     // payload bytes folded into reductions
   uint64_t replicated = 0;        // AllGather/Broadcast packets replicated
   uint64_t results_resent = 0;    // result re-sent after completion
+  uint64_t pending_answers = 0;   // PENDING answers to result requests (tail probes)
   uint64_t timeouts = 0;          // chunks released by timeout
   uint64_t fallback_notices = 0;  // fallback notices emitted
   uint64_t evicted_results = 0;   // retained results dropped for memory/age
@@ -246,11 +247,14 @@ class CaisReducer final : public dp::Program {
   void Expire(dp::TimeNs now, dp::PacketSink& out);
   void UpdateRates(dp::TimeNs now);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
-  void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload);
+  void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload,
+                  dp::TimeNs now);
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
   void SendFallback(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
-  void SendAck(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
+  void SendAck(const wire::CaisHeader& h, dp::PortId port, uint8_t wait, dp::PacketSink& out);
+  // The answer to a result request for a chunk that is not complete.
+  void SendPending(const wire::CaisHeader& h, dp::PortId port, bool held, dp::PacketSink& out);
   void ReleaseCells(uint8_t group, uint64_t n) {
     groups_[group].sram_cells -= n;
     totals_.sram_cells -= n;

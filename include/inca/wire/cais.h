@@ -61,9 +61,13 @@ inline constexpr uint8_t kDeclined = 0x08;
 // complete and its result went to the chunk's owner; this contributor's part
 // is done (it clears the contribution from the sender's window).
 inline constexpr uint8_t kAck = 0x10;
-inline constexpr uint8_t kKnownMask = 0x1F;  // any other bit set is an error
+// switch -> host, with RESULT and an empty payload: the answer to a result
+// request for a chunk that is not complete; `block` is 1 if the switch
+// holds the asking port's contribution, 0 if not.
+inline constexpr uint8_t kPending = 0x20;
+inline constexpr uint8_t kKnownMask = 0x3F;  // any other bit set is an error
 // Flags only the switch may set.
-inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined | kAck;
+inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined | kAck | kPending;
 }  // namespace cais_flags
 
 constexpr size_t ElementBytes(DType t) {
@@ -87,7 +91,8 @@ struct CaisWireHeader {
   uint8_t version;          // kCaisVersion
   uint8_t flags;            // cais_flags
   uint8_t reduce_op_dtype;  // (ReduceOp << 4) | DType
-  uint8_t block;            // AllGather results: source block index; else 0
+  uint8_t block;            // AllGather/Broadcast: a block index; results of
+                            // AllReduce/ReduceScatter: the switch wait (EncodeWait)
 };
 static_assert(sizeof(CaisWireHeader) == kCaisHeaderBytes);
 static_assert(alignof(CaisWireHeader) == 1);
@@ -145,6 +150,18 @@ absl::StatusOr<CaisPacketView> ParseCaisOrStatus(std::span<const uint8_t> datagr
 // kCaisHeaderBytes). Returns the number of bytes written, or 0 if too small.
 // Does not validate `h`.
 size_t SerializeCaisHeader(const CaisHeader& h, std::span<uint8_t> out) noexcept;
+
+// The switch wait: on a RESULT (or ACK) of an AllReduce or ReduceScatter
+// chunk, `block` says how long the receiving port's own contribution waited
+// in the switch for the other contributors (docs/protocol.md, "Switch
+// wait"). A log scale of 16 steps per octave: 0 is under 1 us, v in 1..255
+// is 2^((v - 1) / 16) us (1 us to about 60 ms, within 4.4 %), saturating.
+uint8_t EncodeWait(int64_t wait_ns) noexcept;
+int64_t DecodeWait(uint8_t v) noexcept;
+// Whether a RESULT of `op` carries the switch wait in `block`.
+constexpr bool CarriesWait(CaisOp op) {
+  return op == CaisOp::kAllReduce || op == CaisOp::kReduceScatter;
+}
 
 // One-line human-readable rendering, e.g. for logs and `cais-cli`.
 std::string Describe(const CaisHeader& h);
