@@ -428,13 +428,17 @@ class CommunicatorImpl final : public Communicator {
     }
     if (r.complete) {
       if (debug_) {
-        std::fprintf(stderr,
-                     "inca rank %d: op %lu done on the switch: %u chunks, sent %lu, %lu "
-                     "retransmits, %lu requests\n",
-                     o_.rank, static_cast<unsigned long>(op_index_), r.total_chunks,
-                     static_cast<unsigned long>(r.sent),
-                     static_cast<unsigned long>(r.retransmitted),
-                     static_cast<unsigned long>(r.requests));
+        std::fprintf(
+            stderr,
+            "inca rank %d: op %lu done on the switch: %u chunks, sent %lu, %lu "
+            "retransmits, %lu requests, %lu tail probes; srtt %ld us, switch wait %ld "
+            "us, window %.1f\n",
+            o_.rank, static_cast<unsigned long>(op_index_), r.total_chunks,
+            static_cast<unsigned long>(r.sent), static_cast<unsigned long>(r.retransmitted),
+            static_cast<unsigned long>(r.requests), static_cast<unsigned long>(r.tail_probes),
+            static_cast<long>(transport_->path().srtt_ns() / 1000),
+            static_cast<long>(transport_->path().switch_wait_ns() / 1000),
+            transport_->path().window());
       }
       Cache(s);
       return absl::OkStatus();

@@ -11,6 +11,28 @@
 namespace inca::client {
 namespace {
 
+// The same round trips, but the switch reports that all but 100 us of each
+// was this rank's contribution waiting for slower ranks: no queue of its
+// own, so no competitive mode, while delay control still slows it to their
+// pace. Without the report (an older switch) the wait looks like a queue.
+TEST(PathStateTest, WaitingInTheSwitchForSlowerRanksIsNotACompetitorsQueue) {
+  auto run = [](int64_t wait) {
+    TransportConfig c;
+    c.min_window = 2;
+    PathState p(c);
+    int64_t t = 0;
+    p.OnRtt(100'000, t, 0);
+    for (int i = 0; i < 200; ++i) p.OnRtt(2'000'000, t += 500'000, wait);
+    return p;
+  };
+  const PathState reported = run(1'900'000);
+  EXPECT_EQ(reported.competitive_entries(), 0u);
+  EXPECT_EQ(reported.window_chunks(), 2u);  // delay control: at the others' pace
+  EXPECT_NEAR(static_cast<double>(reported.switch_wait_ns()), 1.9e6, 1e3);
+  const PathState unreported = run(0);
+  EXPECT_EQ(unreported.competitive_entries(), 1u);
+}
+
 TEST(PathStateTest, EntersCompetitiveModeOnlyWhenTheQueueIsNotItsOwn) {
   TransportConfig c;
   c.initial_window = 16;

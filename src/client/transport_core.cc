@@ -65,8 +65,8 @@ int64_t PathState::Standing(int64_t rtt, int64_t now) {
   return m;
 }
 
-void PathState::OnRtt(int64_t rtt, int64_t now) {
-  Sample(rtt, now);
+void PathState::OnRtt(int64_t rtt, int64_t now, int64_t switch_wait) {
+  Sample(rtt, now, switch_wait);
   Trace(now, false);
 }
 
@@ -79,8 +79,12 @@ void PathState::Trace(int64_t now, bool force) {
   last_trace_ = now;
 }
 
-void PathState::Sample(int64_t rtt, int64_t now) {
+void PathState::Sample(int64_t rtt, int64_t now, int64_t switch_wait) {
   if (rtt <= 0) rtt = 1;
+  // The round trip less the time this rank's contribution waited in the
+  // switch for the others: what this rank's own path (and its queues) took.
+  const int64_t own = std::max<int64_t>(1, rtt - std::max<int64_t>(0, switch_wait));
+  if (switch_wait >= 0) wait_ += (static_cast<double>(switch_wait) - wait_) / 8.0;
   backoff_ = 0;
   const auto r = static_cast<double>(rtt);
   if (srtt_ == 0) {
@@ -97,11 +101,11 @@ void PathState::Sample(int64_t rtt, int64_t now) {
   standing_ = Standing(rtt, now);
   noise_ += (static_cast<double>(rtt - standing_) - noise_) / 16.0;
   if (probe_until_ != 0) {
-    probe_min_ = std::min(probe_min_, rtt);
+    probe_min_ = std::min(probe_min_, own);
     if (now >= probe_until_) EndProbe(now);
     return;
   }
-  TrackEpoch(rtt, now);
+  TrackEpoch(own, now);
   if (competitive_) {
     // AIMD: grow by ai per round trip; losses (OnLoss, OnTimeout) halve.
     cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
@@ -299,9 +303,9 @@ void OpCore::Resend(uint32_t c, int64_t now, DatagramSink& out) {
   sent_at_[c] = now;
 }
 
-void OpCore::Complete(uint32_t c, bool fallback, int64_t now) {
+void OpCore::Complete(uint32_t c, bool fallback, int64_t now, int64_t switch_wait) {
   if (Own(c) && sent_at_[c] >= 0) {
-    if (first_at_[c] >= 0 && !fallback) path_.OnRtt(now - first_at_[c], now);
+    if (first_at_[c] >= 0 && !fallback) path_.OnRtt(now - first_at_[c], now, switch_wait);
     --outstanding_;
     completed_order_hi_ = std::max(completed_order_hi_, order_[c] + 1);
   }
@@ -360,9 +364,16 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     Finish();
     return;
   }
+  if (h.has_flag(wire::cais_flags::kPending)) {
+    // The answer to a tail probe (Pump): block 0 = the switch lacks this
+    // rank's contribution to a chunk still pending there.
+    if (Own(c) && sent_at_[c] >= 0 && fast_done_[c] == 0 && h.block == 0) missing_ = true;
+    return;
+  }
+  const int64_t wait = wire::CarriesWait(h.op) ? wire::DecodeWait(h.block) : -1;
   if (h.has_flag(wire::cais_flags::kAck)) {
     // ReduceScatter: another rank's chunk is complete; nothing to copy.
-    if (!Receives(c)) Complete(c, false, now);
+    if (!Receives(c)) Complete(c, false, now, wait);
     return;
   }
   if (!Receives(c) || v.payload.size() != Length(c)) return;
@@ -371,7 +382,7 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     int64_t& top = highest_[c / cpb_];
     top = std::max<int64_t>(top, c);
   }
-  Complete(c, false, now);
+  Complete(c, false, now, wait);
 }
 
 void OpCore::Pump(int64_t now, DatagramSink& out) {
@@ -408,31 +419,50 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     Resend(c, now, out);
     --budget;
   }
-  // The tail probe (after RACK-TLP, RFC 8985): nothing completed for a
-  // probe timeout, well short of the RTO. A flight lost whole, as one GSO
-  // message of up to seven chunks is, has nothing left to overtake it, and
-  // with a window of a few chunks it is often the whole window; the ranks'
-  // windows then wait for it in the switch's slots until the RTO. So once
-  // per quiet spell every chunk already overdue is sent again, without the
-  // RTO's back-off, and the window treated as for a fast retransmission
-  // (kept by delay control, halved in competitive mode). If the probe is
-  // lost too, the RTO below still fires.
+  // The tail probe (after RACK-TLP, RFC 8985, with the switch's answer):
+  // nothing completed for a probe timeout, well short of the RTO. Either
+  // this rank's flight was lost (one GSO message takes up to seven chunks,
+  // often the whole window, and nothing is left to overtake them) or a
+  // slower rank has not contributed yet; only the switch can tell. So the
+  // probe is a result request (20 bytes) for the oldest and the newest
+  // overdue chunk: a pending chunk is answered with PENDING, saying whether
+  // this rank's contribution is there (OnDatagram), a completed one with
+  // its result (a result lost on the way down). Nothing is resent on a
+  // guess; if the probe or its answer is lost, the RTO below still fires.
   const int64_t pto = ProbeTimeout();
   if (outstanding_ > 0 && !probed_ && pto > 0 && now >= rto_deadline_ + pto) {
+    uint32_t first = UINT32_MAX, last = UINT32_MAX;
+    for (uint32_t c : inflight_) {
+      if (sent_at_[c] < 0 || fast_done_[c] != 0 || now - sent_at_[c] < overdue) continue;
+      if (first == UINT32_MAX) first = c;
+      last = c;
+    }
+    if (first != UINT32_MAX) {
+      Send(first, true, true, out);
+      ++r_.requests;
+      if (last != first) {
+        Send(last, true, true, out);
+        ++r_.requests;
+      }
+      ++r_.tail_probes;
+    }
+    probed_ = true;
+  }
+  // The switch lacks a contribution of this rank that a probe asked about:
+  // the flight it belonged to was lost. Every overdue chunk not yet resent
+  // goes again (the window at most), as a fast retransmission does.
+  if (missing_) {
+    missing_ = false;
     uint32_t resent = 0;
     const uint32_t most = std::max<uint32_t>(1, path_.window_chunks());
     for (uint32_t c : inflight_) {
       if (resent >= most) break;
-      if (sent_at_[c] < 0 || now - sent_at_[c] < overdue) continue;
+      if (sent_at_[c] < 0 || fast_done_[c] != 0 || now - sent_at_[c] < overdue) continue;
       fast_done_[c] = 1;
       Resend(c, now, out);
       ++resent;
     }
-    probed_ = true;
-    if (resent > 0) {
-      ++r_.tail_probes;
-      path_.OnLoss(now);  // as a fast retransmission: competitive mode halves
-    }
+    if (resent > 0) path_.OnLoss(now);  // competitive mode halves
   }
   // The retransmission timer: nothing completed for an RTO. Resend every
   // chunk as old as the RTO (the window at most), back off, and restart the
@@ -489,7 +519,7 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
 }
 
 int64_t OpCore::ProbeTimeout() const {
-  if (c_.probe_timeout_rtts <= 0 || path_.srtt_ns() <= 0 || path_.competitive()) return 0;
+  if (c_.probe_timeout_rtts <= 0 || path_.srtt_ns() <= 0) return 0;
   const int64_t pto =
       std::max(static_cast<int64_t>(c_.probe_timeout_rtts * static_cast<double>(path_.srtt_ns())),
                path_.srtt_ns() + path_.reorder_window_ns());
@@ -510,6 +540,7 @@ int64_t OpCore::NextDeadline() const {
   if (outstanding_ > 0 && !probed_ && ProbeTimeout() > 0) {
     t = std::min(t, rto_deadline_ + ProbeTimeout());
   }
+  if (missing_) t = std::min(t, last_progress_);  // at once
   // The first overtaken chunk that is not yet overdue (see Pump).
   const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
   for (uint32_t c : inflight_) {

@@ -59,7 +59,7 @@ struct SwitchPhaseResult {
   uint64_t retransmitted = 0;
   uint64_t requests = 0;
   uint64_t notices = 0;
-  uint64_t tail_probes = 0;  // probe timeouts that resent chunks
+  uint64_t tail_probes = 0;  // quiet spells that sent a tail probe (result requests)
 };
 
 struct TransportConfig {
@@ -100,8 +100,11 @@ struct TransportConfig {
   uint32_t reorder_threshold = 3;
   // Tail probe (after RACK-TLP, RFC 8985): when nothing completed for
   // max(probe_timeout_rtts x srtt, srtt + the reordering window), and that
-  // is shorter than the RTO, every overdue own chunk (the window at most)
-  // is sent again once, without the RTO's window cut and back-off. 0: off.
+  // is shorter than the RTO, a result request goes for the oldest and the
+  // newest overdue own chunk, once per quiet spell. If the switch answers
+  // that it lacks this rank's contribution (PENDING, block 0), every
+  // overdue own chunk is resent (the window at most), without the RTO's
+  // window cut and back-off. 0: off.
   double probe_timeout_rtts = 2.0;
   // Pacing: new chunks leave at most pacing_gain x window / srtt (a token
   // bucket of pacing_burst chunks), so that an operation's first window and
@@ -152,6 +155,10 @@ class PathState {
   uint32_t window_chunks() const;
   int64_t rto_ns() const;
   int64_t srtt_ns() const { return static_cast<int64_t>(srtt_); }
+  int64_t rttvar_ns() const { return static_cast<int64_t>(rttvar_); }
+  // The smoothed switch wait of this rank's contributions (as srtt: gain
+  // 1/8; 0 before any, and with a switch that reports none).
+  int64_t switch_wait_ns() const { return static_cast<int64_t>(wait_); }
   int64_t base_rtt_ns() const { return base_rtt_; }
   int64_t target_ns() const;
   // The smallest recent sample (see TransportConfig) and the path's noise.
@@ -161,8 +168,14 @@ class PathState {
   // on its way.
   int64_t reorder_window_ns() const;
 
-  // A valid round-trip sample (Karn: never of a retransmitted chunk).
-  void OnRtt(int64_t rtt_ns, int64_t now);
+  // A valid round-trip sample (Karn: never of a retransmitted chunk), and
+  // how long of it this rank's contribution waited in the switch for the
+  // other ranks (the result's switch wait; -1 if the result has none). Delay control
+  // uses the whole round trip (a rank ahead of the others slows to their
+  // pace); competitive mode's queue test and drain probe use the round trip
+  // less the wait, so that waiting for a slower rank is not taken for a
+  // loss-based sender's queue.
+  void OnRtt(int64_t rtt_ns, int64_t now, int64_t switch_wait_ns = -1);
   // The retransmission timer fired: back off, halve the window.
   void OnTimeout(int64_t now);
   // A chunk was inferred lost (fast retransmission). Ignored by delay
@@ -183,7 +196,7 @@ class PathState {
 
  private:
   void Decrease(double factor, int64_t now);
-  void Sample(int64_t rtt, int64_t now);
+  void Sample(int64_t rtt, int64_t now, int64_t switch_wait);
   void Trace(int64_t now, bool force);
   // Mode changes at the end of each epoch and of each drain probe.
   void TrackEpoch(int64_t rtt, int64_t now);
@@ -203,6 +216,7 @@ class PathState {
   size_t recent_head_ = 0, recent_n_ = 0;
   int64_t standing_ = 0;
   double noise_ = 0;
+  double wait_ = 0;
   int backoff_ = 0;
   int64_t last_decrease_ = INT64_MIN / 2;
   uint64_t decreases_ = 0;
@@ -279,7 +293,7 @@ class OpCore {
   // Sends own chunk c again (fast retransmission or the RTO) and gives it a
   // new place in the send order.
   void Resend(uint32_t c, int64_t now, DatagramSink& out);
-  void Complete(uint32_t c, bool fallback, int64_t now);
+  void Complete(uint32_t c, bool fallback, int64_t now, int64_t switch_wait = -1);
   void Finish();
 
   const TransportConfig& c_;
@@ -306,6 +320,7 @@ class OpCore {
   int64_t last_progress_ = 0;
   int64_t rto_deadline_ = 0;  // the oldest outstanding chunk's timer
   bool probed_ = false;       // the tail probe fired since the last progress
+  bool missing_ = false;      // a probe's answer: the switch lacks a contribution
   int64_t request_at_ = 0;
   int64_t request_rto_ = 0;
   uint32_t request_cursor_ = 0;
