@@ -101,11 +101,11 @@ void PathState::Sample(int64_t rtt, int64_t now, int64_t switch_wait) {
   standing_ = Standing(rtt, now);
   noise_ += (static_cast<double>(rtt - standing_) - noise_) / 16.0;
   if (probe_until_ != 0) {
-    probe_min_ = std::min(probe_min_, own);
+    probe_min_ = std::min(probe_min_, rtt);
     if (now >= probe_until_) EndProbe(now);
     return;
   }
-  TrackEpoch(own, now);
+  TrackEpoch(rtt, own, now);
   if (competitive_) {
     // AIMD: grow by ai per round trip; losses (OnLoss, OnTimeout) halve.
     cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
@@ -132,22 +132,24 @@ int64_t PathState::Rtt() const {
   return srtt_ == 0 ? c_.rto_min_ns : static_cast<int64_t>(srtt_);
 }
 
-void PathState::TrackEpoch(int64_t rtt, int64_t now) {
+void PathState::TrackEpoch(int64_t rtt, int64_t own, int64_t now) {
   if (!c_.competitive) return;
   const bool small = cwnd_ <= c_.competitive_gate;
   if (epoch_start_ < 0) {
     epoch_start_ = now;
     epoch_min_ = rtt;
+    epoch_own_min_ = own;
     epoch_small_ = small;
     return;
   }
   epoch_min_ = std::min(epoch_min_, rtt);
+  epoch_own_min_ = std::min(epoch_own_min_, own);
   epoch_small_ = epoch_small_ && small;
   if (now - epoch_start_ < c_.epoch_rtts * std::max(Rtt(), target_ns())) return;
   // The queue never came down near the target in this epoch.
   const double slack = static_cast<double>(target_ns() - base_rtt_);
   const bool queued =
-      static_cast<double>(epoch_min_ - base_rtt_) > c_.competitive_queue_factor * slack;
+      static_cast<double>(epoch_own_min_ - base_rtt_) > c_.competitive_queue_factor * slack;
   if (!competitive_ && queued && epoch_small_) {
     competitive_ = true;
     ++competitive_entries_;

@@ -172,9 +172,9 @@ class PathState {
   // how long of it this rank's contribution waited in the switch for the
   // other ranks (the result's switch wait; -1 if the result has none). Delay control
   // uses the whole round trip (a rank ahead of the others slows to their
-  // pace); competitive mode's queue test and drain probe use the round trip
-  // less the wait, so that waiting for a slower rank is not taken for a
-  // loss-based sender's queue.
+  // pace); competitive mode's entry test uses the round trip less the
+  // wait, so that waiting for a slower rank is not taken for a loss-based
+  // sender's queue (its exit and drain probe keep the whole round trip).
   void OnRtt(int64_t rtt_ns, int64_t now, int64_t switch_wait_ns = -1);
   // The retransmission timer fired: back off, halve the window.
   void OnTimeout(int64_t now);
@@ -199,7 +199,7 @@ class PathState {
   void Sample(int64_t rtt, int64_t now, int64_t switch_wait);
   void Trace(int64_t now, bool force);
   // Mode changes at the end of each epoch and of each drain probe.
-  void TrackEpoch(int64_t rtt, int64_t now);
+  void TrackEpoch(int64_t rtt, int64_t own, int64_t now);
   void EndProbe(int64_t now);
   int64_t Rtt() const;
   // Records a sample; returns the standing round trip.
@@ -225,7 +225,8 @@ class PathState {
   bool competitive_ = false;
   int64_t epoch_start_ = -1;
   int64_t epoch_min_ = 0;
-  bool epoch_small_ = true;  // the window stayed within competitive_gate
+  int64_t epoch_own_min_ = 0;  // the same, less the switch wait
+  bool epoch_small_ = true;    // the window stayed within competitive_gate
   int64_t next_probe_ = 0;
   int64_t probe_until_ = 0;  // 0: no probe running
   int64_t probe_min_ = 0;
