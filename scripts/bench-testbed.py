@@ -311,31 +311,34 @@ def main() -> int:
         "- The rows at 2 and 4 Gbit/s show where the switch path stops scaling on this 2-core "
         "machine (R*): the four ranks, inca-switchd and the kernel's softirq work share two "
         "cores, and the switch path tops out (the CPU line: ranks, switch and softirq leave "
-        "little idle). There the measured controller sends operations back to Gloo, which is "
-        "then faster: the `host/mixed` rows at 2 and 4 Gbit/s are that decision, not a fault. "
-        "Each table's CPU line shows where the two cores went during its switch run.",
+        "little idle). Where the switch path is then slower than Gloo, the measured "
+        "controller sends operations back to Gloo (a `host/mixed` row is that decision, not "
+        "a fault). Each table's CPU line shows where the two cores went during its switch "
+        "run.",
         "- A size class is decided once it has two samples on each path, by the best of "
         "each path's last four (docs/control.md). Samples taken while another job shares "
         "the links still mislead it at times: with two inca jobs, one job's exploration on "
         "Gloo runs beside the other's switch operations, and a job can settle on Gloo, where "
-        "its share is about the same on this machine (the sharing rows). Under 1 % loss, "
-        "and at 2 and 4 Gbit/s, some timed operations ran on Gloo for that reason or "
-        "because the switch path is slower there; a declined operation costs Gloo plus one "
-        "agreement round, so a mixed row can be slower than either path alone.",
-        "- Two inca jobs at 1 Gbit/s ask 2 Gbit/s per host of the switch path, past what "
-        "this 2-core machine moves (the R* row), so together they get well under the link; "
+        "its share is about the same on this machine (the sharing rows). A declined "
+        "operation costs Gloo plus one agreement round, so a mixed row can be slower than "
+        "either path alone.",
+        "- Two inca jobs at 1 Gbit/s ask 2 Gbit/s per host of the switch path, about what "
+        "this 2-core machine moves (the R* rows), so together they get under the link; "
         "at 500 Mbit/s the switch path alone gives each about half (0.49 and 0.47 with the "
         "controller off, measured by hand). Where one job ran part of its operations on "
-        "Gloo (path column), the two shares part.",
+        "Gloo (path column), the two shares part. The shares are taken over the time both "
+        "jobs ran; when one job's start-up eats most of the other's run (an overlap under "
+        "a second, a few operations), the row says little.",
         "- Beside Gloo, whose TCP fills the 20 ms tbf queue, inca's delay-based window "
         "(the default) yields and sits near its floor. Competitive mode "
         "(`cais.configure({'competitive': True})`, `cais-perf --competitive`; "
         "docs/design/cais-client.md) switches to AIMD on loss while the queue is someone "
         "else's; inca's share is then bounded by its window cap, 64 chunks over a round "
         "trip of tens of ms. It is off by default because ranks waiting in the switch for "
-        "a slower rank can look like that queue: at 8 x 500 Mbit/s it entered the mode "
-        "4-6 times in a single job and cost throughput (0.61 against 0.69 of the bound, "
-        "slot holding p50 11 ms against 0.3 ms, one run each).",
+        "a slower rank can look like that queue. The switch now reports that wait with "
+        "every result and the mode's entry test subtracts it, which removed most such "
+        "entries but not all (8 x 500 Mbit/s, single job: 0, 0 and 5 entries in three runs, "
+        "against 4-6 per run before; docs/design/cais-client.md).",
         "- `host/mixed`: at least one timed operation of that size ran on the host path. "
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "
@@ -357,7 +360,11 @@ def main() -> int:
         "datagram is delayed on its own (docs/testbed.md).",
         "- Loss: the impairment drops IP packets before any segmentation, so with GSO (the "
         "default, docs/design/net.md) one loss takes up to seven consecutive datagrams, "
-        "burstier than a wire at the same rate (docs/testbed.md).",
+        "burstier than a wire at the same rate (docs/testbed.md). A flight lost whole is "
+        "found by the client's tail probe, which asks the switch which contributions it "
+        "lacks (docs/design/cais-client.md); before it, the 5 ms retransmission timeout "
+        "held every rank's window and the row read 0.47 of the bound, host/mixed. The "
+        "retransmitted column counts every resent chunk, lost ones included.",
         "",
         END])
     doc = open(DOC).read()
