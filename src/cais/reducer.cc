@@ -51,6 +51,25 @@ using wire::CaisParseError;
 
 namespace {
 
+namespace flags = wire::cais_flags;
+// The 20-byte notices (docs/protocol.md): the chunk's header with these
+// flags and no payload.
+constexpr uint8_t kFallbackNotice = flags::kFallback | flags::kResult;
+constexpr uint8_t kDeclinedNotice = flags::kFallback | flags::kResult | flags::kDeclined;
+constexpr uint8_t kAckNotice = flags::kResult | flags::kAck;
+constexpr uint8_t kPendingNotice = flags::kResult | flags::kPending;
+
+void SendNotice(const wire::CaisHeader& h, uint8_t notice, uint8_t block, PortId port,
+                dp::PacketSink& out) {
+  wire::CaisHeader n = h;
+  n.flags = notice;
+  n.payload_len = 0;
+  n.block = block;
+  uint8_t buf[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(n, buf);
+  out.Emit(port, buf);
+}
+
 // The switch wait of `port`'s contribution to a pending slot completing at
 // `now` (wire::EncodeWait; 0 for a port that did not contribute).
 uint8_t WaitCode(const Slot& s, PortId port, TimeNs now) {
@@ -298,7 +317,7 @@ void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
     Bump(s.key.group, &GroupCounters::timeouts);
     ReleaseCells(s.key.group, s.ncells);
     s.inputs.ForEach([&](PortId p) {
-      SendFallback(s.header, p, out);
+      SendNotice(s.header, kFallbackNotice, 0, p, out);
       Bump(s.key.group, &GroupCounters::fallback_notices);
     });
     pool_->Close(i);
@@ -310,48 +329,6 @@ void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
     ReleaseCells(pool_->slot(i).key.group, pool_->slot(i).ncells);
     pool_->Close(i);
   }
-}
-
-void CaisReducer::SendFallback(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
-  wire::CaisHeader n = h;
-  n.flags = wire::cais_flags::kFallback | wire::cais_flags::kResult;
-  n.payload_len = 0;
-  n.block = 0;
-  uint8_t buf[wire::kCaisHeaderBytes];
-  wire::SerializeCaisHeader(n, buf);
-  out.Emit(port, buf);
-}
-
-void CaisReducer::SendAck(const wire::CaisHeader& h, PortId port, uint8_t wait,
-                          dp::PacketSink& out) {
-  wire::CaisHeader n = h;
-  n.flags = wire::cais_flags::kResult | wire::cais_flags::kAck;
-  n.payload_len = 0;
-  n.block = wait;
-  uint8_t buf[wire::kCaisHeaderBytes];
-  wire::SerializeCaisHeader(n, buf);
-  out.Emit(port, buf);
-}
-
-void CaisReducer::SendPending(const wire::CaisHeader& h, PortId port, bool held,
-                              dp::PacketSink& out) {
-  wire::CaisHeader n = h;
-  n.flags = wire::cais_flags::kResult | wire::cais_flags::kPending;
-  n.payload_len = 0;
-  n.block = held ? 1 : 0;
-  uint8_t buf[wire::kCaisHeaderBytes];
-  wire::SerializeCaisHeader(n, buf);
-  out.Emit(port, buf);
-}
-
-void CaisReducer::SendDeclined(const wire::CaisHeader& h, PortId port, dp::PacketSink& out) {
-  wire::CaisHeader n = h;
-  n.flags = wire::cais_flags::kFallback | wire::cais_flags::kResult | wire::cais_flags::kDeclined;
-  n.payload_len = 0;
-  n.block = 0;
-  uint8_t buf[wire::kCaisHeaderBytes];
-  wire::SerializeCaisHeader(n, buf);
-  out.Emit(port, buf);
 }
 
 void CaisReducer::SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t max_bytes) {
@@ -463,7 +440,7 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     EarnResend(owner);
     s.inputs.ForEach([&](PortId p) {
       if (p != owner) {
-        SendAck(h, p, WaitCode(s, p, now), out);
+        SendNotice(h, kAckNotice, WaitCode(s, p, now), p, out);
         EarnResend(p);
       }
     });
@@ -482,7 +459,7 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
 void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
   const Slot& s = pool_->slot(i);
   if (s.header.op == CaisOp::kReduceScatter && port != ScatterOwner(s.header, s.outputs)) {
-    SendAck(s.header, port, 0, out);  // a non-owner's resend: its part is done
+    SendNotice(s.header, kAckNotice, 0, port, out);  // a non-owner's resend: its part is done
     return;
   }
   wire::CaisHeader h = s.header;
@@ -519,7 +496,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     // treats one declined chunk as a declined operation). Counted once per
     // operation, as the offload range's decisions.
     OffloadDeclined(h, /*by_rule=*/true);
-    SendDeclined(h, ingress, out);
+    SendNotice(h, kDeclinedNotice, 0, ingress, out);
     Bump(g, &GroupCounters::declined_notices);
     return Drop(g, DropReason::kOffloadDeclined);
   }
@@ -561,7 +538,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       // A host's tail probe: say whether its contribution is here, so that
       // it resends only what the switch lacks (docs/protocol.md, PENDING).
       if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kNotReady);
-      SendPending(h, ingress, s.arrived.contains(ingress), out);
+      SendNotice(h, kPendingNotice, s.arrived.contains(ingress) ? 1 : 0, ingress, out);
       Bump(g, &GroupCounters::pending_answers);
       return Outcome::Forwarded();
     }
@@ -572,19 +549,19 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   } else {
     if (pool_->IsTombstoned(key)) {
       // Too late: the chunk timed out or its result is gone.
-      SendFallback(h, ingress, out);
+      SendNotice(h, kFallbackNotice, 0, ingress, out);
       Bump(g, &GroupCounters::fallback_notices);
       return Drop(g, DropReason::kChunkClosed);
     }
     if (offload_policy_set_[g] && OffloadDeclined(h, /*by_rule=*/false)) {
-      SendDeclined(h, ingress, out);
+      SendNotice(h, kDeclinedNotice, 0, ingress, out);
       Bump(g, &GroupCounters::declined_notices);
       return Drop(g, DropReason::kOffloadDeclined);
     }
     if (request) {
       // No slot: nothing of this chunk is here, the asker's part neither.
       if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotReady);
-      SendPending(h, ingress, false, out);
+      SendNotice(h, kPendingNotice, 0, ingress, out);
       Bump(g, &GroupCounters::pending_answers);
       return Outcome::Forwarded();
     }

@@ -62,9 +62,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(v.header.chunk_id < v.header.total_chunks);
   Check(v.header.version == kCaisVersion);
   Check(v.header.payload_len % ElementBytes(v.header.dtype) == 0);
-  // Empty only for fallback notices, ACKs and result requests (RETRANSMIT, no RESULT).
+  // Empty only for fallback notices, ACKs, PENDING answers and result
+  // requests (RETRANSMIT, no RESULT).
   Check(v.header.payload_len != 0 || v.header.has_flag(cais_flags::kFallback) ||
-        v.header.has_flag(cais_flags::kAck) ||
+        v.header.has_flag(cais_flags::kAck) || v.header.has_flag(cais_flags::kPending) ||
         (v.header.has_flag(cais_flags::kRetransmit) && !v.header.has_flag(cais_flags::kResult)));
   Check(s->header == v.header);
   Check(s->payload.data() == v.payload.data() && s->payload.size() == v.payload.size());

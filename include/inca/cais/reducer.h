@@ -251,10 +251,6 @@ class CaisReducer final : public dp::Program {
                   dp::TimeNs now);
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
-  void SendFallback(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
-  void SendAck(const wire::CaisHeader& h, dp::PortId port, uint8_t wait, dp::PacketSink& out);
-  // The answer to a result request for a chunk that is not complete.
-  void SendPending(const wire::CaisHeader& h, dp::PortId port, bool held, dp::PacketSink& out);
   void ReleaseCells(uint8_t group, uint64_t n) {
     groups_[group].sram_cells -= n;
     totals_.sram_cells -= n;
@@ -290,7 +286,6 @@ class CaisReducer final : public dp::Program {
   // Returns true when the operation of `h` is declined, deciding it first
   // (by_rule: a host_path rule matched, which declines it).
   bool OffloadDeclined(const wire::CaisHeader& h, bool by_rule);
-  void SendDeclined(const wire::CaisHeader& h, dp::PortId port, dp::PacketSink& out);
   std::array<uint64_t, 256> min_offload_bytes_{};
   std::array<uint64_t, 256> max_offload_bytes_;
   std::array<bool, 256> offload_policy_set_{};  // decisions are kept from then on
