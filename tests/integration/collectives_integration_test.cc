@@ -218,7 +218,10 @@ TEST(CollectivesTest, SwitchKilledMidRunRanksFinishOnGloo) {
       close(progress[0]);
       StderrCapture err;
       auto c = Communicator::Create(cl.Options(rank, n));
-      if (!c.ok()) return Fail("create", c.status());
+      if (!c.ok()) {
+        err.Take();  // so that the reason reaches the test's output
+        return Fail("create", c.status());
+      }
       uint64_t wrong = 0;
       for (int k = 0; k < ops; ++k) {
         wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 100000 + static_cast<size_t>(k), k % n);
