@@ -57,6 +57,8 @@ class OlafCliTest : public ::testing::Test {
                 : RunCaisCli(static_cast<int>(argv.size()), argv.data(), out_, err_);
   }
   // Sends one UPDATE of `cluster` from a fresh socket bound to `src_port` (0: any).
+  // Fixed ports are below the kernel's ephemeral range (32768..60999), so no
+  // socket of a test running beside this one can hold them.
   void SendUpdate(uint16_t header_cluster, uint16_t src_port = 0) {
     const int fd = socket(AF_INET, SOCK_DGRAM, 0);
     ASSERT_GE(fd, 0);
@@ -104,8 +106,8 @@ TEST_F(OlafCliTest, ClusterTableIsReconfigurableAtRunTime) {
 }
 
 TEST_F(OlafCliTest, ShowStatsReportsClustersAsUpdatesArrive) {
-  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "40011", "--cluster", "7"}), 0) << err_.str();
-  SendUpdate(olaf::kUnassignedCluster, 40011);  // the table decides: cluster 7
+  ASSERT_EQ(Cli({"clusters", "set", "--src-port", "31011", "--cluster", "7"}), 0) << err_.str();
+  SendUpdate(olaf::kUnassignedCluster, 31011);  // the table decides: cluster 7
   SendUpdate(2);                                // no table entry: the header's cluster
   // Wait (bounded) until the switch has seen both.
   for (int i = 0; i < 200; ++i) {
@@ -124,20 +126,20 @@ TEST_F(OlafCliTest, ShowStatsReportsClustersAsUpdatesArrive) {
 // Issue 18: operators list and release the peers' ports (the table fills
 // at 64 and a port stayed bound forever).
 TEST_F(OlafCliTest, PortsAreListedAndReleased) {
-  SendUpdate(3, 40021);
+  SendUpdate(3, 31021);
   // Bounded poll (each call is a round trip to the switch) until the switch
   // has read the datagram and bound the peer.
-  for (int i = 0; i < 5000 && out_.str().find(":40021") == std::string::npos; ++i) {
+  for (int i = 0; i < 5000 && out_.str().find(":31021") == std::string::npos; ++i) {
     ASSERT_EQ(Cli({"ports"}), 0) << err_.str();
   }
   const std::string listed = out_.str();
-  ASSERT_THAT(listed, HasSubstr(":40021"));
-  const size_t line = listed.rfind("port ", listed.find(":40021"));
+  ASSERT_THAT(listed, HasSubstr(":31021"));
+  const size_t line = listed.rfind("port ", listed.find(":31021"));
   const std::string port = listed.substr(line + 5, listed.find(' ', line + 5) - line - 5);
   ASSERT_EQ(Cli({"ports", "release", "--port", port}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("released port " + port));
   ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
-  EXPECT_THAT(out_.str(), Not(HasSubstr(":40021")));
+  EXPECT_THAT(out_.str(), Not(HasSubstr(":31021")));
   EXPECT_EQ(Cli({"ports", "release", "--port", port}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("not bound"));
   EXPECT_EQ(Cli({"ports", "release"}), 2);

@@ -7,11 +7,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -51,25 +56,39 @@ class OlafServerTest : public ::testing::Test {
     server_->Stop();
     thread_.join();
     EXPECT_TRUE(server_->counters().Conserved()) << server_->counters().ToJson();
+    for (const auto& [port, fd] : peers_) close(fd);
   }
-  // One UPDATE from 127.0.0.1:src_port.
-  void Send(uint16_t src_port) {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    ASSERT_GE(fd, 0);
+  // A peer: a socket on a port the kernel picked, kept open for the test so
+  // that no other process (tests run in parallel) can be given the same
+  // port. Fixed ports here once collided with the switch's own ephemeral one.
+  uint16_t NewPeer() {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
     sockaddr_in me{};
     me.sin_family = AF_INET;
     me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    me.sin_port = htons(src_port);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0) << src_port;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0) << std::strerror(errno);
+    socklen_t len = sizeof(me);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len), 0);
+    const uint16_t port = ntohs(me.sin_port);
+    peers_[port] = fd;
+    return port;
+  }
+  // One UPDATE from the peer on `port`.
+  void Send(uint16_t port) {
+    const auto it = peers_.find(port);
+    ASSERT_NE(it, peers_.end()) << port;
     olaf::UpdateHeader h;
     h.cluster_id = 1;
     h.gen_time_ns = clock_.NowNs();
     const std::vector<uint8_t> pkt = olaf::BuildUpdate(h, std::vector<uint8_t>(16, 0));
-    sockaddr_in to = me;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     to.sin_port = htons(server_->local_port());
-    ASSERT_EQ(sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
-              static_cast<ssize_t>(pkt.size()));
-    close(fd);
+    ASSERT_EQ(
+        sendto(it->second, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+        static_cast<ssize_t>(pkt.size()));
   }
   // Bounded wait (10 s) for the switch thread to reach a state.
   template <typename F>
@@ -90,11 +109,14 @@ class OlafServerTest : public ::testing::Test {
   SharedClock clock_;
   std::unique_ptr<OlafServer> server_;
   std::thread thread_;
+  std::map<uint16_t, int> peers_;  // source port -> socket
 };
 
 TEST_F(OlafServerTest, ASilentPeerLosesItsPortAndWorkersAfterALease) {
   Start(/*lease_ms=*/200);
-  Send(40031);
+  const uint16_t a = NewPeer();
+  const uint16_t b = NewPeer();
+  Send(a);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 1; }));
   EXPECT_EQ(server_->counters().ports_bound, 2u);  // the PS and the peer
   EXPECT_EQ(server_->counters().lease_ms, 200u);
@@ -102,10 +124,10 @@ TEST_F(OlafServerTest, ASilentPeerLosesItsPortAndWorkersAfterALease) {
   // Traffic renews: 150 ms, a datagram, 150 ms more and another peer's
   // datagram (which makes the switch look at the time): still bound.
   clock_.Advance(150 * kMs);
-  Send(40031);
+  Send(a);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 2; }));
   clock_.Advance(150 * kMs);
-  Send(40032);
+  Send(b);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 3; }));
   EXPECT_EQ(server_->counters().peers_expired, 0u);
   EXPECT_EQ(server_->counters().ports_bound, 3u);
@@ -119,16 +141,23 @@ TEST_F(OlafServerTest, ASilentPeerLosesItsPortAndWorkersAfterALease) {
   EXPECT_EQ(server_->counters().ports_bound, 1u);  // the PS's static port stays
   EXPECT_EQ(Workers(), 0u);
   // A peer that comes back is bound again by its next datagram.
-  Send(40031);
+  Send(a);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.ports_bound == 2; }));
   EXPECT_EQ(Workers(), 1u);
 }
 
 TEST_F(OlafServerTest, AThousandPeersThenOperatorMappedOnesStillGetAPort) {
   Start(/*lease_ms=*/10'000);
-  // 1,023 peers and the PS: every port.
+  // 1,023 peers and the PS: every port. Each peer's socket stays open, so the
+  // test needs about 2,100 descriptors (the switch binds one per peer too).
+  rlimit nofile{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  if (nofile.rlim_cur < 4096 && nofile.rlim_max > nofile.rlim_cur) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 4096);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+  }
   for (uint16_t p = 0; p < 1023; ++p) {
-    Send(static_cast<uint16_t>(41000 + p));
+    Send(NewPeer());
     if (p % 64 == 63) {  // keep the switch's receive buffer shallow
       ASSERT_TRUE(Eventually([p](const auto& c) { return c.datagrams_rx == p + 1u; }));
     }
@@ -136,14 +165,15 @@ TEST_F(OlafServerTest, AThousandPeersThenOperatorMappedOnesStillGetAPort) {
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 1023; }));
   EXPECT_EQ(server_->counters().ports_bound, 1024u);
   EXPECT_EQ(Workers(), 1023u);
-  Send(43000);  // unmapped: refused
+  const uint16_t late = NewPeer();
+  Send(late);  // unmapped: refused
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 1024; }));
   EXPECT_EQ(server_->counters().ports_exhausted, 1u);
-  // The operator maps source port 43000: it now takes the place of the
+  // The operator maps the late peer's source port: it now takes the place of the
   // longest-silent unmapped peer.
   server_->Execute(
-      [](OlafServer::Control& c) { ASSERT_TRUE(c.program.cluster_table().Set(43000, 5).ok()); });
-  Send(43000);
+      [late](OlafServer::Control& c) { ASSERT_TRUE(c.program.cluster_table().Set(late, 5).ok()); });
+  Send(late);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 1025; }));
   const OlafServerCounters c = server_->counters();
   EXPECT_EQ(c.ports_exhausted, 1u);
