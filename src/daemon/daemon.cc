@@ -139,6 +139,7 @@ int RunOlaf(const switchd::SwitchdConfig& c, const std::string& token) {
   o.program.egress_rate_bps = static_cast<uint64_t>(std::llround(c.olaf.egress_mbps * 1e6));
   o.clusters = c.olaf.clusters;
   o.socket_buffer_bytes = c.socket_buffer_bytes;
+  o.io = c.io;
   o.batch_size = c.batch_size;
   o.lease_ms = c.lease_ms;
   auto server = switchd::OlafServer::Create(o);

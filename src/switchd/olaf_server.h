@@ -16,10 +16,10 @@
 // the workers the program learned on it (peers_expired); its next datagram
 // binds it again.
 // Every packet the program emits goes to its egress port's endpoint
-// (sendmmsg). The program paces its PS-facing output itself at
-// egress_rate_bps; the loop sleeps (ppoll, nanosecond timeout) until the
-// earlier of the next datagram and OlafSwitch::NextWakeNs(), so queues
-// build and drain in real time.
+// (ProgramHost: sendmmsg, GSO when the kernel has it). The program paces its
+// PS-facing output itself at egress_rate_bps; the host's loop sleeps
+// (ppoll, nanosecond timeout) until the earlier of the next datagram and
+// OlafSwitch::NextWakeNs(), so queues build and drain in real time.
 //
 // Conservation (OlafServerCounters::Conserved()):
 //   datagrams_rx == ports_exhausted + program.rx_packets
@@ -46,6 +46,7 @@
 #include "net/endpoint.h"
 #include "net/udp.h"
 #include "switchd/port_table.h"
+#include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
 namespace inca::switchd {
@@ -57,22 +58,19 @@ struct OlafServerConfig {
   // Static cluster table entries: UDP source port -> cluster id.
   std::vector<std::pair<uint16_t, uint16_t>> clusters;
   size_t socket_buffer_bytes = size_t{8} << 20;
+  std::string io = "gso";  // "gso" or "mmsg" (net::IoMode), as for the CAIS switch
   uint32_t batch_size = 64;
   uint32_t lease_ms = 10'000;  // [kMinLeaseMs, kMaxLeaseMs] of group_manager.h
   absl::Status Validate() const;
 };
 
-struct OlafServerCounters {
-  uint64_t datagrams_rx = 0;
-  uint64_t rx_truncated = 0;
+// The host's figures (datagrams_rx, egress_unmapped, datagrams_tx,
+// send_errors, ports_bound with the PS included, ...) and the OLAF ones.
+struct OlafServerCounters : HostCounters {
   uint64_t ports_exhausted = 0;  // senders dropped: every port is bound
-  uint64_t egress_unmapped = 0;
-  uint64_t datagrams_tx = 0;
-  uint64_t send_errors = 0;
-  uint64_t ports_bound = 0;    // gauge, the PS included
-  uint64_t peers_expired = 0;  // ports released: the peer was silent for a lease
-  uint64_t peers_evicted = 0;  // ports taken for an operator-mapped peer
-  uint64_t lease_ms = 0;       // the lease period
+  uint64_t peers_expired = 0;    // ports released: the peer was silent for a lease
+  uint64_t peers_evicted = 0;    // ports taken for an operator-mapped peer
+  uint64_t lease_ms = 0;         // the lease period
   dp::ProgramCounters program;
   olaf::OlafCounters olaf;
   olaf::OlafQueueState queue;
@@ -80,7 +78,7 @@ struct OlafServerCounters {
   std::string ToJson() const;
 };
 
-class OlafServer {
+class OlafServer final : private ProgramHost::Hooks {
  public:
   // InvalidArgument for bad configuration, Unavailable when the socket
   // cannot be bound.
@@ -96,8 +94,8 @@ class OlafServer {
   void Stop() noexcept;  // async-signal-safe, idempotent
   OlafServerCounters counters() const;
 
-  uint16_t local_port() const { return socket_.local.port(); }
-  const net::Endpoint& local_endpoint() const { return socket_.local; }
+  uint16_t local_port() const { return host_->socket().local.port(); }
+  const net::Endpoint& local_endpoint() const { return host_->socket().local; }
   const OlafServerConfig& config() const { return config_; }
 
   struct Control {
@@ -115,36 +113,30 @@ class OlafServer {
   dp::TimeNs Now() const { return clock_->NowNs(); }
 
  private:
-  class Sink;
   OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::OlafSwitch> program,
-             net::UdpSocket socket, net::Wakeup wakeup, net::Endpoint ps,
-             const net::TimeSource* clock);
-  void HandleDatagram(size_t i, dp::TimeNs now);
+             std::unique_ptr<ProgramHost> host, net::Endpoint ps, const net::TimeSource* clock);
+  // ProgramHost::Hooks.
+  void OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) override;
+  void OnTick(dp::TimeNs now) override;
+  dp::TimeNs NextWakeNs() const override;
+
   void Unbind(dp::PortId port);
   bool EvictSilentest();  // false: every dynamic peer is operator-mapped
   void ExpirePeers(dp::TimeNs now);
-  void Egress(dp::PortId port, std::span<const uint8_t> packet);
-  void FlushTx();
   void Publish(dp::TimeNs now);
   void RunTasks();
-  Control MakeControl() { return Control{*program_, ports_, Now()}; }
+  Control MakeControl() { return Control{*program_, host_->ports(), Now()}; }
 
   OlafServerConfig config_;
   const net::TimeSource* clock_;
   std::unique_ptr<olaf::OlafSwitch> program_;
-  net::UdpSocket socket_;
-  net::Wakeup wakeup_;
+  std::unique_ptr<ProgramHost> host_;
   net::Endpoint ps_;
-  PortTable ports_;
   std::array<dp::TimeNs, dp::kMaxPorts> seen_{};  // last datagram per port
   dp::TimeNs next_expiry_scan_ = 0;
-  net::RecvBatch rx_;
-  net::SendBatch tx_;
-  std::unique_ptr<Sink> sink_;
   OlafServerCounters live_;
   mutable std::mutex snapshot_mu_;
   OlafServerCounters snapshot_;
-  std::atomic<bool> stop_{false};
   TaskQueue<Control> tasks_;
 };
 

@@ -1,6 +1,5 @@
 #include "switchd/switch_server.h"
 
-#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -15,13 +14,6 @@
 
 namespace inca::switchd {
 
-namespace {
-
-// Large enough for any UDP datagram, so nothing is silently cut short.
-constexpr size_t kRecvSlotBytes = 65536;
-
-}  // namespace
-
 bool SwitchCounters::Conserved() const {
   const bool ingress =
       datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets;
@@ -33,22 +25,15 @@ bool SwitchCounters::Conserved() const {
 
 std::string SwitchCounters::ToJson() const {
   std::string s = absl::StrCat(
-      "{\"datagrams_rx\":", datagrams_rx, ",\"mgmt_rx\":", mgmt_rx,
-      ",\"mgmt_malformed\":", mgmt_malformed, ",\"mgmt_reports\":", mgmt_reports,
-      ",\"mgmt_reports_ignored\":", mgmt_reports_ignored, ",\"unknown_sender\":", unknown_sender,
-      ",\"injected_ingress_loss\":", injected_ingress_loss, ",\"rx_truncated\":", rx_truncated,
-      ",\"ingress_delay_ns_total\":", ingress_delay_ns_total,
-      ",\"ingress_delay_samples\":", ingress_delay_samples,
-      ",\"injected_egress_loss\":", injected_egress_loss, ",\"egress_unmapped\":", egress_unmapped,
-      ",\"datagrams_tx\":", datagrams_tx, ",\"send_errors\":", send_errors,
-      ",\"mgmt_tx\":", mgmt_tx, ",\"mgmt_send_errors\":", mgmt_send_errors,
-      ",\"ports_bound\":", ports_bound, ",\"groups_formed\":", groups_formed,
+      "{", JsonFields(), ",\"mgmt_rx\":", mgmt_rx, ",\"mgmt_malformed\":", mgmt_malformed,
+      ",\"mgmt_reports\":", mgmt_reports, ",\"mgmt_reports_ignored\":", mgmt_reports_ignored,
+      ",\"unknown_sender\":", unknown_sender, ",\"injected_ingress_loss\":", injected_ingress_loss,
+      ",\"injected_egress_loss\":", injected_egress_loss, ",\"mgmt_tx\":", mgmt_tx,
+      ",\"mgmt_send_errors\":", mgmt_send_errors, ",\"groups_formed\":", groups_formed,
       ",\"groups_forming\":", groups_forming, ",\"groups_expired\":", groups_expired,
       ",\"leases_expired\":", leases_expired, ",\"groups_replaced\":", groups_replaced,
       ",\"groups_destroyed\":", groups_destroyed, ",\"ports_reclaimed\":", ports_reclaimed,
-      ",\"lease_ms\":", lease_ms, ",\"messages_rx\":", messages_rx,
-      ",\"messages_tx\":", messages_tx, ",\"gso_fallbacks\":", gso_fallbacks,
-      ",\"io_gso\":", io_gso ? "true" : "false", ",\"io_gro\":", io_gro ? "true" : "false");
+      ",\"lease_ms\":", lease_ms);
   absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
                   ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
                   ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
@@ -90,7 +75,8 @@ std::string SwitchCounters::ToLogString() const {
       " ports_bound=", ports_bound, " conserved=", Conserved() ? "true" : "false");
 }
 
-// Hands the reducer's output to SwitchServer::Egress.
+// Hands the reducer's output to SwitchServer::Egress (loss injection, then
+// the host).
 class SwitchServer::Sink final : public dp::PacketSink {
  public:
   explicit Sink(SwitchServer* server) : server_(server) {}
@@ -111,14 +97,18 @@ absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const Switchd
   if (!reducer.ok()) return reducer.status();
   auto io = net::ParseIoMode(config.io);  // validated above
   if (!io.ok()) return io.status();
-  auto socket =
-      net::BindUdp(*listen, net::UdpOptions{.buffer_bytes = config.socket_buffer_bytes, .io = *io});
-  if (!socket.ok()) return socket.status();
-  auto wakeup = net::Wakeup::Create();
-  if (!wakeup.ok()) return wakeup.status();
+  auto host =
+      ProgramHost::Create(ProgramHostOptions{.listen = *listen,
+                                             .socket_buffer_bytes = config.socket_buffer_bytes,
+                                             .io = *io,
+                                             .batch_size = config.batch_size,
+                                             .max_packet_bytes = wire::kCaisHeaderBytes +
+                                                                 config.cais.max_payload_bytes},
+                          clock);
+  if (!host.ok()) return host.status();
   const uint32_t seq_start = static_cast<uint32_t>(std::random_device{}());
-  std::unique_ptr<SwitchServer> server(new SwitchServer(
-      config, std::move(*reducer), std::move(*socket), std::move(*wakeup), seq_start, &clock));
+  std::unique_ptr<SwitchServer> server(
+      new SwitchServer(config, std::move(*reducer), std::move(*host), seq_start, &clock));
   for (const StaticPort& p : config.ports) {
     auto ep = net::Endpoint::Parse(p.endpoint);  // validated above
     if (!ep.ok()) return ep.status();
@@ -132,27 +122,21 @@ absl::StatusOr<std::unique_ptr<SwitchServer>> SwitchServer::Create(const Switchd
 }
 
 SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
-                           net::UdpSocket socket, net::Wakeup wakeup, uint32_t seq_start,
+                           std::unique_ptr<ProgramHost> host, uint32_t seq_start,
                            const net::TimeSource* clock)
     : config_(config),
       clock_(clock),
       reducer_(std::move(reducer)),
-      socket_(std::move(socket)),
-      wakeup_(std::move(wakeup)),
-      groups_(&ports_, &reducer_->rules(), seq_start, dp::TimeNs{config.lease_ms} * dp::kNsPerMs),
+      host_(std::move(host)),
+      groups_(&host_->ports(), &reducer_->rules(), seq_start,
+              dp::TimeNs{config.lease_ms} * dp::kNsPerMs),
       sink_(std::make_unique<Sink>(this)),
-      rx_(config.batch_size, kRecvSlotBytes),
-      tx_(net::SendBatch::For(socket_, config.batch_size,
-                              wire::kCaisHeaderBytes + config.cais.max_payload_bytes)),
-      loss_rng_(config.loss_seed) {
-  live_.io_gso = socket_.gso;
-  live_.io_gro = socket_.gro;
-}
+      loss_rng_(config.loss_seed) {}
 
 SwitchServer::~SwitchServer() = default;
 
 absl::Status SwitchServer::AddStaticPort(dp::PortId port, const net::Endpoint& endpoint) {
-  if (absl::Status s = ports_.AddStatic(port, endpoint); !s.ok()) return s;
+  if (absl::Status s = host_->ports().AddStatic(port, endpoint); !s.ok()) return s;
   spdlog::info("event=static_port port={} endpoint={}", port, endpoint.ToString());
   return absl::OkStatus();
 }
@@ -163,7 +147,7 @@ absl::Status SwitchServer::AddStaticRule(const cais::Rule& rule) {
                rule.input_ports.ToString(), rule.output_ports.ToString(),
                rule.op ? wire::ToString(*rule.op) : "any");
   rule.output_ports.ForEach([&](dp::PortId p) {
-    if (ports_.endpoint(p) == nullptr) {
+    if (host_->ports().endpoint(p) == nullptr) {
       spdlog::warn("event=static_rule_unmapped_port key=\"{}\" port={}", rule.key.ToString(), p);
     }
   });
@@ -178,8 +162,7 @@ bool SwitchServer::Lose(double p) {
 }
 
 void SwitchServer::Stop() noexcept {
-  stop_.store(true);
-  wakeup_.Notify();
+  host_->Stop();
 }
 
 SwitchCounters SwitchServer::counters() const {
@@ -188,10 +171,11 @@ SwitchCounters SwitchServer::counters() const {
 }
 
 void SwitchServer::Publish() {
+  static_cast<HostCounters&>(live_) = host_->counters();
+  live_.ports_bound = host_->ports().size();
   live_.reducer = reducer_->counters();
   live_.cais = reducer_->totals();
   live_.sram = reducer_->sram();
-  live_.ports_bound = ports_.size();
   live_.groups_formed = groups_.groups_formed();
   live_.groups_forming = groups_.groups_forming();
   live_.groups_expired = groups_.groups_expired();
@@ -207,73 +191,38 @@ void SwitchServer::Publish() {
 }
 
 void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
-  const net::Endpoint* to = ports_.endpoint(port);
-  if (to == nullptr) {
-    ++live_.egress_unmapped;
-    return;
-  }
-  if (Lose(config_.egress_loss)) {
+  if (host_->ports().endpoint(port) != nullptr && Lose(config_.egress_loss)) {
     ++live_.injected_egress_loss;
     return;
   }
-  if (tx_.full()) FlushTx();
-  if (!tx_.Add(*to, packet)) ++live_.send_errors;  // address not reachable from this socket
+  host_->Send(port, packet);
 }
 
-void SwitchServer::FlushTx() {
-  if (tx_.empty()) return;
-  const net::SendBatch::Result r = tx_.Flush(socket_.fd.get());
-  live_.datagrams_tx += r.sent;
-  live_.messages_tx += r.messages;
-  live_.send_errors += r.failed + r.would_block;
-  if (r.gso_disabled) {
-    ++live_.gso_fallbacks;
-    live_.io_gso = false;
-    spdlog::warn(
-        "event=gso_disabled error=\"{}\" hint=\"segmented sends refused; sending one "
-        "datagram per message from now on\"",
-        std::strerror(r.last_errno));
-  }
-  if (r.failed > 0) {
-    spdlog::debug("event=send_error count={} error=\"{}\"", r.failed, std::strerror(r.last_errno));
-  }
-}
-
-void SwitchServer::HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
-                              socklen_t from_len, const net::Endpoint& source, dp::TimeNs now) {
+void SwitchServer::HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now) {
   ++live_.mgmt_rx;
   wire::MgmtMessage request;
-  if (!wire::ParseMgmt(datagram, &request)) {
+  if (!wire::ParseMgmt(d.data, &request)) {
     ++live_.mgmt_malformed;
     return;
   }
-  std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
+  std::optional<wire::MgmtMessage> reply = groups_.Handle(request, d.source, now);
   if (!reply) return;
   wire::SerializeMgmt(*reply, &mgmt_buf_);
-  ssize_t n;
-  do {
-    n = ::sendto(socket_.fd.get(), mgmt_buf_.data(), mgmt_buf_.size(), 0,
-                 reinterpret_cast<const sockaddr*>(&from), from_len);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    ++live_.mgmt_send_errors;
-    spdlog::warn("event=mgmt_send_error endpoint={} error=\"{}\"", source.ToString(),
-                 std::strerror(errno));
-  } else {
+  if (host_->SendNow(d.from, d.from_len, mgmt_buf_)) {
     ++live_.mgmt_tx;
+  } else {
+    ++live_.mgmt_send_errors;
+    spdlog::warn("event=mgmt_send_error endpoint={} error=\"{}\"", d.source.ToString(),
+                 std::strerror(errno));
   }
 }
 
-void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
-  ++live_.datagrams_rx;
-  if (rx_.truncated(i)) ++live_.rx_truncated;
-  const std::span<const uint8_t> d = rx_.data(i);
-  const net::Endpoint source = net::Endpoint::FromSockaddr(rx_.source(i), rx_.source_len(i));
-  if (wire::IsMgmtDatagram(d)) {
-    HandleMgmt(d, rx_.source(i), rx_.source_len(i), source, now);
+void SwitchServer::OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) {
+  if (wire::IsMgmtDatagram(d.data)) {
+    HandleMgmt(d, now);
     return;
   }
-  const std::optional<dp::PortId> port = ports_.Lookup(source);
+  const std::optional<dp::PortId> port = host_->ports().Lookup(d.source);
   if (!port) {
     ++live_.unknown_sender;
     return;
@@ -283,85 +232,47 @@ void SwitchServer::HandleDatagram(size_t i, dp::TimeNs now) {
     ++live_.injected_ingress_loss;
     return;
   }
-  reducer_->Process(d, *port, now, *sink_);
+  reducer_->Process(d.data, *port, now, *sink_);
+}
+
+void SwitchServer::OnTick(dp::TimeNs now) {
+  reducer_->Advance(now, *sink_);
+  groups_.Expire(now);
+  host_->Flush();
+  RunTasks();
+  Publish();
+  const dp::TimeNs stats_every = static_cast<dp::TimeNs>(config_.stats_interval_s * 1e9);
+  if (stats_every > 0 && now >= next_stats_) {
+    next_stats_ = now + stats_every;
+    spdlog::info("event=stats {}", counters().ToLogString());
+  }
 }
 
 absl::Status SwitchServer::Run() {
   // Waits for a control task running on a caller's thread to finish.
   if (!tasks_.Start()) return absl::FailedPreconditionError("SwitchServer already running");
+  const net::UdpSocket& socket = host_->socket();
   spdlog::info(
       "event=switch_started listen={} {} batch_size={} "
       "sram_bytes={} max_payload_bytes={} max_pending_chunks={} timeout_ms={} "
       "result_hold_ms={} lease_ms={} deterministic={} ingress_loss={} egress_loss={}",
-      socket_.local.ToString(), socket_.Describe(), config_.batch_size, config_.cais.sram_bytes,
+      socket.local.ToString(), socket.Describe(), config_.batch_size, config_.cais.sram_bytes,
       config_.cais.max_payload_bytes, config_.cais.max_pending_chunks,
       static_cast<double>(config_.cais.timeout_ns) / 1e6,
       static_cast<double>(config_.cais.result_hold_ns) / 1e6, config_.lease_ms,
       config_.cais.deterministic, config_.ingress_loss, config_.egress_loss);
-  if (socket_.buffer_capped()) {
+  if (socket.buffer_capped()) {
     spdlog::warn(
         "event=socket_buffer_capped requested={} rcvbuf_bytes={} sndbuf_bytes={} "
         "hint=\"raise net.core.rmem_max/wmem_max or run with CAP_NET_ADMIN\"",
-        config_.socket_buffer_bytes, socket_.rcvbuf_bytes, socket_.sndbuf_bytes);
+        config_.socket_buffer_bytes, socket.rcvbuf_bytes, socket.sndbuf_bytes);
   }
-  const dp::TimeNs stats_every = static_cast<dp::TimeNs>(config_.stats_interval_s * 1e9);
-  dp::TimeNs next_stats = Now() + stats_every;
-  absl::Status status;
-  pollfd fds[2] = {{socket_.fd.get(), POLLIN, 0}, {wakeup_.fd(), POLLIN, 0}};
-  bool busy = false;  // last receive filled the batch: more is probably waiting
-  while (!stop_.load()) {
-    bool readable = busy;
-    if (!busy) {
-      const int r = ::poll(fds, 2, /*timeout_ms=*/1);
-      if (r < 0 && errno != EINTR) {
-        status = absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
-        break;
-      }
-      if (r > 0 && (fds[1].revents & POLLIN) != 0) wakeup_.Drain();
-      readable = r > 0 && (fds[0].revents & (POLLIN | POLLERR)) != 0;
-    }
-    busy = false;
-    if (readable) {
-      const int n = rx_.Receive(socket_.fd.get());
-      if (n < 0) {
-        spdlog::debug("event=recv_error error=\"{}\"", std::strerror(-n));
-      } else if (n > 0) {
-        const dp::TimeNs now = Now();
-        AccountIngressDelay(static_cast<size_t>(n));
-        live_.messages_rx += rx_.messages();
-        for (size_t i = 0; i < static_cast<size_t>(n); ++i) HandleDatagram(i, now);
-        FlushTx();
-        busy = rx_.filled();
-      }
-    }
-    const dp::TimeNs now = Now();
-    reducer_->Advance(now, *sink_);
-    groups_.Expire(now);
-    FlushTx();
-    RunTasks();
-    Publish();
-    if (stats_every > 0 && now >= next_stats) {
-      next_stats = now + stats_every;
-      spdlog::info("event=stats {}", counters().ToLogString());
-    }
-  }
-  FlushTx();
+  next_stats_ = Now() + static_cast<dp::TimeNs>(config_.stats_interval_s * 1e9);
+  const absl::Status status = host_->Run(*this);
   Publish();
   spdlog::info("event=switch_stopped {}", counters().ToLogString());
   tasks_.Finish([this] { return MakeControl(); });  // what was queued before the loop ended
   return status;
-}
-
-void SwitchServer::AccountIngressDelay(size_t n) {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const int64_t wall = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t rx = rx_.rx_realtime_ns(i);
-    if (rx == 0 || rx > wall) continue;  // no timestamp, or the clock stepped
-    live_.ingress_delay_ns_total += static_cast<uint64_t>(wall - rx);
-    ++live_.ingress_delay_samples;
-  }
 }
 
 void SwitchServer::RunTasks() {
@@ -370,7 +281,7 @@ void SwitchServer::RunTasks() {
 
 void SwitchServer::Execute(const std::function<void(Control&)>& fn) {
   tasks_.Execute(
-      fn, [this] { return MakeControl(); }, [this] { wakeup_.Notify(); });
+      fn, [this] { return MakeControl(); }, [this] { host_->Wake(); });
 }
 
 }  // namespace inca::switchd

@@ -1,4 +1,6 @@
-// inca-switchd's server: binds the pure CaisReducer to one UDP socket.
+// inca-switchd's server: binds the pure CaisReducer to one UDP socket
+// through the program host (program_host.h: socket, port table, poll loop,
+// batches); this class is the CAIS hooks.
 //
 // Per received datagram (recvmmsg batches), in order:
 //   management (byte 0 = 0xCA)   -> GroupManager; the reply goes back to the
@@ -11,8 +13,8 @@
 // bound -> egress_unmapped; egress loss injection -> injected_egress_loss;
 // else queued for sendmmsg (datagrams_tx, or send_errors when the kernel
 // refuses it). Queued packets are sent when the batch fills and at the end
-// of each receive batch. The reducer's Advance() runs at least once a
-// millisecond (poll timeout 1 ms), so chunk timeouts fire without traffic.
+// of each receive batch. The reducer's Advance() runs on every host tick, at
+// least once a millisecond, so chunk timeouts fire without traffic.
 //
 // Conservation (SwitchCounters::Conserved()):
 //   datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets
@@ -43,37 +45,26 @@
 #include "switchd/config.h"
 #include "switchd/group_manager.h"
 #include "switchd/port_table.h"
+#include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
 namespace inca::switchd {
 
-struct SwitchCounters {
-  // Ingress.
-  uint64_t datagrams_rx = 0;           // datagrams read from the socket
+struct SwitchCounters : HostCounters {
+  // Ingress (datagrams_rx, rx_truncated, messages_rx and the ingress delay
+  // are the host's).
   uint64_t mgmt_rx = 0;                // management datagrams (all of them)
   uint64_t mgmt_malformed = 0;         // of mgmt_rx: not parseable; ignored
   uint64_t mgmt_reports = 0;           // of mgmt_rx: REPORTs kept for the offload controller
   uint64_t mgmt_reports_ignored = 0;   // of mgmt_rx: REPORTs from non-members (ignored)
   uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
   uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
-  uint64_t rx_truncated = 0;           // datagrams longer than the receive slot (still handled)
-  uint64_t messages_rx = 0;            // recvmmsg messages those datagrams came in (fewer with GRO)
-  // Ingress queueing: kernel receive timestamp to the start of processing.
-  uint64_t ingress_delay_ns_total = 0;
-  uint64_t ingress_delay_samples = 0;
-  // Egress.
+  // Egress (egress_unmapped, datagrams_tx, send_errors, messages_tx and
+  // gso_fallbacks are the host's).
   uint64_t injected_egress_loss = 0;  // reducer output dropped by loss injection
-  uint64_t egress_unmapped = 0;       // reducer output to a port with no endpoint
-  uint64_t datagrams_tx = 0;          // reducer output handed to the kernel
-  uint64_t send_errors = 0;           // reducer output the kernel refused
   uint64_t mgmt_tx = 0;               // management replies sent
   uint64_t mgmt_send_errors = 0;      // management replies the kernel refused
-  uint64_t messages_tx = 0;           // sendmmsg messages datagrams_tx left in (fewer with GSO)
-  uint64_t gso_fallbacks = 0;         // segmented sends refused and resent one by one
-  // Gauges.
-  bool io_gso = false;  // the socket segments sends (UDP_SEGMENT)
-  bool io_gro = false;  // the socket coalesces receives (UDP_GRO)
-  uint64_t ports_bound = 0;
+  // Gauges (io_gso, io_gro and ports_bound are the host's).
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
   uint64_t groups_expired = 0;    // forming groups dropped after a lease of silence
@@ -95,7 +86,7 @@ struct SwitchCounters {
   std::string ToLogString() const;
 };
 
-class SwitchServer {
+class SwitchServer final : private ProgramHost::Hooks {
  public:
   // Validates `config`, creates the reducer, binds the socket, installs the
   // static ports and rules. InvalidArgument for bad configuration,
@@ -121,10 +112,10 @@ class SwitchServer {
   // Thread-safe.
   SwitchCounters counters() const;
 
-  uint16_t local_port() const { return socket_.local.port(); }
-  const net::Endpoint& local_endpoint() const { return socket_.local; }
-  size_t rcvbuf_bytes() const { return socket_.rcvbuf_bytes; }
-  size_t sndbuf_bytes() const { return socket_.sndbuf_bytes; }
+  uint16_t local_port() const { return host_->socket().local.port(); }
+  const net::Endpoint& local_endpoint() const { return host_->socket().local; }
+  size_t rcvbuf_bytes() const { return host_->socket().rcvbuf_bytes; }
+  size_t sndbuf_bytes() const { return host_->socket().sndbuf_bytes; }
 
   // Before Run() (or after it returns) only: not thread-safe.
   absl::Status AddStaticPort(dp::PortId port, const net::Endpoint& endpoint);
@@ -144,45 +135,40 @@ class SwitchServer {
   void Execute(const std::function<void(Control&)>& fn);
 
   const GroupManager& groups() const { return groups_; }
-  const PortTable& ports() const { return ports_; }
+  const PortTable& ports() const { return host_->ports(); }
   const cais::CaisReducer& reducer() const { return *reducer_; }
 
  private:
   class Sink;
 
   SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
-               net::UdpSocket socket, net::Wakeup wakeup, uint32_t seq_start,
-               const net::TimeSource* clock);
+               std::unique_ptr<ProgramHost> host, uint32_t seq_start, const net::TimeSource* clock);
 
-  void HandleDatagram(size_t i, dp::TimeNs now);
-  void HandleMgmt(std::span<const uint8_t> datagram, const sockaddr_storage& from,
-                  socklen_t from_len, const net::Endpoint& source, dp::TimeNs now);
+  // ProgramHost::Hooks.
+  void OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) override;
+  void OnTick(dp::TimeNs now) override;
+
+  void HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now);
   void Egress(dp::PortId port, std::span<const uint8_t> packet);
-  void FlushTx();
-  void AccountIngressDelay(size_t received);
   bool Lose(double p);
   void Publish();
-  Control MakeControl() { return Control{*reducer_, ports_, groups_, config_, Now()}; }
+  Control MakeControl() { return Control{*reducer_, host_->ports(), groups_, config_, Now()}; }
   dp::TimeNs Now() const { return clock_->NowNs(); }
 
   SwitchdConfig config_;
   const net::TimeSource* clock_;
   std::unique_ptr<cais::CaisReducer> reducer_;
-  net::UdpSocket socket_;
-  net::Wakeup wakeup_;
-  PortTable ports_;
+  std::unique_ptr<ProgramHost> host_;
   GroupManager groups_;
   std::unique_ptr<Sink> sink_;
-  net::RecvBatch rx_;
-  net::SendBatch tx_;
   std::vector<uint8_t> mgmt_buf_;
   std::mt19937_64 loss_rng_;
+  dp::TimeNs next_stats_ = 0;
   SwitchCounters live_;  // owned by the Run() thread
 
   void RunTasks();
   TaskQueue<Control> tasks_;
 
-  std::atomic<bool> stop_{false};
   mutable std::mutex snapshot_mu_;
   SwitchCounters snapshot_;  // guarded by snapshot_mu_
 };
