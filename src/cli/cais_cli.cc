@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cli_common.h"
 #include "inca/control/control_plane.h"
+#include "inca/control/offload_controller.h"
 #include "inca/dataplane/program.h"
 #include "util/cli_flags.h"
 
@@ -213,6 +214,11 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     if (*stats) {
       auto st = cp.GetStats();
       if (!st.ok()) return Report(st.status(), err);
+      // The controller's windowed figures, when one has spoken (else the
+      // since-start ones alone).
+      auto policy = cp.GetOffloadPolicy();
+      const bool windowed = policy.ok() && policy->updated_unix_ms != 0;
+      const double fallback = windowed ? policy->fallback_ratio : st->fallback_ratio;
       if (json) {
         std::vector<std::string> drops;
         for (const auto& [k, v] : st->drops) drops.push_back(absl::StrCat("\"", k, "\":", v));
@@ -221,8 +227,11 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
             << ",\"sram_pending_usage\":" << st->sram_pending_usage
             << ",\"reduce_throughput_ops_per_s\":" << st->reductions_per_s
             << ",\"reduced_bytes_per_s\":" << st->reduced_bytes_per_s
-            << ",\"avg_queue_delay_us\":" << st->avg_queue_delay_us
-            << ",\"fallback_ratio\":" << st->fallback_ratio
+            << ",\"avg_queue_delay_us\":" << st->ingress_queue_delay_us
+            << ",\"slot_holding_avg_us\":" << st->slot_holding_avg_us
+            << ",\"fallback_ratio\":" << st->fallback_ratio << ",\"fallback_ratio_window\":"
+            << (windowed ? absl::StrCat(policy->fallback_ratio) : std::string("null"))
+            << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
             << ",\"completed_chunks\":" << st->completed_chunks << ",\"timeouts\":" << st->timeouts
             << ",\"rx_packets\":" << st->rx_packets << ",\"tx_packets\":" << st->tx_packets
             << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
@@ -245,10 +254,18 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
             << 100 * st->sram_pending_usage << "% of " << st->sram_bytes / 1024 << " KiB)\n"
             << "Reduce Throughput: " << rate(st->reductions_per_s) << " ops/sec ("
             << rate(st->reduced_bytes_per_s) << "B/s)\n"
-            << "Avg Queue Delay: " << st->avg_queue_delay_us << "us\n"
-            << "Fallback Ratio: " << 100 * st->fallback_ratio << "%"
-            << (st->fallback_ratio > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "")
-            << "\n"
+            << "Avg Queue Delay: " << st->ingress_queue_delay_us
+            << "us (in the switch: kernel receive to pipeline)\n"
+            << "Slot Holding: " << st->slot_holding_avg_us
+            << "us avg (first contribution to completion: the wait for the other ranks)\n"
+            << "Fallback Ratio: " << 100 * fallback << "%"
+            << (windowed ? absl::StrCat(" over the last ",
+                                        control::OffloadControllerConfig{}.fallback_window_ns /
+                                            1'000'000'000,
+                                        " s (since start ",
+                                        absl::StrFormat("%.1f", 100 * st->fallback_ratio), "%)")
+                         : std::string(" since start"))
+            << (fallback > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "") << "\n"
             << "Packets: rx " << st->rx_packets << ", tx " << st->tx_packets << ", completed "
             << st->completed_chunks << " chunks, " << st->timeouts << " timeouts"
             << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
@@ -365,16 +382,18 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       if (json) {
         std::vector<std::string> gs;
         for (const auto& g : p->groups) {
-          gs.push_back(absl::StrCat("{\"group\":", g.group_id, ",\"participants\":", g.participants,
-                                    ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
-                                    ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
-                                    ",\"measured_bins\":", g.measured_bins,
-                                    ",\"offload_bins\":", g.offload_bins, "}"));
+          gs.push_back(absl::StrCat(
+              "{\"group\":", g.group_id, ",\"participants\":", g.participants, ",\"offload\":",
+              g.min_bytes <= g.max_bytes ? "true" : "false", ",\"min_bytes\":", g.min_bytes,
+              ",\"max_bytes\":", g.max_bytes, ",\"measured_bins\":", g.measured_bins,
+              ",\"offload_bins\":", g.offload_bins, ",\"fallback_ratio\":", g.fallback_ratio,
+              ",\"fallback_hold\":", g.fallback_hold ? "true" : "false", "}"));
         }
         out << "{\"device\":\"" << JsonEscape(Device(device)) << "\",\"controller\":\""
             << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
             << ",\"threshold\":" << p->threshold
             << ",\"fallback_alarm\":" << (p->fallback_alarm ? "true" : "false")
+            << ",\"fallback_ratio\":" << p->fallback_ratio
             << ",\"queue_delay_us\":" << p->queue_delay_us
             << ",\"port_utilisation\":" << p->port_utilisation
             << ",\"sram_usage\":" << p->sram_usage << ",\"groups\":[" << absl::StrJoin(gs, ",")
@@ -393,9 +412,13 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
           << "%, port utilisation: " << 100 * p->port_utilisation << "%\n";
       for (const auto& g : p->groups) {
         out << "group " << unsigned{g.group_id} << " (" << g.participants << " ranks): "
-            << (g.min_bytes > g.max_bytes ? std::string("OFF (host path)")
-                                          : absl::StrCat("offload ", bytes(g.min_bytes), "..",
-                                                         bytes(g.max_bytes), " bytes"))
+            << (g.fallback_hold
+                    ? absl::StrFormat("OFF (host path): fallback hold, %.1f%% of its chunks fell "
+                                      "back in the window",
+                                      100 * g.fallback_ratio)
+                : g.min_bytes > g.max_bytes ? std::string("OFF (host path)")
+                                            : absl::StrCat("offload ", bytes(g.min_bytes), "..",
+                                                           bytes(g.max_bytes), " bytes"))
             << "\n";
         for (int b = 0; b < 64; ++b) {
           if ((g.measured_bins >> b & 1) == 0) continue;

@@ -79,9 +79,25 @@ TEST_F(CaisCliTest, SeedCommandsWorkAsWritten) {
               HasSubstr("0      5      0      1,2,3,4           1,2,3,4           allreduce"));
   ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
   for (const char* line : {"Device: ", "SRAM Usage: ", "Reduce Throughput: ", "Avg Queue Delay: ",
-                           "Fallback Ratio: "}) {
+                           "Slot Holding: ", "Fallback Ratio: "}) {
     EXPECT_THAT(out_.str(), HasSubstr(line));
   }
+  // Issue 17: queue delay is the switch's own, slot holding apart, and
+  // without a controller the fallback ratio is since start.
+  EXPECT_THAT(out_.str(), HasSubstr("us (in the switch: kernel receive to pipeline)"));
+  EXPECT_THAT(out_.str(), HasSubstr("% since start"));
+  // With a controller: its window, and the since-start figure beside it.
+  control::OffloadPolicy p;
+  p.controller = "unit";
+  p.fallback_ratio = 0.25;
+  p.fallback_alarm = true;
+  ASSERT_TRUE(control_.plane->SetOffloadPolicy(p).ok());
+  ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Fallback Ratio: 25.0% over the last 10 s (since start 0.0%)"));
+  EXPECT_THAT(out_.str(), HasSubstr("ALERT"));
+  ASSERT_EQ(Cli({"show-stats", "--json"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"fallback_ratio_window\":0.25,\"fallback_alarm\":true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"slot_holding_avg_us\":"));
 }
 
 TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
@@ -93,11 +109,16 @@ TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
   p.threshold = 0.4;
   p.groups.push_back({2, 4, 65536, UINT64_MAX});
   p.groups.push_back({7, 2, 1, 0});
+  p.groups.push_back({8, 4, 1, 0});
+  p.groups.back().fallback_hold = true;
+  p.groups.back().fallback_ratio = 0.3;
   ASSERT_TRUE(control_.plane->SetOffloadPolicy(p).ok());
   ASSERT_EQ(Cli({"offload"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("Controller: unit"));
   EXPECT_THAT(out_.str(), HasSubstr("group 2 (4 ranks): offload 65536..inf bytes"));
-  EXPECT_THAT(out_.str(), HasSubstr("group 7 (2 ranks): OFF (host path)"));
+  EXPECT_THAT(out_.str(), HasSubstr("group 7 (2 ranks): OFF (host path)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("group 8 (4 ranks): OFF (host path): fallback hold, 30.0% of "
+                                    "its chunks fell back in the window"));
   ASSERT_EQ(Cli({"offload", "--json"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("\"controller\":\"unit\""));
   EXPECT_THAT(out_.str(), HasSubstr("{\"group\":7,\"participants\":2,\"offload\":false"));

@@ -141,7 +141,7 @@ void ToProto(const Stats& s, pb::Stats* out) {
   out->set_timeouts(s.timeouts);
   out->set_fallback_notices(s.fallback_notices);
   out->set_fallback_ratio(s.fallback_ratio);
-  out->set_avg_queue_delay_us(s.avg_queue_delay_us);
+  out->set_slot_holding_avg_us(s.slot_holding_avg_us);
   out->set_rx_packets(s.rx_packets);
   out->set_tx_packets(s.tx_packets);
   out->set_unknown_sender(s.unknown_sender);
@@ -177,7 +177,7 @@ Stats FromProto(const pb::Stats& s) {
   out.timeouts = s.timeouts();
   out.fallback_notices = s.fallback_notices();
   out.fallback_ratio = s.fallback_ratio();
-  out.avg_queue_delay_us = s.avg_queue_delay_us();
+  out.slot_holding_avg_us = s.slot_holding_avg_us();
   out.rx_packets = s.rx_packets();
   out.tx_packets = s.tx_packets();
   out.unknown_sender = s.unknown_sender();
@@ -207,6 +207,7 @@ void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out) {
   out->set_controller(p.controller);
   out->set_threshold(p.threshold);
   out->set_fallback_alarm(p.fallback_alarm);
+  out->set_fallback_ratio(p.fallback_ratio);
   out->set_queue_delay_us(p.queue_delay_us);
   out->set_port_utilisation(p.port_utilisation);
   out->set_sram_usage(p.sram_usage);
@@ -220,6 +221,8 @@ void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out) {
     o->set_measured_bins(g.measured_bins);
     o->set_offload_bins(g.offload_bins);
     o->set_explore_bins(g.explore_bins);
+    o->set_fallback_ratio(g.fallback_ratio);
+    o->set_fallback_hold(g.fallback_hold);
   }
 }
 
@@ -228,6 +231,13 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
   r.controller = p.controller();
   r.threshold = p.threshold();
   r.fallback_alarm = p.fallback_alarm();
+  // A ratio, reported back by cais-cli and /metrics: refuse what is not one.
+  const auto ratio_ok = [](double v) { return v >= 0 && v <= 1; };  // false for NaN
+  if (!ratio_ok(p.fallback_ratio())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offload policy: fallback_ratio ", p.fallback_ratio(), " must be in [0, 1]"));
+  }
+  r.fallback_ratio = p.fallback_ratio();
   r.queue_delay_us = p.queue_delay_us();
   r.port_utilisation = p.port_utilisation();
   r.sram_usage = p.sram_usage();
@@ -245,6 +255,13 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
     o.measured_bins = g.measured_bins();
     o.offload_bins = g.offload_bins();
     o.explore_bins = g.explore_bins();
+    if (!ratio_ok(g.fallback_ratio())) {
+      return absl::InvalidArgumentError(absl::StrCat("offload policy: group ", g.group_id(),
+                                                     " fallback_ratio ", g.fallback_ratio(),
+                                                     " must be in [0, 1]"));
+    }
+    o.fallback_ratio = g.fallback_ratio();
+    o.fallback_hold = g.fallback_hold();
     r.groups.push_back(o);
   }
   *out = std::move(r);

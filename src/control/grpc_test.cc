@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -260,6 +261,9 @@ TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
   p.queue_delay_us = 12.5;
   p.groups.push_back({3, 4, 1000, UINT64_MAX});
   p.groups.push_back({9, 2, 1, 0});
+  p.fallback_ratio = 0.125;
+  p.groups[1].fallback_ratio = 0.5;
+  p.groups[1].fallback_hold = true;
   ASSERT_TRUE(sv.client->SetOffloadPolicy(p).ok());
   auto got = sv.client->GetOffloadPolicy();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -274,6 +278,17 @@ TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
   EXPECT_EQ(got->groups[0].max_bytes, UINT64_MAX);
   EXPECT_EQ(got->groups[1].min_bytes, 1u);
   EXPECT_EQ(got->groups[1].max_bytes, 0u);
+  EXPECT_DOUBLE_EQ(got->fallback_ratio, 0.125);
+  EXPECT_FALSE(got->groups[0].fallback_hold);
+  EXPECT_TRUE(got->groups[1].fallback_hold);
+  EXPECT_DOUBLE_EQ(got->groups[1].fallback_ratio, 0.5);
+  // A ratio that is not one is refused with the field named.
+  for (double bad : {-0.5, 1.5, std::nan("")}) {
+    p.groups[1].fallback_ratio = bad;
+    const absl::Status s = sv.client->SetOffloadPolicy(p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("group 9 fallback_ratio")) << s;
+  }
 }
 
 }  // namespace

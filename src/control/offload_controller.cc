@@ -16,13 +16,35 @@ absl::Status OffloadControllerConfig::Validate() const {
   if (!(step > 0) || !(healthy_sram < high_sram) || sustain < 1 || !(host_bandwidth_bps > 0) ||
       !(switch_rate_bps > 0) || !(host_latency_s >= 0) || period_ns <= 0 ||
       explore_interval_ns <= 0 || explore_retry_ns <= 0 || min_samples < 1 ||
-      !(explore_budget > 0 && explore_budget <= 1)) {
+      !(explore_budget > 0 && explore_budget <= 1) || fallback_window_ns <= 0 ||
+      fallback_min_chunks < 1 || !(fallback_alarm > 0 && fallback_alarm <= 1)) {
     return absl::InvalidArgumentError(
         "offload controller: need step > 0, healthy_sram < high_sram, sustain >= 1, positive "
         "bandwidths, period and explore intervals, host latency >= 0, min_samples >= 1, "
-        "explore_budget in (0, 1]");
+        "explore_budget in (0, 1], a positive fallback window, fallback_min_chunks >= 1 and "
+        "fallback_alarm in (0, 1]");
   }
   return absl::OkStatus();
+}
+
+void WindowedRatio::Add(dp::TimeNs now, uint64_t numerator, uint64_t denominator) {
+  if (!s_.empty() && (numerator < s_.back().num || denominator < s_.back().den)) s_.clear();
+  // Close to the sample before the newest: the newest moves up instead.
+  if (s_.size() >= 2 && now - s_[s_.size() - 2].at < window_ / 16) s_.pop_back();
+  s_.push_back({now, numerator, denominator});
+  // Keep one sample at least `window` old (the window's base), none older.
+  while (s_.size() >= 2 && now - s_[1].at >= window_) s_.pop_front();
+}
+
+uint64_t WindowedRatio::denominator() const {
+  return s_.empty() ? 0 : s_.back().den - s_.front().den;
+}
+
+double WindowedRatio::ratio(uint64_t min_denominator) const {
+  const uint64_t den = denominator();
+  if (den == 0 || den < min_denominator) return 0;
+  return std::min(1.0,
+                  static_cast<double>(s_.back().num - s_.front().num) / static_cast<double>(den));
 }
 
 OffloadController::OffloadController(const OffloadControllerConfig& config)
@@ -46,7 +68,20 @@ bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   // cais::SramPressure: the figure the dashboard shows as pressure too.
   sram_usage_ =
       cais::SramPressure(stats.sram_pending_usage, stats.sram_usage_limit, stats.sram_usage);
-  alarm_ = stats.fallback_ratio > config_.fallback_alarm;
+  // The fallback ratio over the window, switch-wide and per group.
+  uint64_t closed = 0;
+  if (auto it = stats.drops.find("chunk_closed"); it != stats.drops.end()) closed = it->second;
+  fallback_.Add(now, stats.timeouts + closed, stats.completed_chunks + stats.timeouts);
+  alarm_ = fallback_ratio() > config_.fallback_alarm;
+  std::map<uint8_t, WindowedRatio> groups;
+  for (const GroupStats& g : stats.groups) {
+    auto it = group_fallback_.find(g.group_id);
+    WindowedRatio w = it != group_fallback_.end() ? std::move(it->second)
+                                                  : WindowedRatio(config_.fallback_window_ns);
+    w.Add(now, g.timeouts, g.completed_chunks + g.timeouts);
+    groups.emplace(g.group_id, std::move(w));
+  }
+  group_fallback_ = std::move(groups);
   if (sram_usage_ > config_.high_sram) {
     if (++above_ >= config_.sustain) {
       threshold_ = std::min(config_.max_threshold, threshold_ + config_.step);
@@ -58,6 +93,15 @@ bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
     }
   }
   return true;
+}
+
+double OffloadController::fallback_ratio() const {
+  return fallback_.ratio(config_.fallback_min_chunks);
+}
+
+double OffloadController::group_fallback_ratio(uint8_t group) const {
+  const auto it = group_fallback_.find(group);
+  return it == group_fallback_.end() ? 0 : it->second.ratio(config_.fallback_min_chunks);
 }
 
 void OffloadController::set_base_threshold(double base) {
@@ -112,6 +156,14 @@ double MaxBandwidthGain(int participants) {
 GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   const OffloadRange r = Range(g.world_size);
   GroupOffload out{g.group_id, g.world_size, r.min_bytes, r.max_bytes};
+  out.fallback_ratio = group_fallback_ratio(g.group_id);
+  if (out.fallback_ratio > config_.fallback_alarm) {
+    // Held on the host path: no size goes to the switch, nothing explores.
+    out.fallback_hold = true;
+    out.min_bytes = 1;
+    out.max_bytes = 0;
+    return out;
+  }
   if (!config_.use_measurements) return out;
   Explored& ex = explored_[g.group_id];
   if (ex.seq_base != g.seq_base) ex = Explored{g.seq_base};

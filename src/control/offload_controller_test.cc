@@ -172,12 +172,61 @@ TEST(OffloadControllerTest, ReevaluatesAtMostOncePerPeriod) {
   EXPECT_TRUE(c.Observe(Sram(0.9), kPeriod));
 }
 
-TEST(OffloadControllerTest, FallbackAlarmAboveTenPercent) {
+// Cumulative chunk outcomes, switch-wide and for group 3.
+Stats Outcomes(uint64_t completed, uint64_t timeouts, uint64_t closed = 0) {
+  Stats s = Sram(0.1);
+  s.completed_chunks = completed;
+  s.timeouts = timeouts;
+  if (closed > 0) s.drops["chunk_closed"] = closed;
+  GroupStats g;
+  g.group_id = 3;
+  g.completed_chunks = completed;
+  g.timeouts = timeouts;
+  s.groups.push_back(g);
+  return s;
+}
+
+constexpr dp::TimeNs kSecond = 1000 * dp::kNsPerMs;
+
+TEST(WindowedRatioTest, CountsOnlyWhatHappenedInTheWindow) {
+  WindowedRatio w(10 * kSecond);
+  EXPECT_EQ(w.ratio(), 0.0);
+  w.Add(0, 0, 1'000'000);  // a million clean chunks before the window
+  for (int i = 1; i <= 10; ++i) w.Add(i * kSecond, 100 * i, 1'000'000 + 200 * i);
+  EXPECT_DOUBLE_EQ(w.ratio(), 0.5);  // 1,000 of 2,000 in the last 10 s
+  EXPECT_EQ(w.denominator(), 2000u);
+  EXPECT_EQ(w.ratio(2001), 0.0);  // too few decided to count
+  // Clean for 11 s more: the bad seconds leave the window.
+  for (int i = 11; i <= 21; ++i) w.Add(i * kSecond, 1000, 1'002'000 + 500 * (i - 10));
+  EXPECT_DOUBLE_EQ(w.ratio(), 0.0);
+  // Samples every 100 ms keep the deque short.
+  for (int i = 0; i < 1000; ++i) w.Add(21 * kSecond + i * kPeriod, 1000, 1'010'000);
+  EXPECT_LE(w.samples(), 20u);
+  // A counter going backwards (the switch restarted) starts afresh.
+  w.Add(130 * kSecond, 5, 10);
+  EXPECT_EQ(w.denominator(), 0u);
+  w.Add(131 * kSecond, 6, 20);
+  EXPECT_DOUBLE_EQ(w.ratio(), 0.1);
+}
+
+// The write-up's alarm (4.4) over the last 10 s, not since start: after a
+// million clean chunks a burst of timeouts still raises it.
+TEST(OffloadControllerTest, FallbackAlarmAboveTenPercentOverTheWindowNotSinceStart) {
   OffloadController c({});
-  c.Observe(Sram(0.1, 0, 0.05), 0);
+  c.Observe(Outcomes(1'000'000, 0), 0);
   EXPECT_FALSE(c.fallback_alarm());
-  c.Observe(Sram(0.1, 0, 0.12), kPeriod);
+  c.Observe(Outcomes(1'000'095, 5, 5), kSecond);  // 10 of 100: not above 10 %
+  EXPECT_FALSE(c.fallback_alarm());
+  EXPECT_NEAR(c.fallback_ratio(), 0.1, 1e-9);
+  c.Observe(Outcomes(1'000'180, 20, 5), 2 * kSecond);  // 25 of 200
   EXPECT_TRUE(c.fallback_alarm());
+  EXPECT_NEAR(c.fallback_ratio(), 0.125, 1e-9);
+  // Since start that is 25 in a million: the old alarm never fired.
+  // Fewer than fallback_min_chunks decided in the window count as none.
+  OffloadController few({});
+  few.Observe(Outcomes(0, 0), 0);
+  few.Observe(Outcomes(10, 10), kSecond);
+  EXPECT_FALSE(few.fallback_alarm());
 }
 
 TEST(OffloadControllerTest, ConfigIsValidated) {
@@ -193,6 +242,12 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
   EXPECT_FALSE(cfg.Validate().ok());
   cfg = {};
   cfg.explore_interval_ns = 0;
+  EXPECT_FALSE(cfg.Validate().ok());
+  cfg = {};
+  cfg.fallback_window_ns = 0;
+  EXPECT_FALSE(cfg.Validate().ok());
+  cfg = {};
+  cfg.fallback_alarm = 1.5;
   EXPECT_FALSE(cfg.Validate().ok());
 }
 
@@ -239,6 +294,42 @@ TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
   const OffloadRange r = c.Range(4);
   EXPECT_EQ(p.min_bytes, r.min_bytes);
   EXPECT_EQ(p.max_bytes, r.max_bytes);
+}
+
+// The alarm acts (docs/control.md, "Fallback hold"): a group whose chunks
+// fall back is held on the host path, then planned as before once the bad
+// chunks have left the window.
+TEST(OffloadControllerTest, AGroupWhoseChunksFallBackIsHeldOnTheHostPathUntilTheyLeaveTheWindow) {
+  OffloadController c({});
+  GroupInfo g = Measured(24, 140e3, 210e3);
+  g.group_id = 3;
+  c.Observe(Outcomes(1'000'000, 0), 0);
+  GroupOffload p = c.Plan(g, 0);
+  EXPECT_FALSE(p.fallback_hold);
+  EXPECT_NE(p.offload_bins, 0u);  // measured: the switch is faster
+  // Lossy links: 100 of 400 chunks time out in a second.
+  c.Observe(Outcomes(1'000'300, 100), kSecond);
+  p = c.Plan(g, kSecond);
+  EXPECT_TRUE(p.fallback_hold);
+  EXPECT_NEAR(p.fallback_ratio, 0.25, 1e-9);
+  EXPECT_GT(p.min_bytes, p.max_bytes);  // no size goes to the switch
+  EXPECT_EQ(p.measured_bins, 0u);
+  EXPECT_EQ(p.offload_bins, 0u);
+  EXPECT_EQ(p.explore_bins, 0u);
+  // Another group on clean links is not held.
+  GroupInfo other = Measured(24, 140e3, 210e3);
+  other.group_id = 4;
+  EXPECT_FALSE(c.Plan(other, kSecond).fallback_hold);
+  // Held: the group sends nothing to the switch, its counts stand still.
+  for (int s = 2; s <= 10; ++s) {
+    c.Observe(Outcomes(1'000'300, 100), s * kSecond);
+    EXPECT_TRUE(c.Plan(g, s * kSecond).fallback_hold) << s;
+  }
+  // 10 s after the timeouts they have left the window: back on the switch.
+  c.Observe(Outcomes(1'000'300, 100), 11 * kSecond);
+  p = c.Plan(g, 11 * kSecond);
+  EXPECT_FALSE(p.fallback_hold);
+  EXPECT_NE(p.offload_bins, 0u);
 }
 
 TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
@@ -421,6 +512,46 @@ TEST(OffloadLoopTest, SramPressureTurnsEveryGroupOffAndRecoveryBackOn) {
     EXPECT_EQ(g.max_bytes, UINT64_MAX);
   }
   EXPECT_DOUBLE_EQ(sw.applied.threshold, 0.2);
+}
+
+// The loop pushes the hold: group 2's chunks time out, it alone goes to the
+// host path with its ratio in the policy, and comes back once they age out.
+TEST(OffloadLoopTest, AGroupWhoseChunksFallBackIsPushedToTheHostPath) {
+  ScriptedSwitch sw;
+  OffloadLoop loop(&sw, {});
+  const auto with = [](uint64_t completed, uint64_t timeouts) {
+    Stats s = Sram(0.1);
+    s.completed_chunks = completed;
+    s.timeouts = timeouts;
+    GroupStats g2;
+    g2.group_id = 2;
+    g2.completed_chunks = completed;
+    g2.timeouts = timeouts;
+    s.groups.push_back(g2);
+    return s;
+  };
+  const auto group = [&](uint8_t id) {
+    for (const GroupOffload& g : sw.applied.groups) {
+      if (g.group_id == id) return g;
+    }
+    ADD_FAILURE() << "group " << int{id} << " not in the policy";
+    return GroupOffload{};
+  };
+  sw.stats = with(100'000, 0);
+  ASSERT_TRUE(loop.Tick(0).ok());
+  EXPECT_FALSE(group(2).fallback_hold);
+  sw.stats = with(100'500, 500);  // half of the last 1,000 chunks timed out
+  ASSERT_TRUE(loop.Tick(kSecond).ok());
+  EXPECT_TRUE(group(2).fallback_hold);
+  EXPECT_GT(group(2).min_bytes, group(2).max_bytes);
+  EXPECT_NEAR(group(2).fallback_ratio, 0.5, 1e-9);
+  EXPECT_FALSE(group(1).fallback_hold);
+  EXPECT_TRUE(sw.applied.fallback_alarm);
+  EXPECT_NEAR(sw.applied.fallback_ratio, 0.5, 1e-9);
+  ASSERT_TRUE(loop.Tick(12 * kSecond).ok());  // nothing new: the window has moved on
+  EXPECT_FALSE(group(2).fallback_hold);
+  EXPECT_LE(group(2).min_bytes, group(2).max_bytes);
+  EXPECT_FALSE(sw.applied.fallback_alarm);
 }
 
 TEST(OffloadLoopTest, FollowsTheSwitchsOffloadThresholdKey) {

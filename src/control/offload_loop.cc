@@ -34,6 +34,7 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
   p.controller = options_.name;
   p.threshold = controller_->threshold();
   p.fallback_alarm = controller_->fallback_alarm();
+  p.fallback_ratio = controller_->fallback_ratio();
   p.queue_delay_us = controller_->queue_delay_s() * 1e6;
   p.port_utilisation = controller_->port_utilisation();
   p.sram_usage = controller_->sram_usage();
@@ -47,6 +48,20 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
                      [&](const GroupOffload& o) { return o.group_id == n.group_id; });
     const bool changed = before == last_.groups.end() || before->measured_bins != n.measured_bins ||
                          before->offload_bins != n.offload_bins;
+    const bool was_held = before != last_.groups.end() && before->fallback_hold;
+    if (n.fallback_hold != was_held) {
+      if (n.fallback_hold) {
+        spdlog::warn(
+            "event=fallback_hold group={} fallback_ratio={:.3f} window_ms={} hint=\"over {:.0f} % "
+            "of the group's chunks fell back to the hosts in the window; its operations run on "
+            "the host path until that clears\"",
+            n.group_id, n.fallback_ratio, options_.controller.fallback_window_ns / dp::kNsPerMs,
+            100 * options_.controller.fallback_alarm);
+      } else {
+        spdlog::info("event=fallback_hold_released group={} fallback_ratio={:.3f}", n.group_id,
+                     n.fallback_ratio);
+      }
+    }
     if (changed || n.explore_bins != 0) {
       spdlog::info(
           "event=offload_plan group={} measured_bins={:#x} offload_bins={:#x} explore_bins={:#x} "

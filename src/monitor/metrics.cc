@@ -170,11 +170,30 @@ void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
                                            : 0.0;
 }
 
+double QueueDelayUs(const switchd::SwitchCounters& c) {
+  return c.ingress_delay_samples == 0 ? 0.0
+                                      : static_cast<double>(c.ingress_delay_ns_total) /
+                                            static_cast<double>(c.ingress_delay_samples) / 1e3;
+}
+
+bool FallbackAlarm(const MetricsSnapshot& s) {
+  return s.offload_windowed ? s.offload_fallback_alarm
+                            : FallbackRatio(s.switch_counters.cais) > kFallbackAlarmRatio;
+}
+
 void ApplyOffloadPolicy(const control::OffloadPolicy& policy, MetricsSnapshot* out) {
   if (policy.updated_unix_ms == 0) return;  // no controller has spoken
   out->offload_controller = policy.controller;
   out->offload_queue_delay_us = policy.queue_delay_us;
-  for (GroupMetrics& g : out->groups) g.offload_threshold = policy.threshold;
+  out->offload_windowed = true;
+  out->offload_fallback_ratio = policy.fallback_ratio;
+  out->offload_fallback_alarm = policy.fallback_alarm;
+  for (GroupMetrics& g : out->groups) {
+    g.offload_threshold = policy.threshold;
+    for (const control::GroupOffload& o : policy.groups) {
+      if (o.group_id == g.group_id) g.fallback_hold = o.fallback_hold;
+    }
+  }
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
@@ -197,6 +216,19 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
           "receives; --io).");
   w.Sample("offload=\"gso\"", sw.io_gso);
   w.Sample("offload=\"gro\"", sw.io_gro);
+  // Queue delay as the write-up means it (4.4, "over 50 us means overload"):
+  // in the switch, kernel receive timestamp to the pipeline. A windowed mean
+  // is rate(..._seconds_total) / rate(..._samples_total).
+  w.Counter("inca_switch_queue_delay_seconds_total",
+            "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
+            "pipeline).");
+  w.Sample("", static_cast<double>(sw.ingress_delay_ns_total) / 1e9);
+  w.Counter("inca_switch_queue_delay_samples_total",
+            "Datagrams whose in-switch queueing delay was measured.");
+  w.Sample("", sw.ingress_delay_samples);
+  w.Gauge("inca_switch_queue_delay_seconds",
+          "Mean in-switch queueing delay since start (kernel receive timestamp to the pipeline).");
+  w.Sample("", QueueDelayUs(sw) / 1e6);
   w.Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
   w.Sample("", sw.ports_bound);
   w.Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");
@@ -285,10 +317,20 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Gauge("inca_cais_group_fallback_ratio", "Fallback ratio of the group, since start.");
   for (const GroupMetrics& g : s.groups)
     w.Sample(GroupLabel(g.group_id), FallbackRatio(g.counters));
-  w.Gauge("inca_cais_fallback_alarm", "1 when the fallback ratio exceeds 0.1 (health alarm).");
-  w.Sample("", FallbackRatio(sw.cais) > kFallbackAlarmRatio);
+  w.Gauge("inca_cais_fallback_alarm",
+          "1 when the fallback ratio exceeds 0.1 (health alarm): over the offload controller's "
+          "10 s window when one runs, else since start.");
+  w.Sample("", FallbackAlarm(s));
+  w.Gauge("inca_offload_fallback_ratio",
+          "Fallback ratio over the offload controller's window (10 s); 0 without a controller.");
+  w.Sample("", s.offload_fallback_ratio);
+  w.Gauge("inca_cais_group_fallback_hold",
+          "1 while the offload controller holds the group on the host path (its windowed "
+          "fallback ratio exceeds 0.1).");
+  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.fallback_hold);
   w.Gauge("inca_cais_avg_pending_seconds",
-          "Mean time completed chunks spent pending (average queue delay).");
+          "Mean slot-holding time of completed chunks (first contribution to completion: the "
+          "wait for the slowest rank; the queue delay is inca_switch_queue_delay_seconds).");
   w.Sample("", s.avg_pending_ms / 1e3);
   w.Gauge("inca_cais_group_avg_pending_seconds",
           "Mean time the group's completed chunks spent pending.");
@@ -401,12 +443,13 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                       ",\"reduced_bytes_per_s\":", JsonNumber(s.rates.reduced_bytes_per_s),
                       ",\"packets_per_s\":", JsonNumber(s.rates.packets_per_s),
                       ",\"window_end_ns\":", s.rates.window_end_ns, "}");
+  internal::StrAppend(&out, ",\"queue_delay_us\":", JsonNumber(QueueDelayUs(sw)));
   internal::StrAppend(&out, ",\"offload_controller\":\"", s.offload_controller,
                       "\",\"offload_queue_delay_us\":", JsonNumber(s.offload_queue_delay_us));
   internal::StrAppend(&out, ",\"avg_pending_ms\":", JsonNumber(s.avg_pending_ms),
-                      ",\"fallback_ratio\":", JsonNumber(fallback),
-                      ",\"fallback_alarm\":", JsonBool(fallback > kFallbackAlarmRatio),
-                      ",\"totals\":{");
+                      ",\"fallback_ratio\":", JsonNumber(fallback), ",\"fallback_ratio_window\":",
+                      s.offload_windowed ? JsonNumber(s.offload_fallback_ratio) : "null",
+                      ",\"fallback_alarm\":", JsonBool(FallbackAlarm(s)), ",\"totals\":{");
   AppendGroupCountersJson(sw.cais, sram.cell_bytes, &out);
   out.append("},\"groups\":[");
   for (size_t i = 0; i < s.groups.size(); ++i) {
@@ -418,7 +461,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
         ",\"offload_min_bytes\":", g.offload_min_bytes,
         ",\"offload_max_bytes\":", g.offload_max_bytes,
         ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",\"active\":", JsonBool(g.active),
-        ",\"pending_chunks\":", g.pending_chunks, ",\"share_chunks\":", g.share_chunks, ",");
+        ",\"pending_chunks\":", g.pending_chunks, ",\"share_chunks\":", g.share_chunks,
+        ",\"fallback_hold\":", JsonBool(g.fallback_hold), ",");
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");
   }

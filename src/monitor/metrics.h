@@ -50,6 +50,9 @@ struct GroupMetrics {
   // SetOffloadRange); offload_on = min <= max.
   uint64_t offload_min_bytes = 0;
   uint64_t offload_max_bytes = UINT64_MAX;
+  // The controller holds the group on the host path: its chunks fell back
+  // more than 10 % of the time in the controller's window (docs/control.md).
+  bool fallback_hold = false;
 };
 
 struct MetricsSnapshot {
@@ -60,8 +63,9 @@ struct MetricsSnapshot {
   switchd::SwitchCounters switch_counters;
   // Throughput over the reducer's last rate window.
   cais::CaisRates rates;
-  // Switch-wide mean pending time of completed chunks, milliseconds ("average
-  // queue delay"); 0 while not measured.
+  // Switch-wide mean slot-holding time of completed chunks (first
+  // contribution to completion), milliseconds; 0 while not measured. Not the
+  // queue delay (QueueDelayUs).
   double avg_pending_ms = 0;
   // Groups with any traffic, ascending group_id.
   std::vector<GroupMetrics> groups;
@@ -69,7 +73,21 @@ struct MetricsSnapshot {
   // or "none") and the ingress queueing delay it last used.
   std::string offload_controller = "none";
   double offload_queue_delay_us = 0;
+  // The controller's switch-wide fallback ratio over its window (10 s) and
+  // its alarm; without a controller (offload_windowed false) the alarm is
+  // taken from the since-start ratio.
+  bool offload_windowed = false;
+  double offload_fallback_ratio = 0;
+  bool offload_fallback_alarm = false;
 };
+
+// The mean in-switch queueing delay since start, microseconds: kernel
+// receive timestamp to the pipeline (write-up 4.4's "queue delay").
+double QueueDelayUs(const switchd::SwitchCounters& c);
+
+// The health alarm of write-up 4.4: the controller's windowed figure when a
+// controller runs, else the since-start fallback ratio above 0.1.
+bool FallbackAlarm(const MetricsSnapshot& s);
 
 // Share of chunk outcomes that ended in a fallback to host collectives:
 //   (timeouts + drops_by_reason[chunk_closed]) / (completed_chunks + timeouts)

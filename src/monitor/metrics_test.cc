@@ -214,6 +214,58 @@ TEST(RenderPrometheus, PressureIsPendingAgainstTheLimitNotRetainedResults) {
   EXPECT_DOUBLE_EQ(sram.pressure(), cais::SramPressure(sram.pending_usage(), 0.75, 1.0));
 }
 
+// Issue 17: the alarm is the offload controller's, over its 10 s window,
+// when one runs; the since-start ratio stays a gauge of its own.
+TEST(RenderPrometheus, TheFallbackAlarmFollowsTheControllersWindowWhenOneRuns) {
+  MetricsSnapshot s = Sample();  // since start: 0.15, which alone raises the alarm
+  EXPECT_TRUE(FallbackAlarm(s));
+  control::OffloadPolicy p;
+  p.controller = "embedded";
+  p.updated_unix_ms = 1;
+  p.fallback_ratio = 0.02;
+  p.fallback_alarm = false;
+  control::GroupOffload held;
+  held.group_id = 7;
+  held.min_bytes = 1;
+  held.max_bytes = 0;
+  held.fallback_ratio = 0.5;
+  held.fallback_hold = true;
+  p.groups.push_back(held);
+  ApplyOffloadPolicy(p, &s);
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_cais_fallback_ratio"), Optional(0.15));
+  EXPECT_THAT(r.Value("inca_cais_fallback_alarm"), Optional(0.0));
+  EXPECT_THAT(r.Value("inca_offload_fallback_ratio"), Optional(0.02));
+  EXPECT_THAT(r.Value("inca_cais_group_fallback_hold{group=\"7\"}"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_cais_group_fallback_hold{group=\"0\"}"), Optional(0.0));
+  const std::string json = RenderStatsJson(s);
+  EXPECT_EQ(CheckJson(json), "") << json;
+  EXPECT_THAT(json, HasSubstr("\"fallback_ratio_window\":0.02,\"fallback_alarm\":false"));
+  EXPECT_THAT(json, HasSubstr("\"fallback_hold\":true"));
+  // The controller's alarm raised: the gauge follows it.
+  p.fallback_alarm = true;
+  ApplyOffloadPolicy(p, &s);
+  EXPECT_THAT(CheckPrometheusText(RenderPrometheus(s)).Value("inca_cais_fallback_alarm"),
+              Optional(1.0));
+}
+
+// Issue 17: "queue delay" is the write-up's, in the switch and in us (kernel
+// receive timestamp to the pipeline); slot holding is its own figure.
+TEST(RenderPrometheus, QueueDelayIsTheSwitchsOwnAndSlotHoldingApart) {
+  MetricsSnapshot s = Sample();
+  s.switch_counters.ingress_delay_ns_total = 1000 * 50'000;  // 1,000 datagrams of 50 us
+  s.switch_counters.ingress_delay_samples = 1000;
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_switch_queue_delay_seconds"), Optional(DoubleNear(50e-6, 1e-15)));
+  EXPECT_THAT(r.Value("inca_switch_queue_delay_seconds_total"), Optional(0.05));
+  EXPECT_THAT(r.Value("inca_switch_queue_delay_samples_total"), Optional(1000.0));
+  EXPECT_THAT(r.Value("inca_cais_avg_pending_seconds"), Optional(0.0085));  // slot holding
+  EXPECT_THAT(RenderStatsJson(s), HasSubstr("\"queue_delay_us\":50,"));
+  EXPECT_DOUBLE_EQ(QueueDelayUs(switchd::SwitchCounters{}), 0.0);
+}
+
 TEST(RenderPrometheus, EveryDropReasonHasASeries) {
   const auto r = CheckPrometheusText(RenderPrometheus(Sample()));
   for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
@@ -337,7 +389,7 @@ TEST(RenderStatsJson, IsValidJsonWithTheDashboardFields) {
         "\"avg_pending_ms\":8.5", "\"fallback_ratio\":0.15", "\"fallback_alarm\":true",
         "\"group\":7,\"offload_on\":false,\"offload_threshold\":0.4", "\"chunk_closed\":10",
         "\"drops\":{\"duplicate\":20}", "\"switch\":{\"datagrams_rx\":1000",
-        "\"fallback_alarm_ratio\":0.1"}) {
+        "\"fallback_alarm_ratio\":0.1", "\"fallback_ratio_window\":null"}) {
     EXPECT_THAT(json, HasSubstr(key));
   }
 }

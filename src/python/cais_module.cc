@@ -270,7 +270,8 @@ class PyControl {
     d["timeouts"] = r->timeouts;
     d["fallback_notices"] = r->fallback_notices;
     d["fallback_ratio"] = r->fallback_ratio;
-    d["avg_queue_delay_us"] = r->avg_queue_delay_us;
+    d["avg_queue_delay_us"] = r->ingress_queue_delay_us;  // in the switch (write-up 4.4)
+    d["slot_holding_avg_us"] = r->slot_holding_avg_us;
     d["rx_packets"] = r->rx_packets;
     d["tx_packets"] = r->tx_packets;
     d["drops"] = r->drops;

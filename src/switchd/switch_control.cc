@@ -309,9 +309,9 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
         decided
             ? std::min(1.0, static_cast<double>(t.timeouts + closed) / static_cast<double>(decided))
             : 0.0;
-    st.avg_queue_delay_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
-                                                     static_cast<double>(t.completed_chunks) / 1e3
-                                               : 0.0;
+    st.slot_holding_avg_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
+                                                      static_cast<double>(t.completed_chunks) / 1e3
+                                                : 0.0;
     st.rx_packets = r.counters().rx_packets;
     st.tx_packets = r.counters().tx_packets;
     st.conserved = r.counters().Conserved();

@@ -81,6 +81,10 @@ struct GroupOffload {
   // One-shot: the next operation of each such class takes the other path, so
   // that path's time is measured again. Applied once when the policy is set.
   uint64_t explore_bins = 0;
+  // The group's fallback ratio over the controller's window, and whether it
+  // is held on the host path for it (docs/control.md, "Fallback hold").
+  double fallback_ratio = 0;
+  bool fallback_hold = false;
 };
 
 // What an offload controller decided, and from which figures (CAIS 3.3/4.4).
@@ -88,6 +92,7 @@ struct OffloadPolicy {
   std::string controller;  // who set it: "embedded", or an external controller's name
   double threshold = 0;
   bool fallback_alarm = false;
+  double fallback_ratio = 0;  // switch-wide, over the controller's window (10 s)
   double queue_delay_us = 0;
   double port_utilisation = 0;
   double sram_usage = 0;
@@ -107,7 +112,9 @@ struct Stats {
   uint64_t timeouts = 0;
   uint64_t fallback_notices = 0;
   double fallback_ratio = 0;      // (timeouts + chunk_closed drops) / (completed + timeouts)
-  double avg_queue_delay_us = 0;  // mean first-contribution-to-completion time
+  // Mean slot-holding time (first contribution to completion: the wait for
+  // the other ranks); the queue delay is ingress_queue_delay_us.
+  double slot_holding_avg_us = 0;
   // Ingress queueing: kernel receive timestamp to processing, summed over
   // samples (controllers difference two snapshots for a windowed mean).
   uint64_t ingress_delay_ns_total = 0;

@@ -56,11 +56,22 @@
 // `sustain` evaluations in a row the threshold rises by `step` (up to
 // `max_threshold`, where nothing qualifies); once usage is below
 // `healthy_sram` it falls back by `step` per evaluation to the configured
-// base. A fallback ratio above 10% raises the alarm flag.
+// base.
+//
+// Fallback alarm and hold (4.4's "fallback ratio above 10%"): the ratio is
+// taken over the last `fallback_window` (10 s), not since start, so that
+// after a million clean chunks a burst of timeouts still shows. Switch-wide
+// it raises the alarm flag. Per group it acts: a group whose chunks fell
+// back more than `fallback_alarm` of the time in the window (with at least
+// `fallback_min_chunks` decided there) is held on the host path: its policy
+// sends no size to the switch and explores nothing, until the bad chunks
+// have left the window (about fallback_window after the group went to the
+// host path), when it is planned as before.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 
 #include "absl/status/status.h"
@@ -99,7 +110,35 @@ struct OffloadControllerConfig {
   // when that is longer).
   uint32_t min_samples = 2;
   dp::TimeNs explore_retry_ns = 1'000 * dp::kNsPerMs;
+  // The fallback ratio's window, and the chunks decided in it (completed or
+  // timed out) below which the ratio counts as 0.
+  dp::TimeNs fallback_window_ns = 10'000 * dp::kNsPerMs;
+  uint64_t fallback_min_chunks = 64;
   absl::Status Validate() const;
+};
+
+// A ratio of two cumulative counters over a sliding time window: the
+// difference between the newest sample and the newest one at least `window`
+// old (or the oldest kept). Samples closer than window/16 to the one before
+// the newest replace the newest, so about 20 at most are kept. A counter
+// that goes backwards (the switch restarted) starts the window afresh.
+class WindowedRatio {
+ public:
+  explicit WindowedRatio(dp::TimeNs window) : window_(window) {}
+  void Add(dp::TimeNs now, uint64_t numerator, uint64_t denominator);
+  // numerator / denominator over the window; 0 when the denominator grew by
+  // less than `min_denominator` there.
+  double ratio(uint64_t min_denominator = 1) const;
+  uint64_t denominator() const;  // its growth over the window
+  size_t samples() const { return s_.size(); }
+
+ private:
+  struct Sample {
+    dp::TimeNs at;
+    uint64_t num, den;
+  };
+  dp::TimeNs window_;
+  std::deque<Sample> s_;
 };
 
 struct OffloadOp {
@@ -150,6 +189,11 @@ class OffloadController {
 
   double threshold() const { return threshold_; }
   bool fallback_alarm() const { return alarm_; }
+  // Switch-wide, over the window: (timeouts + chunk_closed drops) /
+  // (completed + timeouts).
+  double fallback_ratio() const;
+  // The group's timeouts / (completed + timeouts) over the window.
+  double group_fallback_ratio(uint8_t group) const;
   double queue_delay_s() const { return queue_delay_s_; }
   double port_utilisation() const { return utilisation_; }
   double sram_usage() const { return sram_usage_; }  // as defined above
@@ -166,6 +210,8 @@ class OffloadController {
   bool started_ = false;
   dp::TimeNs last_ = 0;
   uint64_t last_delay_ns_ = 0, last_delay_samples_ = 0;
+  WindowedRatio fallback_{config_.fallback_window_ns};
+  std::map<uint8_t, WindowedRatio> group_fallback_;  // groups in the last Stats
   struct Explored {
     uint32_t seq_base = 0;
     std::array<dp::TimeNs, 64> at{};  // when each class was last explored
