@@ -7,7 +7,15 @@
 // Bounded: the server refuses keys over 4 KiB, values over 64 MiB, more than
 // 100,000 keys, and more than 1,024 connections; a malformed request closes
 // that connection only. The server runs one background thread (poll loop);
-// the wire protocol is described at the top of tcp_store.cc.
+// the wire protocol is described in tcp_store_wire.h.
+//
+// Why not reuse one: Debian's Gloo ships FileStore, HashStore (in-process),
+// PrefixStore and RedisStore, but no TCP server; torch's c10d TCPStore
+// (libtorch-dev) is one, but linking libtorch into libinca for a rendezvous
+// would make every C++ tool (inca-switchd's tests, cais-perf, the examples)
+// depend on torch, and a Redis server is one more service for users to run.
+// So inca keeps this store (about 800 lines with its protocol) and speaks
+// Gloo's Store interface, so Gloo's own algorithms rendezvous through it.
 //
 // Client timeouts: Get and Connect take one; Set, Add and Gloo's set/get/
 // wait(keys) use Store::kDefaultTimeout (30 s). Calls on one TcpStore are
