@@ -327,12 +327,14 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
           out << "{\"group_id\":" << static_cast<int>(g.group_id)
               << ",\"world_size\":" << g.world_size
               << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
-              << "\",\"rank_ports\":[" << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":["
-              << absl::StrJoin(ts, ",") << "]}\n";
+              << "\",\"contended\":" << (g.contended ? "true" : "false") << ",\"rank_ports\":["
+              << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":[" << absl::StrJoin(ts, ",")
+              << "]}\n";
         } else {
           out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
               << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
-              << absl::StrJoin(g.rank_ports, ",") << "\n";
+              << absl::StrJoin(g.rank_ports, ",")
+              << (g.contended ? " (sharing hosts with another group's traffic)" : "") << "\n";
           for (const auto& t : g.timings) {
             auto path = [](const control::PathTiming& p) {
               // best: the least time per byte of the last 4 samples, at the mean size

@@ -92,6 +92,7 @@ void ToProto(const GroupInfo& g, pb::Group* out) {
   out->set_formed(g.formed);
   out->set_seq_base(g.seq_base);
   out->set_source(g.source);
+  out->set_contended(g.contended);
   for (const OffloadTiming& t : g.timings) {
     pb::OffloadTiming* o = out->add_timings();
     o->set_bin(static_cast<uint32_t>(t.bin));
@@ -114,6 +115,7 @@ GroupInfo FromProto(const pb::Group& g) {
   out.formed = g.formed();
   out.seq_base = g.seq_base();
   out.source = g.source();
+  out.contended = g.contended();
   for (const pb::OffloadTiming& t : g.timings()) {
     OffloadTiming o;
     o.bin = static_cast<int>(std::min<uint32_t>(t.bin(), 63));

@@ -214,7 +214,9 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
         : explored && !landed ? lost_after
                               : config_.explore_retry_ns;
     const bool armed_lately = explored && now - ex.at[t.bin] < gap;
-    if ((!enough(other) || stale(other)) && !armed_lately) {
+    // Not while another job shares the hosts: its traffic would be measured
+    // with the explore, and slowed by it (docs/control.md).
+    if ((!enough(other) || stale(other)) && !armed_lately && !g.contended) {
       out.explore_bins |= bit;
       ex.at[t.bin] = now;
       ex.samples_then[t.bin] = other.samples;

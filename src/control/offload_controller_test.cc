@@ -364,6 +364,26 @@ TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
 
 // A 64 MiB host-path all-reduce of 1.9 s, re-explored every 10 s, would
 // cost 7 % of the time; with the 2 % budget it is measured again after 95 s.
+// While another job's traffic shares the group's hosts, nothing is explored
+// (an explore would be measured against that job, and slow it down); the
+// decision stands on what was measured without it, or on the model.
+TEST(OffloadControllerTest, NothingIsExploredWhileAnotherJobSharesTheHosts) {
+  OffloadController c{OffloadControllerConfig{}};
+  const uint64_t bit = uint64_t{1} << 24;
+  GroupInfo shared = Measured(24, 140e3, -1);
+  shared.contended = true;
+  GroupOffload p = c.Plan(shared, 0);
+  EXPECT_EQ(p.explore_bins, 0u);
+  EXPECT_TRUE(InRange({p.min_bytes, p.max_bytes}, bit));  // the model: the switch
+  shared.contended = false;  // the neighbour went quiet: explore as usual
+  EXPECT_EQ(c.Plan(shared, 1).explore_bins, bit);
+  GroupInfo measured = Measured(24, 140e3, 210e3, 0, 20'000);  // stale host sample
+  measured.contended = true;
+  p = c.Plan(measured, 2);
+  EXPECT_EQ(p.explore_bins, 0u);
+  EXPECT_EQ(p.offload_bins, bit);  // decided from the samples taken alone
+}
+
 TEST(OffloadControllerTest, ReExploringALongOperationKeepsToTheBudget) {
   OffloadControllerConfig cfg;  // interval 10 s, budget 0.02
   OffloadController c{cfg};

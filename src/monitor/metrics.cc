@@ -88,6 +88,9 @@ constexpr SwitchField kSwitchCounterFields[] = {
      "Operation time REPORTs kept for the offload controller."},
     {"inca_switch_mgmt_reports_ignored_total", &switchd::SwitchCounters::mgmt_reports_ignored,
      "REPORTs from endpoints that are not members of a formed group (ignored)."},
+    {"inca_switch_mgmt_reports_contended_total", &switchd::SwitchCounters::mgmt_reports_contended,
+     "REPORTs of operations that ran while another group sent data from the same hosts (kept "
+     "out of the offload controller's samples)."},
     {"inca_switch_unknown_sender_total", &switchd::SwitchCounters::unknown_sender,
      "CAIS datagrams dropped: source endpoint has no port."},
     {"inca_switch_injected_ingress_loss_total", &switchd::SwitchCounters::injected_ingress_loss,

@@ -132,6 +132,12 @@ void GroupManager::Report(const MgmtMessage& m, const net::Endpoint& from, dp::T
     ++reports_ignored_;
     return;
   }
+  member->last_seen = now;
+  const dp::TimeNs began = now - static_cast<dp::TimeNs>(m.report_duration_us) * 1000;
+  if (Contended(m.group_id, began)) {
+    ++reports_contended_;
+    return;
+  }
   PathAverage& a = g->timings[wire::SizeClass(m.report_bytes)][static_cast<size_t>(m.report_path)];
   const double w = a.samples == 0 ? 1.0 : kTimingWeight;
   a.mean_us += w * (static_cast<double>(m.report_duration_us) - a.mean_us);
@@ -140,8 +146,25 @@ void GroupManager::Report(const MgmtMessage& m, const net::Endpoint& from, dp::T
   a.recent_us_per_byte[a.samples % a.recent_us_per_byte.size()] =
       static_cast<double>(m.report_duration_us) / static_cast<double>(m.report_bytes);
   ++a.samples;
-  member->last_seen = now;
   ++reports_accepted_;
+}
+
+bool GroupManager::Contended(uint8_t group_id, dp::TimeNs since) const {
+  const auto& g = groups_[group_id];
+  if (!g) return false;
+  std::vector<std::array<uint8_t, 16>> mine;  // at most 1,024 members
+  for (const auto& r : g->ranks) {
+    if (r) mine.push_back(r->endpoint.V6MappedAddress());
+  }
+  for (const auto& other : groups_) {
+    if (!other || other->group_id == group_id || !other->formed) continue;
+    for (const auto& r : other->ranks) {
+      if (!r || port_seen_[r->port] < since || port_seen_[r->port] == 0) continue;
+      const auto addr = r->endpoint.V6MappedAddress();
+      if (std::find(mine.begin(), mine.end(), addr) != mine.end()) return true;
+    }
+  }
+  return false;
 }
 
 GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from) {

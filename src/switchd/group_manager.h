@@ -78,6 +78,19 @@
 // of the duration and size on each path and the time of the last sample:
 // what the offload controller judges from (control::OffloadTiming). REPORTs
 // from non-members, forming groups or of size 0 are ignored and counted.
+//
+// Contended samples. A REPORT whose operation ran while another formed
+// group sent data from one of this group's hosts (a member endpoint with the
+// same address, so the same host link, or on loopback the same CPUs) is
+// counted (reports_contended) but kept out of the averages: the two paths
+// are then measured against different neighbours. Two inca jobs sharing
+// hosts showed why (docs/control.md, "Contended samples"): one job's Gloo
+// explore, TCP, takes most of the links from the other job's delay-based
+// switch traffic, so the host path looked faster than the switch path it
+// had just slowed down, and both jobs moved to Gloo at 0.34 of the link each
+// instead of 0.49 on the switch. Contended() says whether a group shares
+// its hosts with another active group now, so that the controller does not
+// explore while it does.
 #pragma once
 
 #include <algorithm>
@@ -181,6 +194,12 @@ class GroupManager {
     if (port < port_seen_.size()) port_seen_[port] = now;
   }
 
+  // True when another formed group sent data at or after `since` from an
+  // address that is also one of `group_id`'s members' (see "Contended
+  // samples" above).
+  bool Contended(uint8_t group_id, dp::TimeNs since) const;
+  uint64_t reports_contended() const { return reports_contended_; }
+
   // Drops groups whose lease ran out (see above). Cheap enough to call on
   // every loop iteration: it scans at most 256 groups, and only when `now`
   // has moved a tenth of the lease since the last scan.
@@ -223,7 +242,7 @@ class GroupManager {
   std::bitset<256> static_groups_;
   std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
   uint32_t next_seq_base_;
-  uint64_t reports_accepted_ = 0, reports_ignored_ = 0;
+  uint64_t reports_accepted_ = 0, reports_ignored_ = 0, reports_contended_ = 0;
   std::array<dp::TimeNs, dp::kMaxPorts> port_seen_{};  // last data per port
   dp::TimeNs lease_;
   uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;

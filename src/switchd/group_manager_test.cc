@@ -568,6 +568,52 @@ TEST_F(GroupManagerTest, ReportsFromMembersAverageBySizeClassAndPath) {
   EXPECT_EQ(wire::SizeClass(UINT64_MAX), 63);
 }
 
+// Two jobs on the same two hosts (the testbed's sharing case): a REPORT of an
+// operation during which the other job sent data from one of those hosts is
+// set aside; once the other job is quiet for the operation's whole
+// duration, reports count again. A group on other hosts is never contended.
+TEST_F(GroupManagerTest, ReportsOfOperationsThatSharedTheirHostsAreSetAside) {
+  Form(0, 2, 1);                                          // hosts 1 and 2, UDP port 1000
+  Join(1, 0, 2, Ep(1, 2000));                             // the second job: the same hosts,
+  const MgmtMessage formed = Join(1, 1, 2, Ep(2, 2000));  // other UDP ports
+  ASSERT_EQ(formed.status, MgmtStatus::kOk);
+  Form(2, 2, 5);  // a third job on hosts 5 and 6
+  const auto port = [&](uint8_t g, uint16_t r) { return gm_.group(g)->ranks[r]->port; };
+  auto report = [&](uint8_t group, const net::Endpoint& from, uint32_t us) {
+    MgmtMessage m;
+    m.type = MgmtType::kReport;
+    m.group_id = group;
+    m.rank = 0;
+    m.report_bytes = 1 << 24;
+    m.report_duration_us = us;
+    m.report_path = wire::ReportPath::kHost;
+    now_ += 1'000'000'000;  // one second later
+    EXPECT_FALSE(gm_.Handle(m, from, now_).has_value());
+  };
+  // Group 1 sends data from host 2 during group 0's 200 ms operation.
+  gm_.SeenOnPort(port(1, 1), now_ + 900'000'000);
+  EXPECT_FALSE(gm_.Contended(2, now_));  // hosts 5 and 6 are not shared
+  report(0, Ep(1), 200'000);
+  EXPECT_EQ(gm_.reports_contended(), 1u);
+  EXPECT_EQ(gm_.reports_accepted(), 0u);
+  EXPECT_EQ(gm_.group(0)->timings[24][1].samples, 0u);
+  EXPECT_TRUE(gm_.Contended(0, now_ - 200'000'000));
+  EXPECT_FALSE(gm_.Contended(1, now_ - 200'000'000));  // group 0 sent no data
+  gm_.SeenOnPort(port(0, 0), now_);
+  EXPECT_TRUE(gm_.Contended(1, now_ - 200'000'000));  // now it has
+  // Its traffic ended 100 ms before group 0's next operation began.
+  gm_.SeenOnPort(port(1, 0), now_ + 100'000'000);
+  report(0, Ep(1), 500'000);  // began at now_ - 0.5 s, after the last data
+  EXPECT_EQ(gm_.reports_contended(), 1u);
+  EXPECT_EQ(gm_.reports_accepted(), 1u);
+  EXPECT_EQ(gm_.group(0)->timings[24][1].samples, 1u);
+  // The third job's data never contends with the first.
+  gm_.SeenOnPort(port(2, 0), now_ + 500'000'000);
+  report(0, Ep(1), 700'000);
+  EXPECT_EQ(gm_.reports_accepted(), 2u);
+  EXPECT_FALSE(gm_.Contended(5, now_));  // no such group
+}
+
 TEST_F(GroupManagerTest, PingFromMember) {
   Form(0, 2, 1);
   const dp::TimeNs before = gm_.group(0)->ranks[1]->last_seen;

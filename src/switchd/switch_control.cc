@@ -168,6 +168,7 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
       info.formed = st->formed;
       info.seq_base = st->seq_base;
       info.source = "join";
+      info.contended = st->formed && c.groups.Contended(st->group_id, c.now - 1000 * dp::kNsPerMs);
       for (int b = 0; b < wire::kSizeClasses; ++b) {
         const auto& t = st->timings[b];
         if (t[0].samples == 0 && t[1].samples == 0) continue;

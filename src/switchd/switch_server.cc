@@ -20,13 +20,14 @@ bool SwitchCounters::Conserved() const {
   const bool egress =
       reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors;
   return ingress && egress && reducer.Conserved() &&
-         mgmt_malformed + mgmt_reports + mgmt_reports_ignored <= mgmt_rx;
+         mgmt_malformed + mgmt_reports + mgmt_reports_ignored + mgmt_reports_contended <= mgmt_rx;
 }
 
 std::string SwitchCounters::ToJson() const {
   std::string s = absl::StrCat(
       "{", JsonFields(), ",\"mgmt_rx\":", mgmt_rx, ",\"mgmt_malformed\":", mgmt_malformed,
       ",\"mgmt_reports\":", mgmt_reports, ",\"mgmt_reports_ignored\":", mgmt_reports_ignored,
+      ",\"mgmt_reports_contended\":", mgmt_reports_contended,
       ",\"unknown_sender\":", unknown_sender, ",\"injected_ingress_loss\":", injected_ingress_loss,
       ",\"injected_egress_loss\":", injected_egress_loss, ",\"mgmt_tx\":", mgmt_tx,
       ",\"mgmt_send_errors\":", mgmt_send_errors, ",\"groups_formed\":", groups_formed,
@@ -186,6 +187,7 @@ void SwitchServer::Publish() {
   live_.lease_ms = static_cast<uint64_t>(groups_.lease() / dp::kNsPerMs);
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();
+  live_.mgmt_reports_contended = groups_.reports_contended();
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   snapshot_ = live_;
 }

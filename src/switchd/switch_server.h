@@ -53,12 +53,14 @@ namespace inca::switchd {
 struct SwitchCounters : HostCounters {
   // Ingress (datagrams_rx, rx_truncated, messages_rx and the ingress delay
   // are the host's).
-  uint64_t mgmt_rx = 0;                // management datagrams (all of them)
-  uint64_t mgmt_malformed = 0;         // of mgmt_rx: not parseable; ignored
-  uint64_t mgmt_reports = 0;           // of mgmt_rx: REPORTs kept for the offload controller
-  uint64_t mgmt_reports_ignored = 0;   // of mgmt_rx: REPORTs from non-members (ignored)
-  uint64_t unknown_sender = 0;         // CAIS datagrams from an endpoint with no port
-  uint64_t injected_ingress_loss = 0;  // CAIS datagrams dropped by loss injection
+  uint64_t mgmt_rx = 0;                 // management datagrams (all of them)
+  uint64_t mgmt_malformed = 0;          // of mgmt_rx: not parseable; ignored
+  uint64_t mgmt_reports = 0;            // of mgmt_rx: REPORTs kept for the offload controller
+  uint64_t mgmt_reports_ignored = 0;    // of mgmt_rx: REPORTs from non-members (ignored)
+  uint64_t mgmt_reports_contended = 0;  // of mgmt_rx: REPORTs of operations that shared hosts
+                                        // with another group's traffic (set aside)
+  uint64_t unknown_sender = 0;          // CAIS datagrams from an endpoint with no port
+  uint64_t injected_ingress_loss = 0;   // CAIS datagrams dropped by loss injection
   // Egress (egress_unmapped, datagrams_tx, send_errors, messages_tx and
   // gso_fallbacks are the host's).
   uint64_t injected_egress_loss = 0;  // reducer output dropped by loss injection

@@ -52,6 +52,10 @@ struct GroupInfo {
   uint32_t seq_base = 0;
   std::string source;                  // "join" (formed by hosts) or "control" (created here)
   std::vector<OffloadTiming> timings;  // size classes with samples, by bin
+  // Another group sent data from one of this group's hosts in the last
+  // second: the offload controller does not explore then, and the switch
+  // keeps such operations' REPORTs out of `timings`.
+  bool contended = false;
 };
 
 struct GroupStats {
@@ -111,7 +115,7 @@ struct Stats {
   uint64_t completed_chunks = 0;
   uint64_t timeouts = 0;
   uint64_t fallback_notices = 0;
-  double fallback_ratio = 0;      // (timeouts + chunk_closed drops) / (completed + timeouts)
+  double fallback_ratio = 0;  // (timeouts + chunk_closed drops) / (completed + timeouts)
   // Mean slot-holding time (first contribution to completion: the wait for
   // the other ranks); the queue delay is ingress_queue_delay_us.
   double slot_holding_avg_us = 0;
