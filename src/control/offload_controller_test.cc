@@ -172,14 +172,14 @@ TEST(OffloadControllerTest, ReevaluatesAtMostOncePerPeriod) {
   EXPECT_TRUE(c.Observe(Sram(0.9), kPeriod));
 }
 
-// Cumulative chunk outcomes, switch-wide and for group 3.
-Stats Outcomes(uint64_t completed, uint64_t timeouts, uint64_t closed = 0) {
+// Cumulative chunk outcomes, switch-wide and for `group` alone.
+Stats Outcomes(uint64_t completed, uint64_t timeouts, uint64_t closed = 0, uint8_t group = 3) {
   Stats s = Sram(0.1);
   s.completed_chunks = completed;
   s.timeouts = timeouts;
   if (closed > 0) s.drops["chunk_closed"] = closed;
   GroupStats g;
-  g.group_id = 3;
+  g.group_id = group;
   g.completed_chunks = completed;
   g.timeouts = timeouts;
   s.groups.push_back(g);
@@ -540,15 +540,7 @@ TEST(OffloadLoopTest, AGroupWhoseChunksFallBackIsPushedToTheHostPath) {
   ScriptedSwitch sw;
   OffloadLoop loop(&sw, {});
   const auto with = [](uint64_t completed, uint64_t timeouts) {
-    Stats s = Sram(0.1);
-    s.completed_chunks = completed;
-    s.timeouts = timeouts;
-    GroupStats g2;
-    g2.group_id = 2;
-    g2.completed_chunks = completed;
-    g2.timeouts = timeouts;
-    s.groups.push_back(g2);
-    return s;
+    return Outcomes(completed, timeouts, 0, /*group=*/2);
   };
   const auto group = [&](uint8_t id) {
     for (const GroupOffload& g : sw.applied.groups) {
