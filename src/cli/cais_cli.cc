@@ -81,52 +81,351 @@ int Report(const absl::Status& s, std::ostream& err) {
   return cli::Report("cais-cli", s, err);
 }
 
+// Every flag of every verb, as parsed.
+struct Args {
+  std::string device = "127.0.0.1:50051";
+  bool json = false;
+  std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
+  bool host_path = false;
+  std::vector<std::string> settings;
+  std::string gaction = "list", gports;
+  std::string paction = "list", endpoint, port_s;
+};
+
+uint8_t GroupId(const std::string& group) {
+  uint32_t g = 0;
+  if (!absl::SimpleAtoi(group, &g) || g > 255) {
+    throw UsageError{absl::StrCat("--group-id '", group, "' must be 0..255")};
+  }
+  return static_cast<uint8_t>(g);
+}
+
+// One function per verb: the switch's answer on `out`, or a one-line error
+// on `err`; the exit code (kOk, 1 refused, 3 unreachable). UsageError for
+// bad flags.
+int AddRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  cais::Rule r;
+  r.key = {GroupId(a.group), ParseIdOrWildcard(a.layer, "--layer-id"),
+           ParseIdOrWildcard(a.chunk, "--chunk-id")};
+  r.host_path = a.host_path;
+  if (!a.host_path && a.in_ports.empty()) {
+    throw UsageError{"add-rule needs --input-ports (or --host-path for a policy rule)"};
+  }
+  if (!a.in_ports.empty()) {
+    for (uint16_t p : ParsePorts(a.in_ports, "--input-ports")) r.input_ports.add(p);
+  }
+  if (!a.out_ports.empty()) {
+    for (uint16_t p : ParsePorts(a.out_ports, "--output-ports")) r.output_ports.add(p);
+  } else {
+    r.output_ports = r.input_ports;
+  }
+  r.op = ParseOp(a.op);
+  const absl::Status s = cp.AddRule(r);
+  if (s.ok()) out << (a.json ? "{\"ok\":true}" : "added rule " + r.key.ToString()) << "\n";
+  return Report(s, err);
+}
+
+int DelRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  const cais::RuleKey k{GroupId(a.group), ParseIdOrWildcard(a.layer, "--layer-id"),
+                        ParseIdOrWildcard(a.chunk, "--chunk-id")};
+  const absl::Status s = cp.DeleteRule(k);
+  if (s.ok()) out << (a.json ? "{\"ok\":true}" : "deleted rule " + k.ToString()) << "\n";
+  return Report(s, err);
+}
+
+int DumpRules(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  auto rules = cp.DumpRules();
+  if (!rules.ok()) return Report(rules.status(), err);
+  if (a.json) {
+    std::vector<std::string> items;
+    for (const auto& r : *rules) {
+      items.push_back(absl::StrCat("{\"group_id\":", r.key.group_id, ",\"layer_id\":\"",
+                                   Id(r.key.layer_id), "\",\"chunk_id\":\"", Id(r.key.chunk_id),
+                                   "\",\"input_ports\":[", r.input_ports.ToString(),
+                                   "],\"output_ports\":[", r.output_ports.ToString(),
+                                   "],\"op_type\":\"", OpName(r.op),
+                                   "\",\"host_path\":", r.host_path ? "true" : "false", "}"));
+    }
+    out << "[" << absl::StrJoin(items, ",") << "]\n";
+  } else {
+    out << "group  layer  chunk  input-ports       output-ports      op-type  path\n";
+    for (const auto& r : *rules) {
+      out << std::left << std::setw(7) << static_cast<int>(r.key.group_id) << std::setw(7)
+          << Id(r.key.layer_id) << std::setw(7) << Id(r.key.chunk_id) << std::setw(18)
+          << r.input_ports.ToString() << std::setw(18) << r.output_ports.ToString() << std::setw(9)
+          << OpName(r.op) << " " << (r.host_path ? "host" : "switch") << "\n";
+    }
+    out << rules->size() << " rule(s)\n";
+  }
+  return kOk;
+}
+
+int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  auto st = cp.GetStats();
+  if (!st.ok()) return Report(st.status(), err);
+  // The controller's windowed figures, when one has spoken (else the
+  // since-start ones alone).
+  auto policy = cp.GetOffloadPolicy();
+  const bool windowed = policy.ok() && policy->updated_unix_ms != 0;
+  const double fallback = windowed ? policy->fallback_ratio : st->fallback_ratio;
+  if (a.json) {
+    std::vector<std::string> drops;
+    for (const auto& [k, v] : st->drops) drops.push_back(absl::StrCat("\"", k, "\":", v));
+    out << "{\"device\":\"" << JsonEscape(Device(a.device))
+        << "\",\"sram_usage\":" << st->sram_usage
+        << ",\"sram_pending_usage\":" << st->sram_pending_usage
+        << ",\"reduce_throughput_ops_per_s\":" << st->reductions_per_s
+        << ",\"reduced_bytes_per_s\":" << st->reduced_bytes_per_s
+        << ",\"avg_queue_delay_us\":" << st->ingress_queue_delay_us
+        << ",\"slot_holding_avg_us\":" << st->slot_holding_avg_us
+        << ",\"fallback_ratio\":" << st->fallback_ratio << ",\"fallback_ratio_window\":"
+        << (windowed ? absl::StrCat(policy->fallback_ratio) : std::string("null"))
+        << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
+        << ",\"completed_chunks\":" << st->completed_chunks << ",\"timeouts\":" << st->timeouts
+        << ",\"rx_packets\":" << st->rx_packets << ",\"tx_packets\":" << st->tx_packets
+        << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
+        << absl::StrJoin(drops, ",") << "}}\n";
+  } else {
+    auto rate = [](double v) {
+      std::ostringstream o;
+      o << std::fixed << std::setprecision(1);
+      if (v >= 1e6) {
+        o << v / 1e6 << "M";
+      } else if (v >= 1e3) {
+        o << v / 1e3 << "K";
+      } else {
+        o << v;
+      }
+      return o.str();
+    };
+    out << std::fixed << std::setprecision(1) << "Device: " << Device(a.device) << "\n"
+        << "SRAM Usage: " << 100 * st->sram_usage << "% (pending " << 100 * st->sram_pending_usage
+        << "% of " << st->sram_bytes / 1024 << " KiB)\n"
+        << "Reduce Throughput: " << rate(st->reductions_per_s) << " ops/sec ("
+        << rate(st->reduced_bytes_per_s) << "B/s)\n"
+        << "Avg Queue Delay: " << st->ingress_queue_delay_us
+        << "us (in the switch: kernel receive to pipeline)\n"
+        << "Slot Holding: " << st->slot_holding_avg_us
+        << "us avg (first contribution to completion: the wait for the other ranks)\n"
+        << "Fallback Ratio: " << 100 * fallback << "%"
+        << (windowed
+                ? absl::StrCat(
+                      " over the last ",
+                      control::OffloadControllerConfig{}.fallback_window_ns / 1'000'000'000,
+                      " s (since start ", absl::StrFormat("%.1f", 100 * st->fallback_ratio), "%)")
+                : std::string(" since start"))
+        << (fallback > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "") << "\n"
+        << "Packets: rx " << st->rx_packets << ", tx " << st->tx_packets << ", completed "
+        << st->completed_chunks << " chunks, " << st->timeouts << " timeouts"
+        << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
+    for (const auto& [k, v] : st->drops) out << "Dropped " << k << ": " << v << "\n";
+  }
+  return kOk;
+}
+
+int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  if (!a.settings.empty()) {
+    std::map<std::string, std::string> values;
+    for (const auto& kv : a.settings) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw UsageError{absl::StrCat("'", kv, "' must be key=value, e.g. timeout_ms=80")};
+      }
+      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (auto s = cp.SetConfig(values); !s.ok()) return Report(s, err);
+  }
+  auto c = cp.GetConfig();
+  if (!c.ok()) return Report(c.status(), err);
+  if (a.json) {
+    std::vector<std::string> items;
+    for (const auto& [k, v] : *c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
+    out << "{" << absl::StrJoin(items, ",") << "}\n";
+  } else {
+    for (const auto& [k, v] : *c) out << k << " = " << v << "\n";
+  }
+  return kOk;
+}
+
+int Groups(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  if (a.gaction == "create") {
+    auto g = cp.CreateGroup(GroupId(a.group), ParsePorts(a.gports, "--ports"));
+    if (!g.ok()) return Report(g.status(), err);
+    out << "created group " << static_cast<int>(g->group_id) << " over ports "
+        << absl::StrJoin(g->rank_ports, ",") << "\n";
+    return kOk;
+  }
+  if (a.gaction == "destroy") {
+    const absl::Status s = cp.DestroyGroup(GroupId(a.group));
+    if (s.ok()) out << "destroyed group " << a.group << "\n";
+    return Report(s, err);
+  }
+  if (a.gaction != "list") throw UsageError{"groups action must be list, create or destroy"};
+  auto gs = cp.ListGroups();
+  if (!gs.ok()) return Report(gs.status(), err);
+  for (const auto& g : *gs) {
+    if (a.json) {
+      std::vector<std::string> ts;
+      for (const auto& t : g.timings) {
+        ts.push_back(absl::StrCat(
+            "{\"bin\":", t.bin, ",\"switch_us\":", t.switch_path.mean_us, ",\"switch_samples\":",
+            t.switch_path.samples, ",\"switch_age_ms\":", t.switch_path.age_ms,
+            ",\"switch_best_us_per_byte\":", t.switch_path.best_us_per_byte,
+            ",\"host_us\":", t.host_path.mean_us, ",\"host_samples\":", t.host_path.samples,
+            ",\"host_age_ms\":", t.host_path.age_ms,
+            ",\"host_best_us_per_byte\":", t.host_path.best_us_per_byte, "}"));
+      }
+      out << "{\"group_id\":" << static_cast<int>(g.group_id) << ",\"world_size\":" << g.world_size
+          << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
+          << "\",\"contended\":" << (g.contended ? "true" : "false") << ",\"rank_ports\":["
+          << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":[" << absl::StrJoin(ts, ",")
+          << "]}\n";
+    } else {
+      out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
+          << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
+          << absl::StrJoin(g.rank_ports, ",")
+          << (g.contended ? " (sharing hosts with another group's traffic)" : "") << "\n";
+      for (const auto& t : g.timings) {
+        auto path = [](const control::PathTiming& p) {
+          // best: the least time per byte of the last 4 samples, at the mean size
+          return p.measured()
+                     ? absl::StrFormat("%.0f us (best %.0f, %d samples, %d ms ago)", p.mean_us,
+                                       p.best_us_per_byte * p.mean_bytes, p.samples, p.age_ms)
+                     : std::string("not measured");
+        };
+        out << "  sizes 2^" << t.bin << " B: switch " << path(t.switch_path) << ", host "
+            << path(t.host_path) << "\n";
+      }
+    }
+  }
+  return kOk;
+}
+
+int Ports(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  if (a.paction == "register" || a.paction == "release") {
+    uint32_t p = 0;
+    if (!absl::SimpleAtoi(a.port_s, &p) || p >= dp::kMaxPorts) {
+      throw UsageError{absl::StrCat("--port must be 0..", dp::kMaxPorts - 1)};
+    }
+    if (a.paction == "release") {
+      auto n = cp.ReleasePort(static_cast<uint16_t>(p));
+      if (!n.ok()) return Report(n.status(), err);
+      out << "released port " << p << " (" << *n << " group(s) dissolved)\n";
+      return kOk;
+    }
+    const absl::Status s = cp.RegisterPort(static_cast<uint16_t>(p), a.endpoint);
+    if (s.ok()) out << "port " << p << " -> " << a.endpoint << "\n";
+    return Report(s, err);
+  }
+  if (a.paction != "list") throw UsageError{"ports action must be list, register or release"};
+  auto ps = cp.ListPorts();
+  if (!ps.ok()) return Report(ps.status(), err);
+  for (const auto& p : *ps) {
+    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
+  }
+  return kOk;
+}
+
+int Offload(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  auto p = cp.GetOffloadPolicy();
+  if (!p.ok()) return Report(p.status(), err);
+  auto bytes = [](uint64_t b) { return b == UINT64_MAX ? std::string("inf") : absl::StrCat(b); };
+  if (a.json) {
+    std::vector<std::string> gs;
+    for (const auto& g : p->groups) {
+      gs.push_back(absl::StrCat("{\"group\":", g.group_id, ",\"participants\":", g.participants,
+                                ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
+                                ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
+                                ",\"measured_bins\":", g.measured_bins, ",\"offload_bins\":",
+                                g.offload_bins, ",\"fallback_ratio\":", g.fallback_ratio,
+                                ",\"fallback_hold\":", g.fallback_hold ? "true" : "false", "}"));
+    }
+    out << "{\"device\":\"" << JsonEscape(Device(a.device)) << "\",\"controller\":\""
+        << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
+        << ",\"threshold\":" << p->threshold
+        << ",\"fallback_alarm\":" << (p->fallback_alarm ? "true" : "false")
+        << ",\"fallback_ratio\":" << p->fallback_ratio
+        << ",\"queue_delay_us\":" << p->queue_delay_us
+        << ",\"port_utilisation\":" << p->port_utilisation << ",\"sram_usage\":" << p->sram_usage
+        << ",\"groups\":[" << absl::StrJoin(gs, ",") << "]}\n";
+    return kOk;
+  }
+  if (p->updated_unix_ms == 0) {
+    out << "No offload decisions yet: every operation goes to the switch "
+           "(start inca-switchd with --offload-controller embedded, or run inca-controller)\n";
+    return kOk;
+  }
+  out << std::fixed << std::setprecision(2) << "Controller: " << p->controller << "\n"
+      << "Threshold: " << p->threshold << (p->fallback_alarm ? "  (fallback ALERT)" : "") << "\n"
+      << "Queue Delay: " << p->queue_delay_us << "us, SRAM pressure: " << 100 * p->sram_usage
+      << "%, port utilisation: " << 100 * p->port_utilisation << "%\n";
+  for (const auto& g : p->groups) {
+    out << "group " << unsigned{g.group_id} << " (" << g.participants << " ranks): "
+        << (g.fallback_hold
+                ? absl::StrFormat("OFF (host path): fallback hold, %.1f%% of its chunks fell "
+                                  "back in the window",
+                                  100 * g.fallback_ratio)
+            : g.min_bytes > g.max_bytes
+                ? std::string("OFF (host path)")
+                : absl::StrCat("offload ", bytes(g.min_bytes), "..", bytes(g.max_bytes), " bytes"))
+        << "\n";
+    for (int b = 0; b < 64; ++b) {
+      if ((g.measured_bins >> b & 1) == 0) continue;
+      out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
+          << " (measured)\n";
+    }
+  }
+  return kOk;
+}
+
+int Health(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  const absl::Status s = cp.Health();
+  if (s.ok()) out << (a.json ? "{\"status\":\"serving\"}" : "serving") << "\n";
+  return Report(s, err);
+}
+
 }  // namespace
 
 int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"cais-cli: manage an inca CAIS switch through its control API"};
   app.require_subcommand(1);
   app.fallthrough();
-  std::string device = "127.0.0.1:50051", token;
-  bool json = false;
+  Args a;
+  std::string token;
   int timeout_ms = 3000;
-  app.add_option("--device", device, "switch control API, HOST[:PORT] (default port 50051)");
+  app.add_option("--device", a.device, "switch control API, HOST[:PORT] (default port 50051)");
   app.add_option("--token", token, "bearer token, if the switch requires one")
       ->envname("INCA_TOKEN");
-  app.add_flag("--json", json, "machine-readable output");
+  app.add_flag("--json", a.json, "machine-readable output");
   app.add_option("--timeout-ms", timeout_ms, "per-request deadline")->check(CLI::Range(1, 3600000));
 
-  std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
-  bool host_path = false;
   auto* add = app.add_subcommand("add-rule", "install a reduction rule (or a --host-path policy)");
-  add->add_option("--group-id", group, "tensor-parallel group (0..255)")->required();
-  add->add_option("--layer-id", layer, "layer (0..65535 or *)");
-  add->add_option("--chunk-id", chunk, "chunk (0..65535 or *)");
-  add->add_option("--input-ports", in_ports,
+  add->add_option("--group-id", a.group, "tensor-parallel group (0..255)")->required();
+  add->add_option("--layer-id", a.layer, "layer (0..65535 or *)");
+  add->add_option("--chunk-id", a.chunk, "chunk (0..65535 or *)");
+  add->add_option("--input-ports", a.in_ports,
                   "ports that contribute, e.g. 1,2,3,4 (required unless --host-path)");
-  add->add_option("--output-ports", out_ports, "ports that receive results (default: the inputs)");
-  add->add_option("--op-type", op, "allreduce | allgather | broadcast | reducescatter | any");
-  add->add_flag("--host-path", host_path,
+  add->add_option("--output-ports", a.out_ports,
+                  "ports that receive results (default: the inputs)");
+  add->add_option("--op-type", a.op, "allreduce | allgather | broadcast | reducescatter | any");
+  add->add_flag("--host-path", a.host_path,
                 "matching operations run on the host path: the switch declines them");
   auto* del = app.add_subcommand("del-rule", "remove the rule with exactly this key");
-  del->add_option("--group-id", group)->required();
-  del->add_option("--layer-id", layer);
-  del->add_option("--chunk-id", chunk);
+  del->add_option("--group-id", a.group)->required();
+  del->add_option("--layer-id", a.layer);
+  del->add_option("--chunk-id", a.chunk);
   auto* dump = app.add_subcommand("dump-rules", "list installed rules");
   auto* stats = app.add_subcommand("show-stats", "SRAM usage, throughput, queue delay, fallbacks");
-  std::vector<std::string> settings;
   auto* conf = app.add_subcommand("configure", "show or set configuration (key=value ...)");
-  conf->add_option("settings", settings, "e.g. timeout_ms=80 offload_threshold=0.3");
+  conf->add_option("settings", a.settings, "e.g. timeout_ms=80 offload_threshold=0.3");
   auto* groups = app.add_subcommand("groups", "list, create or destroy groups");
-  std::string gaction = "list", gports;
-  groups->add_option("action", gaction, "list | create | destroy");
-  groups->add_option("--group-id", group);
-  groups->add_option("--ports", gports, "create: ports in rank order");
+  groups->add_option("action", a.gaction, "list | create | destroy");
+  groups->add_option("--group-id", a.group);
+  groups->add_option("--ports", a.gports, "create: ports in rank order");
   auto* ports = app.add_subcommand("ports", "list ports, register one or release one");
-  std::string paction = "list", endpoint, port_s;
-  ports->add_option("action", paction, "list | register | release");
-  ports->add_option("--port", port_s);
-  ports->add_option("--endpoint", endpoint, "register: host IP:PORT");
+  ports->add_option("action", a.paction, "list | register | release");
+  ports->add_option("--port", a.port_s);
+  ports->add_option("--endpoint", a.endpoint, "register: host IP:PORT");
   auto* health = app.add_subcommand("health", "check the switch answers");
   auto* offload =
       app.add_subcommand("offload", "the offload controller's decisions (CAIS write-up 3.3)");
@@ -144,296 +443,17 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   }
 
   try {
-    auto plane = control::ConnectControl(Device(device), token, timeout_ms);
+    auto plane = control::ConnectControl(Device(a.device), token, timeout_ms);
     if (!plane.ok()) {
       err << "cais-cli: " << plane.status().message() << "\n";
       return kUsage;
     }
-    control::ControlPlane& cp = **plane;
-    auto group_id = [&]() -> uint8_t {
-      uint32_t g = 0;
-      if (!absl::SimpleAtoi(group, &g) || g > 255) {
-        throw UsageError{absl::StrCat("--group-id '", group, "' must be 0..255")};
-      }
-      return static_cast<uint8_t>(g);
-    };
-    if (*add) {
-      cais::Rule r;
-      r.key = {group_id(), ParseIdOrWildcard(layer, "--layer-id"),
-               ParseIdOrWildcard(chunk, "--chunk-id")};
-      r.host_path = host_path;
-      if (!host_path && in_ports.empty()) {
-        throw UsageError{"add-rule needs --input-ports (or --host-path for a policy rule)"};
-      }
-      if (!in_ports.empty()) {
-        for (uint16_t p : ParsePorts(in_ports, "--input-ports")) r.input_ports.add(p);
-      }
-      if (!out_ports.empty()) {
-        for (uint16_t p : ParsePorts(out_ports, "--output-ports")) r.output_ports.add(p);
-      } else {
-        r.output_ports = r.input_ports;
-      }
-      r.op = ParseOp(op);
-      const absl::Status s = cp.AddRule(r);
-      if (s.ok()) out << (json ? "{\"ok\":true}" : "added rule " + r.key.ToString()) << "\n";
-      return Report(s, err);
-    }
-    if (*del) {
-      const cais::RuleKey k{group_id(), ParseIdOrWildcard(layer, "--layer-id"),
-                            ParseIdOrWildcard(chunk, "--chunk-id")};
-      const absl::Status s = cp.DeleteRule(k);
-      if (s.ok()) out << (json ? "{\"ok\":true}" : "deleted rule " + k.ToString()) << "\n";
-      return Report(s, err);
-    }
-    if (*dump) {
-      auto rules = cp.DumpRules();
-      if (!rules.ok()) return Report(rules.status(), err);
-      if (json) {
-        std::vector<std::string> items;
-        for (const auto& r : *rules) {
-          items.push_back(absl::StrCat("{\"group_id\":", r.key.group_id, ",\"layer_id\":\"",
-                                       Id(r.key.layer_id), "\",\"chunk_id\":\"", Id(r.key.chunk_id),
-                                       "\",\"input_ports\":[", r.input_ports.ToString(),
-                                       "],\"output_ports\":[", r.output_ports.ToString(),
-                                       "],\"op_type\":\"", OpName(r.op),
-                                       "\",\"host_path\":", r.host_path ? "true" : "false", "}"));
-        }
-        out << "[" << absl::StrJoin(items, ",") << "]\n";
-      } else {
-        out << "group  layer  chunk  input-ports       output-ports      op-type  path\n";
-        for (const auto& r : *rules) {
-          out << std::left << std::setw(7) << static_cast<int>(r.key.group_id) << std::setw(7)
-              << Id(r.key.layer_id) << std::setw(7) << Id(r.key.chunk_id) << std::setw(18)
-              << r.input_ports.ToString() << std::setw(18) << r.output_ports.ToString()
-              << std::setw(9) << OpName(r.op) << " " << (r.host_path ? "host" : "switch") << "\n";
-        }
-        out << rules->size() << " rule(s)\n";
-      }
-      return kOk;
-    }
-    if (*stats) {
-      auto st = cp.GetStats();
-      if (!st.ok()) return Report(st.status(), err);
-      // The controller's windowed figures, when one has spoken (else the
-      // since-start ones alone).
-      auto policy = cp.GetOffloadPolicy();
-      const bool windowed = policy.ok() && policy->updated_unix_ms != 0;
-      const double fallback = windowed ? policy->fallback_ratio : st->fallback_ratio;
-      if (json) {
-        std::vector<std::string> drops;
-        for (const auto& [k, v] : st->drops) drops.push_back(absl::StrCat("\"", k, "\":", v));
-        out << "{\"device\":\"" << JsonEscape(Device(device))
-            << "\",\"sram_usage\":" << st->sram_usage
-            << ",\"sram_pending_usage\":" << st->sram_pending_usage
-            << ",\"reduce_throughput_ops_per_s\":" << st->reductions_per_s
-            << ",\"reduced_bytes_per_s\":" << st->reduced_bytes_per_s
-            << ",\"avg_queue_delay_us\":" << st->ingress_queue_delay_us
-            << ",\"slot_holding_avg_us\":" << st->slot_holding_avg_us
-            << ",\"fallback_ratio\":" << st->fallback_ratio << ",\"fallback_ratio_window\":"
-            << (windowed ? absl::StrCat(policy->fallback_ratio) : std::string("null"))
-            << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
-            << ",\"completed_chunks\":" << st->completed_chunks << ",\"timeouts\":" << st->timeouts
-            << ",\"rx_packets\":" << st->rx_packets << ",\"tx_packets\":" << st->tx_packets
-            << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
-            << absl::StrJoin(drops, ",") << "}}\n";
-      } else {
-        auto rate = [](double v) {
-          std::ostringstream o;
-          o << std::fixed << std::setprecision(1);
-          if (v >= 1e6) {
-            o << v / 1e6 << "M";
-          } else if (v >= 1e3) {
-            o << v / 1e3 << "K";
-          } else {
-            o << v;
-          }
-          return o.str();
-        };
-        out << std::fixed << std::setprecision(1) << "Device: " << Device(device) << "\n"
-            << "SRAM Usage: " << 100 * st->sram_usage << "% (pending "
-            << 100 * st->sram_pending_usage << "% of " << st->sram_bytes / 1024 << " KiB)\n"
-            << "Reduce Throughput: " << rate(st->reductions_per_s) << " ops/sec ("
-            << rate(st->reduced_bytes_per_s) << "B/s)\n"
-            << "Avg Queue Delay: " << st->ingress_queue_delay_us
-            << "us (in the switch: kernel receive to pipeline)\n"
-            << "Slot Holding: " << st->slot_holding_avg_us
-            << "us avg (first contribution to completion: the wait for the other ranks)\n"
-            << "Fallback Ratio: " << 100 * fallback << "%"
-            << (windowed ? absl::StrCat(" over the last ",
-                                        control::OffloadControllerConfig{}.fallback_window_ns /
-                                            1'000'000'000,
-                                        " s (since start ",
-                                        absl::StrFormat("%.1f", 100 * st->fallback_ratio), "%)")
-                         : std::string(" since start"))
-            << (fallback > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "") << "\n"
-            << "Packets: rx " << st->rx_packets << ", tx " << st->tx_packets << ", completed "
-            << st->completed_chunks << " chunks, " << st->timeouts << " timeouts"
-            << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
-        for (const auto& [k, v] : st->drops) out << "Dropped " << k << ": " << v << "\n";
-      }
-      return kOk;
-    }
-    if (*conf) {
-      if (!settings.empty()) {
-        std::map<std::string, std::string> values;
-        for (const auto& kv : settings) {
-          const size_t eq = kv.find('=');
-          if (eq == std::string::npos || eq == 0) {
-            throw UsageError{absl::StrCat("'", kv, "' must be key=value, e.g. timeout_ms=80")};
-          }
-          values[kv.substr(0, eq)] = kv.substr(eq + 1);
-        }
-        if (auto s = cp.SetConfig(values); !s.ok()) return Report(s, err);
-      }
-      auto c = cp.GetConfig();
-      if (!c.ok()) return Report(c.status(), err);
-      if (json) {
-        std::vector<std::string> items;
-        for (const auto& [k, v] : *c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
-        out << "{" << absl::StrJoin(items, ",") << "}\n";
-      } else {
-        for (const auto& [k, v] : *c) out << k << " = " << v << "\n";
-      }
-      return kOk;
-    }
-    if (*groups) {
-      if (gaction == "create") {
-        auto g = cp.CreateGroup(group_id(), ParsePorts(gports, "--ports"));
-        if (!g.ok()) return Report(g.status(), err);
-        out << "created group " << static_cast<int>(g->group_id) << " over ports "
-            << absl::StrJoin(g->rank_ports, ",") << "\n";
-        return kOk;
-      }
-      if (gaction == "destroy") {
-        const absl::Status s = cp.DestroyGroup(group_id());
-        if (s.ok()) out << "destroyed group " << group << "\n";
-        return Report(s, err);
-      }
-      if (gaction != "list") throw UsageError{"groups action must be list, create or destroy"};
-      auto gs = cp.ListGroups();
-      if (!gs.ok()) return Report(gs.status(), err);
-      for (const auto& g : *gs) {
-        if (json) {
-          std::vector<std::string> ts;
-          for (const auto& t : g.timings) {
-            ts.push_back(absl::StrCat(
-                "{\"bin\":", t.bin, ",\"switch_us\":", t.switch_path.mean_us,
-                ",\"switch_samples\":", t.switch_path.samples,
-                ",\"switch_age_ms\":", t.switch_path.age_ms, ",\"switch_best_us_per_byte\":",
-                t.switch_path.best_us_per_byte, ",\"host_us\":", t.host_path.mean_us,
-                ",\"host_samples\":", t.host_path.samples, ",\"host_age_ms\":", t.host_path.age_ms,
-                ",\"host_best_us_per_byte\":", t.host_path.best_us_per_byte, "}"));
-          }
-          out << "{\"group_id\":" << static_cast<int>(g.group_id)
-              << ",\"world_size\":" << g.world_size
-              << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
-              << "\",\"contended\":" << (g.contended ? "true" : "false") << ",\"rank_ports\":["
-              << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":[" << absl::StrJoin(ts, ",")
-              << "]}\n";
-        } else {
-          out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
-              << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
-              << absl::StrJoin(g.rank_ports, ",")
-              << (g.contended ? " (sharing hosts with another group's traffic)" : "") << "\n";
-          for (const auto& t : g.timings) {
-            auto path = [](const control::PathTiming& p) {
-              // best: the least time per byte of the last 4 samples, at the mean size
-              return p.measured()
-                         ? absl::StrFormat("%.0f us (best %.0f, %d samples, %d ms ago)", p.mean_us,
-                                           p.best_us_per_byte * p.mean_bytes, p.samples, p.age_ms)
-                         : std::string("not measured");
-            };
-            out << "  sizes 2^" << t.bin << " B: switch " << path(t.switch_path) << ", host "
-                << path(t.host_path) << "\n";
-          }
-        }
-      }
-      return kOk;
-    }
-    if (*ports) {
-      if (paction == "register" || paction == "release") {
-        uint32_t p = 0;
-        if (!absl::SimpleAtoi(port_s, &p) || p >= dp::kMaxPorts) {
-          throw UsageError{absl::StrCat("--port must be 0..", dp::kMaxPorts - 1)};
-        }
-        if (paction == "release") {
-          auto n = cp.ReleasePort(static_cast<uint16_t>(p));
-          if (!n.ok()) return Report(n.status(), err);
-          out << "released port " << p << " (" << *n << " group(s) dissolved)\n";
-          return kOk;
-        }
-        const absl::Status s = cp.RegisterPort(static_cast<uint16_t>(p), endpoint);
-        if (s.ok()) out << "port " << p << " -> " << endpoint << "\n";
-        return Report(s, err);
-      }
-      if (paction != "list") throw UsageError{"ports action must be list, register or release"};
-      auto ps = cp.ListPorts();
-      if (!ps.ok()) return Report(ps.status(), err);
-      for (const auto& p : *ps) {
-        out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "")
-            << "\n";
-      }
-      return kOk;
-    }
-    if (*offload) {
-      auto p = cp.GetOffloadPolicy();
-      if (!p.ok()) return Report(p.status(), err);
-      auto bytes = [](uint64_t b) {
-        return b == UINT64_MAX ? std::string("inf") : absl::StrCat(b);
-      };
-      if (json) {
-        std::vector<std::string> gs;
-        for (const auto& g : p->groups) {
-          gs.push_back(absl::StrCat(
-              "{\"group\":", g.group_id, ",\"participants\":", g.participants, ",\"offload\":",
-              g.min_bytes <= g.max_bytes ? "true" : "false", ",\"min_bytes\":", g.min_bytes,
-              ",\"max_bytes\":", g.max_bytes, ",\"measured_bins\":", g.measured_bins,
-              ",\"offload_bins\":", g.offload_bins, ",\"fallback_ratio\":", g.fallback_ratio,
-              ",\"fallback_hold\":", g.fallback_hold ? "true" : "false", "}"));
-        }
-        out << "{\"device\":\"" << JsonEscape(Device(device)) << "\",\"controller\":\""
-            << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
-            << ",\"threshold\":" << p->threshold
-            << ",\"fallback_alarm\":" << (p->fallback_alarm ? "true" : "false")
-            << ",\"fallback_ratio\":" << p->fallback_ratio
-            << ",\"queue_delay_us\":" << p->queue_delay_us
-            << ",\"port_utilisation\":" << p->port_utilisation
-            << ",\"sram_usage\":" << p->sram_usage << ",\"groups\":[" << absl::StrJoin(gs, ",")
-            << "]}\n";
-        return kOk;
-      }
-      if (p->updated_unix_ms == 0) {
-        out << "No offload decisions yet: every operation goes to the switch "
-               "(start inca-switchd with --offload-controller embedded, or run inca-controller)\n";
-        return kOk;
-      }
-      out << std::fixed << std::setprecision(2) << "Controller: " << p->controller << "\n"
-          << "Threshold: " << p->threshold << (p->fallback_alarm ? "  (fallback ALERT)" : "")
-          << "\n"
-          << "Queue Delay: " << p->queue_delay_us << "us, SRAM pressure: " << 100 * p->sram_usage
-          << "%, port utilisation: " << 100 * p->port_utilisation << "%\n";
-      for (const auto& g : p->groups) {
-        out << "group " << unsigned{g.group_id} << " (" << g.participants << " ranks): "
-            << (g.fallback_hold
-                    ? absl::StrFormat("OFF (host path): fallback hold, %.1f%% of its chunks fell "
-                                      "back in the window",
-                                      100 * g.fallback_ratio)
-                : g.min_bytes > g.max_bytes ? std::string("OFF (host path)")
-                                            : absl::StrCat("offload ", bytes(g.min_bytes), "..",
-                                                           bytes(g.max_bytes), " bytes"))
-            << "\n";
-        for (int b = 0; b < 64; ++b) {
-          if ((g.measured_bins >> b & 1) == 0) continue;
-          out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
-              << " (measured)\n";
-        }
-      }
-      return kOk;
-    }
-    if (*health) {
-      const absl::Status s = cp.Health();
-      if (s.ok()) out << (json ? "{\"status\":\"serving\"}" : "serving") << "\n";
-      return Report(s, err);
+    using Verb = int (*)(const Args&, control::ControlPlane&, std::ostream&, std::ostream&);
+    const std::pair<CLI::App*, Verb> verbs[] = {
+        {add, AddRule},   {del, DelRule}, {dump, DumpRules},  {stats, ShowStats}, {conf, Configure},
+        {groups, Groups}, {ports, Ports}, {offload, Offload}, {health, Health}};
+    for (const auto& [command, verb] : verbs) {
+      if (*command) return verb(a, **plane, out, err);
     }
   } catch (const UsageError& e) {
     err << "cais-cli: " << e.message << "\n";
