@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""scripts/testbed.py's command line (up, down, reap, measure, perf, status,
+exec): see testbed.py's docstring. Kept apart from the library so that each
+file stays short; run it through testbed.py."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import List, Optional
+
+import testbed
+from testbed import (LinkShape, Testbed, TestbedError, _instances, _netns_list, _probe, reap,
+                     require_root)
+
+
+def _shape_from(a, prefix: str = "") -> LinkShape:
+    g = lambda k: getattr(a, prefix + k, None) or getattr(a, k, None)  # noqa: E731
+    return LinkShape(rate=g("rate"), burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
+                     delay=a.delay, jitter=a.jitter, loss=a.loss, duplicate=a.duplicate,
+                     reorder=a.reorder)
+
+
+def perf_options(argv: List[str]) -> argparse.Namespace:
+    """`perf`'s options from its command-line words (for scripts/bench-testbed.py)."""
+    return _parser().parse_args(["perf"] + list(argv))
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=testbed.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="build (or rebuild) an instance")
+    up.add_argument("--name", default="tb")
+    up.add_argument("--hosts", type=int, default=4)
+    up.add_argument("--mtu", type=int, default=9000)
+    up.add_argument("--rate", help="both directions of every host link, e.g. 1gbit")
+    up.add_argument("--up-rate", help="host -> switch only")
+    up.add_argument("--down-rate", help="switch -> host only")
+    up.add_argument("--host-rate", action="append", default=[], metavar="I=RATE",
+                    help="host I's link, both directions (repeatable)")
+    up.add_argument("--burst", default="256kb")
+    up.add_argument("--latency", default="20ms", help="tbf queue: longest wait")
+    up.add_argument("--limit-bytes", type=int, help="tbf queue in bytes (instead of --latency)")
+    for k in ("delay", "jitter", "loss", "duplicate", "reorder"):
+        up.add_argument("--" + k, help="%s, both directions (netem's syntax)" % k)
+    up.add_argument("--owner-pid", type=int, help="remove the instance when this process exits")
+    down = sub.add_parser("down", help="remove an instance")
+    down.add_argument("--name", default="tb")
+    sub.add_parser("reap", help="remove instances whose owner has exited")
+    me = sub.add_parser("measure", help="what each host link does to datagrams (loss, "
+                        "duplication, reordering), both directions")
+    me.add_argument("--name", default="tb")
+    me.add_argument("--count", type=int, default=2000)
+    sub.add_parser("status", help="list instances")
+    pf = sub.add_parser("perf", help="all-reduce on a testbed: switch against gloo, with bounds")
+    pf.add_argument("--name", default="perf")
+    pf.add_argument("--hosts", type=int, default=4)
+    pf.add_argument("--rate", default="1gbit")
+    pf.add_argument("--mtu", type=int, default=9000)
+    pf.add_argument("--burst", default="256kb")
+    pf.add_argument("--latency", default="20ms")
+    pf.add_argument("--limit-bytes", type=int)
+    pf.add_argument("--host-rate", action="append", default=[], metavar="I=RATE",
+                    help="host I's link, both directions (repeatable)")
+    for k in ("delay", "jitter", "loss", "duplicate", "reorder"):
+        pf.add_argument("--" + k, help="%s, both directions (netem's syntax)" % k)
+    pf.add_argument("-b", "--min-bytes", default="16M")
+    pf.add_argument("-e", "--max-bytes", default="64M")
+    pf.add_argument("-f", "--factor", type=float, default=4)
+    pf.add_argument("--iters", type=int, default=5)
+    pf.add_argument("--warmup", type=int, default=1)
+    pf.add_argument("--warmup-ms", type=int, default=0,
+                    help="also warm up each size this long (cais-perf --warmup-ms)")
+    pf.add_argument("--duration-ms", type=int, default=0,
+                    help="time each size at least this long (cais-perf --duration-ms; "
+                         "jobs side by side)")
+    pf.add_argument("--chunk-size", type=int, default=8952)
+    pf.add_argument("--window", type=int, help="client window (default: cais-perf's)")
+    pf.add_argument("--backends", default="switch,gloo")
+    pf.add_argument("--switchd-arg", action="append", default=[], help="extra inca-switchd flag")
+    pf.add_argument("--perf-arg", action="append", default=[], help="extra cais-perf flag")
+    pf.add_argument("--timeout", type=float, default=600, help="seconds per backend")
+    ex = sub.add_parser("exec", help="run a command in a host (or the switch) namespace")
+    ex.add_argument("--name", default="tb")
+    ex.add_argument("--host", default="sw", help="host index, or sw")
+    ex.add_argument("argv", nargs=argparse.REMAINDER)
+    return ap
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_probe"]:
+        return _probe(argv[1:])
+    a = ap.parse_args(argv)
+    try:
+        require_root()
+        if a.cmd == "up":
+            host_shapes = {}
+            for spec in a.host_rate:
+                i, _, rate = spec.partition("=")
+                if not i.isdigit() or not rate:
+                    raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
+                s = _shape_from(a)
+                s.rate = rate
+                host_shapes[int(i)] = s
+            tb = Testbed(a.name, a.hosts, up_shape=_shape_from(a, "up_"),
+                         down_shape=_shape_from(a, "down_"), host_shapes=host_shapes, mtu=a.mtu,
+                         owner_pid=a.owner_pid)
+            tb.up()
+            print("testbed %s: switch %s in %s, hosts %s" % (
+                a.name, tb.switch_ip, tb.switch_ns,
+                ", ".join("%s in %s" % (tb.host_ip(i), tb.host_ns(i)) for i in range(a.hosts))))
+        elif a.cmd == "down":
+            Testbed(a.name, 1).down()
+        elif a.cmd == "reap":
+            for name in reap():
+                print("removed", name)
+        elif a.cmd == "measure":
+            st = [i for i in _instances() if i.get("name") == a.name]
+            if not st:
+                raise TestbedError("no testbed %s: scripts/testbed.py up --name %s" % (a.name,
+                                                                                      a.name))
+            tb = Testbed(a.name, st[0]["hosts"])
+            tb.subnet = st[0]["subnet"]
+            for i in range(tb.hosts):
+                for d in ("up", "down"):
+                    m = tb.measure(i, d, a.count)
+                    print("host %d %-4s lost %.2f%% duplicated %.2f%% reordered %.2f%% (%d sent)"
+                          % (i, d, 100 * m["lost"], 100 * m["duplicated"], 100 * m["reordered"],
+                             m["sent"]))
+        elif a.cmd == "perf":
+            import testbed_perf  # scripts/testbed_perf.py, beside this file
+            res = testbed_perf.perf(a)
+            return 1 if any(r["wrong"] for r in res["rows"]) else 0
+        elif a.cmd == "status":
+            for inst in _instances():
+                print(json.dumps(inst))
+        elif a.cmd == "exec":
+            cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+            if not cmd:
+                raise TestbedError("exec needs a command after --")
+            tb = Testbed(a.name, 1)
+            ns = tb.switch_ns if a.host == "sw" else tb.host_ns(int(a.host))
+            if ns not in _netns_list():
+                raise TestbedError("no namespace %s: is testbed %s up?" % (ns, a.name))
+            return subprocess.call(["ip", "netns", "exec", ns] + cmd)
+    except TestbedError as e:
+        print("testbed: %s" % e, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("testbed: interrupted; what was built was removed", file=sys.stderr)
+        return 130
+    return 0
