@@ -172,10 +172,10 @@ def main() -> int:
     shares = [("switch", "1gbit", "Two inca jobs sharing 4 x 1 Gbit/s", []),
               ("switch", "500mbit", "Two inca jobs sharing 4 x 500 Mbit/s", []),
               ("gloo", "1gbit", "An inca job beside a Gloo job on 4 x 1 Gbit/s", []),
-              ("gloo", "1gbit", "An inca job in competitive mode beside a Gloo job on "
-               "4 x 1 Gbit/s", ["--perf-arg=--competitive"])]
+              ("gloo", "1gbit", "An inca job with competitive mode off beside a Gloo job on "
+               "4 x 1 Gbit/s", ["--perf-arg=--no-competitive"])]
     for second, rate, title, extra in shares:
-        key = "share-%s-%s%s" % (second, rate, "-competitive" if extra else "")
+        key = "share-%s-%s%s" % (second, rate, "-delay-only" if extra else "")
         if not a.from_json:
             print("=== %s" % title, flush=True)
             # Each job times about 6 s per size (cais-perf --duration-ms), so
@@ -197,7 +197,7 @@ def main() -> int:
                     "operations wholly inside it): inca %.1f ms per operation, %s %.1f ms; "
                     "inca got %s of the link (its switch bound alone over its time), %s %s (its "
                     "own bound alone: %s). Paths %s.\n" % (
-                        title, " but `cais-perf --competitive` for both jobs' ranks (Gloo's "
+                        title, " but `cais-perf --no-competitive` for both jobs' ranks (Gloo's "
                         "ignore it)" if extra else "", sh["overlap_s"], sh["ops_in_overlap"][0], sh["ops_in_overlap"][1],
                         (sh["inca_overlap_us"] or 0) / 1e3, other,
                         (sh["second_overlap_us"] or 0) / 1e3, fmt(sh["inca_share"]), other,
@@ -328,22 +328,16 @@ def main() -> int:
         "2-core machine moves (the R* rows). The shares are taken over the time both "
         "jobs ran; when one job's start-up eats most of the other's run (an overlap under "
         "a second, a few operations), the row says little.",
-        "- Beside a Gloo job the switch does not see the other job, so the measured "
-        "controller compares paths as usual, and inca's host path, TCP against TCP, is "
-        "what it often settles on (path host/mixed). On the host path inca moves the "
-        "ring's 1.5 S per host link, so even an equal share of the link reads as 0.33 of "
-        "the switch's bound in the share column: the 0.35 target needs inca on the switch "
-        "path beside TCP, which is what competitive mode is for.",
-        "- Beside Gloo, whose TCP fills the 20 ms tbf queue, inca's delay-based window "
-        "(the default) yields and sits near its floor. Competitive mode "
-        "(`cais.configure({'competitive': True})`, `cais-perf --competitive`; "
-        "docs/design/cais-client.md) switches to AIMD on loss while the queue is someone "
-        "else's; inca's share is then bounded by its window cap, 64 chunks over a round "
-        "trip of tens of ms. It is off by default because ranks waiting in the switch for "
-        "a slower rank can look like that queue. The switch now reports that wait with "
-        "every result and the mode's entry test subtracts it, which removed most such "
-        "entries but not all (8 x 500 Mbit/s, single job: 0, 0 and 5 entries in three runs, "
-        "against 4-6 per run before; docs/design/cais-client.md).",
+        "- Beside Gloo, whose TCP fills the 20 ms tbf queue, a delay-based window alone "
+        "yields and sits near its floor (the row with competitive mode off). Competitive "
+        "mode, on by default (docs/design/cais-client.md), switches to AIMD on loss while "
+        "the queue is someone else's; inca's share is then bounded by its window cap, 64 "
+        "chunks over a round trip of tens of ms. Its entry test leaves out the time a rank "
+        "waited in the switch for slower ranks, which used to look like that queue. The "
+        "switch does not see a Gloo job, so the measured controller compares paths as "
+        "usual and may send some operations to Gloo (path host/mixed); on the host path "
+        "inca moves the ring's 1.5 S per host link, so even an equal share of the link "
+        "reads as 0.33 of the switch's bound in the share column.",
         "- `host/mixed`: at least one timed operation of that size ran on the host path. "
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "

@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 600000));
   app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
   app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
-  app.add_flag("--competitive", o.competitive,
-               "competitive mode: AIMD beside loss-based senders (docs/design/cais-client.md)");
+  app.add_flag("--competitive,!--no-competitive", o.competitive,
+               "competitive mode, on by default: AIMD beside loss-based senders "
+               "(docs/design/cais-client.md); --no-competitive: delay control alone");
   app.add_option("--pacing-gain", o.pacing_gain,
                  "pace new chunks at this multiple of window / srtt (0: off)")
       ->check(CLI::Range(0.0, 100.0))

@@ -61,10 +61,10 @@ struct CommunicatorOptions {
   uint32_t max_pending_chunks = 64;
   // Competitive mode of the transport (docs/design/cais-client.md): AIMD on
   // loss while the bottleneck queue belongs to a loss-based sender such as a
-  // Gloo job on the same hosts. Off by default: ranks that wait in the
-  // switch for a slower rank can look like that queue, and at 8 ranks it
-  // then cost throughput.
-  bool competitive = false;
+  // Gloo job on the same hosts. On by default since its entry test leaves
+  // out the time a rank waited in the switch for slower ranks (which had
+  // looked like that queue); false keeps delay control alone.
+  bool competitive = true;
   // Pace new chunks at this multiple of window / smoothed round trip (a
   // bucket of 4 chunks); 0 sends a window at once (docs/design/cais-client.md).
   double pacing_gain = 0;
