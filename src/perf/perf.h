@@ -45,11 +45,11 @@ struct PerfOptions {
   std::vector<std::string> switchd_args;  // extra flags for a started switch
   uint32_t chunk_size = 8952;
   uint32_t window = 64;
-  bool competitive = true;   // the transport's competitive mode (--no-competitive: off)
-  size_t window_trace = 0;   // window samples rank 0 reports (one-rank mode)
-  double pacing_gain = 0;    // the transport's pacing (0: off)
-  std::string io = "gso";    // the switch socket's I/O path (gso or mmsg)
-  uint8_t group_id = 0;      // the switch group (jobs sharing a switch need their own)
+  bool competitive = true;  // the transport's competitive mode (--no-competitive: off)
+  size_t window_trace = 0;  // window samples rank 0 reports (one-rank mode)
+  double pacing_gain = 0;   // the transport's pacing (0: off)
+  std::string io = "gso";   // the switch socket's I/O path (gso or mmsg)
+  uint8_t group_id = 0;     // the switch group (jobs sharing a switch need their own)
   bool check = true;
   int timeout_s = 600;
   bool json = false;  // also one JSON line with every row
