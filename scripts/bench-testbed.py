@@ -57,6 +57,8 @@ def scenarios(quick: bool):
                                                          "--delay", "2ms", "--jitter", "1ms",
                                                          "-b", "16M", "-e", "16M"] + it,
          "jitter500"),
+        ("4 x 1.5 Gbit/s", ["--hosts", "4", "--rate", "1500mbit", "-b", "64M", "-e", "64M"] +
+         it, "r15"),
         ("4 x 2 Gbit/s", ["--hosts", "4", "--rate", "2gbit", "-b", "64M", "-e", "64M"] + it,
          "r2"),
         ("4 x 4 Gbit/s", ["--hosts", "4", "--rate", "4gbit", "-b", "64M", "-e", "64M"] + it,
@@ -127,6 +129,27 @@ def plot(results: dict) -> None:
     fig.savefig(PLOT, dpi=110)
 
 
+def r_star(results: dict) -> str:
+    """R*, the highest per-host rate whose 64 MiB switch row reaches 0.9 of
+    the switch's bound, from the 4-host rows of this run."""
+    rows = []
+    for key in ("sweep4", "r15", "r2", "r4"):
+        res = results.get(key)
+        row = next((r for r in (res or {}).get("rows", []) if r["bytes"] == 64 << 20), None)
+        if row is not None and row.get("switch_of_bound") is not None:
+            rows.append((testbed.parse_rate(res["testbed"]["rate"]), res["testbed"]["rate"],
+                         row["switch_of_bound"]))
+    if not rows:
+        return ""
+    rows.sort()
+    ok = [r for r in rows if r[2] >= 0.9]
+    sweep = ", ".join("%s %.2f" % (name, f) for _, name, f in rows)
+    return ("### R*\n\nThe highest per-host rate at which 64 MiB all-reduces reach 0.9 of the "
+            "switch's bound, 4 hosts, from the rows above (%s): **R* = %s**. What limits it "
+            "is in the CPU line of the first rate that misses: this machine's two cores.\n" % (
+                sweep, ok[-1][1] if ok else "below %s" % rows[0][1]))
+
+
 def machine_speed() -> dict:
     """How fast this machine moves datagrams right now (switchd-bench, 8,952 B):
     the switch path is CPU-bound here, so its rows follow this figure."""
@@ -169,6 +192,7 @@ def main() -> int:
                   flush=True)
             results[key] = res
         text.append("### %s\n\n%s\n" % (title, table(results[key])))
+    text.append(r_star(results))
     shares = [("switch", "1gbit", "Two inca jobs sharing 4 x 1 Gbit/s", []),
               ("switch", "500mbit", "Two inca jobs sharing 4 x 500 Mbit/s", []),
               ("gloo", "1gbit", "An inca job beside a Gloo job on 4 x 1 Gbit/s", []),
@@ -220,7 +244,7 @@ def main() -> int:
     if "rate_step" in results:
         st = results["rate_step"]
         if a.from_json:  # the timing fields again from the stored timeline (queues kept)
-            q = {k: st.get(k) for k in ("queue_max_bdp", "queue_p99_bdp", "queue_median_bdp")}
+            q = {k: v for k, v in st.items() if k.startswith("queue_")}
             st.update(testbed_perf.step_summary(dict(st, samples=[]), 8952))
             st.update(q)
         t, step = st["timeline_ns"], st["stepped_ns"]
@@ -239,19 +263,22 @@ def main() -> int:
             "%d operations). The first operation that started after the step and ran within "
             "15 %% of that median ended %s ms after the step, about %s round trips of %.2f ms "
             "at the new rate (a chunk serialised up and down); the resolution is one "
-            "operation. %s of the operations after the step ran within that band. The "
-            "switch's downlink queues sampled every 20 ms after the step: median %s, p99 %s, "
-            "deepest %s bandwidth-delay products (1 BDP = %.0f B). Rank 0's congestion "
-            "window (`cais-perf --window-trace`: a sample at most every quarter round trip): "
-            "%s chunks before the step, median %s after; it first came within 25 %% of that "
+            "operation. %s of the operations after the step ran within that band. The host "
+            "links' queues (tbf backlog, the deepest link each way) sampled every 20 ms after "
+            "the step, in bandwidth-delay products at the new rate (1 BDP = %.0f B): uplinks "
+            "median %s, p99 %s, deepest %s; the switch's downlinks median %s, p99 %s, deepest "
+            "%s. Rank 0's congestion window (`cais-perf --window-trace`: a sample at most "
+            "every quarter round trip): median %s chunks over the last second before the "
+            "step, median %s after; it first came within 25 %% of that "
             "median (or one chunk) %s ms after the step, %s of its own smoothed round trips "
             "(median %s µs after the step, queueing and the hosts' scheduling included), and "
             "%s of its samples after the step lie in that band.%s Results exact: %s.\n" % (
                 st["step_after_ms"] / 1e3, med(pre), b1, len(pre), med(post), b4, len(post),
                 fmt(st["settle_ms"], "%.0f"), fmt(st["settle_rtts"], "%.0f"), st["rtt_ms"],
                 fmt(None if st["within_band"] is None else 100 * st["within_band"], "%.0f %%"),
-                fmt(st.get("queue_median_bdp"), "%.2f"), fmt(st["queue_p99_bdp"], "%.2f"),
-                fmt(st["queue_max_bdp"], "%.2f"), st["bdp_bytes"],
+                st["bdp_bytes"],
+                *[fmt(st.get("queue_%s_%s_bdp" % (way, k)), "%.2f")
+                  for way in ("up", "down") for k in ("median", "p99", "max")],
                 fmt(st.get("window_before")), fmt(st.get("window_after_median")),
                 fmt(st.get("window_settle_ms")), fmt(st.get("window_settle_rtts"), "%.0f"),
                 fmt(st.get("window_srtt_us"), "%.0f"),

@@ -433,6 +433,12 @@ class Testbed:
             os.replace(obj + ".tmp", obj)
         return obj
 
+    def tbf_parent(self, i: int, direction: str) -> List[str]:
+        """Where host i's tbf sits in that direction, for `tc qdisc change`:
+        under netem when netem does the delay, else at the root."""
+        netem = not self._delayed(i) and self.shape_of(i, direction).netem_args()
+        return ["parent", "1:1"] if netem else ["root"]
+
     def set_shape(self, i: int, direction: str, s: LinkShape) -> None:
         """Changes one direction of host i's link at run time (a rate step).
         A delay line's delays are fixed when it starts: with one, only the

@@ -130,10 +130,11 @@ def perf(a, out=sys.stdout) -> dict:
     return res
 
 
-def _backlog_bytes(tb: Testbed) -> List[int]:
-    """The switch's downlink queues (tbf backlog on p0..pN-1), in bytes, from
-    one `tc -s qdisc show` in the switch namespace."""
-    text = tb.sw_exec(["tc", "-s", "qdisc", "show"]).stdout
+def _tbf_backlogs(tb: Testbed, ns: str) -> Dict[str, int]:
+    """Each tbf's backlog in namespace ns, in bytes, by device, from one
+    `tc -s qdisc show`."""
+    text = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show"],
+                          capture_output=True, text=True).stdout
     out, dev = {}, None
     for line in text.splitlines():
         words = line.split()
@@ -144,7 +145,15 @@ def _backlog_bytes(tb: Testbed) -> List[int]:
             mult = {"K": 1000, "M": 1000 ** 2}.get(b[-2:-1], 1)
             out[dev] = int(float(b.rstrip("bKM")) * mult)
             dev = None
-    return [out.get("p%d" % i, 0) for i in range(tb.hosts)]
+    return out
+
+
+def _backlog_bytes(tb: Testbed) -> Dict[str, List[int]]:
+    """Every host link's queue (tbf backlog), in bytes: "down" the switch's
+    ports p0..pN-1, "up" each host's eth0."""
+    sw = _tbf_backlogs(tb, tb.switch_ns)
+    return {"down": [sw.get("p%d" % i, 0) for i in range(tb.hosts)],
+            "up": [_tbf_backlogs(tb, tb.host_ns(i)).get("eth0", 0) for i in range(tb.hosts)]}
 
 
 def rate_step(a, out=sys.stdout) -> dict:
@@ -158,7 +167,10 @@ def rate_step(a, out=sys.stdout) -> dict:
     build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
     perf_bin = os.path.join(build, "bin", "cais-perf")
     switchd = os.path.join(build, "bin", "inca-switchd")
-    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes)
+    if a.jitter or a.loss:
+        raise TestbedError("the rate step takes a delay but no jitter or loss")
+    shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
+                      delay=a.delay)
     slow_bps = parse_rate(a.rate) / 4
     slow = "%dkbit" % int(slow_bps / 1000)
     tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
@@ -173,16 +185,20 @@ def rate_step(a, out=sys.stdout) -> dict:
             while any(p.poll() is None for p in procs) and time.monotonic() - start < a.timeout:
                 if stepped is None and time.monotonic() - start >= a.step_after_ms / 1e3:
                     for i in range(tb.hosts):
-                        for ns, dev in ((tb.host_ns(i), "eth0"), (tb.switch_ns, "p%d" % i)):
+                        for ns, dev, way in ((tb.host_ns(i), "eth0", "up"),
+                                             (tb.switch_ns, "p%d" % i, "down")):
                             subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "change",
-                                            "dev", dev, "root", "tbf", "rate", slow, "burst",
+                                            "dev", dev] + tb.tbf_parent(i, way) +
+                                           ["handle", "10:", "tbf", "rate", slow, "burst",
                                             a.burst, "latency", a.latency], check=True,
                                            capture_output=True)
                     stepped = time.monotonic_ns()
-                samples.append((time.monotonic_ns(), max(_backlog_bytes(tb))))
+                q = _backlog_bytes(tb)
+                samples.append((time.monotonic_ns(), max(q["up"]), max(q["down"])))
                 time.sleep(0.02)  # the sampling period; the loop ends with the job
             rows = _collect(procs, "switch", a, out, drained)
-    res = {"rate": a.rate, "slow_rate": slow, "stepped_ns": stepped, "samples": samples,
+    res = {"rate": a.rate, "slow_rate": slow, "delay": a.delay, "stepped_ns": stepped,
+           "samples": samples,
            "timeline_ns": rows[0].get("timeline_ns", []), "bytes": rows[0]["bytes"],
            "window_trace": rows[0].get("window_trace", []),
            "path": rows[0]["path"], "wrong": rows[0]["wrong"]}
@@ -190,23 +206,37 @@ def rate_step(a, out=sys.stdout) -> dict:
     return res
 
 
+def _seconds(t: Optional[str]) -> float:
+    """A tc time ("500us", "2ms", "1s") in seconds; 0 for None."""
+    if not t:
+        return 0.0
+    for unit, scale in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+        if t.endswith(unit):
+            try:
+                return float(t[:-len(unit)]) * scale
+            except ValueError:
+                break
+    raise TestbedError("not a time: %r (use us, ms or s)" % t)
+
+
 def step_summary(res: dict, chunk_size: int) -> dict:
     """After the step: the end of the first operation that started after it
     and ran within 15 % of the post-step median (the settling time, at the
     resolution of one operation), the share of post-step operations within
     that band, and the downlink queue's median, p99 and deepest sample.
-    Round trip at the new rate: a chunk serialised up and down (propagation
-    is negligible on veth), so 1 BDP = 2 chunks. From rank 0's window
+    Round trip at the new rate: a chunk serialised up and down plus the
+    testbed's delay each way (veth itself adds next to nothing); without a
+    delay, 1 BDP = 2 chunks. From rank 0's window
     samples: when its window first came within 25 % of its post-step
     median (or one chunk, if that is more), in ms and in its own smoothed
     round trips (their post-step median), and the share of its post-step
     samples within that band."""
     t, step = res["timeline_ns"], res["stepped_ns"]
-    rtt_s = 2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"])
+    rtt_s = (2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"]) +
+             2 * _seconds(res.get("delay")))
     bdp = parse_rate(res["slow_rate"]) / 8 * rtt_s
     out = {"rtt_ms": rtt_s * 1e3, "bdp_bytes": bdp, "settle_ms": None, "settle_rtts": None,
-           "within_band": None, "op_ms": None, "queue_max_bdp": None, "queue_p99_bdp": None,
-           "queue_median_bdp": None}
+           "within_band": None, "op_ms": None}
     if step is None or len(t) < 3:
         return out
     ops = [(t[i - 1], t[i]) for i in range(1, len(t)) if t[i - 1] >= step]
@@ -222,23 +252,24 @@ def step_summary(res: dict, chunk_size: int) -> dict:
             out["settle_rtts"] = out["settle_ms"] / 1e3 / rtt_s
     trace = res.get("window_trace") or []
     post = [(t_, w, s) for t_, w, s in trace if t_ >= step]
-    pre = [w for t_, w, _ in trace if t_ < step]
+    pre = sorted(w for t_, w, _ in trace if step - 1_000_000_000 <= t_ < step)  # the last second
     if post and pre:
         wmed = sorted(w for _, w, _ in post)[len(post) // 2]
         srtt_us = sorted(s for _, _, s in post)[len(post) // 2]
         band = [abs(w - wmed) <= max(0.25 * wmed, 1.0) for _, w, _ in post]
         settled = post[band.index(True)][0] if any(band) else None
-        out.update({"window_before": pre[-1], "window_after_median": wmed,
+        out.update({"window_before": pre[len(pre) // 2], "window_after_median": wmed,
                     "window_srtt_us": srtt_us, "window_samples": len(trace),
                     "window_within_band": sum(band) / len(band)})
         if settled is not None:
             out["window_settle_ms"] = (settled - step) / 1e6
             out["window_settle_rtts"] = (settled - step) / 1e3 / max(1.0, srtt_us)
-    after = sorted(b for ts, b in res["samples"] if ts >= step)
-    if after:
-        out["queue_max_bdp"] = after[-1] / bdp
-        out["queue_p99_bdp"] = after[min(len(after) - 1, int(0.99 * len(after)))] / bdp
-        out["queue_median_bdp"] = after[len(after) // 2] / bdp
+    for k, way in ((1, "up"), (2, "down")):
+        after = sorted(smp[k] for smp in res["samples"] if smp[0] >= step)
+        if after:
+            out["queue_%s_max_bdp" % way] = after[-1] / bdp
+            out["queue_%s_p99_bdp" % way] = after[min(len(after) - 1, int(0.99 * len(after)))] / bdp
+            out["queue_%s_median_bdp" % way] = after[len(after) // 2] / bdp
     return out
 
 

@@ -223,6 +223,33 @@ def test_overlap_counts_only_operations_inside_the_common_time():
     assert testbed_perf.overlap([], b)["mean_a_us"] is None
 
 
+def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
+    ms = 1_000_000
+    step = 100 * ms
+    # 250 Mbit/s after the step, 1 ms each way: the round trip is 2 ms plus a
+    # chunk serialised up and down, and 1 BDP is that much of the new rate.
+    res = {"slow_rate": "250mbit", "delay": "1ms", "stepped_ns": step,
+           "timeline_ns": [0, 50 * ms, 100 * ms, 140 * ms, 180 * ms, 220 * ms],
+           "window_trace": [(step - 2 * ms, 20.0, 1500), (step - ms, 22.0, 1500),
+                            (step + ms, 12.0, 2500), (step + 2 * ms, 6.0, 2500),
+                            (step + 3 * ms, 6.0, 2500)],
+           "samples": [(step - ms, 999_999, 999_999)] +  # before the step: not counted
+                      [(step + k * 20 * ms, up, down)
+                       for k, (up, down) in enumerate([(0, 9000), (18000, 0), (0, 36000)])]}
+    out = testbed_perf.step_summary(res, 8952)
+    rtt = 2 * (8952 + 104) * 8 / 250e6 + 2e-3
+    assert out["rtt_ms"] == pytest.approx(rtt * 1e3)
+    bdp = 250e6 / 8 * rtt
+    assert out["queue_up_max_bdp"] == pytest.approx(18000 / bdp)
+    assert out["queue_down_max_bdp"] == pytest.approx(36000 / bdp)
+    assert out["queue_down_median_bdp"] == pytest.approx(9000 / bdp)
+    assert out["window_before"] == 22.0 and out["window_after_median"] == 6.0
+    assert out["window_settle_ms"] == pytest.approx(2.0)   # within 25 % of 6 from step + 2 ms
+    assert out["op_ms"] == pytest.approx(40.0)
+    with pytest.raises(testbed.TestbedError, match="not a time"):
+        testbed_perf.step_summary(dict(res, delay="1 fortnight"), 8952)
+
+
 def test_tp_benchmark_runs_one_rank_per_host_namespace():
     # python/examples/tp/benchmark.py --testbed: the write-up's smoke test and
     # the TP block on both backends, every rank in its own host namespace,
