@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace inca::demo {
@@ -38,9 +39,8 @@ struct RankSink final : dp::PacketSink {
   }
 };
 
-}  // namespace
-
-absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions& o) {
+// The checks on the options alone: an error for the first one out of range.
+absl::Status ValidateOptions(const ReductionDemoOptions& o) {
   if (o.ranks < 1 || o.ranks > cais::kMaxGroupMembers) {
     return absl::InvalidArgumentError(
         absl::StrCat("ranks ", o.ranks, " must be in 1..", cais::kMaxGroupMembers));
@@ -58,6 +58,63 @@ absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions&
   if (!(o.loss >= 0 && o.loss < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("loss ", o.loss, " must be in [0, 1)"));
   }
+  return absl::OkStatus();
+}
+
+// Each rank's random input, and the exact (double) sum of the inputs per element.
+void FillInputs(std::mt19937_64* rng, std::vector<std::vector<float>>* input,
+                std::vector<double>* reference) {
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  for (size_t r = 0; r < input->size(); ++r) {
+    for (size_t i = 0; i < reference->size(); ++i) {
+      (*input)[r][i] = val(*rng);
+      (*reference)[i] += (*input)[r][i];
+    }
+  }
+}
+
+// Host path for chunks the switch handed back (every rank got a fallback notice):
+// sums them from the inputs into every rank's result; returns how many there were.
+uint64_t FinishOnHost(const std::vector<std::vector<float>>& input,
+                      const std::vector<std::vector<uint8_t>>& fallback, size_t per,
+                      std::vector<std::vector<float>>* results) {
+  const size_t n = input.size(), elems = input[0].size(), nchunks = fallback[0].size();
+  uint64_t finished = 0;
+  for (size_t c = 0; c < nchunks; ++c) {
+    bool all_notified = true;
+    for (size_t r = 0; r < n; ++r) all_notified = all_notified && fallback[r][c];
+    if (!all_notified) continue;
+    ++finished;
+    const size_t off = c * per, cnt = std::min(per, elems - off);
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t i = off; i < off + cnt; ++i) {
+        float s = 0;
+        for (size_t k = 0; k < n; ++k) s += input[k][i];
+        (*results)[r][i] = s;
+      }
+    }
+  }
+  return finished;
+}
+
+// Check: f32 sums in any order stay within a small bound of the exact sum.
+uint64_t CountWrongElements(const std::vector<std::vector<float>>& results,
+                            const std::vector<double>& reference) {
+  const size_t n = results.size(), elems = reference.size();
+  uint64_t wrong = 0;
+  for (size_t r = 0; r < n; ++r) {
+    for (size_t i = 0; i < elems; ++i) {
+      const double tol = 1e-5 * static_cast<double>(n);
+      if (std::abs(static_cast<double>(results[r][i]) - reference[i]) > tol) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+}  // namespace
+
+absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions& o) {
+  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
   const size_t elems = o.tensor_bytes / 4, per = o.chunk_bytes / 4;
   const size_t nchunks = (elems + per - 1) / per;
   if (nchunks > 65535) {
@@ -79,16 +136,10 @@ absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions&
   }
 
   std::mt19937_64 rng(o.seed);
-  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
   const auto n = static_cast<size_t>(o.ranks);
   std::vector<std::vector<float>> input(n, std::vector<float>(elems));
   std::vector<double> reference(elems, 0.0);
-  for (size_t r = 0; r < n; ++r) {
-    for (size_t i = 0; i < elems; ++i) {
-      input[r][i] = val(rng);
-      reference[i] += input[r][i];
-    }
-  }
+  FillInputs(&rng, &input, &reference);
   std::vector<std::vector<float>> results(n, std::vector<float>(elems, 0.0f));
   std::vector<std::vector<uint8_t>> have(n, std::vector<uint8_t>(nchunks, 0));
   std::vector<std::vector<uint8_t>> fallback(n, std::vector<uint8_t>(nchunks, 0));
@@ -170,28 +221,8 @@ absl::StatusOr<ReductionDemoReport> RunReductionDemo(const ReductionDemoOptions&
   sw.Advance(now, sink);
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  // Host path for chunks the switch handed back.
-  for (size_t c = 0; c < nchunks; ++c) {
-    bool all_notified = true;
-    for (size_t r = 0; r < n; ++r) all_notified = all_notified && fallback[r][c];
-    if (!all_notified) continue;
-    ++rep.fallback_chunks;
-    const size_t off = c * per, cnt = std::min(per, elems - off);
-    for (size_t r = 0; r < n; ++r) {
-      for (size_t i = off; i < off + cnt; ++i) {
-        float s = 0;
-        for (size_t k = 0; k < n; ++k) s += input[k][i];
-        results[r][i] = s;
-      }
-    }
-  }
-  // Check: f32 sums in any order stay within a small bound of the exact sum.
-  for (size_t r = 0; r < n; ++r) {
-    for (size_t i = 0; i < elems; ++i) {
-      const double tol = 1e-5 * static_cast<double>(n);
-      if (std::abs(static_cast<double>(results[r][i]) - reference[i]) > tol) ++rep.wrong_elements;
-    }
-  }
+  rep.fallback_chunks = FinishOnHost(input, fallback, per, &results);
+  rep.wrong_elements = CountWrongElements(results, reference);
   rep.totals = sw.totals();
   rep.program = sw.counters();
   rep.conserved = sw.counters().Conserved();

@@ -326,9 +326,42 @@ double JsonNumber(const std::string& json, std::string_view key) {
              : 0;
 }
 
-}  // namespace
+// What the launcher hands its children: the switch binary, the ports and
+// addresses, and the arguments the PS and every worker share.
+struct Launch {
+  std::string switchd;
+  std::set<int> taken;  // distinct ports for the PS, the switch and every worker
+  int sw_port = 0;
+  std::string ps_addr, sw_addr;
+  std::vector<int> ports;  // the workers', cluster by cluster
+  std::vector<std::string> model_args;
+};
 
-int RunDistributed(const DistributedOptions& o, const std::string& self) {
+// The launcher's children; destroyed (killed if still running) workers
+// first, then the switch, then the PS.
+struct Children {
+  testing::Process ps;
+  testing::Process sw;
+  std::vector<testing::Process> workers;
+};
+
+// Every worker's results, read back from its files.
+struct Merged {
+  std::vector<Episode> episodes;  // in time order
+  double generated = 0, sent = 0, models = 0;
+};
+
+// A loopback UDP port not handed out before in this run (0: none found).
+int FreshPort(std::set<int>* taken) {
+  for (int i = 0; i < 100; ++i) {
+    const int p = testing::FreeLoopbackPort(true);
+    if (p > 0 && taken->insert(p).second) return p;
+  }
+  return 0;
+}
+
+// Checks the launcher's options and finds inca-switchd; 0 or the exit code.
+int CheckRunOptions(const DistributedOptions& o, const std::string& self, std::string* switchd) {
   if (!ValidCommon(o, "run")) return 2;
   if (o.program != "olaf" && o.program != "fifo") {
     return Fail("run", "--program must be olaf or fifo", 2);
@@ -350,12 +383,16 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
   if (o.queue_depth < 1 || o.queue_depth > 65536) {
     return Fail("run", "--depth must be 1..65536", 2);
   }
-  std::string switchd = o.switchd;
-  if (switchd.empty()) switchd = (fs::path(self).parent_path() / "inca-switchd").string();
-  if (access(switchd.c_str(), X_OK) != 0) {
-    return Fail("run", absl::StrCat("inca-switchd not found at ", switchd, " (--switchd)"), 2);
+  *switchd = o.switchd;
+  if (switchd->empty()) *switchd = (fs::path(self).parent_path() / "inca-switchd").string();
+  if (access(switchd->c_str(), X_OK) != 0) {
+    return Fail("run", absl::StrCat("inca-switchd not found at ", *switchd, " (--switchd)"), 2);
   }
-  // Old results must not mix with this run's.
+  return 0;
+}
+
+// Removes an earlier run's results from --out; 0 or the exit code.
+int RemoveOldResults(const DistributedOptions& o) {
   std::error_code ec;
   for (fs::directory_iterator it(o.out_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
@@ -367,31 +404,25 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
     }
   }
   if (ec) return Fail("run", absl::StrCat("cannot list ", o.out_dir, ": ", ec.message()));
-  InstallStopHandlers();  // Ctrl-C: stop the children, still merge what they wrote
+  return 0;
+}
 
-  // Distinct ports for the PS, the switch and every worker.
-  std::set<int> taken;
-  auto fresh_port = [&taken]() {
-    for (int i = 0; i < 100; ++i) {
-      const int p = testing::FreeLoopbackPort(true);
-      if (p > 0 && taken.insert(p).second) return p;
-    }
-    return 0;
-  };
-  const int ps_port = fresh_port(), sw_port = fresh_port();
-  const std::string ps_addr = absl::StrCat("127.0.0.1:", ps_port);
-  const std::string sw_addr = absl::StrCat("127.0.0.1:", sw_port);
-  const std::vector<std::string> model_args = {
-      "--seed",       absl::StrCat(o.seed),
-      "--out",        o.out_dir,
-      "--hidden",     absl::StrCat(o.worker.model.hidden),
-      "--lr",         absl::StrCat(o.worker.model.learning_rate),
-      "--delta-t-ms", absl::StrCat(o.delta_t_ms)};
+// Picks the PS's and the switch's ports and starts the PS; 0 or the exit code.
+int StartPs(const DistributedOptions& o, const std::string& self, Launch* l, Children* ch) {
+  const int ps_port = FreshPort(&l->taken);
+  l->sw_port = FreshPort(&l->taken);
+  l->ps_addr = absl::StrCat("127.0.0.1:", ps_port);
+  l->sw_addr = absl::StrCat("127.0.0.1:", l->sw_port);
+  l->model_args = {"--seed",       absl::StrCat(o.seed),
+                   "--out",        o.out_dir,
+                   "--hidden",     absl::StrCat(o.worker.model.hidden),
+                   "--lr",         absl::StrCat(o.worker.model.learning_rate),
+                   "--delta-t-ms", absl::StrCat(o.delta_t_ms)};
   // The PS serves until told to stop; its --duration is only a hard cap.
   std::vector<std::string> ps_args = {
       "ps",
       "--bind",
-      ps_addr,
+      l->ps_addr,
       "--duration",
       absl::StrCat(o.duration_s + 60),
       "--clusters",
@@ -400,18 +431,21 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
       absl::StrCat(o.eval_episodes),
       "--lr-anneal-s",
       absl::StrCat(o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s)};
-  ps_args.insert(ps_args.end(), model_args.begin(), model_args.end());
-  testing::Process ps =
-      testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
-  if (!ps.running()) return Fail("run", "cannot start the PS");
+  ps_args.insert(ps_args.end(), l->model_args.begin(), l->model_args.end());
+  ch->ps = testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
+  if (!ch->ps.running()) return Fail("run", "cannot start the PS");
+  return 0;
+}
 
-  std::vector<int> ports;
+// Picks every worker's port, starts inca-switchd and waits until it listens;
+// 0 or the exit code.
+int StartSwitch(const DistributedOptions& o, Launch* l, Children* ch) {
   std::vector<std::string> sw_args = {"--program",
                                       o.program,
                                       "--ps",
-                                      ps_addr,
+                                      l->ps_addr,
                                       "--listen",
-                                      sw_addr,
+                                      l->sw_addr,
                                       "--egress-mbps",
                                       absl::StrCat(o.egress_mbps),
                                       "--depth",
@@ -428,36 +462,35 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
                                       "off"};
   for (uint32_t c = 0; c < o.clusters; ++c) {
     for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
-      ports.push_back(fresh_port());
+      l->ports.push_back(FreshPort(&l->taken));
       sw_args.push_back("--cluster");
-      sw_args.push_back(absl::StrCat(ports.back(), "=", c));
+      sw_args.push_back(absl::StrCat(l->ports.back(), "=", c));
     }
   }
-  testing::Process sw = testing::Process::SpawnToFile(
-      switchd, sw_args, (fs::path(o.out_dir) / "switchd.json").string());
-  if (!sw.running()) return Fail("run", "cannot start inca-switchd");
-  for (const auto up_by = Clock::now() + std::chrono::seconds(20); !UdpBound(sw_port);) {
-    if (const int rc = sw.Wait(std::chrono::milliseconds(20)); rc >= 0) {
+  ch->sw = testing::Process::SpawnToFile(l->switchd, sw_args,
+                                         (fs::path(o.out_dir) / "switchd.json").string());
+  if (!ch->sw.running()) return Fail("run", "cannot start inca-switchd");
+  for (const auto up_by = Clock::now() + std::chrono::seconds(20); !UdpBound(l->sw_port);) {
+    if (const int rc = ch->sw.Wait(std::chrono::milliseconds(20)); rc >= 0) {
       return Fail("run", absl::StrCat("inca-switchd exited with ", rc, " at start-up"));
     }
     if (Clock::now() > up_by || g_stop) return Fail("run", "inca-switchd did not come up in 20 s");
   }
-  std::fprintf(stderr,
-               "olaf-train run: %s, send control %s, %u clusters x %u workers, egress %.1f "
-               "Mbit/s, %.0f s; results in %s\n",
-               o.program.c_str(), o.send_control.c_str(), o.clusters, o.workers_per_cluster,
-               o.egress_mbps, o.duration_s, o.out_dir.c_str());
-  const auto start_ns = olaf::OlafWorkerEndpoint::Now();
-  std::vector<testing::Process> workers;
+  return 0;
+}
+
+// Starts every worker, cluster by cluster; 0 or the exit code.
+int StartWorkers(const DistributedOptions& o, const std::string& self, const Launch& l,
+                 Children* ch) {
   for (uint32_t c = 0; c < o.clusters; ++c) {
     const double slowdown = c < o.fast_clusters ? 1.0 : o.slow_factor;
     for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
       std::vector<std::string> args = {
           "worker",
           "--peer",
-          sw_addr,
+          l.sw_addr,
           "--bind",
-          absl::StrCat("127.0.0.1:", ports[c * o.workers_per_cluster + w]),
+          absl::StrCat("127.0.0.1:", l.ports[c * o.workers_per_cluster + w]),
           "--cluster",
           absl::StrCat(c),
           "--index",
@@ -470,14 +503,19 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
           o.send_control,
           "--duration",
           absl::StrCat(o.duration_s)};
-      args.insert(args.end(), model_args.begin(), model_args.end());
-      workers.push_back(testing::Process::SpawnToFile(
+      args.insert(args.end(), l.model_args.begin(), l.model_args.end());
+      ch->workers.push_back(testing::Process::SpawnToFile(
           self, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
-      if (!workers.back().running()) return Fail("run", "cannot start a worker");
+      if (!ch->workers.back().running()) return Fail("run", "cannot start a worker");
     }
   }
-  // One deadline for all workers; past it (or on Ctrl-C) they get SIGTERM,
-  // then SIGKILL, before anything is merged.
+  return 0;
+}
+
+// Waits for the workers; past one deadline for all (or on Ctrl-C) they get
+// SIGTERM, then SIGKILL, before anything is merged. Returns how many failed.
+int WaitForWorkers(const DistributedOptions& o, std::vector<testing::Process>* workers_ptr) {
+  std::vector<testing::Process>& workers = *workers_ptr;
   int failures = 0;
   std::vector<int> codes(workers.size(), -1);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -505,30 +543,24 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (int c : codes) failures += c != 0 ? 1 : 0;
-  ps.Signal(SIGTERM);  // writes ps.json (and evaluates the model) on the way out
-  int rc = ps.Wait(std::chrono::seconds(300));
-  if (rc < 0) {
-    ps.Signal(SIGKILL);
-    ps.Wait(std::chrono::seconds(5));
-  }
-  if (rc != 0) ++failures;
-  sw.Signal(SIGTERM);
-  rc = sw.Wait(std::chrono::seconds(10));
-  if (rc < 0) {
-    sw.Signal(SIGKILL);
-    sw.Wait(std::chrono::seconds(5));
-  }
-  if (rc != 0) ++failures;
-  if (failures > 0) {
-    Fail("run", absl::StrCat(failures,
-                             " process(es) failed or had to be stopped; their stderr is "
-                             "above, their stdout in the .log files in ",
-                             o.out_dir));
-  }
+  return failures;
+}
 
-  // Merge: every worker's episodes in time order -> the training curve.
-  std::vector<Episode> episodes;
-  double generated = 0, sent = 0, models = 0;
+// Stops the PS or the switch: SIGTERM, up to `grace` to exit, then SIGKILL.
+// Returns 1 if it did not exit with 0, else 0.
+int StopServer(testing::Process* p, std::chrono::seconds grace) {
+  p->Signal(SIGTERM);
+  const int rc = p->Wait(grace);
+  if (rc < 0) {
+    p->Signal(SIGKILL);
+    p->Wait(std::chrono::seconds(5));
+  }
+  return rc != 0 ? 1 : 0;
+}
+
+// Reads back every worker's episodes (sorted by time) and counters.
+Merged MergeWorkers(const DistributedOptions& o) {
+  Merged m;
   for (uint32_t c = 0; c < o.clusters; ++c) {
     for (uint32_t w = 0; w < o.workers_per_cluster; ++w) {
       const fs::path stem = fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w);
@@ -539,17 +571,24 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
         std::vector<absl::string_view> f = absl::StrSplit(line, ',');
         Episode e{};
         if (f.size() == 2 && absl::SimpleAtoi(f[0], &e.t_ns) && absl::SimpleAtod(f[1], &e.ret)) {
-          episodes.push_back(e);
+          m.episodes.push_back(e);
         }
       }
       const std::string j = ReadAll(stem.string() + ".json");
-      generated += JsonNumber(j, "generated");
-      sent += JsonNumber(j, "sent");
-      models += JsonNumber(j, "models");
+      m.generated += JsonNumber(j, "generated");
+      m.sent += JsonNumber(j, "sent");
+      m.models += JsonNumber(j, "models");
     }
   }
-  std::sort(episodes.begin(), episodes.end(),
+  std::sort(m.episodes.begin(), m.episodes.end(),
             [](const Episode& a, const Episode& b) { return a.t_ns < b.t_ns; });
+  return m;
+}
+
+// Writes curve.csv, the training curve over the merged episodes; returns
+// the final windowed mean return.
+double WriteCurve(const DistributedOptions& o, const std::vector<Episode>& episodes,
+                  dp::TimeNs start_ns) {
   std::ofstream curve(fs::path(o.out_dir) / "curve.csv");
   curve << "t_s,episodes,mean_return\n";
   ReturnWindow window;
@@ -560,16 +599,23 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
     curve << static_cast<double>(episodes[i].t_ns - start_ns) / 1e9 << "," << i + 1 << ","
           << final_return << "\n";
   }
+  return final_return;
+}
+
+// Writes summary.json from the merged results and ps.json, and prints the
+// one-line result.
+void Report(const DistributedOptions& o, const Merged& m, double final_return, size_t workers,
+            int failures) {
   const std::string psj = ReadAll(fs::path(o.out_dir) / "ps.json");
   const double carried = JsonNumber(psj, "worker_fragments_carried") /
                          std::max(1.0, JsonNumber(psj, "fragments_per_update"));
-  const double loss = sent > 0 ? 1.0 - std::min(1.0, carried / sent) : 0.0;
+  const double loss = m.sent > 0 ? 1.0 - std::min(1.0, carried / m.sent) : 0.0;
   std::ofstream(fs::path(o.out_dir) / "summary.json")
       << "{\"program\":\"" << o.program << "\",\"send_control\":\"" << o.send_control
       << "\",\"seed\":" << o.seed << ",\"duration_s\":" << o.duration_s
-      << ",\"egress_mbps\":" << o.egress_mbps << ",\"workers\":" << workers.size()
-      << ",\"generated\":" << generated << ",\"sent\":" << sent << ",\"loss\":" << loss
-      << ",\"models_received\":" << models << ",\"episodes\":" << episodes.size()
+      << ",\"egress_mbps\":" << o.egress_mbps << ",\"workers\":" << workers
+      << ",\"generated\":" << m.generated << ",\"sent\":" << m.sent << ",\"loss\":" << loss
+      << ",\"models_received\":" << m.models << ",\"episodes\":" << m.episodes.size()
       << ",\"final_return\":" << final_return
       << ",\"eval_return\":" << JsonNumber(psj, "eval_return")
       << ",\"ps_updates\":" << JsonNumber(psj, "ps_updates")
@@ -581,7 +627,43 @@ int RunDistributed(const DistributedOptions& o, const std::string& self) {
       "%.1f ms, %zu episodes\n",
       o.program.c_str(), o.send_control == "off" ? "" : ("+" + o.send_control).c_str(),
       final_return, JsonNumber(psj, "eval_return"), JsonNumber(psj, "ps_updates"), 100 * loss,
-      JsonNumber(psj, "mean_staleness"), JsonNumber(psj, "mean_aom_ms"), episodes.size());
+      JsonNumber(psj, "mean_staleness"), JsonNumber(psj, "mean_aom_ms"), m.episodes.size());
+}
+
+}  // namespace
+
+int RunDistributed(const DistributedOptions& o, const std::string& self) {
+  Launch l;
+  if (const int rc = CheckRunOptions(o, self, &l.switchd); rc != 0) return rc;
+  // Old results must not mix with this run's.
+  if (const int rc = RemoveOldResults(o); rc != 0) return rc;
+  InstallStopHandlers();  // Ctrl-C: stop the children, still merge what they wrote
+
+  Children ch;
+  if (const int rc = StartPs(o, self, &l, &ch); rc != 0) return rc;
+  if (const int rc = StartSwitch(o, &l, &ch); rc != 0) return rc;
+  std::fprintf(stderr,
+               "olaf-train run: %s, send control %s, %u clusters x %u workers, egress %.1f "
+               "Mbit/s, %.0f s; results in %s\n",
+               o.program.c_str(), o.send_control.c_str(), o.clusters, o.workers_per_cluster,
+               o.egress_mbps, o.duration_s, o.out_dir.c_str());
+  const auto start_ns = olaf::OlafWorkerEndpoint::Now();
+  if (const int rc = StartWorkers(o, self, l, &ch); rc != 0) return rc;
+  int failures = WaitForWorkers(o, &ch.workers);
+  // The PS writes ps.json (and evaluates the model) on the way out.
+  failures += StopServer(&ch.ps, std::chrono::seconds(300));
+  failures += StopServer(&ch.sw, std::chrono::seconds(10));
+  if (failures > 0) {
+    Fail("run", absl::StrCat(failures,
+                             " process(es) failed or had to be stopped; their stderr is "
+                             "above, their stdout in the .log files in ",
+                             o.out_dir));
+  }
+
+  // Merge: every worker's episodes in time order -> the training curve.
+  const Merged merged = MergeWorkers(o);
+  const double final_return = WriteCurve(o, merged.episodes, start_ns);
+  Report(o, merged, final_return, ch.workers.size(), failures);
   return failures > 0 ? 1 : 0;
 }
 

@@ -199,45 +199,38 @@ void ApplyOffloadPolicy(const control::OffloadPolicy& policy, MetricsSnapshot* o
   }
 }
 
-std::string RenderPrometheus(const MetricsSnapshot& s) {
-  const switchd::SwitchCounters& sw = s.switch_counters;
-  const cais::SramUsage& sram = sw.sram;
-  const dp::ProgramCounters& rc = sw.reducer;
-  PromWriter w;
+namespace {
 
-  w.Gauge("inca_monitor_snapshot_timestamp_seconds",
-          "When this snapshot was taken (Unix time, seconds).");
-  w.Sample("", static_cast<double>(UnixMs(s.taken_at)) / 1e3);
-
-  // The UDP front end.
+// The UDP front end: socket counters, queue delay, groups and their leases.
+void WriteSwitchFamilies(const switchd::SwitchCounters& sw, PromWriter* w) {
   for (const SwitchField& f : kSwitchCounterFields) {
-    w.Counter(f.name, f.help);
-    w.Sample("", sw.*f.field);
+    w->Counter(f.name, f.help);
+    w->Sample("", sw.*f.field);
   }
-  w.Gauge("inca_switch_io_offload",
-          "1 when the socket uses the kernel offload (gso: UDP_SEGMENT sends, gro: UDP_GRO "
-          "receives; --io).");
-  w.Sample("offload=\"gso\"", sw.io_gso);
-  w.Sample("offload=\"gro\"", sw.io_gro);
+  w->Gauge("inca_switch_io_offload",
+           "1 when the socket uses the kernel offload (gso: UDP_SEGMENT sends, gro: UDP_GRO "
+           "receives; --io).");
+  w->Sample("offload=\"gso\"", sw.io_gso);
+  w->Sample("offload=\"gro\"", sw.io_gro);
   // Queue delay as the write-up means it (4.4, "over 50 us means overload"):
   // in the switch, kernel receive timestamp to the pipeline. A windowed mean
   // is rate(..._seconds_total) / rate(..._samples_total).
-  w.Counter("inca_switch_queue_delay_seconds_total",
-            "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
-            "pipeline).");
-  w.Sample("", static_cast<double>(sw.ingress_delay_ns_total) / 1e9);
-  w.Counter("inca_switch_queue_delay_samples_total",
-            "Datagrams whose in-switch queueing delay was measured.");
-  w.Sample("", sw.ingress_delay_samples);
-  w.Gauge("inca_switch_queue_delay_seconds",
-          "Mean in-switch queueing delay since start (kernel receive timestamp to the pipeline).");
-  w.Sample("", QueueDelayUs(sw) / 1e6);
-  w.Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
-  w.Sample("", sw.ports_bound);
-  w.Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");
-  w.Sample("", sw.groups_formed);
-  w.Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
-  w.Sample("", sw.groups_forming);
+  w->Counter("inca_switch_queue_delay_seconds_total",
+             "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
+             "pipeline).");
+  w->Sample("", static_cast<double>(sw.ingress_delay_ns_total) / 1e9);
+  w->Counter("inca_switch_queue_delay_samples_total",
+             "Datagrams whose in-switch queueing delay was measured.");
+  w->Sample("", sw.ingress_delay_samples);
+  w->Gauge("inca_switch_queue_delay_seconds",
+           "Mean in-switch queueing delay since start (kernel receive timestamp to the pipeline).");
+  w->Sample("", QueueDelayUs(sw) / 1e6);
+  w->Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
+  w->Sample("", sw.ports_bound);
+  w->Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");
+  w->Sample("", sw.groups_formed);
+  w->Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
+  w->Sample("", sw.groups_forming);
   // Group lifetimes (docs/switchd.md, "Leases" and "Floods").
   const struct {
     const char* name;
@@ -264,160 +257,190 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
        sw.ports_reclaimed},
   };
   for (const auto& c : lifetimes) {
-    w.Counter(c.name, c.help);
-    w.Sample("", c.value);
+    w->Counter(c.name, c.help);
+    w->Sample("", c.value);
   }
-  w.Gauge("inca_switch_lease_seconds",
-          "Lease period: a group member silent for this long loses its group.");
-  w.Sample("", static_cast<double>(sw.lease_ms) / 1e3);
-  w.Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
-  w.Sample("", sw.Conserved());
+  w->Gauge("inca_switch_lease_seconds",
+           "Lease period: a group member silent for this long loses its group.");
+  w->Sample("", static_cast<double>(sw.lease_ms) / 1e3);
+  w->Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
+  w->Sample("", sw.Conserved());
+}
 
-  // The reducer program.
-  w.Counter("inca_reducer_received_packets_total", "Packets handed to the reducer.");
-  w.Sample("", rc.rx_packets);
-  w.Counter("inca_reducer_received_bytes_total", "Bytes handed to the reducer.");
-  w.Sample("", rc.rx_bytes);
-  w.Counter("inca_reducer_aggregated_packets_total", "Packets absorbed into switch state.");
-  w.Sample("", rc.aggregated);
-  w.Counter("inca_reducer_forwarded_packets_total",
-            "Packets that caused emissions without being absorbed.");
-  w.Sample("", rc.forwarded);
-  w.Counter("inca_reducer_dropped_packets_total", "Packets the reducer dropped, by reason.");
-  for (size_t r = 1; r < dp::kDropReasonCount; ++r) w.Sample(ReasonLabel(r), rc.drops_by_reason[r]);
-  w.Counter("inca_reducer_sent_packets_total",
-            "Packets the reducer emitted (a multicast counts once per port).");
-  w.Sample("", rc.tx_packets);
-  w.Counter("inca_reducer_sent_bytes_total", "Bytes the reducer emitted.");
-  w.Sample("", rc.tx_bytes);
+// The reducer program: packets and bytes in, absorbed, forwarded, dropped and sent.
+void WriteReducerFamilies(const dp::ProgramCounters& rc, PromWriter* w) {
+  w->Counter("inca_reducer_received_packets_total", "Packets handed to the reducer.");
+  w->Sample("", rc.rx_packets);
+  w->Counter("inca_reducer_received_bytes_total", "Bytes handed to the reducer.");
+  w->Sample("", rc.rx_bytes);
+  w->Counter("inca_reducer_aggregated_packets_total", "Packets absorbed into switch state.");
+  w->Sample("", rc.aggregated);
+  w->Counter("inca_reducer_forwarded_packets_total",
+             "Packets that caused emissions without being absorbed.");
+  w->Sample("", rc.forwarded);
+  w->Counter("inca_reducer_dropped_packets_total", "Packets the reducer dropped, by reason.");
+  for (size_t r = 1; r < dp::kDropReasonCount; ++r) {
+    w->Sample(ReasonLabel(r), rc.drops_by_reason[r]);
+  }
+  w->Counter("inca_reducer_sent_packets_total",
+             "Packets the reducer emitted (a multicast counts once per port).");
+  w->Sample("", rc.tx_packets);
+  w->Counter("inca_reducer_sent_bytes_total", "Bytes the reducer emitted.");
+  w->Sample("", rc.tx_bytes);
+}
 
-  // CAIS figures: switch-wide (no labels) and per group (group="G").
+// CAIS figures: switch-wide (no labels) and per group (group="G").
+void WriteCaisFamilies(const MetricsSnapshot& s, PromWriter* w) {
+  const switchd::SwitchCounters& sw = s.switch_counters;
+  const cais::SramUsage& sram = sw.sram;
   for (const CounterField& f : kGroupCounterFields) {
-    w.Counter(internal::StrCat("inca_cais_", f.suffix), internal::StrCat(f.help, " All groups."));
-    w.Sample("", sw.cais.*f.field);
-    w.Counter(internal::StrCat("inca_cais_group_", f.suffix),
-              internal::StrCat(f.help, " Per group."));
-    for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.counters.*f.field);
+    w->Counter(internal::StrCat("inca_cais_", f.suffix), internal::StrCat(f.help, " All groups."));
+    w->Sample("", sw.cais.*f.field);
+    w->Counter(internal::StrCat("inca_cais_group_", f.suffix),
+               internal::StrCat(f.help, " Per group."));
+    for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.counters.*f.field);
   }
-  w.Counter("inca_cais_group_dropped_packets_total",
-            "Packets of the group dropped, by reason (non-zero reasons only).");
+  w->Counter("inca_cais_group_dropped_packets_total",
+             "Packets of the group dropped, by reason (non-zero reasons only).");
   for (const GroupMetrics& g : s.groups) {
     for (size_t r = 1; r < dp::kDropReasonCount; ++r) {
       if (g.counters.drops_by_reason[r] == 0) continue;
-      w.Sample(internal::StrCat(GroupLabel(g.group_id), ",", ReasonLabel(r)),
-               g.counters.drops_by_reason[r]);
+      w->Sample(internal::StrCat(GroupLabel(g.group_id), ",", ReasonLabel(r)),
+                g.counters.drops_by_reason[r]);
     }
   }
-  w.Gauge("inca_cais_sram_bytes", "Slot memory held by pending chunks and retained results.");
-  w.Sample("", sw.cais.sram_cells * sram.cell_bytes);
-  w.Gauge("inca_cais_group_sram_bytes", "Slot memory the group holds.");
+  w->Gauge("inca_cais_sram_bytes", "Slot memory held by pending chunks and retained results.");
+  w->Sample("", sw.cais.sram_cells * sram.cell_bytes);
+  w->Gauge("inca_cais_group_sram_bytes", "Slot memory the group holds.");
   for (const GroupMetrics& g : s.groups) {
-    w.Sample(GroupLabel(g.group_id), g.counters.sram_cells * sram.cell_bytes);
+    w->Sample(GroupLabel(g.group_id), g.counters.sram_cells * sram.cell_bytes);
   }
-  w.Gauge("inca_cais_fallback_ratio",
-          "(timeouts + chunk_closed drops) / (completed + timeouts), since start.");
-  w.Sample("", FallbackRatio(sw.cais));
-  w.Gauge("inca_cais_group_fallback_ratio", "Fallback ratio of the group, since start.");
-  for (const GroupMetrics& g : s.groups)
-    w.Sample(GroupLabel(g.group_id), FallbackRatio(g.counters));
-  w.Gauge("inca_cais_fallback_alarm",
-          "1 when the fallback ratio exceeds 0.1 (health alarm): over the offload controller's "
-          "10 s window when one runs, else since start.");
-  w.Sample("", FallbackAlarm(s));
-  w.Gauge("inca_offload_fallback_ratio",
-          "Fallback ratio over the offload controller's window (10 s); 0 without a controller.");
-  w.Sample("", s.offload_fallback_ratio);
-  w.Gauge("inca_cais_group_fallback_hold",
-          "1 while the offload controller holds the group on the host path (its windowed "
-          "fallback ratio exceeds 0.1).");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.fallback_hold);
-  w.Gauge("inca_cais_avg_pending_seconds",
-          "Mean slot-holding time of completed chunks (first contribution to completion: the "
-          "wait for the slowest rank; the queue delay is inca_switch_queue_delay_seconds).");
-  w.Sample("", s.avg_pending_ms / 1e3);
-  w.Gauge("inca_cais_group_avg_pending_seconds",
-          "Mean time the group's completed chunks spent pending.");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.avg_pending_ms / 1e3);
+  w->Gauge("inca_cais_fallback_ratio",
+           "(timeouts + chunk_closed drops) / (completed + timeouts), since start.");
+  w->Sample("", FallbackRatio(sw.cais));
+  w->Gauge("inca_cais_group_fallback_ratio", "Fallback ratio of the group, since start.");
+  for (const GroupMetrics& g : s.groups) {
+    w->Sample(GroupLabel(g.group_id), FallbackRatio(g.counters));
+  }
+  w->Gauge("inca_cais_fallback_alarm",
+           "1 when the fallback ratio exceeds 0.1 (health alarm): over the offload controller's "
+           "10 s window when one runs, else since start.");
+  w->Sample("", FallbackAlarm(s));
+  w->Gauge("inca_offload_fallback_ratio",
+           "Fallback ratio over the offload controller's window (10 s); 0 without a controller.");
+  w->Sample("", s.offload_fallback_ratio);
+  w->Gauge("inca_cais_group_fallback_hold",
+           "1 while the offload controller holds the group on the host path (its windowed "
+           "fallback ratio exceeds 0.1).");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.fallback_hold);
+  w->Gauge("inca_cais_avg_pending_seconds",
+           "Mean slot-holding time of completed chunks (first contribution to completion: the "
+           "wait for the slowest rank; the queue delay is inca_switch_queue_delay_seconds).");
+  w->Sample("", s.avg_pending_ms / 1e3);
+  w->Gauge("inca_cais_group_avg_pending_seconds",
+           "Mean time the group's completed chunks spent pending.");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.avg_pending_ms / 1e3);
   for (const auto& [q, name] : {std::pair{0.5, "p50"}, std::pair{0.99, "p99"}}) {
     const std::string what = internal::StrCat(
         " slot-holding time (first contribution to completion; log2 buckets, since start).");
-    w.Gauge(internal::StrCat("inca_cais_slot_holding_", name, "_seconds"),
-            internal::StrCat(name, what));
-    w.Sample("", cais::HoldingQuantileUs(sw.cais.holding_us_log2, q) / 1e6);
-    w.Gauge(internal::StrCat("inca_cais_group_slot_holding_", name, "_seconds"),
-            internal::StrCat(name, what, " Per group."));
+    w->Gauge(internal::StrCat("inca_cais_slot_holding_", name, "_seconds"),
+             internal::StrCat(name, what));
+    w->Sample("", cais::HoldingQuantileUs(sw.cais.holding_us_log2, q) / 1e6);
+    w->Gauge(internal::StrCat("inca_cais_group_slot_holding_", name, "_seconds"),
+             internal::StrCat(name, what, " Per group."));
     for (const GroupMetrics& g : s.groups) {
-      w.Sample(GroupLabel(g.group_id),
-               cais::HoldingQuantileUs(g.counters.holding_us_log2, q) / 1e6);
+      w->Sample(GroupLabel(g.group_id),
+                cais::HoldingQuantileUs(g.counters.holding_us_log2, q) / 1e6);
     }
   }
-  w.Gauge("inca_cais_reductions_per_second", "Chunks completed per second (last rate window).");
-  w.Sample("", s.rates.reductions_per_s);
-  w.Gauge("inca_cais_reduced_bytes_per_second",
-          "Payload bytes folded in per second (last rate window).");
-  w.Sample("", s.rates.reduced_bytes_per_s);
-  w.Gauge("inca_cais_received_packets_per_second",
-          "Packets received per second (last rate window).");
-  w.Sample("", s.rates.packets_per_s);
+  w->Gauge("inca_cais_reductions_per_second", "Chunks completed per second (last rate window).");
+  w->Sample("", s.rates.reductions_per_s);
+  w->Gauge("inca_cais_reduced_bytes_per_second",
+           "Payload bytes folded in per second (last rate window).");
+  w->Sample("", s.rates.reduced_bytes_per_s);
+  w->Gauge("inca_cais_received_packets_per_second",
+           "Packets received per second (last rate window).");
+  w->Sample("", s.rates.packets_per_s);
+}
 
-  // Offload decisions.
-  w.Gauge("inca_cais_groups_active", "Groups with traffic.");
-  w.Sample("", static_cast<uint64_t>(s.groups.size()));
-  w.Gauge("inca_cais_group_offload_enabled", "1 when the group's collectives go to the switch.");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.offload_on);
-  w.Gauge("inca_cais_group_offload_threshold",
-          "Offload score threshold behind the group's decision.");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.offload_threshold);
-  w.Gauge("inca_cais_group_offload_min_bytes",
-          "Smallest operation the group's policy sends to the switch.");
+// Offload decisions: per-group policy, shares, and the controller's queue delay.
+void WriteOffloadFamilies(const MetricsSnapshot& s, PromWriter* w) {
+  w->Gauge("inca_cais_groups_active", "Groups with traffic.");
+  w->Sample("", static_cast<uint64_t>(s.groups.size()));
+  w->Gauge("inca_cais_group_offload_enabled", "1 when the group's collectives go to the switch.");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.offload_on);
+  w->Gauge("inca_cais_group_offload_threshold",
+           "Offload score threshold behind the group's decision.");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.offload_threshold);
+  w->Gauge("inca_cais_group_offload_min_bytes",
+           "Smallest operation the group's policy sends to the switch.");
   for (const GroupMetrics& g : s.groups) {
-    w.Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_min_bytes));
+    w->Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_min_bytes));
   }
-  w.Gauge("inca_cais_group_offload_max_bytes",
-          "Largest operation the group's policy sends to the switch (1.8e19: no limit).");
+  w->Gauge("inca_cais_group_offload_max_bytes",
+           "Largest operation the group's policy sends to the switch (1.8e19: no limit).");
   for (const GroupMetrics& g : s.groups) {
-    w.Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_max_bytes));
+    w->Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_max_bytes));
   }
-  w.Gauge("inca_cais_group_pending_chunks", "Chunks of the group being aggregated.");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.pending_chunks);
-  w.Gauge("inca_cais_group_share_chunks",
-          "Pending chunks reserved for the group (group_share); it may borrow beyond them.");
-  for (const GroupMetrics& g : s.groups) w.Sample(GroupLabel(g.group_id), g.share_chunks);
-  w.Gauge("inca_offload_queue_delay_seconds",
-          "Ingress queueing delay the offload controller last used.");
-  w.Sample("", s.offload_queue_delay_us / 1e6);
+  w->Gauge("inca_cais_group_pending_chunks", "Chunks of the group being aggregated.");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.pending_chunks);
+  w->Gauge("inca_cais_group_share_chunks",
+           "Pending chunks reserved for the group (group_share); it may borrow beyond them.");
+  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.share_chunks);
+  w->Gauge("inca_offload_queue_delay_seconds",
+           "Ingress queueing delay the offload controller last used.");
+  w->Sample("", s.offload_queue_delay_us / 1e6);
+}
 
-  // SRAM.
-  w.Gauge("inca_sram_capacity_bytes", "Slot memory allocated at start.");
-  w.Sample("", static_cast<uint64_t>(sram.sram_bytes));
-  w.Gauge("inca_sram_cell_bytes", "Size of one slot cell.");
-  w.Sample("", static_cast<uint64_t>(sram.cell_bytes));
-  w.Gauge("inca_sram_cells", "Slot cells in the memory.");
-  w.Sample("", static_cast<uint64_t>(sram.cells_total));
-  w.Gauge("inca_sram_used_bytes", "Slot memory in use, by holder.");
-  w.Sample("state=\"pending\"", static_cast<uint64_t>(sram.cells_pending * sram.cell_bytes));
-  w.Sample("state=\"retained\"", static_cast<uint64_t>(sram.cells_retained * sram.cell_bytes));
-  w.Gauge("inca_sram_usage_ratio", "Fraction of slot memory held (pending + retained).");
-  w.Sample("", sram.usage());
-  w.Gauge("inca_sram_pending_usage_ratio",
-          "Fraction of slot memory held by pending chunks (what admission checks).");
-  w.Sample("", sram.pending_usage());
-  w.Gauge("inca_sram_usage_limit_ratio", "Admission stops above this pending usage.");
-  w.Sample("", sram.usage_limit);
-  w.Gauge("inca_sram_pressure_ratio",
-          "Pending usage against the admission limit: what the offload controller acts on.");
-  w.Sample("", sram.pressure());
-  w.Gauge("inca_sram_pressure",
-          "1 when inca_sram_pressure_ratio exceeds 0.8 (the controller raises its threshold).");
-  w.Sample("", sram.pressure() > kSramPressureRatio);
-  w.Gauge("inca_sram_pending_chunks", "Chunks being aggregated.");
-  w.Sample("", static_cast<uint64_t>(sram.pending_chunks));
-  w.Gauge("inca_sram_max_pending_chunks", "Limit on chunks being aggregated.");
-  w.Sample("", static_cast<uint64_t>(sram.max_pending_chunks));
-  w.Gauge("inca_sram_retained_chunks", "Completed chunks whose result is kept for resends.");
-  w.Sample("", static_cast<uint64_t>(sram.retained_chunks));
-  w.Gauge("inca_sram_tombstones", "Keys of closed chunks remembered for late packets.");
-  w.Sample("", static_cast<uint64_t>(sram.tombstones));
+// SRAM: capacity, usage by holder, admission pressure and chunk counts.
+void WriteSramFamilies(const cais::SramUsage& sram, PromWriter* w) {
+  w->Gauge("inca_sram_capacity_bytes", "Slot memory allocated at start.");
+  w->Sample("", static_cast<uint64_t>(sram.sram_bytes));
+  w->Gauge("inca_sram_cell_bytes", "Size of one slot cell.");
+  w->Sample("", static_cast<uint64_t>(sram.cell_bytes));
+  w->Gauge("inca_sram_cells", "Slot cells in the memory.");
+  w->Sample("", static_cast<uint64_t>(sram.cells_total));
+  w->Gauge("inca_sram_used_bytes", "Slot memory in use, by holder.");
+  w->Sample("state=\"pending\"", static_cast<uint64_t>(sram.cells_pending * sram.cell_bytes));
+  w->Sample("state=\"retained\"", static_cast<uint64_t>(sram.cells_retained * sram.cell_bytes));
+  w->Gauge("inca_sram_usage_ratio", "Fraction of slot memory held (pending + retained).");
+  w->Sample("", sram.usage());
+  w->Gauge("inca_sram_pending_usage_ratio",
+           "Fraction of slot memory held by pending chunks (what admission checks).");
+  w->Sample("", sram.pending_usage());
+  w->Gauge("inca_sram_usage_limit_ratio", "Admission stops above this pending usage.");
+  w->Sample("", sram.usage_limit);
+  w->Gauge("inca_sram_pressure_ratio",
+           "Pending usage against the admission limit: what the offload controller acts on.");
+  w->Sample("", sram.pressure());
+  w->Gauge("inca_sram_pressure",
+           "1 when inca_sram_pressure_ratio exceeds 0.8 (the controller raises its threshold).");
+  w->Sample("", sram.pressure() > kSramPressureRatio);
+  w->Gauge("inca_sram_pending_chunks", "Chunks being aggregated.");
+  w->Sample("", static_cast<uint64_t>(sram.pending_chunks));
+  w->Gauge("inca_sram_max_pending_chunks", "Limit on chunks being aggregated.");
+  w->Sample("", static_cast<uint64_t>(sram.max_pending_chunks));
+  w->Gauge("inca_sram_retained_chunks", "Completed chunks whose result is kept for resends.");
+  w->Sample("", static_cast<uint64_t>(sram.retained_chunks));
+  w->Gauge("inca_sram_tombstones", "Keys of closed chunks remembered for late packets.");
+  w->Sample("", static_cast<uint64_t>(sram.tombstones));
+}
+
+}  // namespace
+
+std::string RenderPrometheus(const MetricsSnapshot& s) {
+  const switchd::SwitchCounters& sw = s.switch_counters;
+  PromWriter w;
+
+  w.Gauge("inca_monitor_snapshot_timestamp_seconds",
+          "When this snapshot was taken (Unix time, seconds).");
+  w.Sample("", static_cast<double>(UnixMs(s.taken_at)) / 1e3);
+
+  WriteSwitchFamilies(sw, &w);
+  WriteReducerFamilies(sw.reducer, &w);
+  WriteCaisFamilies(s, &w);
+  WriteOffloadFamilies(s, &w);
+  WriteSramFamilies(sw.sram, &w);
   return w.Take();
 }
 

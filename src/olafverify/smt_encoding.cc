@@ -70,6 +70,13 @@ class Encoder {
   absl::StatusOr<SolveOutcome> Run(Question q);
 
  private:
+  // Build's steps, called in the order that fixes the constraints' order.
+  void DeclareSlot(int i);
+  void RequireTiming(size_t c);
+  void RequireSlot(int i, const z3::expr& s, const z3::expr& dt);
+  void DefinePeaks(size_t c, const z3::expr& dt);
+  void RequireFairness(Question q);
+
   z3::expr Real(double v) const {
     // Exact decimal: Z3 parses "123.456000000" as a rational.
     return ctx_.real_val(absl::StrFormat("%.9f", v).c_str());
@@ -269,134 +276,143 @@ void Encoder::Build(Question q) {
   Analyse();
   const z3::expr s = Real(service_ms_);
   const z3::expr dt = Real(cfg_.aom_threshold_ms);
-  const size_t k = cfg_.clusters.size();
   const int total = static_cast<int>(slots_.size());
+  for (int i = 0; i < total; ++i) DeclareSlot(i);
+  for (size_t c = 0; c < cfg_.clusters.size(); ++c) RequireTiming(c);
+  for (int i = 0; i < total; ++i) RequireSlot(i, s, dt);
+  for (size_t c = 0; c < cfg_.clusters.size(); ++c) DefinePeaks(c, dt);
+  RequireFairness(q);
+  encode_ms_ = MsSince(t0);
+}
 
-  // Variables. accepted/delivered are constants where static analysis rules
-  // the drop out.
-  for (int i = 0; i < total; ++i) {
-    const std::string nm = Name(i);
-    const Slot& si = slot(i);
-    a_.push_back(ctx_.real_const(absl::StrCat("A(", nm, ")").c_str()));
-    d_.push_back(ctx_.real_const(absl::StrCat("D(", nm, ")").c_str()));
-    acc_.push_back(si.may_tail_drop ? ctx_.bool_const(absl::StrCat("accepted(", nm, ")").c_str())
-                                    : ctx_.bool_val(true));
-    if (si.may_evict) {
-      del_.push_back(ctx_.bool_const(absl::StrCat("delivered(", nm, ")").c_str()));
-      Define(Implies(del_.back(), acc_.back()));
+// The slot's variables. accepted/delivered are constants where static
+// analysis rules the drop out.
+void Encoder::DeclareSlot(int i) {
+  const std::string nm = Name(i);
+  const Slot& si = slot(i);
+  a_.push_back(ctx_.real_const(absl::StrCat("A(", nm, ")").c_str()));
+  d_.push_back(ctx_.real_const(absl::StrCat("D(", nm, ")").c_str()));
+  acc_.push_back(si.may_tail_drop ? ctx_.bool_const(absl::StrCat("accepted(", nm, ")").c_str())
+                                  : ctx_.bool_val(true));
+  if (si.may_evict) {
+    del_.push_back(ctx_.bool_const(absl::StrCat("delivered(", nm, ")").c_str()));
+    Define(Implies(del_.back(), acc_.back()));
+  } else {
+    del_.push_back(acc_.back());
+  }
+}
+
+// Time progression (the paper's A(n+1) >= A(n) + delta) and the cluster's
+// nominal rate.
+void Encoder::RequireTiming(size_t c) {
+  const ClusterSpec& cs = cfg_.clusters[c];
+  const std::vector<int>& sl = slots_of_cluster_[c];
+  const z3::expr& a0 = a_[static_cast<size_t>(sl[0])];
+  Require(absl::StrCat("phase(", cs.name, ")"), a0 >= 0 && a0 <= Real(cs.update_period_ms));
+  for (size_t n = 0; n + 1 < sl.size(); ++n) {
+    const z3::expr gap = a_[static_cast<size_t>(sl[n + 1])] - a_[static_cast<size_t>(sl[n])];
+    Require(absl::StrCat("period(", cs.name, ",n=", n, ")"),
+            gap >= Real(cs.update_period_ms - cs.jitter_ms));
+    Require(absl::StrCat("rate(", cs.name, ",n=", n, ")"),
+            gap <= Real(cs.update_period_ms + cs.jitter_ms));
+  }
+}
+
+// The constraints on one update: service, threshold, server, queue and eviction.
+void Encoder::RequireSlot(int i, const z3::expr& s, const z3::expr& dt) {
+  const size_t ui = static_cast<size_t>(i);
+  const std::string nm = Name(i);
+  const z3::expr& ai = a_[ui];
+  const z3::expr& di = d_[ui];
+  const z3::expr& deli = del_[ui];
+  const std::vector<int>& part = partners_[ui];
+
+  Require(absl::StrCat("service(", nm, ")"), Implies(deli, di - ai >= s));
+  Require(absl::StrCat("threshold(", nm, ")"), Implies(deli, di - ai <= dt));
+
+  // One server: any two delivered updates leave >= 1/C apart, in either
+  // order across clusters (per-cluster queues); in generation order within
+  // a cluster. One lazy constraint per pair, all named after the earlier
+  // slot.
+  const std::string server = absl::StrCat("single_server(", nm, ")");
+  for (int j : part) {
+    if (j < i) continue;
+    const size_t uj = static_cast<size_t>(j);
+    const z3::expr both = And(deli, del_[uj]);
+    if (slot(j).cluster == slot(i).cluster) {
+      Require(server, Implies(both, d_[uj] - di >= s), /*lazy=*/true);
     } else {
-      del_.push_back(acc_.back());
+      Require(server, Implies(both, d_[uj] - di >= s || di - d_[uj] >= s), /*lazy=*/true);
     }
   }
 
-  // Time progression (the paper's A(n+1) >= A(n) + delta) and the cluster's
-  // nominal rate.
-  for (size_t c = 0; c < k; ++c) {
-    const ClusterSpec& cs = cfg_.clusters[c];
-    const std::vector<int>& sl = slots_of_cluster_[c];
-    const z3::expr& a0 = a_[static_cast<size_t>(sl[0])];
-    Require(absl::StrCat("phase(", cs.name, ")"), a0 >= 0 && a0 <= Real(cs.update_period_ms));
-    for (size_t n = 0; n + 1 < sl.size(); ++n) {
-      const z3::expr gap = a_[static_cast<size_t>(sl[n + 1])] - a_[static_cast<size_t>(sl[n])];
-      Require(absl::StrCat("period(", cs.name, ",n=", n, ")"),
-              gap >= Real(cs.update_period_ms - cs.jitter_ms));
-      Require(absl::StrCat("rate(", cs.name, ",n=", n, ")"),
-              gap <= Real(cs.update_period_ms + cs.jitter_ms));
+  // Tail drop iff the switch already holds queue_size updates when n
+  // arrives (accepted, generated earlier, not yet delivered or evicted).
+  if (slot(i).may_tail_drop) {
+    std::vector<z3::expr> resident;
+    for (int j : part) {
+      const size_t uj = static_cast<size_t>(j);
+      if (slot(j).cluster == slot(i).cluster && slot(j).n > slot(i).n) continue;
+      const z3::expr leaves = Ite(del_[uj], d_[uj], a_[uj] + dt);
+      resident.push_back(And(And(acc_[uj], ArrivedBefore(j, i)), ai < leaves));
     }
+    Require(absl::StrCat("queue_capacity(", nm, ")"),
+            acc_[ui] == AtMost(resident, cfg_.queue_size - 1));
   }
 
-  for (int i = 0; i < total; ++i) {
+  // The paper's D(n) >= A(n) + Q(n)/C with Q(n) the updates delivered
+  // while n waits; implied by single_server + service, so optional.
+  if (cfg_.assert_queue_dynamics && !part.empty()) {
+    std::vector<z3::expr> ahead;
+    for (int j : part) {
+      const size_t uj = static_cast<size_t>(j);
+      ahead.push_back(And(del_[uj], d_[uj] > ai && d_[uj] < di));
+    }
+    Require(absl::StrCat("queue_dynamics(", nm, ")"), Implies(deli, di >= ai + Count(ahead) * s));
+  }
+
+  // Eviction only while the server is saturated: an accepted update still
+  // undelivered when its age reaches ΔT saw the server busy throughout
+  // [A, A + ΔT - 1/C] (SaturationDepartures).
+  if (slot(i).may_evict && m_busy_ > 0) {
+    std::vector<z3::expr> busy;
+    for (int j : part) {
+      const size_t uj = static_cast<size_t>(j);
+      busy.push_back(And(del_[uj], d_[uj] > ai && d_[uj] <= ai + dt));
+    }
+    Require(absl::StrCat("eviction(", nm, ")"),
+            z3::implies(acc_[ui] && !deli, AtLeast(busy, m_busy_)));
+  }
+}
+
+// Peak AoM per update: R(n) - A(l), R = D if delivered else A + ΔT, l the
+// cluster's latest delivered update before n (a virtual one at A(0) - p
+// just before the horizon).
+void Encoder::DefinePeaks(size_t c, const z3::expr& dt) {
+  const ClusterSpec& cs = cfg_.clusters[c];
+  const std::vector<int>& sl = slots_of_cluster_[c];
+  z3::expr last = a_[static_cast<size_t>(sl[0])] - Real(cs.update_period_ms);
+  z3::expr_vector peaks(ctx_);
+  for (int i : sl) {
     const size_t ui = static_cast<size_t>(i);
     const std::string nm = Name(i);
-    const z3::expr& ai = a_[ui];
-    const z3::expr& di = d_[ui];
-    const z3::expr& deli = del_[ui];
-    const std::vector<int>& part = partners_[ui];
-
-    Require(absl::StrCat("service(", nm, ")"), Implies(deli, di - ai >= s));
-    Require(absl::StrCat("threshold(", nm, ")"), Implies(deli, di - ai <= dt));
-
-    // One server: any two delivered updates leave >= 1/C apart, in either
-    // order across clusters (per-cluster queues); in generation order within
-    // a cluster. One lazy constraint per pair, all named after the earlier
-    // slot.
-    const std::string server = absl::StrCat("single_server(", nm, ")");
-    for (int j : part) {
-      if (j < i) continue;
-      const size_t uj = static_cast<size_t>(j);
-      const z3::expr both = And(deli, del_[uj]);
-      if (slot(j).cluster == slot(i).cluster) {
-        Require(server, Implies(both, d_[uj] - di >= s), /*lazy=*/true);
-      } else {
-        Require(server, Implies(both, d_[uj] - di >= s || di - d_[uj] >= s), /*lazy=*/true);
-      }
-    }
-
-    // Tail drop iff the switch already holds queue_size updates when n
-    // arrives (accepted, generated earlier, not yet delivered or evicted).
-    if (slot(i).may_tail_drop) {
-      std::vector<z3::expr> resident;
-      for (int j : part) {
-        const size_t uj = static_cast<size_t>(j);
-        if (slot(j).cluster == slot(i).cluster && slot(j).n > slot(i).n) continue;
-        const z3::expr leaves = Ite(del_[uj], d_[uj], a_[uj] + dt);
-        resident.push_back(And(And(acc_[uj], ArrivedBefore(j, i)), ai < leaves));
-      }
-      Require(absl::StrCat("queue_capacity(", nm, ")"),
-              acc_[ui] == AtMost(resident, cfg_.queue_size - 1));
-    }
-
-    // The paper's D(n) >= A(n) + Q(n)/C with Q(n) the updates delivered
-    // while n waits; implied by single_server + service, so optional.
-    if (cfg_.assert_queue_dynamics && !part.empty()) {
-      std::vector<z3::expr> ahead;
-      for (int j : part) {
-        const size_t uj = static_cast<size_t>(j);
-        ahead.push_back(And(del_[uj], d_[uj] > ai && d_[uj] < di));
-      }
-      Require(absl::StrCat("queue_dynamics(", nm, ")"), Implies(deli, di >= ai + Count(ahead) * s));
-    }
-
-    // Eviction only while the server is saturated: an accepted update still
-    // undelivered when its age reaches ΔT saw the server busy throughout
-    // [A, A + ΔT - 1/C] (SaturationDepartures).
-    if (slot(i).may_evict && m_busy_ > 0) {
-      std::vector<z3::expr> busy;
-      for (int j : part) {
-        const size_t uj = static_cast<size_t>(j);
-        busy.push_back(And(del_[uj], d_[uj] > ai && d_[uj] <= ai + dt));
-      }
-      Require(absl::StrCat("eviction(", nm, ")"),
-              z3::implies(acc_[ui] && !deli, AtLeast(busy, m_busy_)));
+    peak_.push_back(Ite(del_[ui], d_[ui], a_[ui] + dt) - last);
+    peaks.push_back(peak_.back());
+    if (del_[ui].is_true()) {
+      last = a_[ui];
+    } else {
+      z3::expr l = ctx_.real_const(absl::StrCat("L(", nm, ")").c_str());
+      Define(l == z3::ite(del_[ui], a_[ui], last));
+      last = l;
     }
   }
+  avg_.push_back(ctx_.real_const(absl::StrCat("avg(", cs.name, ")").c_str()));
+  Define(avg_.back() * Real(static_cast<double>(sl.size())) == z3::sum(peaks));
+}
 
-  // Peak AoM per update: R(n) - A(l), R = D if delivered else A + ΔT, l the
-  // cluster's latest delivered update before n (a virtual one at A(0) - p
-  // just before the horizon).
-  for (size_t c = 0; c < k; ++c) {
-    const ClusterSpec& cs = cfg_.clusters[c];
-    const std::vector<int>& sl = slots_of_cluster_[c];
-    z3::expr last = a_[static_cast<size_t>(sl[0])] - Real(cs.update_period_ms);
-    z3::expr_vector peaks(ctx_);
-    for (int i : sl) {
-      const size_t ui = static_cast<size_t>(i);
-      const std::string nm = Name(i);
-      peak_.push_back(Ite(del_[ui], d_[ui], a_[ui] + dt) - last);
-      peaks.push_back(peak_.back());
-      if (del_[ui].is_true()) {
-        last = a_[ui];
-      } else {
-        z3::expr l = ctx_.real_const(absl::StrCat("L(", nm, ")").c_str());
-        Define(l == z3::ite(del_[ui], a_[ui], last));
-        last = l;
-      }
-    }
-    avg_.push_back(ctx_.real_const(absl::StrCat("avg(", cs.name, ")").c_str()));
-    Define(avg_.back() * Real(static_cast<double>(sl.size())) == z3::sum(peaks));
-  }
-
-  // Fairness between every pair: |avg_u - avg_v| <= ε × normaliser.
+// Fairness between every pair: |avg_u - avg_v| <= ε × normaliser.
+void Encoder::RequireFairness(Question q) {
+  const size_t k = cfg_.clusters.size();
   z3::expr_vector violations(ctx_);
   for (size_t u = 0; u < k; ++u) {
     for (size_t v = u + 1; v < k; ++v) {
@@ -413,7 +429,6 @@ void Encoder::Build(Question q) {
     }
   }
   if (q == Question::kViolation) violation_ = z3::mk_or(violations);
-  encode_ms_ = MsSince(t0);
 }
 
 void Encoder::Configure(z3::solver& s, double budget_ms) const {

@@ -97,12 +97,27 @@ int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-// One rank's run over every size. `emit` gets each size's record and its
-// timeline (the timed loop's start, then each timed iteration's end; false:
-// stop). Returns the exit code.
-using Emit = std::function<bool(Communicator&, const Record&, const std::vector<int64_t>&)>;
-int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
-             const CommunicatorOptions& base, const Emit& emit) {
+// One size's buffers and collective on one rank.
+struct SizeRun {
+  const PerfOptions& o;
+  Communicator& comm;
+  int rank;
+  size_t esize;
+  uint64_t count;      // input elements
+  uint64_t out_count;  // output elements
+  std::vector<uint8_t> in, out;
+};
+
+// What the timed iterations and the check of one size saw on one rank.
+struct Timing {
+  uint64_t host_ops = 0;  // host-path operations among the timed ones and the check
+  std::vector<int64_t> timeline;
+  double mean_us = 0;
+  uint64_t wrong = 0;  // wrong output elements (--check)
+};
+
+// This rank's communicator options: `base` plus the perf options.
+CommunicatorOptions RankOptions(const PerfOptions& o, int rank, const CommunicatorOptions& base) {
   CommunicatorOptions co = base;
   co.rank = rank;
   co.world_size = o.ranks;
@@ -114,7 +129,145 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
   co.io = o.io;
   co.group_id = o.group_id;
   co.switch_port = rank;
-  auto comm = Communicator::Create(co);
+  return co;
+}
+
+// Prints `s`'s error for this rank if it failed; whether it succeeded.
+bool Ok(int rank, const absl::Status& s) {
+  if (s.ok()) return true;
+  std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
+  return false;
+}
+
+// Fills the input with this rank's exact-valued inputs.
+void Fill(SizeRun* r) {
+  for (uint64_t i = 0; i < r->count; ++i)
+    Store(r->o.type, &r->in[i * r->esize], InputValue(r->o.reduce, r->rank, i));
+}
+
+// Runs the collective once.
+absl::Status RunOnce(SizeRun* r) {
+  const PerfOptions& o = r->o;
+  switch (o.op) {
+    case Collective::kAllReduce: return r->comm.AllReduce(r->in.data(), r->count, o.type, o.reduce);
+    case Collective::kAllGather:
+      return r->comm.AllGather(r->in.data(), r->out.data(), r->count, o.type);
+    case Collective::kBroadcast: return r->comm.Broadcast(r->in.data(), r->count, o.type, o.root);
+    case Collective::kReduceScatter:
+      return r->comm.ReduceScatter(r->in.data(), r->out.data(), r->out_count, o.type, o.reduce);
+  }
+  return absl::OkStatus();
+}
+
+// Rank 0's clock decides whether another iteration is due (`ms` after
+// `since`); the ranks agree on it (one 4-byte broadcast). False: failed.
+bool AgreeMore(SizeRun* r, std::chrono::steady_clock::time_point since, int ms, bool* go) {
+  int32_t v = std::chrono::steady_clock::now() - since < std::chrono::milliseconds(ms) ? 1 : 0;
+  if (!Ok(r->rank, r->comm.Broadcast(&v, 1, wire::DType::kI32, 0))) return false;
+  *go = v != 0;
+  return true;
+}
+
+// The warm-up: --warmup operations, then more until --warmup-ms has
+// passed on rank 0 (at most 1000). 0 or the exit code.
+int WarmUp(SizeRun* r) {
+  const auto warm_start = std::chrono::steady_clock::now();
+  for (int w = 0; w < r->o.warmup; ++w) {
+    if (!Ok(r->rank, RunOnce(r))) return 5;
+  }
+  for (int extra = 0; r->o.warmup_ms > 0 && extra < 1000; ++extra) {
+    bool go = false;
+    if (!AgreeMore(r, warm_start, r->o.warmup_ms, &go)) return 5;
+    if (!go) break;
+    if (!Ok(r->rank, RunOnce(r))) return 5;
+  }
+  return 0;
+}
+
+// --duration-ms: one more warm-up operation, timed on rank 0, sets how
+// many timed iterations fill the duration; the ranks agree on the count
+// once (no agreement inside the timed loop). 0 or the exit code.
+int AgreeTimedIters(SizeRun* r, int32_t* timed_iters) {
+  const PerfOptions& o = r->o;
+  const auto c0 = std::chrono::steady_clock::now();
+  if (!Ok(r->rank, RunOnce(r))) return 5;
+  const double op_ms = std::max(
+      1e-3,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
+  *timed_iters = static_cast<int32_t>(
+      std::clamp<double>(std::ceil(o.duration_ms / op_ms), o.iters, o.iters + 10000.0));
+  if (!Ok(r->rank, r->comm.Broadcast(timed_iters, 1, wire::DType::kI32, 0))) return 5;
+  return 0;
+}
+
+// Runs the collective once, counting a host-path operation into `t`;
+// whether it succeeded.
+bool CountedRun(SizeRun* r, Timing* t) {
+  const uint64_t host_then = r->comm.stats().ops_host;
+  if (!Ok(r->rank, RunOnce(r))) return false;
+  t->host_ops += r->comm.stats().ops_host - host_then;
+  return true;
+}
+
+// The timed iterations: their timeline (the start, then each one's end)
+// and mean time. 0 or the exit code.
+int TimeIters(SizeRun* r, int32_t timed_iters, Timing* t) {
+  const auto t0 = std::chrono::steady_clock::now();
+  t->timeline = {SteadyNs(t0)};
+  for (int timed = 0; timed < timed_iters; ++timed) {
+    if (!CountedRun(r, t)) return 5;
+    t->timeline.push_back(SteadyNs(std::chrono::steady_clock::now()));
+  }
+  t->mean_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      std::max(1, timed_iters);
+  return 0;
+}
+
+// The output this rank must get, element by element.
+std::vector<uint8_t> Expected(const SizeRun& r) {
+  const PerfOptions& o = r.o;
+  std::vector<uint8_t> expect(r.out_count * r.esize);
+  for (uint64_t i = 0; i < r.out_count; ++i) {
+    double v;
+    if (o.op == Collective::kAllReduce) {
+      v = InputValue(o.reduce, 0, i);
+      for (int k = 1; k < o.ranks; ++k) v = Reduce(o.reduce, v, InputValue(o.reduce, k, i));
+    } else if (o.op == Collective::kAllGather) {
+      v = InputValue(o.reduce, static_cast<int>(i / r.count), i % r.count);
+    } else if (o.op == Collective::kReduceScatter) {
+      const uint64_t g = static_cast<uint64_t>(r.rank) * r.out_count + i;
+      v = InputValue(o.reduce, 0, g);
+      for (int k = 1; k < o.ranks; ++k) v = Reduce(o.reduce, v, InputValue(o.reduce, k, g));
+    } else {
+      v = InputValue(o.reduce, o.root, i);
+    }
+    Store(o.type, &expect[i * r.esize], v);
+  }
+  return expect;
+}
+
+// The check: one more operation on fresh input, its wrong output elements
+// counted into `t`. 0 or the exit code.
+int Check(SizeRun* r, Timing* t) {
+  Fill(r);
+  if (!CountedRun(r, t)) return 5;
+  const std::vector<uint8_t> expect = Expected(*r);
+  const std::vector<uint8_t>& got =
+      r->o.op == Collective::kAllGather || r->o.op == Collective::kReduceScatter ? r->out : r->in;
+  for (uint64_t i = 0; i < r->out_count; ++i) {
+    if (std::memcmp(&got[i * r->esize], &expect[i * r->esize], r->esize) != 0) ++t->wrong;
+  }
+  return 0;
+}
+
+// One rank's run over every size. `emit` gets each size's record and its
+// timeline (the timed loop's start, then each timed iteration's end; false:
+// stop). Returns the exit code.
+using Emit = std::function<bool(Communicator&, const Record&, const std::vector<int64_t>&)>;
+int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
+             const CommunicatorOptions& base, const Emit& emit) {
+  auto comm = Communicator::Create(RankOptions(o, rank, base));
   if (!comm.ok()) {
     std::fprintf(stderr, "cais-perf rank %d: %s\n", rank,
                  std::string(comm.status().message()).c_str());
@@ -130,130 +283,37 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     const uint64_t out_count = o.op == Collective::kAllGather       ? count * n
                                : o.op == Collective::kReduceScatter ? count / n
                                                                     : count;
-    std::vector<uint8_t> in(count * esize), out(out_count * esize);
-    auto fill = [&] {
-      for (uint64_t i = 0; i < count; ++i)
-        Store(o.type, &in[i * esize], InputValue(o.reduce, rank, i));
-    };
-    auto run = [&]() -> absl::Status {
-      switch (o.op) {
-        case Collective::kAllReduce: return (*comm)->AllReduce(in.data(), count, o.type, o.reduce);
-        case Collective::kAllGather:
-          return (*comm)->AllGather(in.data(), out.data(), count, o.type);
-        case Collective::kBroadcast: return (*comm)->Broadcast(in.data(), count, o.type, o.root);
-        case Collective::kReduceScatter:
-          return (*comm)->ReduceScatter(in.data(), out.data(), out_count, o.type, o.reduce);
-      }
-      return absl::OkStatus();
-    };
-    fill();
-    const auto warm_start = std::chrono::steady_clock::now();
-    for (int w = 0; w < o.warmup; ++w) {
-      if (auto s = run(); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
-    }
-    // Rank 0's clock decides whether another iteration is due; the ranks
-    // agree on it (one 4-byte broadcast).
-    auto more = [&](std::chrono::steady_clock::time_point since, int ms, bool* go) {
-      int32_t v = std::chrono::steady_clock::now() - since < std::chrono::milliseconds(ms) ? 1 : 0;
-      if (auto s = (*comm)->Broadcast(&v, 1, wire::DType::kI32, 0); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return false;
-      }
-      *go = v != 0;
-      return true;
-    };
-    for (int extra = 0; o.warmup_ms > 0 && extra < 1000; ++extra) {
-      bool go = false;
-      if (!more(warm_start, o.warmup_ms, &go)) return 5;
-      if (!go) break;
-      if (auto s = run(); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
-    }
-    // --duration-ms: one more warm-up operation, timed on rank 0, sets how
-    // many timed iterations fill the duration; the ranks agree on the count
-    // once (no agreement inside the timed loop).
+    SizeRun r{o,
+              **comm,
+              rank,
+              esize,
+              count,
+              out_count,
+              std::vector<uint8_t>(count * esize),
+              std::vector<uint8_t>(out_count * esize)};
+    Fill(&r);
+    if (const int rc = WarmUp(&r); rc != 0) return rc;
     int32_t timed_iters = o.iters;
     if (o.duration_ms > 0) {
-      const auto c0 = std::chrono::steady_clock::now();
-      if (auto s = run(); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
-      const double op_ms = std::max(
-          1e-3,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count());
-      timed_iters = static_cast<int32_t>(
-          std::clamp<double>(std::ceil(o.duration_ms / op_ms), o.iters, o.iters + 10000.0));
-      if (auto s = (*comm)->Broadcast(&timed_iters, 1, wire::DType::kI32, 0); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
+      if (const int rc = AgreeTimedIters(&r, &timed_iters); rc != 0) return rc;
     }
     // The path column and the chunk counts cover the timed iterations and
     // the check, not the warm-up (where the offload controller explores).
     const CommunicatorStats before = (*comm)->stats();
-    // Host-path operations among the timed ones and the check.
-    uint64_t host_ops = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t> timeline{SteadyNs(t0)};
-    for (int timed = 0; timed < timed_iters; ++timed) {
-      const uint64_t host_then = (*comm)->stats().ops_host;
-      if (auto s = run(); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
-      host_ops += (*comm)->stats().ops_host - host_then;
-      timeline.push_back(SteadyNs(std::chrono::steady_clock::now()));
-    }
-    const double mean_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-        std::max(1, timed_iters);
-    uint64_t wrong = 0;
+    Timing t;
+    if (const int rc = TimeIters(&r, timed_iters, &t); rc != 0) return rc;
     if (o.check) {
-      fill();
-      const uint64_t host_then = (*comm)->stats().ops_host;
-      if (auto s = run(); !s.ok()) {
-        std::fprintf(stderr, "cais-perf rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 5;
-      }
-      host_ops += (*comm)->stats().ops_host - host_then;
-      std::vector<uint8_t> expect(out_count * esize);
-      for (uint64_t i = 0; i < out_count; ++i) {
-        double v;
-        if (o.op == Collective::kAllReduce) {
-          v = InputValue(o.reduce, 0, i);
-          for (int r = 1; r < o.ranks; ++r) v = Reduce(o.reduce, v, InputValue(o.reduce, r, i));
-        } else if (o.op == Collective::kAllGather) {
-          v = InputValue(o.reduce, static_cast<int>(i / count), i % count);
-        } else if (o.op == Collective::kReduceScatter) {
-          const uint64_t g = static_cast<uint64_t>(rank) * out_count + i;
-          v = InputValue(o.reduce, 0, g);
-          for (int r = 1; r < o.ranks; ++r) v = Reduce(o.reduce, v, InputValue(o.reduce, r, g));
-        } else {
-          v = InputValue(o.reduce, o.root, i);
-        }
-        Store(o.type, &expect[i * esize], v);
-      }
-      const std::vector<uint8_t>& got =
-          o.op == Collective::kAllGather || o.op == Collective::kReduceScatter ? out : in;
-      for (uint64_t i = 0; i < out_count; ++i) {
-        if (std::memcmp(&got[i * esize], &expect[i * esize], esize) != 0) ++wrong;
-      }
+      if (const int rc = Check(&r, &t); rc != 0) return rc;
     }
     const CommunicatorStats after = (*comm)->stats();
     const Record rec{k,
-                     static_cast<uint32_t>(host_ops),
-                     wrong,
-                     mean_us,
+                     static_cast<uint32_t>(t.host_ops),
+                     t.wrong,
+                     t.mean_us,
                      after.chunks_sent - before.chunks_sent,
                      after.chunks_retransmitted - before.chunks_retransmitted,
                      after.competitive_entries};
-    if (!emit(**comm, rec, timeline)) return 6;
+    if (!emit(**comm, rec, t.timeline)) return 6;
   }
   return 0;
 }

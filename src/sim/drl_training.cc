@@ -249,6 +249,211 @@ class DrlWorkerNode final : public Node {
   bool have_model_ = false;
 };
 
+// One simulated training run: the simulator, its network (which owns the
+// nodes) and what the nodes share.
+struct DrlRun {
+  DrlRun(const DrlTrainingConfig& c, rl::FragmentLearner& l)
+      : config(c),
+        learner(l),
+        n_params(l.model().num_parameters()),
+        link{c.link_gbps * 1e9, static_cast<TimeNs>(c.link_delay_us * 1e3), 9000, 66, 4096} {}
+
+  const DrlTrainingConfig& config;
+  rl::FragmentLearner& learner;
+  const size_t n_params;
+  const LinkConfig link;  // every link of the network
+  Simulator sim;
+  Network net{&sim};
+  Shared shared;
+  PsNode* ps = nullptr;
+  SwitchNode* sw = nullptr;
+  std::vector<std::vector<DrlWorkerNode*>> by_cluster;
+};
+
+// Adds the PS, which applies fragments to the learner as they arrive.
+void AddPs(DrlRun* r) {
+  rl::FragmentLearner& learner = r->learner;
+  const Simulator& sim = r->sim;
+  PsNodeConfig pc;
+  pc.ps.granularity = olaf::ApplyGranularity::kFragment;
+  pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
+  pc.ps.model_params = [&learner]() { return learner.parameters(); };
+  pc.ps.apply = [&](const olaf::AppliedUpdate& a) {
+    learner.Apply(a.element_offset, a.values, a.model_version, a.new_model_version, a.merged_count,
+                  static_cast<double>(sim.now()) / 1e9);
+  };
+  pc.ps.expected_elements = r->n_params;
+  r->ps = r->net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+}
+
+// The switch's configuration from the run's.
+olaf::OlafSwitchConfig SwitchConfig(const DrlTrainingConfig& config) {
+  olaf::OlafSwitchConfig sc;
+  sc.policy = config.policy;
+  sc.depth = config.queue_depth;
+  sc.delta_t_ns = static_cast<TimeNs>(config.delta_t_ms * 1e6);
+  sc.tau_ns = static_cast<TimeNs>(config.tau_ms * 1e6);
+  sc.egress_rate_bps = static_cast<uint64_t>(config.egress_mbps * 1e6);
+  sc.ps_port = 0;
+  return sc;
+}
+
+// Adds the switch and links it to the PS.
+absl::Status AddSwitch(DrlRun* r) {
+  try {
+    r->sw = r->net.Add(std::make_unique<SwitchNode>("sw", SwitchConfig(r->config)));
+  } catch (const std::invalid_argument& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  r->net.Connect(r->sw, r->ps, r->link);
+  return absl::OkStatus();
+}
+
+// Adds every cluster (an edge linked to the switch) and its workers, each
+// starting from the learner's model.
+absl::Status AddWorkers(DrlRun* r, const rl::ActorCriticOptions& model_options) {
+  const DrlTrainingConfig& config = r->config;
+  const auto delta_t_ns = static_cast<TimeNs>(config.delta_t_ms * 1e6);  // as the switch's
+  std::mt19937_64 phase_rng(config.seed * 7919 + 17);
+  uint16_t cluster = 0;
+  for (const DrlClusterSpec& g : config.clusters) {
+    for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
+      auto* edge = r->net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
+      r->net.Connect(edge, r->sw, r->link);
+      edge->set_workers(g.workers);
+      r->by_cluster.emplace_back();
+      for (uint32_t w = 0; w < g.workers; ++w) {
+        rl::AsyncWorkerOptions ao = config.worker;
+        const uint32_t worker_id = uint32_t{cluster} * 10000 + w + 1;
+        ao.seed = config.seed * 1'000'003 + worker_id;
+        ao.model = model_options;
+        auto agent = rl::AsyncWorker::Create(ao);
+        if (!agent.ok()) return agent.status();
+        if (auto st = (*agent)->SetModel(r->learner.parameters()); !st.ok()) return st;
+        olaf::WorkerOptions wo;
+        wo.cluster_id = cluster;
+        wo.worker_id = worker_id;
+        wo.send_control.mode = config.send_control;
+        wo.send_control.delta_t_ns = delta_t_ns;
+        wo.seed = ao.seed;
+        wo.model_elements = r->n_params;
+        // Workers start spread over one gradient time: no global step boundary.
+        const auto phase =
+            static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 * g.slowdown);
+        DrlWorkerNode* node = nullptr;
+        try {
+          node = r->net.Add(std::make_unique<DrlWorkerNode>(absl::StrCat("w", cluster, ".", w),
+                                                            std::move(agent).value(), wo,
+                                                            g.slowdown, config, phase, &r->shared));
+        } catch (const std::invalid_argument& e) {
+          return absl::InvalidArgumentError(e.what());
+        }
+        r->net.Connect(node, edge, r->link);
+        r->by_cluster.back().push_back(node);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One sample of the run's progress, now.
+DrlSample TakeSample(DrlRun* r) {
+  const Simulator& sim = r->sim;
+  DrlSample p;
+  p.t_s = static_cast<double>(sim.now()) / 1e9;
+  p.ps_updates = r->learner.updates();
+  p.worker_updates_sent = r->shared.sent;
+  p.episodes = r->shared.episodes.episodes();
+  p.env_steps = r->shared.env_steps;
+  p.mean_return = r->shared.episodes.mean();
+  double aom = 0;
+  size_t seen = 0;
+  for (size_t c = 0; c < r->by_cluster.size(); ++c) {
+    if (auto st = r->ps->core().aom().Stats(static_cast<uint16_t>(c), sim.now())) {
+      aom += static_cast<double>(st->current_ns) / 1e6;
+      ++seen;
+    }
+  }
+  p.mean_aom_ms = seen ? aom / static_cast<double>(seen) : 0;
+  p.staleness = r->learner.TakeWindowStaleness();
+  p.queue = r->sw->program().queue_state(sim.now()).occupancy;
+  return p;
+}
+
+// Runs the simulation to duration_s (or, with stop_at_threshold, until the
+// threshold is reached), sampling every sample_s; fills the threshold
+// fields, the series and sim_s of `out`.
+void Simulate(DrlRun* r, const std::function<void(const DrlSample&)>& on_sample,
+              DrlTrainingResult* out) {
+  const DrlTrainingConfig& config = r->config;
+  Simulator& sim = r->sim;
+  Shared& shared = r->shared;
+  const auto end = static_cast<TimeNs>(config.duration_s * 1e9);
+  bool stop = false;
+  shared.on_episode = [&] {
+    if (out->reached || shared.episodes.size() < 100 || shared.episodes.mean() < config.threshold) {
+      return;
+    }
+    out->reached = true;
+    out->time_to_threshold_s = static_cast<double>(sim.now()) / 1e9;
+    out->updates_to_threshold = r->learner.updates();
+    out->env_steps_to_threshold = shared.env_steps;
+    if (config.stop_at_threshold) stop = true;
+  };
+
+  const auto sample_every = static_cast<TimeNs>(config.sample_s * 1e9);
+  std::function<void()> sample = [&] {
+    DrlSample p = TakeSample(r);
+    if (on_sample) on_sample(p);
+    out->series.push_back(p);
+    if (sim.now() + sample_every <= end) sim.ScheduleIn(sample_every, sample);
+  };
+  sim.Schedule(0, sample);
+  r->net.Start();
+  // Run in slices so that stop_at_threshold can end the run early.
+  const TimeNs slice = std::max<TimeNs>(sample_every, 1);
+  TimeNs t = 0;
+  while (t < end && !stop) {
+    t = std::min(end, t + slice);
+    sim.RunUntil(t);
+  }
+  out->sim_s = static_cast<double>(sim.now()) / 1e9;
+  shared.on_episode = nullptr;  // it refers to this function's locals; no event runs after
+}
+
+// Fills the run's totals into `out`: counters, AoM and its fairness, loss.
+void Totals(const DrlRun& r, DrlTrainingResult* out) {
+  const rl::FragmentLearner& learner = r.learner;
+  std::vector<double> aoms;
+  for (size_t c = 0; c < r.by_cluster.size(); ++c) {
+    for (DrlWorkerNode* w : r.by_cluster[c]) {
+      out->generated += w->core().counters().generated;
+      out->sent += w->core().counters().sent;
+    }
+    if (auto cs = r.ps->core().cluster(static_cast<uint16_t>(c), r.sim.now()); cs && cs->aom) {
+      aoms.push_back(cs->aom->average_ns / 1e6);
+    } else {
+      aoms.push_back(out->sim_s * 1e3);  // never delivered: its age is the whole run
+    }
+  }
+  double sum = 0;
+  for (double a : aoms) sum += a;
+  out->mean_aom_ms = aoms.empty() ? 0 : sum / static_cast<double>(aoms.size());
+  out->jain_aom = JainIndex(aoms);
+  out->fragments_applied = learner.fragments_applied();
+  out->ps_updates = learner.updates();
+  out->mean_staleness = learner.mean_staleness();
+  const double offered_fragments = static_cast<double>(out->sent) * out->fragments_per_update;
+  out->loss = offered_fragments > 0
+                  ? 1.0 - std::min(1.0, static_cast<double>(learner.worker_fragments_carried()) /
+                                            offered_fragments)
+                  : 0.0;
+  out->episodes = r.shared.episodes.episodes();
+  out->env_steps = r.shared.env_steps;
+  out->final_return = r.shared.episodes.mean();
+  out->events = r.sim.events_run();
+}
+
 }  // namespace
 
 absl::StatusOr<DrlTrainingResult> RunDrlTraining(
@@ -261,166 +466,18 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
   if (!model.ok()) return model.status();
   rl::FragmentLearner learner(std::move(model).value(), config.lr_anneal_s,
                               olaf::kDefaultUpdatePayloadBytes / 4);
-  const size_t n_params = learner.model().num_parameters();
-  const uint32_t frags = learner.fragments_per_update();
 
-  Simulator sim;
-  Network net(&sim);
-  Shared shared;
-
-  PsNodeConfig pc;
-  pc.ps.granularity = olaf::ApplyGranularity::kFragment;
-  pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedClusterOnLastFragment;
-  pc.ps.model_params = [&learner]() { return learner.parameters(); };
-  pc.ps.apply = [&](const olaf::AppliedUpdate& a) {
-    learner.Apply(a.element_offset, a.values, a.model_version, a.new_model_version, a.merged_count,
-                  static_cast<double>(sim.now()) / 1e9);
-  };
-  pc.ps.expected_elements = n_params;
-  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
-
-  olaf::OlafSwitchConfig sc;
-  sc.policy = config.policy;
-  sc.depth = config.queue_depth;
-  sc.delta_t_ns = static_cast<TimeNs>(config.delta_t_ms * 1e6);
-  sc.tau_ns = static_cast<TimeNs>(config.tau_ms * 1e6);
-  sc.egress_rate_bps = static_cast<uint64_t>(config.egress_mbps * 1e6);
-  sc.ps_port = 0;
-  SwitchNode* sw = nullptr;
-  try {
-    sw = net.Add(std::make_unique<SwitchNode>("sw", sc));
-  } catch (const std::invalid_argument& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
-  const LinkConfig link{config.link_gbps * 1e9, static_cast<TimeNs>(config.link_delay_us * 1e3),
-                        9000, 66, 4096};
-  net.Connect(sw, ps, link);
-
-  std::vector<DrlWorkerNode*> workers;
-  std::vector<std::vector<DrlWorkerNode*>> by_cluster;
-  std::mt19937_64 phase_rng(config.seed * 7919 + 17);
-  uint16_t cluster = 0;
-  for (const DrlClusterSpec& g : config.clusters) {
-    for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
-      auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
-      net.Connect(edge, sw, link);
-      edge->set_workers(g.workers);
-      by_cluster.emplace_back();
-      for (uint32_t w = 0; w < g.workers; ++w) {
-        rl::AsyncWorkerOptions ao = config.worker;
-        const uint32_t worker_id = uint32_t{cluster} * 10000 + w + 1;
-        ao.seed = config.seed * 1'000'003 + worker_id;
-        ao.model = model_options;
-        auto agent = rl::AsyncWorker::Create(ao);
-        if (!agent.ok()) return agent.status();
-        if (auto st = (*agent)->SetModel(learner.parameters()); !st.ok()) return st;
-        olaf::WorkerOptions wo;
-        wo.cluster_id = cluster;
-        wo.worker_id = worker_id;
-        wo.send_control.mode = config.send_control;
-        wo.send_control.delta_t_ns = sc.delta_t_ns;
-        wo.seed = ao.seed;
-        wo.model_elements = n_params;
-        // Workers start spread over one gradient time: no global step boundary.
-        const auto phase =
-            static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 * g.slowdown);
-        DrlWorkerNode* node = nullptr;
-        try {
-          node = net.Add(std::make_unique<DrlWorkerNode>(absl::StrCat("w", cluster, ".", w),
-                                                         std::move(agent).value(), wo, g.slowdown,
-                                                         config, phase, &shared));
-        } catch (const std::invalid_argument& e) {
-          return absl::InvalidArgumentError(e.what());
-        }
-        net.Connect(node, edge, link);
-        workers.push_back(node);
-        by_cluster.back().push_back(node);
-      }
-    }
-  }
-  const size_t n_clusters = by_cluster.size();
+  DrlRun r(config, learner);
+  AddPs(&r);
+  if (absl::Status st = AddSwitch(&r); !st.ok()) return st;
+  if (absl::Status st = AddWorkers(&r, model_options); !st.ok()) return st;
 
   DrlTrainingResult out;
   out.name = config.name;
-  out.num_parameters = n_params;
-  out.fragments_per_update = frags;
-  const auto end = static_cast<TimeNs>(config.duration_s * 1e9);
-  bool stop = false;
-  shared.on_episode = [&] {
-    if (out.reached || shared.episodes.size() < 100 || shared.episodes.mean() < config.threshold) {
-      return;
-    }
-    out.reached = true;
-    out.time_to_threshold_s = static_cast<double>(sim.now()) / 1e9;
-    out.updates_to_threshold = learner.updates();
-    out.env_steps_to_threshold = shared.env_steps;
-    if (config.stop_at_threshold) stop = true;
-  };
-
-  const auto sample_every = static_cast<TimeNs>(config.sample_s * 1e9);
-  std::function<void()> sample = [&] {
-    DrlSample p;
-    p.t_s = static_cast<double>(sim.now()) / 1e9;
-    p.ps_updates = learner.updates();
-    p.worker_updates_sent = shared.sent;
-    p.episodes = shared.episodes.episodes();
-    p.env_steps = shared.env_steps;
-    p.mean_return = shared.episodes.mean();
-    double aom = 0;
-    size_t seen = 0;
-    for (size_t c = 0; c < n_clusters; ++c) {
-      if (auto st = ps->core().aom().Stats(static_cast<uint16_t>(c), sim.now())) {
-        aom += static_cast<double>(st->current_ns) / 1e6;
-        ++seen;
-      }
-    }
-    p.mean_aom_ms = seen ? aom / static_cast<double>(seen) : 0;
-    p.staleness = learner.TakeWindowStaleness();
-    p.queue = sw->program().queue_state(sim.now()).occupancy;
-    if (on_sample) on_sample(p);
-    out.series.push_back(p);
-    if (sim.now() + sample_every <= end) sim.ScheduleIn(sample_every, sample);
-  };
-  sim.Schedule(0, sample);
-  net.Start();
-  // Run in slices so that stop_at_threshold can end the run early.
-  const TimeNs slice = std::max<TimeNs>(sample_every, 1);
-  TimeNs t = 0;
-  while (t < end && !stop) {
-    t = std::min(end, t + slice);
-    sim.RunUntil(t);
-  }
-  out.sim_s = static_cast<double>(sim.now()) / 1e9;
-
-  // Totals.
-  std::vector<double> aoms;
-  for (size_t c = 0; c < n_clusters; ++c) {
-    for (DrlWorkerNode* w : by_cluster[c]) {
-      out.generated += w->core().counters().generated;
-      out.sent += w->core().counters().sent;
-    }
-    if (auto cs = ps->core().cluster(static_cast<uint16_t>(c), sim.now()); cs && cs->aom) {
-      aoms.push_back(cs->aom->average_ns / 1e6);
-    } else {
-      aoms.push_back(out.sim_s * 1e3);  // never delivered: its age is the whole run
-    }
-  }
-  double sum = 0;
-  for (double a : aoms) sum += a;
-  out.mean_aom_ms = aoms.empty() ? 0 : sum / static_cast<double>(aoms.size());
-  out.jain_aom = JainIndex(aoms);
-  out.fragments_applied = learner.fragments_applied();
-  out.ps_updates = learner.updates();
-  out.mean_staleness = learner.mean_staleness();
-  const double offered_fragments = static_cast<double>(out.sent) * frags;
-  out.loss = offered_fragments > 0
-                 ? 1.0 - std::min(1.0, static_cast<double>(learner.worker_fragments_carried()) /
-                                           offered_fragments)
-                 : 0.0;
-  out.episodes = shared.episodes.episodes();
-  out.env_steps = shared.env_steps;
-  out.final_return = shared.episodes.mean();
-  out.events = sim.events_run();
+  out.num_parameters = r.n_params;
+  out.fragments_per_update = learner.fragments_per_update();
+  Simulate(&r, on_sample, &out);
+  Totals(r, &out);
 
   // The PS's final model on fresh episodes (sampled actions, as in training).
   out.eval_return = rl::EvaluatePolicy(learner.model(), config.eval_episodes, config.seed);

@@ -280,77 +280,109 @@ absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais:
   return absl::OkStatus();
 }
 
-absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c) {
+using Handler = Handlers::mapped_type;
+
+// Which of the two names of the payload size the file has given so far.
+struct PayloadKeys {
   bool has_chunk_size = false;
   bool has_max_payload = false;
-  auto ms_to_ns = [](double ms) { return static_cast<dp::TimeNs>(std::llround(ms * 1e6)); };
-  Handlers h;
-  h["listen"] = [&](const YAML::Node& v, const std::string& k) {
+};
+
+// Milliseconds as the reducer's nanoseconds.
+dp::TimeNs MsToNs(double ms) {
+  return static_cast<dp::TimeNs>(std::llround(ms * 1e6));
+}
+
+// A handler for a number in [0, 1] stored in `*out`.
+Handler Probability(const Reader& r, double* out) {
+  return [&r, out](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", out);
+  };
+}
+
+// A handler for a number in (0, 1000000] stored in `*out`.
+Handler Positive(const Reader& r, double* out) {
+  return [&r, out](const YAML::Node& v, const std::string& k) {
+    return r.Number(
+        v, k, [](double x) { return x > 0 && x <= 1e6; }, "(0, 1000000]", out);
+  };
+}
+
+// chunk_size or max_payload_bytes (one setting, two names) into `*c`.
+absl::Status ParsePayloadBytes(const Reader& r, const YAML::Node& v, const std::string& k,
+                               const PayloadKeys& pk, SwitchdConfig* c) {
+  if (pk.has_chunk_size && pk.has_max_payload) {
+    return KeyError(r.source(), k, v,
+                    "chunk_size and max_payload_bytes are the same setting; give one");
+  }
+  uint32_t bytes = 0;
+  if (absl::Status s = r.UintAs(v, k, 4, 65487, &bytes); !s.ok()) return s;
+  if (bytes % 4 != 0) {
+    return KeyError(r.source(), k, v, absl::StrCat("value ", bytes, " must be a multiple of 4"));
+  }
+  c->cais.max_payload_bytes = bytes;
+  return absl::OkStatus();
+}
+
+// The listen address and the reduction core's keys (CaisConfig).
+void AddCaisKeys(const Reader& r, SwitchdConfig* c, PayloadKeys* pk, Handlers* handlers) {
+  Handlers& h = *handlers;
+  h["listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (absl::Status s = r.String(v, k, &c->listen); !s.ok()) return s;
     if (auto hp = net::SplitHostPort(c->listen); !hp.ok()) {
       return KeyError(r.source(), k, v, hp.status().message());
     }
     return absl::OkStatus();
   };
-  h["sram_bytes"] = [&](const YAML::Node& v, const std::string& k) {
+  h["sram_bytes"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, uint64_t{1} << 40, &c->cais.sram_bytes);
   };
-  h["group_share"] = [&](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", &c->cais.group_share);
-  };
-  h["sram_usage_limit"] = [&](const YAML::Node& v, const std::string& k) {
+  h["group_share"] = Probability(r, &c->cais.group_share);
+  h["sram_usage_limit"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x > 0 && x <= 1; }, "(0, 1]", &c->cais.sram_usage_limit);
   };
-  h["max_pending_chunks"] = [&](const YAML::Node& v, const std::string& k) {
+  h["max_pending_chunks"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, uint32_t{1} << 24, &c->cais.max_pending_chunks);
   };
-  auto payload = [&](const YAML::Node& v, const std::string& k) {
-    if (has_chunk_size && has_max_payload) {
-      return KeyError(r.source(), k, v,
-                      "chunk_size and max_payload_bytes are the same setting; give one");
-    }
-    uint32_t bytes = 0;
-    if (absl::Status s = r.UintAs(v, k, 4, 65487, &bytes); !s.ok()) return s;
-    if (bytes % 4 != 0) {
-      return KeyError(r.source(), k, v, absl::StrCat("value ", bytes, " must be a multiple of 4"));
-    }
-    c->cais.max_payload_bytes = bytes;
-    return absl::OkStatus();
+  h["max_payload_bytes"] = [&r, c, pk](const YAML::Node& v, const std::string& k) {
+    pk->has_max_payload = true;
+    return ParsePayloadBytes(r, v, k, *pk, c);
   };
-  h["max_payload_bytes"] = [&](const YAML::Node& v, const std::string& k) {
-    has_max_payload = true;
-    return payload(v, k);
+  h["chunk_size"] = [&r, c, pk](const YAML::Node& v, const std::string& k) {
+    pk->has_chunk_size = true;
+    return ParsePayloadBytes(r, v, k, *pk, c);
   };
-  h["chunk_size"] = [&](const YAML::Node& v, const std::string& k) {
-    has_chunk_size = true;
-    return payload(v, k);
-  };
-  h["timeout_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["timeout_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     double ms = 0;
     if (absl::Status s = r.Number(
             v, k, [](double x) { return x >= 0.001 && x <= 3.6e6; }, "[0.001, 3600000]", &ms);
         !s.ok()) {
       return s;
     }
-    c->cais.timeout_ns = ms_to_ns(ms);
+    c->cais.timeout_ns = MsToNs(ms);
     return absl::OkStatus();
   };
-  h["result_hold_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["result_hold_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     double ms = 0;
     if (absl::Status s = r.Number(
             v, k, [](double x) { return x >= 0 && x <= 3.6e6; }, "[0, 3600000]", &ms);
         !s.ok()) {
       return s;
     }
-    c->cais.result_hold_ns = ms_to_ns(ms);
+    c->cais.result_hold_ns = MsToNs(ms);
     return absl::OkStatus();
   };
-  h["deterministic"] = [&](const YAML::Node& v, const std::string& k) {
+  h["deterministic"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Bool(v, k, &c->cais.deterministic);
   };
-  h["ports"] = [&](const YAML::Node& v, const std::string& k) {
+}
+
+// The static tables: ports (switch port -> endpoint) and rules.
+void AddTableKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
+  Handlers& h = *handlers;
+  h["ports"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {port, endpoint}");
     c->ports.clear();
     for (size_t i = 0; i < v.size(); ++i) {
@@ -360,7 +392,7 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
-  h["rules"] = [&](const YAML::Node& v, const std::string& k) {
+  h["rules"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of rules");
     c->rules.clear();
     for (size_t i = 0; i < v.size(); ++i) {
@@ -370,25 +402,24 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
-  h["socket_buffer_bytes"] = [&](const YAML::Node& v, const std::string& k) {
+}
+
+// Socket I/O, loss injection, the log level and the data-plane program.
+void AddIoKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
+  Handlers& h = *handlers;
+  h["socket_buffer_bytes"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 0, kMaxSocketBufferBytes, &c->socket_buffer_bytes);
   };
-  h["batch_size"] = [&](const YAML::Node& v, const std::string& k) {
+  h["batch_size"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, kMaxBatchSize, &c->batch_size);
   };
-  h["io"] = [&](const YAML::Node& v, const std::string& k) { return r.String(v, k, &c->io); };
-  auto probability = [&](double* out) {
-    return [&r, out](const YAML::Node& v, const std::string& k) {
-      return r.Number(
-          v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", out);
-    };
-  };
-  h["ingress_loss"] = probability(&c->ingress_loss);
-  h["egress_loss"] = probability(&c->egress_loss);
-  h["loss_seed"] = [&](const YAML::Node& v, const std::string& k) {
+  h["io"] = [&r, c](const YAML::Node& v, const std::string& k) { return r.String(v, k, &c->io); };
+  h["ingress_loss"] = Probability(r, &c->ingress_loss);
+  h["egress_loss"] = Probability(r, &c->egress_loss);
+  h["loss_seed"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Uint(v, k, 0, UINT64_MAX, &c->loss_seed);
   };
-  h["log_level"] = [&](const YAML::Node& v, const std::string& k) {
+  h["log_level"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (absl::Status s = r.String(v, k, &c->log_level); !s.ok()) return s;
     if (!IsValidLogLevel(c->log_level)) {
       return KeyError(r.source(), k, v,
@@ -397,7 +428,7 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
-  h["program"] = [&](const YAML::Node& v, const std::string& k) {
+  h["program"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (absl::Status s = r.String(v, k, &c->program); !s.ok()) return s;
     if (c->program != "cais" && c->program != "olaf" && c->program != "fifo") {
       return KeyError(r.source(), k, v,
@@ -405,52 +436,68 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
-  h["olaf_ps"] = [&](const YAML::Node& v, const std::string& k) {
+}
+
+// The olaf_clusters list (key `k`): {src_port, cluster} entries into `*out`.
+absl::Status ParseOlafClusters(const Reader& r, const YAML::Node& v, const std::string& k,
+                               std::vector<std::pair<uint16_t, uint16_t>>* out) {
+  if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {src_port, cluster}");
+  out->clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = absl::StrCat(k, "[", i, "]");
+    if (!v[i].IsMap() || !v[i]["src_port"] || !v[i]["cluster"] || v[i].size() != 2) {
+      return WrongType(r.source(), where, v[i], "{src_port: P, cluster: C}");
+    }
+    uint16_t port = 0, cluster = 0;
+    if (absl::Status s = r.UintAs(v[i]["src_port"], where + ".src_port", 0, 65535, &port);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = r.UintAs(v[i]["cluster"], where + ".cluster", 0, 65534, &cluster);
+        !s.ok()) {
+      return s;
+    }
+    out->emplace_back(port, cluster);
+  }
+  return absl::OkStatus();
+}
+
+// The OLAF program's keys (olaf_*).
+void AddOlafKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
+  Handlers& h = *handlers;
+  h["olaf_ps"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.String(v, k, &c->olaf.ps);
   };
-  h["olaf_depth"] = [&](const YAML::Node& v, const std::string& k) {
+  h["olaf_depth"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, 1, 1u << 16, &c->olaf.depth);
   };
-  h["olaf_delta_t_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["olaf_delta_t_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.delta_t_ms);
   };
-  h["olaf_tau_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["olaf_tau_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.tau_ms);
   };
-  h["olaf_egress_mbps"] = [&](const YAML::Node& v, const std::string& k) {
+  h["olaf_egress_mbps"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]", &c->olaf.egress_mbps);
   };
-  h["olaf_clusters"] = [&](const YAML::Node& v, const std::string& k) {
-    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {src_port, cluster}");
-    c->olaf.clusters.clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      const std::string where = absl::StrCat(k, "[", i, "]");
-      if (!v[i].IsMap() || !v[i]["src_port"] || !v[i]["cluster"] || v[i].size() != 2) {
-        return WrongType(r.source(), where, v[i], "{src_port: P, cluster: C}");
-      }
-      uint16_t port = 0, cluster = 0;
-      if (absl::Status s = r.UintAs(v[i]["src_port"], where + ".src_port", 0, 65535, &port);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = r.UintAs(v[i]["cluster"], where + ".cluster", 0, 65534, &cluster);
-          !s.ok()) {
-        return s;
-      }
-      c->olaf.clusters.emplace_back(port, cluster);
-    }
-    return absl::OkStatus();
+  h["olaf_clusters"] = [&r, c](const YAML::Node& v, const std::string& k) {
+    return ParseOlafClusters(r, v, k, &c->olaf.clusters);
   };
-  h["control_listen"] = [&](const YAML::Node& v, const std::string& k) {
+}
+
+// The control API, the HTTP monitor, the offload controller, leases and stats.
+void AddControlKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
+  Handlers& h = *handlers;
+  h["control_listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.String(v, k, &c->control_listen);
   };
-  h["http_listen"] = [&](const YAML::Node& v, const std::string& k) {
+  h["http_listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.String(v, k, &c->http_listen);
   };
-  h["offload_controller"] = [&](const YAML::Node& v, const std::string& k) {
+  h["offload_controller"] = [&r, c](const YAML::Node& v, const std::string& k) {
     if (absl::Status s = r.String(v, k, &c->offload_controller); !s.ok()) return s;
     if (c->offload_controller != "embedded" && c->offload_controller != "external" &&
         c->offload_controller != "off") {
@@ -460,34 +507,39 @@ absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c)
     }
     return absl::OkStatus();
   };
-  auto positive = [&](double* out) {
-    return [&r, out](const YAML::Node& v, const std::string& k) {
-      return r.Number(
-          v, k, [](double x) { return x > 0 && x <= 1e6; }, "(0, 1000000]", out);
-    };
-  };
-  h["offload_host_gbps"] = positive(&c->offload_host_gbps);
-  h["offload_switch_gbps"] = positive(&c->offload_switch_gbps);
-  h["offload_host_latency_us"] = [&](const YAML::Node& v, const std::string& k) {
+  h["offload_host_gbps"] = Positive(r, &c->offload_host_gbps);
+  h["offload_switch_gbps"] = Positive(r, &c->offload_switch_gbps);
+  h["offload_host_latency_us"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]",
         &c->offload_host_latency_us);
   };
-  h["offload_measured"] = [&](const YAML::Node& v, const std::string& k) {
+  h["offload_measured"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Bool(v, k, &c->offload_measured);
   };
-  h["offload_explore_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["offload_explore_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 1 && x <= 86400e3; }, "[1, 86400000]",
         &c->offload_explore_ms);
   };
-  h["lease_ms"] = [&](const YAML::Node& v, const std::string& k) {
+  h["lease_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.UintAs(v, k, kMinLeaseMs, kMaxLeaseMs, &c->lease_ms);
   };
-  h["stats_interval_s"] = [&](const YAML::Node& v, const std::string& k) {
+  h["stats_interval_s"] = [&r, c](const YAML::Node& v, const std::string& k) {
     return r.Number(
         v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
   };
+}
+
+// The top-level mapping into `*c`; keys absent keep their values.
+absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c) {
+  PayloadKeys payload;
+  Handlers h;
+  AddCaisKeys(r, c, &payload, &h);
+  AddTableKeys(r, c, &h);
+  AddIoKeys(r, c, &h);
+  AddOlafKeys(r, c, &h);
+  AddControlKeys(r, c, &h);
   return r.Map(root, "the top level", h);
 }
 
