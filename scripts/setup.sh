@@ -12,7 +12,7 @@ preset="${1:-release}"
 shift || true
 
 packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev clang-format
+  cmake ninja-build g++ clang libclang-rt-14-dev clang-format clang-tidy
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
@@ -27,6 +27,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# npm, for the repeated-code check (scripts/check-code.sh): Debian's, unless
+# a Node.js install already brings its own.
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo=""

@@ -6,7 +6,9 @@
 #      /usr/bin/python3 against build/release/python;
 #   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. libFuzzer targets (clang), each run bounded in count and time;
-#   4. clang-format check of every C++ file.
+#   4. clang-format check of every C++ file;
+#   5. code checks (scripts/check-code.sh): no function over 150 lines
+#      (clang-tidy), repeated code within its limit (jscpd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +51,7 @@ check_format() {
   clang-format --dry-run --Werror "${files[@]}"
 }
 run_stage "clang-format" check_format
+run_stage "code checks" scripts/check-code.sh
 
 if ((${#failed[@]})); then
   echo "FAILED stages: ${failed[*]}"
