@@ -16,8 +16,10 @@
 #include <random>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/switch_transport.h"
 #include "hostpath/host_group.h"
 #include "hostpath/tcp_store.h"
@@ -219,13 +221,13 @@ class CommunicatorImpl final : public Communicator {
   void SetOffload(bool enabled) override { want_offload_ = enabled; }
 
   CommunicatorStats stats() const override {
-    std::lock_guard lock(stats_mu_);
+    absl::MutexLock lock(&stats_mu_);
     CommunicatorStats s = stats_;
     s.offload_active = switch_mode_;
     return s;
   }
   std::vector<WindowSample> window_trace() const override {
-    std::lock_guard lock(stats_mu_);
+    absl::MutexLock lock(&stats_mu_);
     return {trace_.begin(), trace_.end()};
   }
   int rank() const override { return o_.rank; }
@@ -402,7 +404,7 @@ class CommunicatorImpl final : public Communicator {
     s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
     client::SwitchPhaseResult r = transport_->Run(s);
     {
-      std::lock_guard lock(stats_mu_);
+      absl::MutexLock lock(&stats_mu_);
       stats_.chunks_sent += r.sent;
       stats_.chunks_retransmitted += r.retransmitted;
       stats_.tail_probes += r.tail_probes;
@@ -579,7 +581,7 @@ class CommunicatorImpl final : public Communicator {
   absl::Status RecoverAllReduce(const SwitchOp& s, const std::vector<uint8_t>& have);
 
   void Bump(uint64_t CommunicatorStats::*field, uint64_t n = 1) {
-    std::lock_guard lock(stats_mu_);
+    absl::MutexLock lock(&stats_mu_);
     stats_.*field += n;
   }
 
@@ -610,10 +612,10 @@ class CommunicatorImpl final : public Communicator {
   bool stopping_ = false;
   std::thread thread_;
 
-  mutable std::mutex stats_mu_;
-  CommunicatorStats stats_;
-  std::deque<WindowSample> trace_;  // guarded by stats_mu_ (window_trace())
-  uint64_t traced_ = 0;             // the core samples already copied
+  mutable absl::Mutex stats_mu_;
+  CommunicatorStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  std::deque<WindowSample> trace_ ABSL_GUARDED_BY(stats_mu_);  // window_trace()
+  uint64_t traced_ ABSL_GUARDED_BY(stats_mu_) = 0;             // the core samples already copied
 };
 
 }  // namespace inca::client_internal

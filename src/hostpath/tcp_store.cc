@@ -17,16 +17,17 @@
 #include <climits>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gloo/common/error.h"
 #include "hostpath/tcp_store_wire.h"
 
@@ -53,8 +54,8 @@ struct TcpStore::Impl {
   std::string host;
   std::string port;
 
-  std::mutex mu;
-  int fd = -1;  // guarded by mu; -1 = (re)connect on the next call
+  absl::Mutex mu;
+  int fd ABSL_GUARDED_BY(mu) = -1;  // -1 = (re)connect on the next call
 
   ~Impl() {
     if (fd >= 0) close(fd);
@@ -71,9 +72,11 @@ struct TcpStore::Impl {
   // dropped and the next call reconnects.
   absl::StatusOr<std::string> Call(Op op, std::string_view key, std::string_view payload,
                                    Clock::time_point deadline);
-  absl::Status SendAll(const std::string& data, Clock::time_point deadline);
-  absl::Status RecvAll(char* data, size_t len, Clock::time_point deadline);
-  void Drop() {
+  absl::Status SendAll(const std::string& data, Clock::time_point deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::Status RecvAll(char* data, size_t len, Clock::time_point deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Drop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (fd >= 0) close(fd);
     fd = -1;
   }
@@ -205,7 +208,7 @@ absl::Status TcpStore::Impl::RecvAll(char* data, size_t len, Clock::time_point d
 absl::StatusOr<std::string> TcpStore::Impl::Call(Op op, std::string_view key,
                                                  std::string_view payload,
                                                  Clock::time_point deadline) {
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   if (fd < 0) {
     absl::StatusOr<int> c = ConnectUntil(deadline);
     if (!c.ok()) return c.status();
@@ -288,7 +291,10 @@ absl::StatusOr<std::shared_ptr<TcpStore>> TcpStore::Connect(const std::string& a
   if (absl::Status s = SplitAddress(address, &impl->host, &impl->port); !s.ok()) return s;
   absl::StatusOr<int> fd = impl->ConnectUntil(DeadlineAfter(timeout));
   if (!fd.ok()) return fd.status();
-  impl->fd = *fd;
+  {
+    absl::MutexLock lock(&impl->mu);
+    impl->fd = *fd;
+  }
   return std::shared_ptr<TcpStore>(new TcpStore(std::move(impl)));
 }
 

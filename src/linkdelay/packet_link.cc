@@ -190,7 +190,7 @@ PacketLink::~PacketLink() {
 }
 
 PacketLinkCounters PacketLink::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return snapshot_;
 }
 
@@ -337,7 +337,7 @@ absl::Status PacketLink::Run() {
       l->live.down = l->down.counters();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       snapshot_.links.clear();
       for (const auto& l : links_) snapshot_.links.push_back(l->live);
     }

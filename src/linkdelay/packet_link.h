@@ -16,15 +16,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "linkdelay/delay_line.h"
 
 namespace inca::linkdelay {
@@ -109,8 +110,8 @@ class PacketLink {
   std::vector<struct mmsghdr> tx_msgs_;
   std::vector<Frame> small_pool_, medium_pool_;  // bounded
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  PacketLinkCounters snapshot_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  PacketLinkCounters snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace inca::linkdelay

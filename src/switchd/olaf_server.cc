@@ -116,7 +116,7 @@ void OlafServer::Stop() noexcept {
 }
 
 OlafServerCounters OlafServer::counters() const {
-  std::lock_guard lock(snapshot_mu_);
+  absl::MutexLock lock(&snapshot_mu_);
   return snapshot_;
 }
 
@@ -127,7 +127,7 @@ void OlafServer::Publish(dp::TimeNs now) {
   live_.olaf = program_->totals();
   live_.queue = program_->queue_state(now);
   live_.lease_ms = config_.lease_ms;
-  std::lock_guard lock(snapshot_mu_);
+  absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }
 

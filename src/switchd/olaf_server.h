@@ -36,11 +36,12 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "inca/olaf/olaf_switch.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
@@ -135,8 +136,8 @@ class OlafServer final : private ProgramHost::Hooks {
   std::array<dp::TimeNs, dp::kMaxPorts> seen_{};  // last datagram per port
   dp::TimeNs next_expiry_scan_ = 0;
   OlafServerCounters live_;
-  mutable std::mutex snapshot_mu_;
-  OlafServerCounters snapshot_;
+  mutable absl::Mutex snapshot_mu_;
+  OlafServerCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
   TaskQueue<Control> tasks_;
 };
 

@@ -167,7 +167,7 @@ void SwitchServer::Stop() noexcept {
 }
 
 SwitchCounters SwitchServer::counters() const {
-  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  absl::MutexLock lock(&snapshot_mu_);
   return snapshot_;
 }
 
@@ -188,7 +188,7 @@ void SwitchServer::Publish() {
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();
   live_.mgmt_reports_contended = groups_.reports_contended();
-  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }
 

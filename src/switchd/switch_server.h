@@ -32,12 +32,13 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "inca/cais/reducer.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
@@ -171,8 +172,8 @@ class SwitchServer final : private ProgramHost::Hooks {
   void RunTasks();
   TaskQueue<Control> tasks_;
 
-  mutable std::mutex snapshot_mu_;
-  SwitchCounters snapshot_;  // guarded by snapshot_mu_
+  mutable absl::Mutex snapshot_mu_;
+  SwitchCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
 }  // namespace inca::switchd

@@ -60,7 +60,7 @@ void UdpForwarder::Stop() noexcept {
 }
 
 UdpForwarderCounters UdpForwarder::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return snapshot_;
 }
 
@@ -103,10 +103,10 @@ absl::Status UdpForwarder::Run() {
     }
     Flush();
     busy = rx_.filled();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     snapshot_ = live_;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   snapshot_ = live_;
   return absl::OkStatus();
 }

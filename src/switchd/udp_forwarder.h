@@ -11,12 +11,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
 
@@ -67,8 +68,8 @@ class UdpForwarder {
   net::SendBatch tx_;
   UdpForwarderCounters live_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  UdpForwarderCounters snapshot_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  UdpForwarderCounters snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace inca::switchd
