@@ -1,8 +1,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "inca/olaf/olaf_switch.h"
 #include "inca/olaf/ps.h"
+#include "inca/olaf/worker_id.h"
 #include "net/clock.h"
 #include "net/udp.h"
 
