@@ -23,7 +23,7 @@
 #include "inca/olaf/ps.h"
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/worker.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::rl {
 
@@ -340,9 +340,9 @@ struct Launch {
 // The launcher's children; destroyed (killed if still running) workers
 // first, then the switch, then the PS.
 struct Children {
-  testing::Process ps;
-  testing::Process sw;
-  std::vector<testing::Process> workers;
+  launch::Process ps;
+  launch::Process sw;
+  std::vector<launch::Process> workers;
 };
 
 // Every worker's results, read back from its files.
@@ -354,7 +354,7 @@ struct Merged {
 // A loopback UDP port not handed out before in this run (0: none found).
 int FreshPort(std::set<int>* taken) {
   for (int i = 0; i < 100; ++i) {
-    const int p = testing::FreeLoopbackPort(true);
+    const int p = launch::FreeLoopbackPort(true);
     if (p > 0 && taken->insert(p).second) return p;
   }
   return 0;
@@ -432,7 +432,7 @@ int StartPs(const DistributedOptions& o, const std::string& self, Launch* l, Chi
       "--lr-anneal-s",
       absl::StrCat(o.lr_anneal_s < 0 ? o.duration_s : o.lr_anneal_s)};
   ps_args.insert(ps_args.end(), l->model_args.begin(), l->model_args.end());
-  ch->ps = testing::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
+  ch->ps = launch::Process::SpawnToFile(self, ps_args, (fs::path(o.out_dir) / "ps.log").string());
   if (!ch->ps.running()) return Fail("run", "cannot start the PS");
   return 0;
 }
@@ -467,8 +467,8 @@ int StartSwitch(const DistributedOptions& o, Launch* l, Children* ch) {
       sw_args.push_back(absl::StrCat(l->ports.back(), "=", c));
     }
   }
-  ch->sw = testing::Process::SpawnToFile(l->switchd, sw_args,
-                                         (fs::path(o.out_dir) / "switchd.json").string());
+  ch->sw = launch::Process::SpawnToFile(l->switchd, sw_args,
+                                        (fs::path(o.out_dir) / "switchd.json").string());
   if (!ch->sw.running()) return Fail("run", "cannot start inca-switchd");
   for (const auto up_by = Clock::now() + std::chrono::seconds(20); !UdpBound(l->sw_port);) {
     if (const int rc = ch->sw.Wait(std::chrono::milliseconds(20)); rc >= 0) {
@@ -504,7 +504,7 @@ int StartWorkers(const DistributedOptions& o, const std::string& self, const Lau
           "--duration",
           absl::StrCat(o.duration_s)};
       args.insert(args.end(), l.model_args.begin(), l.model_args.end());
-      ch->workers.push_back(testing::Process::SpawnToFile(
+      ch->workers.push_back(launch::Process::SpawnToFile(
           self, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
       if (!ch->workers.back().running()) return Fail("run", "cannot start a worker");
     }
@@ -514,8 +514,8 @@ int StartWorkers(const DistributedOptions& o, const std::string& self, const Lau
 
 // Waits for the workers; past one deadline for all (or on Ctrl-C) they get
 // SIGTERM, then SIGKILL, before anything is merged. Returns how many failed.
-int WaitForWorkers(const DistributedOptions& o, std::vector<testing::Process>* workers_ptr) {
-  std::vector<testing::Process>& workers = *workers_ptr;
+int WaitForWorkers(const DistributedOptions& o, std::vector<launch::Process>* workers_ptr) {
+  std::vector<launch::Process>& workers = *workers_ptr;
   int failures = 0;
   std::vector<int> codes(workers.size(), -1);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -548,7 +548,7 @@ int WaitForWorkers(const DistributedOptions& o, std::vector<testing::Process>* w
 
 // Stops the PS or the switch: SIGTERM, up to `grace` to exit, then SIGKILL.
 // Returns 1 if it did not exit with 0, else 0.
-int StopServer(testing::Process* p, std::chrono::seconds grace) {
+int StopServer(launch::Process* p, std::chrono::seconds grace) {
   p->Signal(SIGTERM);
   const int rc = p->Wait(grace);
   if (rc < 0) {

@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::perf {
 
@@ -514,12 +514,12 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     }
     return RunOneRank(o, sizes, out);
   }
-  testing::Process switchd;
+  launch::Process switchd;
   std::string switch_addr;
   if (o.use_switch) {
     switch_addr = o.switch_address;
     if (switch_addr.empty()) {
-      switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+      switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
       // Ranks sharing a few cores arrive at a collective far apart; a chunk
       // timeout above that skew keeps them on the switch (flags may override).
       std::vector<std::string> args = {"--listen",         switch_addr,   "--log-level",   "warn",
@@ -536,17 +536,17 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
                       [](const std::string& a) { return a.rfind("--offload-controller", 0) == 0; });
       if (!controller_given) args.insert(args.end(), {"--offload-controller", "off"});
       args.insert(args.end(), o.switchd_args.begin(), o.switchd_args.end());
-      switchd = testing::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
-      if (!switchd.running() || !testing::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {
+      switchd = launch::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
+      if (!switchd.running() || !launch::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {
         return absl::UnavailableError(
             absl::StrCat("could not start ", o.switchd_path, " on ", switch_addr));
       }
     }
   }
-  const int store_port = testing::FreeLoopbackPort(false);
+  const int store_port = launch::FreeLoopbackPort(false);
 
   std::vector<int> fds(static_cast<size_t>(o.ranks));
-  std::vector<testing::Process> procs;
+  std::vector<launch::Process> procs;
   for (int r = 0; r < o.ranks; ++r) {
     int p[2];
     if (pipe(p) != 0) return absl::InternalError("pipe failed");

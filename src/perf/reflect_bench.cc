@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::perf {
 
@@ -102,16 +102,15 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
 }
 
 absl::StatusOr<TargetLoad> Measure(bool switchd, net::IoMode io, const ReflectOptions& o) {
-  const std::string addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  const std::string addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
   const std::string mode(net::ToString(io));
-  testing::Process proc =
-      switchd
-          ? testing::Process::Spawn(o.switchd_path,
-                                    {"--listen", addr, "--log-level", "warn", "--control-listen",
-                                     "off", "--http-listen", "off", "--chunk-size",
-                                     absl::StrCat(o.payload_bytes), "--io", mode},
-                                    true)
-          : testing::Process::Spawn(o.forwarder_path, {"--listen", addr, "--io", mode}, true);
+  launch::Process proc =
+      switchd ? launch::Process::Spawn(o.switchd_path,
+                                       {"--listen", addr, "--log-level", "warn", "--control-listen",
+                                        "off", "--http-listen", "off", "--chunk-size",
+                                        absl::StrCat(o.payload_bytes), "--io", mode},
+                                       true)
+              : launch::Process::Spawn(o.forwarder_path, {"--listen", addr, "--io", mode}, true);
   if (!proc.running()) return absl::UnavailableError("could not start the target");
   auto load = Drive(*net::Endpoint::Parse(addr), proc.pid(), io, o);
   proc.Signal(SIGTERM);

@@ -22,11 +22,11 @@
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::integration {
 
-using testing::Process;
+using launch::Process;
 using wire::DType;
 using wire::ReduceOp;
 
@@ -38,8 +38,8 @@ struct Cluster {
   int store_port = 0;
 
   explicit Cluster(std::vector<std::string> extra = {}, bool start = true) {
-    switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-    store_port = testing::FreeLoopbackPort(false);
+    switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+    store_port = launch::FreeLoopbackPort(false);
     if (start) Start(extra);
   }
   void Start(std::vector<std::string> extra = {}) {
@@ -57,7 +57,7 @@ struct Cluster {
     args.insert(args.end(), extra.begin(), extra.end());
     switchd = Process::Spawn(INCA_SWITCHD_PATH, args, /*quiet_stdout=*/true);
     ASSERT_TRUE(switchd.running());
-    ASSERT_TRUE(testing::WaitForSwitch(switch_addr, std::chrono::seconds(10)));
+    ASSERT_TRUE(launch::WaitForSwitch(switch_addr, std::chrono::seconds(10)));
   }
   CommunicatorOptions Options(int rank, int n) const {
     CommunicatorOptions o;

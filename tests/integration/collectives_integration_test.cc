@@ -22,7 +22,7 @@
 #include "cluster.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::integration {
 namespace {
@@ -32,7 +32,7 @@ class RanksTest : public ::testing::TestWithParam<int> {};
 TEST_P(RanksTest, EveryOpAndTypeThroughTheSwitch) {
   const int n = GetParam();
   Cluster cl;
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       n,
       [&](int rank) {
         auto c = Communicator::Create(cl.Options(rank, n));
@@ -64,7 +64,7 @@ TEST(CollectivesTest, DroppedWorksKeepTheirBuffersAliveUntilDone) {
   // dropped at once. Under ASan a write after on_done released a buffer is
   // a heap-use-after-free.
   Cluster cl;
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         auto c = Communicator::Create(cl.Options(rank, 2));
@@ -99,7 +99,7 @@ TEST(CollectivesTest, DroppedWorksKeepTheirBuffersAliveUntilDone) {
 
 TEST(CollectivesTest, LargeTensorsUpTo64MiB) {
   Cluster cl;
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         auto c = Communicator::Create(cl.Options(rank, 2));
@@ -124,7 +124,7 @@ TEST(CollectivesTest, OperationsBeyond65535ChunksAreSplitIntoPieces) {
   // 256-byte chunks: 5M f32 elements need 78,125 chunks (two pieces); an
   // AllGather of 1M elements per rank over 2 ranks needs 31,250 per block.
   Cluster cl({"--chunk-size", "256"});
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         auto o = cl.Options(rank, 2);
@@ -146,7 +146,7 @@ TEST(CollectivesTest, DeterministicModeIsBitwiseTheRankOrderReduction) {
   Cluster cl({"--deterministic"});
   const int n = 4;
   const size_t count = 50000;
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       n,
       [&](int rank) {
         auto c = Communicator::Create(cl.Options(rank, n));
@@ -172,7 +172,7 @@ TEST(CollectivesTest, DeterministicModeIsBitwiseTheRankOrderReduction) {
 
 TEST(CollectivesTest, LossOfFivePercentEachWay) {
   Cluster cl({"--ingress-loss", "0.05", "--egress-loss", "0.05"});
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       4,
       [&](int rank) {
         auto o = cl.Options(rank, 4);
@@ -193,7 +193,7 @@ TEST(CollectivesTest, LossOfFivePercentEachWay) {
 
 TEST(CollectivesTest, OnePercentLoss) {
   Cluster cl({"--ingress-loss", "0.01", "--egress-loss", "0.01"});
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       8,
       [&](int rank) {
         auto c = Communicator::Create(cl.Options(rank, 8));
@@ -310,7 +310,7 @@ TEST(CollectivesTest, OffloadResumesWhenTheSwitchComesBack) {
 
 TEST(CollectivesTest, NoSwitchMeansHostPathWithRightResults) {
   Cluster cl({}, /*start=*/false);  // nothing listens at switch_addr
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       3,
       [&](int rank) {
         auto o = cl.Options(rank, 3);
@@ -331,7 +331,7 @@ TEST(CollectivesTest, NoSwitchMeansHostPathWithRightResults) {
 
 TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
   Cluster cl;
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         auto o = cl.Options(rank, 2);
@@ -352,19 +352,19 @@ TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
 // ranks' sockets on ::1, every op through the switch, on both I/O paths.
 TEST(CollectivesTest, Ipv6LoopbackThroughTheSwitchAndItsControlApi) {
   for (const char* io : {"mmsg", "gso"}) {
-    const std::string sw = absl::StrCat("[::1]:", testing::FreeLoopbackPort(true));
-    const std::string control = absl::StrCat("[::1]:", testing::FreeLoopbackPort(false));
-    const int store_port = testing::FreeLoopbackPort(false);
+    const std::string sw = absl::StrCat("[::1]:", launch::FreeLoopbackPort(true));
+    const std::string control = absl::StrCat("[::1]:", launch::FreeLoopbackPort(false));
+    const int store_port = launch::FreeLoopbackPort(false);
     Process switchd = Process::Spawn(
         INCA_SWITCHD_PATH,
         {"--listen", sw, "--log-level", "warn", "--control-listen", control, "--http-listen", "off",
          "--offload-controller", "off", "--timeout-ms", "5000", "--io", io},
         /*quiet_stdout=*/true);
     ASSERT_TRUE(switchd.running());
-    ASSERT_TRUE(testing::WaitForSwitch(sw, std::chrono::seconds(10))) << io;
+    ASSERT_TRUE(launch::WaitForSwitch(sw, std::chrono::seconds(10))) << io;
     Process health = Process::Spawn(INCA_CAIS_CLI_PATH, {"--device", control, "health"}, true);
     EXPECT_EQ(health.Wait(std::chrono::seconds(30)), 0) << "cais-cli health over IPv6, " << io;
-    ExpectAllZero(testing::RunRanks(
+    ExpectAllZero(launch::RunRanks(
         2,
         [&](int rank) {
           CommunicatorOptions o;

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "cluster.h"
 #include "inca/client/communicator.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::integration {
 namespace {
@@ -28,7 +28,7 @@ namespace {
 // operation would run on the host path, with a warning.
 TEST(LeasesTest, AnIdleGroupKeepsItsPlaceThroughFiveLeases) {
   Cluster cl({"--lease-ms", "300"});
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         StderrCapture err;
@@ -85,8 +85,8 @@ TEST(LeasesTest, ACrashedJobsGroupGivesWayToItsRerun) {
     p.Signal(SIGKILL);
     p.Wait(std::chrono::seconds(5));
   }
-  cl.store_port = testing::FreeLoopbackPort(false);  // the dead job's store is gone too
-  ExpectAllZero(testing::RunRanks(
+  cl.store_port = launch::FreeLoopbackPort(false);  // the dead job's store is gone too
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         StderrCapture err;
@@ -106,7 +106,7 @@ TEST(LeasesTest, ACrashedJobsGroupGivesWayToItsRerun) {
 // one clear error, instead of a silent run on Gloo.
 TEST(LeasesTest, RequireSwitchFailsCreationWhenTheGroupCannotForm) {
   Cluster cl({}, /*start=*/false);  // nothing listens at switch_addr
-  ExpectAllZero(testing::RunRanks(
+  ExpectAllZero(launch::RunRanks(
       2,
       [&](int rank) {
         auto o = cl.Options(rank, 2);
@@ -244,7 +244,7 @@ TEST(SilentPeerTest, PeersOfAStoppedRankFailTogetherNamingIt) {
   // its peers were heard from well within half a lease (10 s).
   {
     CommunicatorOptions o = cl.Options(0, 1);
-    o.store_address = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+    o.store_address = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
     o.require_switch = true;
     o.join_timeout_ms = 1500;
     auto c = Communicator::Create(o);

@@ -26,13 +26,13 @@
 #include "inca/client/communicator.h"
 #include "inca/control/control_plane.h"
 #include "inca/wire/cais.h"
+#include "launch/process.h"
 #include "monitor/httplib_include.h"
-#include "testing/process.h"
 
 namespace inca {
 namespace {
 
-using testing::Process;
+using launch::Process;
 using wire::DType;
 using wire::ReduceOp;
 
@@ -50,9 +50,9 @@ struct Switch {
 
   explicit Switch(std::vector<std::string> extra = {"--offload-measured", "false",
                                                     "--offload-host-latency-us", "1000000"}) {
-    data_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-    control_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
-    http_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+    data_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+    control_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+    http_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
     // By default the model alone with a host latency of 1 s: without
     // pressure every operation qualifies (the decision's arithmetic has its
     // unit tests); the hog's chunks time out after 4 s, which ends the
@@ -162,7 +162,7 @@ bool PolicyShows(control::ControlPlane& plane, Pred pred) {
 // second member never sends, so they stay pending until they time out.
 void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
   uint16_t my_port = 0;
-  const int fd = testing::BindLoopback(SOCK_DGRAM, &my_port);
+  const int fd = launch::BindLoopback(SOCK_DGRAM, &my_port);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(plane.RegisterPort(40, absl::StrCat("127.0.0.1:", my_port)).ok());
   ASSERT_TRUE(plane.RegisterPort(41, "127.0.0.1:9").ok());  // never sends
@@ -192,8 +192,8 @@ TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn
   Switch sw({"--offload-measured", "false", "--offload-host-latency-us", "1000000", "--group-share",
              "0"});
   ASSERT_TRUE(sw.proc.running());
-  ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
-  const int store_port = testing::FreeLoopbackPort(false);
+  ASSERT_TRUE(launch::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
+  const int store_port = launch::FreeLoopbackPort(false);
   int progress[2];
   ASSERT_EQ(pipe(progress), 0);
   std::vector<Process> ranks;
@@ -319,8 +319,8 @@ std::optional<control::OffloadTiming> MibTiming(control::ControlPlane& plane) {
 TEST(OffloadIntegrationTest, MeasuredModeExploresBothPathsAndDecidesFromReports) {
   Switch sw(std::vector<std::string>{});  // the defaults: measured decisions
   ASSERT_TRUE(sw.proc.running());
-  ASSERT_TRUE(testing::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
-  const int store_port = testing::FreeLoopbackPort(false);
+  ASSERT_TRUE(launch::WaitForSwitch(sw.data_addr, std::chrono::seconds(10)));
+  const int store_port = launch::FreeLoopbackPort(false);
   int stop[2], done[2], go[2];
   ASSERT_EQ(pipe(stop), 0);
   ASSERT_EQ(pipe(done), 0);
@@ -383,16 +383,16 @@ TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreach
   std::vector<Process> switches;
   std::vector<std::string> controls;
   for (int i = 0; i < 2; ++i) {
-    const std::string data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-    controls.push_back(absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false)));
+    const std::string data = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+    controls.push_back(absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false)));
     switches.push_back(Process::Spawn(
         INCA_SWITCHD_PATH,
         {"--listen", data, "--log-level", "warn", "--control-listen", controls.back(),
          "--http-listen", "off", "--offload-controller", "external"},
         /*quiet_stdout=*/true));
-    ASSERT_TRUE(testing::WaitForSwitch(data, std::chrono::seconds(10)));
+    ASSERT_TRUE(launch::WaitForSwitch(data, std::chrono::seconds(10)));
   }
-  const std::string nobody = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
+  const std::string nobody = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
   // Bad invocations exit 2 before touching any switch.
   EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH, {"--duration-s", "1"}, true)
                 .Wait(std::chrono::seconds(30)),
@@ -406,14 +406,14 @@ TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreach
                            {"--switch", nobody, "--duration-s", "0.5", "--log-level", "off"}, true)
                 .Wait(std::chrono::seconds(30)),
             3);
-  const std::string guarded = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
-  const std::string guarded_data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  const std::string guarded = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+  const std::string guarded_data = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
   switches.push_back(Process::Spawn(
       INCA_SWITCHD_PATH,
       {"--listen", guarded_data, "--log-level", "warn", "--control-listen", guarded,
        "--control-token", "s3cret", "--http-listen", "off", "--offload-controller", "external"},
       /*quiet_stdout=*/true));
-  ASSERT_TRUE(testing::WaitForSwitch(guarded_data, std::chrono::seconds(10)));
+  ASSERT_TRUE(launch::WaitForSwitch(guarded_data, std::chrono::seconds(10)));
   EXPECT_EQ(Process::Spawn(INCA_CONTROLLER_PATH,
                            {"--switch", guarded, "--duration-s", "0.5", "--log-level", "off"}, true)
                 .Wait(std::chrono::seconds(30)),
@@ -466,7 +466,7 @@ std::pair<int, std::string> RunSwitchd(const std::vector<std::string>& args) {
 TEST(SwitchdBadInputTest, EachIsOneLineAndExitTwo) {
   // A TCP listener the control API's port collides with.
   uint16_t held_port = 0;
-  const int held = testing::BindLoopback(SOCK_STREAM, &held_port);
+  const int held = launch::BindLoopback(SOCK_STREAM, &held_port);
   ASSERT_GE(held, 0);
   ASSERT_EQ(listen(held, 1), 0);
   const std::string taken = absl::StrCat("127.0.0.1:", held_port);

@@ -25,12 +25,12 @@
 #include "inca/olaf/aom_tracker.h"
 #include "inca/olaf/ps.h"
 #include "inca/olaf/worker.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca {
 namespace {
 
-using testing::Process;
+using launch::Process;
 
 constexpr int kClusters = 9;
 constexpr int kWorkersPerCluster = 2;
@@ -150,11 +150,11 @@ RunResult RunPolicy(const std::string& program) {
                                    "--http-listen",
                                    "off"};
   for (int i = 0; i < kWorkers; ++i) {
-    ports.push_back(static_cast<uint16_t>(testing::FreeLoopbackPort(true)));
+    ports.push_back(static_cast<uint16_t>(launch::FreeLoopbackPort(true)));
     args.push_back("--cluster");
     args.push_back(absl::StrCat(ports.back(), "=", i / kWorkersPerCluster));
   }
-  const std::string switch_addr = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
+  const std::string switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
   args.push_back("--listen");
   args.push_back(switch_addr);
   int out_pipe[2];
@@ -269,13 +269,13 @@ TEST(OlafIntegrationTest, OlafBeatsFifoOnAomAndLossUnderCongestion) {
 TEST(OlafIntegrationTest, PassthroughIsIntactAndTheClusterTableChangesMidRun) {
   // A raw socket plays the PS so the test sees exactly what arrives.
   uint16_t ps_port = 0;
-  const int ps_fd = testing::BindLoopback(SOCK_DGRAM, &ps_port);
+  const int ps_fd = launch::BindLoopback(SOCK_DGRAM, &ps_port);
   ASSERT_GE(ps_fd, 0);
   timeval tv{2, 0};
   setsockopt(ps_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  const std::string data = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-  const std::string ctl = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
-  const uint16_t worker_port = static_cast<uint16_t>(testing::FreeLoopbackPort(true));
+  const std::string data = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+  const std::string ctl = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+  const uint16_t worker_port = static_cast<uint16_t>(launch::FreeLoopbackPort(true));
   Process sw = Process::Spawn(
       INCA_SWITCHD_PATH,
       {"--program", "olaf", "--listen", data, "--ps", absl::StrCat("127.0.0.1:", ps_port),

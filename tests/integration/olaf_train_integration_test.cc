@@ -13,7 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca {
 namespace {
@@ -49,7 +49,7 @@ fs::path TempDir(const std::string& name) {
 }
 
 int RunTool(const std::vector<std::string>& args) {
-  testing::Process p = testing::Process::Spawn(INCA_OLAF_TRAIN_PATH, args, true);
+  launch::Process p = launch::Process::Spawn(INCA_OLAF_TRAIN_PATH, args, true);
   EXPECT_TRUE(p.running());
   return p.Wait(std::chrono::seconds(120));
 }

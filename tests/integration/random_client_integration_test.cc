@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inca/control/v1/control.grpc.pb.h"
-#include "testing/process.h"
+#include "launch/process.h"
 
 namespace inca::integration {
 namespace {
@@ -183,15 +183,15 @@ bool Expected(grpc::StatusCode c) {
 class RandomClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    data_ = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(true));
-    control_ = absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort(false));
-    http_port_ = testing::FreeLoopbackPort(false);
+    data_ = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+    control_ = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+    http_port_ = launch::FreeLoopbackPort(false);
     switchd_ =
-        testing::Process::Spawn(INCA_SWITCHD_PATH,
-                                {"--listen", data_, "--control-listen", control_, "--http-listen",
-                                 absl::StrCat("127.0.0.1:", http_port_), "--log-level", "error"},
-                                /*quiet_stdout=*/true);
-    ASSERT_TRUE(testing::WaitForSwitch(data_, std::chrono::seconds(10)));
+        launch::Process::Spawn(INCA_SWITCHD_PATH,
+                               {"--listen", data_, "--control-listen", control_, "--http-listen",
+                                absl::StrCat("127.0.0.1:", http_port_), "--log-level", "error"},
+                               /*quiet_stdout=*/true);
+    ASSERT_TRUE(launch::WaitForSwitch(data_, std::chrono::seconds(10)));
     channel_ = grpc::CreateChannel(control_, grpc::InsecureChannelCredentials());
     ASSERT_TRUE(
         channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
@@ -217,7 +217,7 @@ class RandomClientTest : public ::testing::Test {
 
   std::string data_, control_;
   int http_port_ = 0;
-  testing::Process switchd_;
+  launch::Process switchd_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Control::Stub> stub_;
   std::map<int, int> codes_;
@@ -311,7 +311,7 @@ TEST_F(RandomClientTest, EveryControlRequestWithRandomFieldsGetsAStatus) {
   const grpc::Status last = stub_->GetStats(&ctx, pb::GetStatsRequest(), &st);
   ASSERT_TRUE(last.ok()) << last.error_code() << ": " << last.error_message();
   EXPECT_TRUE(st.conserved());
-  EXPECT_TRUE(testing::WaitForSwitch(data_, std::chrono::seconds(5)));
+  EXPECT_TRUE(launch::WaitForSwitch(data_, std::chrono::seconds(5)));
 }
 
 TEST_F(RandomClientTest, RandomHttpRequestsGetResponses) {
@@ -369,7 +369,7 @@ TEST_F(RandomClientTest, RandomHttpRequestsGetResponses) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->body.find("inca_switch_"), std::string::npos);
-  EXPECT_TRUE(testing::WaitForSwitch(data_, std::chrono::seconds(5)));
+  EXPECT_TRUE(launch::WaitForSwitch(data_, std::chrono::seconds(5)));
 }
 
 }  // namespace

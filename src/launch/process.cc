@@ -1,4 +1,4 @@
-#include "testing/process.h"
+#include "launch/process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace inca::testing {
+namespace inca::launch {
 
 int BindLoopback(int type, uint16_t* port) {
   const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
@@ -170,4 +170,4 @@ bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout
   return ok;
 }
 
-}  // namespace inca::testing
+}  // namespace inca::launch

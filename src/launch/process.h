@@ -1,6 +1,7 @@
-// Helpers for multi-process tests and launchers: fork ranks, spawn a
-// program, find free loopback ports. POSIX only. fork() is called before
-// the caller starts any thread (documented on each function).
+// Process launching for the launchers (cais-perf, olaf-train run) and the
+// multi-process tests: fork ranks, spawn a program, find free loopback
+// ports. POSIX only. fork() is called before the caller starts any thread
+// (documented on each function).
 #pragma once
 
 #include <sys/types.h>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace inca::testing {
+namespace inca::launch {
 
 // A UDP or TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort(bool udp);
@@ -55,4 +56,4 @@ std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
 // Sends a management PING to a switch until it answers or `timeout` passes.
 bool WaitForSwitch(const std::string& address, std::chrono::milliseconds timeout);
 
-}  // namespace inca::testing
+}  // namespace inca::launch
