@@ -20,9 +20,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "inca/olaf/ps.h"
+#include "inca/olaf/ps_endpoint.h"
 #include "inca/olaf/send_control.h"
-#include "inca/olaf/worker.h"
+#include "inca/olaf/worker_endpoint.h"
 #include "launch/process.h"
 
 namespace inca::rl {

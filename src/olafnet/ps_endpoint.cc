@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "inca/olaf/ps.h"
+#include "inca/olaf/ps_endpoint.h"
 #include "inca/olaf/worker_id.h"
 #include "net/clock.h"
 #include "net/udp.h"

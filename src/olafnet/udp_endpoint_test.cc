@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
-#include "inca/olaf/ps.h"
-#include "inca/olaf/worker.h"
+#include "inca/olaf/ps_endpoint.h"
+#include "inca/olaf/worker_endpoint.h"
 
 namespace inca::olaf {
 namespace {

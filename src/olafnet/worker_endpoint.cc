@@ -1,4 +1,4 @@
-#include "inca/olaf/worker.h"
+#include "inca/olaf/worker_endpoint.h"
 #include "net/clock.h"
 #include "net/udp.h"
 

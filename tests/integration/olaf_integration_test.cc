@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "inca/control/control_plane.h"
 #include "inca/olaf/aom_tracker.h"
-#include "inca/olaf/ps.h"
-#include "inca/olaf/worker.h"
+#include "inca/olaf/ps_endpoint.h"
+#include "inca/olaf/worker_endpoint.h"
 #include "launch/process.h"
 
 namespace inca {

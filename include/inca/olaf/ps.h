@@ -6,7 +6,8 @@
 //                  per-cluster AoM at the PS, and builds the ACK for every
 //                  UPDATE datagram and MODEL datagrams (fragmented).
 //  OlafPsEndpoint  PsCore on a UDP socket (Linux, IPv4 or IPv6): replies go to the
-//                  datagram's source (the switch, or the worker without one).
+//                  datagram's source (the switch, or the worker without one):
+//                  inca/olaf/ps_endpoint.h.
 //
 // Two apply granularities (PsOptions::granularity):
 //  kWholeUpdate  (default) fragments are reassembled; the apply function sees
@@ -32,7 +33,6 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -196,53 +196,6 @@ class PsCore {
   absl::flat_hash_map<uint16_t, ClusterCounts> clusters_;
   uint32_t model_version_;
   mutable PsCounters counters_;
-};
-
-// ---- UDP ----
-
-struct OlafPsEndpointOptions {
-  std::string bind = "127.0.0.1:0";  // "a.b.c.d:port" or "[v6]:port"; port 0 = any
-  PsOptions ps;
-  size_t socket_buffer_bytes = size_t{16} << 20;  // SO_RCVBUF/SO_SNDBUF asked for
-  size_t max_peers = 1024;  // (address, cluster) pairs remembered for BroadcastModel
-};
-
-struct PsEndpointCounters {
-  uint64_t datagrams_rx = 0;
-  uint64_t truncated = 0;  // longer than the receive buffer: dropped
-  uint64_t datagrams_tx = 0;
-  uint64_t send_errors = 0;
-  uint64_t peers_not_learned = 0;  // max_peers reached
-};
-
-class OlafPsEndpoint {
- public:
-  static absl::StatusOr<std::unique_ptr<OlafPsEndpoint>> Create(OlafPsEndpointOptions options);
-  ~OlafPsEndpoint();
-  OlafPsEndpoint(const OlafPsEndpoint&) = delete;
-  OlafPsEndpoint& operator=(const OlafPsEndpoint&) = delete;
-
-  // Waits up to `timeout` for datagrams, then handles every waiting one
-  // (at most 4096): applies updates, replies with ACKs (and MODELs per the
-  // policy) to each datagram's source. Returns the datagrams handled.
-  size_t Poll(std::chrono::milliseconds timeout);
-  // Sends `params` as a MODEL to every peer that sent updates of `cluster`
-  // (kAllClusters: every peer). FailedPrecondition when there is none.
-  absl::Status BroadcastModel(std::span<const float> params, uint16_t cluster);
-
-  std::string local_address() const;  // "a.b.c.d:port" or "[v6]:port"
-  uint16_t local_port() const;
-  const PsCore& core() const { return *core_; }
-  const PsCounters& stats() const { return core_->counters(); }
-  const PsEndpointCounters& io() const { return io_; }
-  static dp::TimeNs Now();  // CLOCK_MONOTONIC (steady_clock) ns, as inca-switchd
-
- private:
-  struct Impl;
-  OlafPsEndpoint() = default;
-  std::unique_ptr<Impl> impl_;
-  std::unique_ptr<PsCore> core_;
-  PsEndpointCounters io_;
 };
 
 }  // namespace inca::olaf
