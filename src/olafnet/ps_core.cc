@@ -97,6 +97,7 @@ PsResult PsCore::OnDatagram(std::span<const uint8_t> datagram, dp::TimeNs now,
   if (h.worker_id == kUnstampedWorker) h.worker_id = worker_id_if_unstamped;
   r.cluster_id = h.cluster_id;
   ++counters_.fragments_rx;
+  counters_.update_bytes_rx += datagram.size();
 
   auto cit = clusters_.find(h.cluster_id);
   if (cit == clusters_.end()) {
@@ -105,6 +106,7 @@ PsResult PsCore::OnDatagram(std::span<const uint8_t> datagram, dp::TimeNs now,
       r.outcome = PsOutcome::kClustersExhausted;
       r.ack = MakeAck(h, now);
       ++counters_.acks_sent;
+      counters_.ack_bytes += r.ack.size();
       return r;
     }
     cit = clusters_.emplace(h.cluster_id, ClusterCounts{}).first;
@@ -171,6 +173,7 @@ PsResult PsCore::OnDatagram(std::span<const uint8_t> datagram, dp::TimeNs now,
   }
   r.ack = MakeAck(h, now);
   ++counters_.acks_sent;
+  counters_.ack_bytes += r.ack.size();
   return r;
 }
 
@@ -210,6 +213,7 @@ absl::StatusOr<std::vector<std::vector<uint8_t>>> PsCore::BuildModel(std::span<c
   if (out.ok()) {
     ++counters_.models_built;
     counters_.model_datagrams_built += out->size();
+    for (const auto& d : *out) counters_.model_bytes_built += d.size();
   }
   return out;
 }

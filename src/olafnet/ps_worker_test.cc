@@ -248,6 +248,31 @@ TEST(OlafPsCoreTest, ModelsAreFragmentedAndReassembledByTheWorker) {
   EXPECT_FALSE(PsCore::Create(bad).ok());
 }
 
+TEST(OlafPsCoreTest, CountsTheBytesOfUpdatesAcksAndModels) {
+  // The OLAF paper's cost of feedback: ACK and MODEL bytes against UPDATE
+  // bytes, each counted as the datagrams' UDP payload.
+  std::vector<float> params(5000, 1.0f);
+  PsOptions o;
+  o.model_policy = ModelPolicy::kToUpdatedCluster;
+  o.model_params = [&params] { return std::span<const float>(params); };
+  auto ps = MakePs(o);
+  const auto d = UpdateFrags(1, 1, 1, 0, 3000);  // 3000 floats: 2 fragments
+  uint64_t update_bytes = 0, ack_bytes = 0, model_bytes = 0;
+  for (const auto& f : d) {
+    update_bytes += f.size();
+    const PsResult r = ps->OnDatagram(f, 1);
+    ack_bytes += r.ack.size();
+    for (const auto& m : r.models) model_bytes += m.size();
+  }
+  ps->OnDatagram({d[0].data(), 3}, 2);  // malformed: neither an update nor an ACK
+  const PsCounters& c = ps->counters();
+  EXPECT_EQ(c.update_bytes_rx, update_bytes);
+  EXPECT_EQ(c.ack_bytes, ack_bytes);
+  EXPECT_EQ(c.ack_bytes, 2u * kOlafAckBytes);
+  EXPECT_GT(model_bytes, 5000u * 4);  // the whole model went out once
+  EXPECT_EQ(c.model_bytes_built, model_bytes);
+}
+
 TEST(OlafPsCoreTest, FragmentGranularityAppliesEachFragmentAtItsOffset) {
   Applied applied;
   PsOptions o;

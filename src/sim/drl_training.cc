@@ -451,6 +451,7 @@ void Totals(const DrlRun& r, DrlTrainingResult* out) {
   out->episodes = r.shared.episodes.episodes();
   out->env_steps = r.shared.env_steps;
   out->final_return = r.shared.episodes.mean();
+  out->ps_traffic = PsTraffic::Of(r.ps->core().counters());
   out->events = r.sim.events_run();
 }
 
@@ -496,9 +497,9 @@ std::string DrlResultJson(const DrlTrainingResult& r) {
     << ",\"mean_aom_ms\":" << r.mean_aom_ms << ",\"jain_aom\":" << r.jain_aom
     << ",\"mean_staleness\":" << r.mean_staleness << ",\"loss\":" << r.loss
     << ",\"generated\":" << r.generated << ",\"sent\":" << r.sent
-    << ",\"ps_updates\":" << r.ps_updates << ",\"fragments_applied\":" << r.fragments_applied
-    << ",\"episodes\":" << r.episodes << ",\"env_steps\":" << r.env_steps
-    << ",\"num_parameters\":" << r.num_parameters
+    << ",\"ps_traffic\":" << r.ps_traffic.Json() << ",\"ps_updates\":" << r.ps_updates
+    << ",\"fragments_applied\":" << r.fragments_applied << ",\"episodes\":" << r.episodes
+    << ",\"env_steps\":" << r.env_steps << ",\"num_parameters\":" << r.num_parameters
     << ",\"fragments_per_update\":" << r.fragments_per_update << ",\"events\":" << r.events
     << ",\"sim_s\":" << r.sim_s << ",\"wall_s\":" << r.wall_s << "}";
   return o.str();

@@ -348,9 +348,28 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
                                                      static_cast<double>(out.generated))
                            : 0.0;
   out.jain_aom = JainIndex(aoms);
+  out.ps_traffic = PsTraffic::Of(ps->core().counters());
   out.events = sim.events_run();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return out;
+}
+
+PsTraffic PsTraffic::Of(const olaf::PsCounters& c) {
+  PsTraffic t;
+  t.update_datagrams = c.fragments_rx;
+  t.update_bytes = c.update_bytes_rx;
+  t.ack_datagrams = c.acks_sent;
+  t.ack_bytes = c.ack_bytes;
+  t.model_datagrams = c.model_datagrams_built;
+  t.model_bytes = c.model_bytes_built;
+  return t;
+}
+
+std::string PsTraffic::Json() const {
+  return absl::StrCat("{\"update_datagrams\":", update_datagrams,
+                      ",\"update_bytes\":", update_bytes, ",\"ack_datagrams\":", ack_datagrams,
+                      ",\"ack_bytes\":", ack_bytes, ",\"model_datagrams\":", model_datagrams,
+                      ",\"model_bytes\":", model_bytes, "}");
 }
 
 std::string ResultJson(const OlafResult& r) {
@@ -359,7 +378,7 @@ std::string ResultJson(const OlafResult& r) {
   o << "{\"name\":\"" << r.name << "\",\"mean_aom_ms\":" << r.mean_aom_ms << ",\"loss\":" << r.loss
     << ",\"generated\":" << r.generated << ",\"sent\":" << r.sent << ",\"received\":" << r.received
     << ",\"carried\":" << r.carried << ",\"jain_aom\":" << r.jain_aom << ",\"events\":" << r.events
-    << ",\"clusters\":[";
+    << ",\"ps_traffic\":" << r.ps_traffic.Json() << ",\"clusters\":[";
   for (size_t i = 0; i < r.clusters.size(); ++i) {
     const ClusterResult& c = r.clusters[i];
     o << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"mean_aom_ms\":" << c.mean_aom_ms

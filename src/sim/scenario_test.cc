@@ -76,6 +76,15 @@ clusters:
   EXPECT_LE(r->jain_aom, 1.0);
   ASSERT_FALSE(r->series.empty());
   EXPECT_EQ(r->series.back().queue.size(), 2u);  // both switches sampled
+  // The PS acknowledges every UPDATE datagram it receives (28 bytes each);
+  // these scenarios broadcast no model.
+  const PsTraffic& t = r->ps_traffic;
+  EXPECT_GT(t.update_datagrams, 0u);
+  EXPECT_EQ(t.ack_datagrams, t.update_datagrams);
+  EXPECT_EQ(t.ack_bytes, 28 * t.ack_datagrams);
+  EXPECT_GT(t.update_bytes, 100 * t.ack_bytes);
+  EXPECT_EQ(t.model_bytes, 0u);
+  EXPECT_NE(ResultJson(*r).find("\"ps_traffic\":{\"update_datagrams\":"), std::string::npos);
 }
 
 TEST(OlafScenarioTest, BadScenariosNameTheKey) {

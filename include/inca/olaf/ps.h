@@ -140,8 +140,14 @@ struct PsCounters {
   uint64_t acks_sent = 0;
   uint64_t models_built = 0;           // model vectors fragmented (BuildModel + policy)
   uint64_t model_datagrams_built = 0;  // their fragments
-  uint64_t model_triggers = 0;         // applications the model policy counted
-  ReassemblyCounters reassembly;       // duplicates, inconsistent, incomplete, ...
+  // Bytes (UDP payload) of the UPDATE datagrams that parsed, of the ACKs
+  // built and of the MODEL fragments built: the OLAF paper's cost of
+  // feedback, ACK and MODEL traffic against update traffic.
+  uint64_t update_bytes_rx = 0;
+  uint64_t ack_bytes = 0;
+  uint64_t model_bytes_built = 0;
+  uint64_t model_triggers = 0;    // applications the model policy counted
+  ReassemblyCounters reassembly;  // duplicates, inconsistent, incomplete, ...
 
   uint64_t updates_incomplete() const { return reassembly.incomplete(); }
 };

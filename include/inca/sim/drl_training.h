@@ -26,6 +26,7 @@
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/update_queue.h"
 #include "inca/rl/async_worker.h"
+#include "inca/sim/olaf_scenario.h"
 
 namespace inca::sim {
 
@@ -106,6 +107,7 @@ struct DrlTrainingResult {
   uint64_t episodes = 0, env_steps = 0;
   size_t num_parameters = 0;
   uint32_t fragments_per_update = 0;
+  PsTraffic ps_traffic;  // UPDATE, ACK and MODEL bytes at the PS
   uint64_t events = 0;
   double sim_s = 0;  // simulated time run
   double wall_s = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "inca/olaf/ps.h"
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/update_queue.h"
 #include "inca/sim/simulator.h"
@@ -82,6 +83,18 @@ struct SamplePoint {
   std::vector<uint64_t> queue;  // occupancy per switch
 };
 
+// At the PS over a whole run, in datagrams and UDP payload bytes: UPDATEs
+// in, ACKs and MODEL fragments out (from PsCounters). The OLAF paper's cost
+// of its feedback: ACK (and MODEL) bytes against update bytes.
+struct PsTraffic {
+  uint64_t update_datagrams = 0, update_bytes = 0;
+  uint64_t ack_datagrams = 0, ack_bytes = 0;
+  uint64_t model_datagrams = 0, model_bytes = 0;
+
+  static PsTraffic Of(const olaf::PsCounters& c);
+  std::string Json() const;  // {"update_datagrams":...,"model_bytes":...}
+};
+
 struct OlafResult {
   std::string name;
   std::vector<ClusterResult> clusters;
@@ -89,6 +102,7 @@ struct OlafResult {
   double loss = 0;         // over all workers
   uint64_t received = 0, carried = 0, sent = 0, generated = 0;
   double jain_aom = 0;  // Jain's index of per-cluster mean AoM
+  PsTraffic ps_traffic;
   uint64_t events = 0;
   double wall_s = 0;
   std::vector<SamplePoint> series;
