@@ -393,11 +393,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   Args a;
   std::string token;
   int timeout_ms = 3000;
-  app.add_option("--device", a.device, "switch control API, HOST[:PORT] (default port 50051)");
-  app.add_option("--token", token, "bearer token, if the switch requires one")
-      ->envname("INCA_TOKEN");
-  app.add_flag("--json", a.json, "machine-readable output");
-  app.add_option("--timeout-ms", timeout_ms, "per-request deadline")->check(CLI::Range(1, 3600000));
+  AddConnectionOptions(app, &a.device, &token, &a.json, &timeout_ms);
 
   auto* add = app.add_subcommand("add-rule", "install a reduction rule (or a --host-path policy)");
   add->add_option("--group-id", a.group, "tensor-parallel group (0..255)")->required();

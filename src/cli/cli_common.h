@@ -1,6 +1,9 @@
-// What cais-cli and olaf-cli share: exit codes, the device address default
-// and turning a control-API status into one error line.
+// What cais-cli and olaf-cli share: exit codes, the options that reach a
+// switch's control API, the device address default and turning a
+// control-API status into one error line.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 #include <ostream>
 #include <string>
@@ -11,6 +14,18 @@
 namespace inca::cli {
 
 inline constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
+
+// --device, --token (or INCA_TOKEN), --json and --timeout-ms, the options
+// every verb of both tools takes.
+inline void AddConnectionOptions(CLI::App& app, std::string* device, std::string* token, bool* json,
+                                 int* timeout_ms) {
+  app.add_option("--device", *device, "switch control API, HOST[:PORT] (default port 50051)");
+  app.add_option("--token", *token, "bearer token, if the switch requires one")
+      ->envname("INCA_TOKEN");
+  app.add_flag("--json", *json, "machine-readable output");
+  app.add_option("--timeout-ms", *timeout_ms, "per-request deadline")
+      ->check(CLI::Range(1, 3600000));
+}
 
 // "HOST" -> "HOST:50051" (the control API's default port).
 inline std::string Device(std::string d) {

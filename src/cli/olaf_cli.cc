@@ -174,11 +174,7 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   Args a;
   std::string token;
   int timeout_ms = 3000;
-  app.add_option("--device", a.device, "switch control API, HOST[:PORT] (default port 50051)");
-  app.add_option("--token", token, "bearer token, if the switch requires one")
-      ->envname("INCA_TOKEN");
-  app.add_flag("--json", a.json, "machine-readable output");
-  app.add_option("--timeout-ms", timeout_ms, "per-request deadline")->check(CLI::Range(1, 3600000));
+  AddConnectionOptions(app, &a.device, &token, &a.json, &timeout_ms);
   auto* clusters = app.add_subcommand("clusters", "list, set or delete cluster table entries");
   clusters->add_option("action", a.action, "list | set | del");
   clusters->add_option("--src-port", a.src_port, "worker UDP source port (the table's key)");

@@ -61,8 +61,12 @@ Process::~Process() {
   }
 }
 
-Process Process::Spawn(const std::string& path, const std::vector<std::string>& args,
-                       bool quiet_stdout) {
+namespace {
+
+// posix_spawn of `path` with `args`; stdout to `stdout_path` (created or
+// truncated) unless it is empty.
+Process SpawnWithStdout(const std::string& path, const std::vector<std::string>& args,
+                        const char* stdout_path, int flags) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(path.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -70,8 +74,8 @@ Process Process::Spawn(const std::string& path, const std::vector<std::string>& 
   pid_t pid = -1;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  if (quiet_stdout) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  if (stdout_path != nullptr) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path, flags, 0644);
   }
   const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -79,21 +83,16 @@ Process Process::Spawn(const std::string& path, const std::vector<std::string>& 
   return Process(pid);
 }
 
+}  // namespace
+
+Process Process::Spawn(const std::string& path, const std::vector<std::string>& args,
+                       bool quiet_stdout) {
+  return SpawnWithStdout(path, args, quiet_stdout ? "/dev/null" : nullptr, O_WRONLY);
+}
+
 Process Process::SpawnToFile(const std::string& path, const std::vector<std::string>& args,
                              const std::string& stdout_path) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(path.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Process();
-  return Process(pid);
+  return SpawnWithStdout(path, args, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC);
 }
 
 void Process::Signal(int sig) {
