@@ -32,7 +32,8 @@ check_size() {
     -checks='-*,readability-function-size' \
     -config="{CheckOptions: [{key: readability-function-size.LineThreshold, value: $MAX_LINES}]}" \
     "^(?!.*(_test|_fuzz|_benchmark|_bench)\.cc).*$PWD/(src|tools)/" 2>/dev/null |
-    grep 'readability-function-size' | sed 's/\x1b\[[0-9;]*m//g' | sort -u || true)
+    sed 's/\x1b\[[0-9;]*m//g' | grep 'warning: .*\[readability-function-size\]' |
+    sort -u || true)
   if [[ -n "$out" ]]; then
     echo "$out"
     echo "check-code: functions over $MAX_LINES lines (above); split them by what they do"
