@@ -169,6 +169,7 @@ def main() -> int:
     ap.add_argument("--from-json", action="store_true",
                     help="rewrite the docs from docs/eval/testbed.json, measuring nothing")
     a = ap.parse_args()
+    testbed.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
     saved = os.path.join(ROOT, "docs", "eval", "testbed.json")
     results = {}
     text = []
@@ -237,16 +238,16 @@ def main() -> int:
                                      "--switchd-arg=--offload-controller=off"])
         opts.step_after_ms = 3500 if a.quick else 5500
         st = testbed_perf.rate_step(opts, out=io.StringIO())
-        st.pop("samples", None)
         st.pop("window_trace", None)  # summarised above; tens of thousands of samples
         st["step_after_ms"] = opts.step_after_ms
         results["rate_step"] = st
     if "rate_step" in results:
         st = results["rate_step"]
-        if a.from_json:  # the timing fields again from the stored timeline (queues kept)
+        if a.from_json:  # every figure again from the stored timeline and queue samples
             q = {k: v for k, v in st.items() if k.startswith("queue_")}
-            st.update(testbed_perf.step_summary(dict(st, samples=[]), 8952))
-            st.update(q)
+            st.update(testbed_perf.step_summary(dict(st, samples=st.get("samples", [])), 8952))
+            if not st.get("samples"):
+                st.update(q)  # an older file without its queue samples
         t, step = st["timeline_ns"], st["stepped_ns"]
         pre = sorted(t[i] - t[i - 1] for i in range(1, len(t)) if t[i] < step)
         post = sorted(t[i] - t[i - 1] for i in range(1, len(t)) if t[i - 1] >= step)
@@ -267,7 +268,10 @@ def main() -> int:
             "links' queues (tbf backlog, the deepest link each way) sampled every 20 ms after "
             "the step, in bandwidth-delay products at the new rate (1 BDP = %.0f B): uplinks "
             "median %s, p99 %s, deepest %s; the switch's downlinks median %s, p99 %s, deepest "
-            "%s. Rank 0's congestion window (`cais-perf --window-trace`: a sample at most "
+            "%s; from 20 round trips after the step on (the settling allowed), the deepest was "
+            "%s up and %s down (1 BDP is %.1f chunks of 8,952 B here, so a queue is read in "
+            "steps of a chunk). "
+            "Rank 0's congestion window (`cais-perf --window-trace`: a sample at most "
             "every quarter round trip): median %s chunks over the last second before the "
             "step, median %s after; it first came within 25 %% of that "
             "median (or one chunk) %s ms after the step, %s of its own smoothed round trips "
@@ -279,6 +283,8 @@ def main() -> int:
                 st["bdp_bytes"],
                 *[fmt(st.get("queue_%s_%s_bdp" % (way, k)), "%.2f")
                   for way in ("up", "down") for k in ("median", "p99", "max")],
+                *[fmt(st.get("queue_%s_settled_max_bdp" % way), "%.2f") for way in ("up", "down")],
+                st["bdp_bytes"] / 8952,
                 fmt(st.get("window_before")), fmt(st.get("window_after_median")),
                 fmt(st.get("window_settle_ms")), fmt(st.get("window_settle_rtts"), "%.0f"),
                 fmt(st.get("window_srtt_us"), "%.0f"),
@@ -409,4 +415,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench-testbed: interrupted; the testbed it was using was removed", file=sys.stderr)
+        sys.exit(130)

@@ -522,6 +522,17 @@ class Testbed:
         self.down()
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (kill, timeout(1), a CI runner) tears down like Ctrl-C: it
+    raises KeyboardInterrupt in the main thread, so every `with Testbed` and
+    every process started under one is cleaned up on the way out. Python's
+    default would end the process at once and leave the namespaces to the
+    next reap."""
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, _raise)
+
+
 def _kill_in(ns: str) -> None:
     p = _run(["ip", "netns", "pids", ns], check=False)
     pids = [int(x) for x in p.stdout.split()]

@@ -11,8 +11,8 @@ import sys
 from typing import List, Optional
 
 import testbed
-from testbed import (LinkShape, Testbed, TestbedError, _instances, _netns_list, _probe, reap,
-                     require_root)
+from testbed import (LinkShape, Testbed, TestbedError, _instances, _netns_list, _probe,
+                     interrupt_on_sigterm, reap, require_root)
 
 
 def _shape_from(a, prefix: str = "") -> LinkShape:
@@ -95,6 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv[:1] == ["_probe"]:
         return _probe(argv[1:])
     a = ap.parse_args(argv)
+    interrupt_on_sigterm()
     try:
         require_root()
         if a.cmd == "up":

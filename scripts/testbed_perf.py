@@ -230,7 +230,8 @@ def step_summary(res: dict, chunk_size: int) -> dict:
     samples: when its window first came within 25 % of its post-step
     median (or one chunk, if that is more), in ms and in its own smoothed
     round trips (their post-step median), and the share of its post-step
-    samples within that band."""
+    samples within that band. The queue's deepest sample from 20 round trips
+    after the step on is reported apart (queue_*_settled_max_bdp)."""
     t, step = res["timeline_ns"], res["stepped_ns"]
     rtt_s = (2 * (chunk_size + 62 + 42) * 8 / parse_rate(res["slow_rate"]) +
              2 * _seconds(res.get("delay")))
@@ -264,12 +265,19 @@ def step_summary(res: dict, chunk_size: int) -> dict:
         if settled is not None:
             out["window_settle_ms"] = (settled - step) / 1e6
             out["window_settle_rtts"] = (settled - step) / 1e3 / max(1.0, srtt_us)
+    # The issue's bar: windows settled within 20 round trips, and from then on
+    # the queue within 2 BDP. Before that, the deepest sample is what was in
+    # flight at the old rate when the step came, which no sender can recall.
+    settled_from = step + int(20 * rtt_s * 1e9)
     for k, way in ((1, "up"), (2, "down")):
         after = sorted(smp[k] for smp in res["samples"] if smp[0] >= step)
         if after:
             out["queue_%s_max_bdp" % way] = after[-1] / bdp
             out["queue_%s_p99_bdp" % way] = after[min(len(after) - 1, int(0.99 * len(after)))] / bdp
             out["queue_%s_median_bdp" % way] = after[len(after) // 2] / bdp
+        late = [smp[k] for smp in res["samples"] if smp[0] >= settled_from]
+        if late:
+            out["queue_%s_settled_max_bdp" % way] = max(late) / bdp
     return out
 
 
@@ -344,6 +352,9 @@ def _switch(tb: Testbed, switchd: str, a):
             _wait_for_log(log.name, "event=switch_started", sw)
             tb.switchd_pid = sw.pid
             yield switch_addr
+        except KeyboardInterrupt:
+            os.unlink(path)  # Ctrl-C or SIGTERM is no failure: nothing to look into
+            raise
         finally:
             sw.terminate()
             sw.wait(10)

@@ -4,6 +4,7 @@ through inca-switchd in the switch namespace, over shaped links. Needs root
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -121,6 +122,37 @@ def test_reaper_removes_an_instance_whose_owner_died():
     tb.down()  # idempotent
 
 
+def test_sigterm_mid_run_tears_everything_down():
+    # kill / timeout(1) while ranks run: the same clean-up as Ctrl-C, not a
+    # testbed left for the next reap.
+    name = instance_name("k")
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                          "--name", name, "--hosts", "2", "--rate", "200mbit", "-b", "1M",
+                          "-e", "1M", "--iters", "100000", "--warmup", "0"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    try:
+        # Until a rank runs in host 1's namespace (bounded: the set-up takes seconds).
+        running = False
+        for _ in range(600):
+            out = subprocess.run(["ip", "netns", "pids", "inca-%s-h1" % name],
+                                 capture_output=True, text=True).stdout
+            if out.split():
+                running = True
+                break
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.1)  # polling the condition, bounded above
+        assert running
+        p.terminate()
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "interrupted" in err, err
+    assert leftovers(name) == []
+
+
 def test_bad_arguments_are_one_line_errors():
     for argv, words in ([["up", "--name", "Bad_Name"], "lowercase"],
                         [["up", "--name", "x", "--rate", "fast"], "rate"],
@@ -235,14 +267,18 @@ def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
                             (step + 3 * ms, 6.0, 2500)],
            "samples": [(step - ms, 999_999, 999_999)] +  # before the step: not counted
                       [(step + k * 20 * ms, up, down)
-                       for k, (up, down) in enumerate([(0, 9000), (18000, 0), (0, 36000)])]}
+                       for k, (up, down) in enumerate([(0, 9000), (18000, 0), (0, 36000),
+                                                       (9000, 18000)])]}
     out = testbed_perf.step_summary(res, 8952)
     rtt = 2 * (8952 + 104) * 8 / 250e6 + 2e-3
     assert out["rtt_ms"] == pytest.approx(rtt * 1e3)
     bdp = 250e6 / 8 * rtt
     assert out["queue_up_max_bdp"] == pytest.approx(18000 / bdp)
     assert out["queue_down_max_bdp"] == pytest.approx(36000 / bdp)
-    assert out["queue_down_median_bdp"] == pytest.approx(9000 / bdp)
+    assert out["queue_down_median_bdp"] == pytest.approx(18000 / bdp)
+    # 20 round trips (51.6 ms) after the step only the sample at 60 ms counts.
+    assert out["queue_up_settled_max_bdp"] == pytest.approx(9000 / bdp)
+    assert out["queue_down_settled_max_bdp"] == pytest.approx(18000 / bdp)
     assert out["window_before"] == 22.0 and out["window_after_median"] == 6.0
     assert out["window_settle_ms"] == pytest.approx(2.0)   # within 25 % of 6 from step + 2 ms
     assert out["op_ms"] == pytest.approx(40.0)
