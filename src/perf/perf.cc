@@ -13,7 +13,6 @@
 #include <map>
 #include <ostream>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -453,25 +452,6 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
 }
 
 }  // namespace
-
-absl::StatusOr<uint64_t> ParseSize(const std::string& s) {
-  if (s.empty()) return absl::InvalidArgumentError("empty size");
-  uint64_t mult = 1;
-  std::string digits = s;
-  switch (absl::ascii_toupper(static_cast<unsigned char>(s.back()))) {
-    case 'K': mult = 1024; break;
-    case 'M': mult = 1024 * 1024; break;
-    case 'G': mult = uint64_t{1024} * 1024 * 1024; break;
-    default: break;
-  }
-  if (mult != 1) digits.pop_back();
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(digits, &v)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("size '", s, "' is not like 1024, 64K, 8M or 1G"));
-  }
-  return v * mult;
-}
 
 absl::StatusOr<Collective> ParseCollective(const std::string& s) {
   if (s == "allreduce") return Collective::kAllReduce;

@@ -43,8 +43,8 @@ struct PerfOptions {
   std::string switch_address;             // empty: start inca-switchd
   std::string switchd_path;               // inca-switchd binary (default: beside cais-perf)
   std::vector<std::string> switchd_args;  // extra flags for a started switch
-  uint32_t chunk_size = 8952;
-  uint32_t window = 64;
+  uint32_t chunk_size = CommunicatorOptions{}.chunk_size;
+  uint32_t window = CommunicatorOptions{}.max_pending_chunks;  // the client's default cap
   bool competitive = true;  // the transport's competitive mode (--no-competitive: off)
   size_t window_trace = 0;  // window samples rank 0 reports (one-rank mode)
   double pacing_gain = 0;   // the transport's pacing (0: off)
@@ -62,8 +62,6 @@ struct PerfOptions {
   std::string bind_ip = "127.0.0.1";
 };
 
-// "1K" -> 1024, "64M", "2G", "4096".
-absl::StatusOr<uint64_t> ParseSize(const std::string& s);
 absl::StatusOr<Collective> ParseCollective(const std::string& s);
 
 struct PerfRow {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "inca/util/size.h"
 #include "perf/perf.h"
 #include "util/cli_flags.h"
 
@@ -90,9 +91,9 @@ int main(int argc, char** argv) {
   auto c = inca::perf::ParseCollective(op);
   if (!c.ok()) return fail(c.status());
   o.op = *c;
-  auto b = inca::perf::ParseSize(begin);
+  auto b = inca::util::ParseSize(begin);
   if (!b.ok()) return fail(b.status());
-  auto e = inca::perf::ParseSize(end);
+  auto e = inca::util::ParseSize(end);
   if (!e.ok()) return fail(e.status());
   o.min_bytes = *b;
   o.max_bytes = *e;

@@ -57,7 +57,9 @@ struct CommunicatorOptions {
   // Tensor payload bytes per packet (the CAIS write-up's chunk_size).
   // Must fit the switch's max payload and the path MTU.
   uint32_t chunk_size = 8952;
-  // Packets in flight per rank (the write-up's max_pending_chunks).
+  // Largest congestion window: chunks in flight per rank (the write-up's
+  // max_pending_chunks is the switch's). 128 was measured and not adopted
+  // (docs/design/cais-client.md, "Window").
   uint32_t max_pending_chunks = 64;
   // Competitive mode of the transport (docs/design/cais-client.md): AIMD on
   // loss while the bottleneck queue belongs to a loss-based sender such as a
