@@ -39,8 +39,8 @@ uint64_t Simulator::RunUntil(TimeNs until) {
   return n;
 }
 
-void Node::Send(dp::PortId port, Packet packet) {
-  net_->Send(id_, port, std::move(packet));
+void Node::Send(dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
+  net_->Send(id_, port, std::move(packet), extra_wire_bytes);
 }
 
 Simulator& Node::sim() {
@@ -50,9 +50,9 @@ Simulator& Node::sim() {
 std::pair<dp::PortId, dp::PortId> Network::Connect(Node* a, Node* b, const LinkConfig& config) {
   const auto pa = static_cast<dp::PortId>(ports_[a->id_].size());
   const auto pb = static_cast<dp::PortId>(ports_[b->id_].size());
-  dirs_.push_back({config, b->id_, pb, 0, 0, {}});
+  dirs_.push_back({config, b->id_, pb, 0, {}, {}});
   ports_[a->id_].push_back(static_cast<uint32_t>(dirs_.size() - 1));
-  dirs_.push_back({config, a->id_, pa, 0, 0, {}});
+  dirs_.push_back({config, a->id_, pa, 0, {}, {}});
   ports_[b->id_].push_back(static_cast<uint32_t>(dirs_.size() - 1));
   return {pa, pb};
 }
@@ -65,12 +65,12 @@ const LinkCounters& Network::link(const Node* node, dp::PortId port) const {
   return dirs_.at(ports_.at(node->id_).at(port)).counters;
 }
 
-void Network::Send(uint32_t from, dp::PortId port, Packet packet) {
+void Network::Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
   if (port >= ports_[from].size()) throw std::out_of_range("Node::Send: no such port");
   const uint32_t di = ports_[from][port];
   Direction& d = dirs_[di];
   ++d.counters.sent;
-  const size_t wire = packet.size() + d.config.overhead_bytes;
+  const size_t wire = packet.size() + extra_wire_bytes + d.config.overhead_bytes;
   if (wire > d.config.mtu_bytes + d.config.overhead_bytes) {
     ++d.counters.dropped_mtu;
     return;
@@ -78,7 +78,10 @@ void Network::Send(uint32_t from, dp::PortId port, Packet packet) {
   const TimeNs now = sim_->now();
   TimeNs done = now;
   if (d.config.rate_bps > 0) {
-    if (d.queued >= d.config.queue_packets) {
+    // The queue holds what waits for the transmitter or is on it; a packet
+    // that has left is on the wire and no longer counts.
+    while (!d.tx_done.empty() && d.tx_done.front() <= now) d.tx_done.pop_front();
+    if (d.tx_done.size() >= d.config.queue_packets) {
       ++d.counters.dropped_queue;
       return;
     }
@@ -87,17 +90,18 @@ void Network::Send(uint32_t from, dp::PortId port, Packet packet) {
         static_cast<TimeNs>(std::llround(static_cast<double>(wire) * 8e9 / d.config.rate_bps));
     done = start + tx;
     d.free_at = done;
-    ++d.queued;
+    d.tx_done.push_back(done);
   }
-  d.counters.bytes += packet.size();
+  d.counters.bytes += packet.size() + extra_wire_bytes;
+  if (d.config.loss > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < d.config.loss) {
+    ++d.counters.dropped_loss;  // it took the transmitter, then the wire lost it
+    return;
+  }
   const uint32_t to = d.to_node;
   const dp::PortId to_port = d.to_port;
-  const bool paced = d.config.rate_bps > 0;
   sim_->Schedule(done + d.config.delay_ns,
-                 [this, di, to, to_port, paced, p = std::move(packet)]() mutable {
-                   Direction& dd = dirs_[di];
-                   if (paced) --dd.queued;
-                   ++dd.counters.delivered;
+                 [this, di, to, to_port, p = std::move(packet)]() mutable {
+                   ++dirs_[di].counters.delivered;
                    nodes_[to]->Receive(to_port, std::move(p));
                  });
 }

@@ -51,6 +51,47 @@ class Sink final : public Node {
   std::vector<Arrival> got;
 };
 
+TEST(NetworkTest, PacketsOnTheWireDoNotCountAgainstTheQueue) {
+  Simulator sim;
+  Network net(&sim);
+  auto* a = net.Add(std::make_unique<Sink>("a"));
+  auto* b = net.Add(std::make_unique<Sink>("b"));
+  // 1 Gbit/s with 1 ms of propagation, a queue of 2: packets sent one
+  // serialisation apart never wait, however many are on the wire.
+  LinkConfig lc{1e9, 1'000'000, 9000, 34, 2};
+  auto [pa, pb] = net.Connect(a, b, lc);
+  (void)pb;
+  for (int i = 0; i < 50; ++i) {
+    sim.Schedule(i * 8000, [a, pa = pa] { a->SendNow(pa, 966); });
+  }
+  sim.RunUntil(10'000'000);
+  EXPECT_EQ(b->got.size(), 50u);
+  EXPECT_EQ(net.link(a, pa).dropped_queue, 0u);
+}
+
+TEST(NetworkTest, LossIsDrawnFromTheSeedAndCounted) {
+  auto run = [](uint64_t seed) {
+    Simulator sim;
+    Network net(&sim, seed);
+    auto* a = net.Add(std::make_unique<Sink>("a"));
+    auto* b = net.Add(std::make_unique<Sink>("b"));
+    LinkConfig lc{0, 1000, 9000, 34, 4};
+    lc.loss = 0.1;
+    auto [pa, pb] = net.Connect(a, b, lc);
+    (void)pb;
+    for (int i = 0; i < 2000; ++i) a->SendNow(pa, 100);
+    sim.RunUntil(1'000'000);
+    const LinkCounters& c = net.link(a, pa);
+    EXPECT_EQ(c.delivered + c.dropped_loss, 2000u);
+    EXPECT_EQ(b->got.size(), c.delivered);
+    return c.dropped_loss;
+  };
+  const uint64_t lost = run(1);
+  EXPECT_GT(lost, 150u);  // 10 % of 2,000, within a wide margin
+  EXPECT_LT(lost, 250u);
+  EXPECT_EQ(run(1), lost);  // the same seed, the same losses
+}
+
 TEST(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
   Simulator sim;
   Network net(&sim);

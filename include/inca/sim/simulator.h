@@ -8,14 +8,17 @@
 // infinite: no serialisation), a propagation delay, an MTU and a bounded
 // transmit queue; a packet occupies the link for (bytes + overhead)·8/rate
 // after the previous one, then arrives delay_ns later. Every packet handed
-// to a link is delivered, or dropped with a counted reason (mtu, queue).
+// to a link is delivered, or dropped with a counted reason (mtu, queue,
+// loss).
 //
 // Not thread-safe; one simulation per thread.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,7 +78,7 @@ class Node {
  protected:
   explicit Node(std::string name) : name_(std::move(name)) {}
   // Sends on this node's `port`; see Network::Send.
-  void Send(dp::PortId port, Packet packet);
+  void Send(dp::PortId port, Packet packet, uint32_t extra_wire_bytes = 0);
   Simulator& sim();
   Network* net_ = nullptr;
 
@@ -90,17 +93,19 @@ struct LinkConfig {
   TimeNs delay_ns = 0;            // propagation
   uint32_t mtu_bytes = 9000;      // largest packet (UDP payload + overhead)
   uint32_t overhead_bytes = 66;   // Ethernet+IPv4+UDP framing added on the wire
-  uint32_t queue_packets = 1024;  // transmit queue bound
+  uint32_t queue_packets = 1024;  // transmit queue bound (waiting or being sent)
+  double loss = 0;                // each packet lost on the wire with this probability
 };
 
 struct LinkCounters {
   uint64_t sent = 0, delivered = 0, bytes = 0;
-  uint64_t dropped_mtu = 0, dropped_queue = 0;
+  uint64_t dropped_mtu = 0, dropped_queue = 0, dropped_loss = 0;
 };
 
 class Network {
  public:
-  explicit Network(Simulator* sim) : sim_(sim) {}
+  // `seed` seeds the links' loss draws (LinkConfig::loss).
+  explicit Network(Simulator* sim, uint64_t seed = 1) : sim_(sim), rng_(seed) {}
   Simulator& sim() { return *sim_; }
 
   // Takes ownership; returns the node.
@@ -127,15 +132,18 @@ class Network {
     LinkConfig config;
     uint32_t to_node = 0;
     dp::PortId to_port = 0;
-    TimeNs free_at = 0;  // when the transmitter is next idle
-    uint32_t queued = 0;
+    TimeNs free_at = 0;          // when the transmitter is next idle
+    std::deque<TimeNs> tx_done;  // when each queued packet leaves the transmitter
     LinkCounters counters;
   };
-  void Send(uint32_t from, dp::PortId port, Packet packet);
+  // `extra_wire_bytes`: bytes the packet stands for beyond its own (a
+  // payload a timing-mode run elides), charged on the wire as if sent.
+  void Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes);
   Simulator* sim_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::vector<uint32_t>> ports_;  // node -> port -> direction index
   std::vector<Direction> dirs_;
+  std::mt19937_64 rng_;
 };
 
 }  // namespace inca::sim
