@@ -10,32 +10,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "inca/sim/olaf_nodes.h"
+#include "sim/yaml_keys.h"
 
 namespace inca::sim {
 
 namespace {
 
-absl::string_view Av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-absl::Status Bad(std::string_view source, const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", key, ": ", why));
-}
-
-template <typename T>
-absl::Status Get(const YAML::Node& n, std::string_view source, const std::string& key, T* out) {
-  try {
-    *out = n.as<T>();
-  } catch (const YAML::Exception&) {
-    return Bad(source, key, absl::StrCat("cannot read '", n.Scalar(), "' as the expected type"));
-  }
-  return absl::OkStatus();
-}
+using yaml_keys::Av;
+using yaml_keys::Bad;
+using yaml_keys::Get;
 
 absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
                     OlafScenario* s) {
   std::string text;
+  if (key == "system") {  // inca-sim's choice of scenario kind (the default)
+    if (v.IsScalar() && v.Scalar() == "olaf") return absl::OkStatus();
+    return Bad(src, key, "an OLAF scenario has system olaf (CAIS scenarios: system cais)");
+  }
   if (key == "name") return Get(v, src, key, &s->name);
   if (key == "seed") return Get(v, src, key, &s->seed);
   if (key == "duration_s") return Get(v, src, key, &s->duration_s);
@@ -51,25 +42,7 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
   if (key == "sample_ms") return Get(v, src, key, &s->sample_ms);
   if (key == "aligned_clusters") return Get(v, src, key, &s->aligned_clusters);
   if (key == "cluster_stagger_us") return Get(v, src, key, &s->cluster_stagger_us);
-  if (key == "sweep") {
-    if (!v.IsMap() || !v["key"] || !v["values"] || !v["values"].IsSequence() || v.size() != 2) {
-      return Bad(src, key, "must be {key: NAME, values: [V1, V2, ...]}");
-    }
-    if (auto st = Get(v["key"], src, "sweep.key", &s->sweep_key); !st.ok()) return st;
-    s->sweep_values.clear();
-    for (const auto& x : v["values"]) s->sweep_values.push_back(x.Scalar());
-    if (s->sweep_key == "sweep" || s->sweep_key == "clusters" || s->sweep_values.empty()) {
-      return Bad(src, key, "needs a scalar key and at least one value");
-    }
-    // Every value must be acceptable for the key.
-    for (const auto& val : s->sweep_values) {
-      OlafScenario probe = *s;
-      if (auto st = SetKey(s->sweep_key, YAML::Load(val), src, &probe); !st.ok()) {
-        return Bad(src, "sweep", std::string(st.message()));
-      }
-    }
-    return absl::OkStatus();
-  }
+  if (key == "sweep") return yaml_keys::ParseSweep(v, src, s, SetKey, "clusters");
   if (key == "policy") {
     if (auto st = Get(v, src, key, &text); !st.ok()) return st;
     if (text == "olaf") {
@@ -133,7 +106,7 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
     return absl::OkStatus();
   }
   return Bad(src, key,
-             "unknown key; known: name, seed, duration_s, warmup_s, topology, policy, "
+             "unknown key; known: system, name, seed, duration_s, warmup_s, topology, policy, "
              "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
              "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
              "sweep, clusters");
@@ -173,38 +146,11 @@ absl::Status OlafScenario::Validate() const {
 }
 
 absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::string_view source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", e.what()));
-  }
-  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Av(source), ": not a map"));
-  OlafScenario s;
-  for (const auto& kv : root) {
-    if (auto st = SetKey(kv.first.as<std::string>(), kv.second, source, &s); !st.ok()) return st;
-  }
-  if (auto st = s.Validate(); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", st.message()));
-  }
-  return s;
+  return yaml_keys::ParseScenario<OlafScenario>(yaml, source, SetKey);
 }
 
 absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s) {
-  const size_t eq = key_value.find('=');
-  if (eq == std::string_view::npos || eq == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--set '", Av(key_value), "' must be KEY=VALUE (e.g. policy=fifo)"));
-  }
-  const std::string key(key_value.substr(0, eq));
-  YAML::Node v;
-  try {
-    v = YAML::Load(std::string(key_value.substr(eq + 1)));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("--set ", key, ": ", e.what()));
-  }
-  if (auto st = SetKey(key, v, "--set", s); !st.ok()) return st;
-  return s->Validate();
+  return yaml_keys::ApplyOverride(key_value, s, SetKey);
 }
 
 double JainIndex(const std::vector<double>& x) {

@@ -1,32 +1,54 @@
-// inca-sim: runs an OLAF scenario (YAML, docs/sim.md) on the discrete-event
-// simulator and writes <out>/<name>.json (summary, per-cluster AoM and
-// loss) and <out>/<name>.csv (AoM and queue time series). A scenario with
-// `sweep:` (or --sweep KEY=V1,V2) runs once per value, named <name>-<V>.
+// inca-sim: runs a scenario (YAML, docs/sim.md) on the discrete-event
+// simulator. An OLAF scenario writes <out>/<name>.json (summary,
+// per-cluster AoM and loss) and <out>/<name>.csv (AoM and queue time
+// series); a CAIS scenario (`system: cais`) writes the all-reduce times of
+// inca and the ring, against their closed forms, to the same two files. A
+// scenario with `sweep:` (or --sweep KEY=V1,V2) runs once per value, named
+// <name>-<V>.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_split.h"
+#include "inca/sim/cais_scenario.h"
 #include "inca/sim/olaf_scenario.h"
 #include "util/cli_flags.h"
 
 namespace {
 
-int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool progress) {
-  auto r = inca::sim::RunOlafScenario(s, [&](double f) {
-    if (progress) std::fprintf(stderr, "\r%s: %3.0f%%", s.name.c_str(), 100 * f);
+// Runs `run(progress)` with a progress line on stderr; on success writes
+// <out>/<name>.json and .csv (from `json` and `csv` of the result) and
+// returns the result, else prints the error and returns nullopt.
+template <typename Run, typename Json, typename Csv>
+auto RunAndWrite(const std::string& name, const std::string& out_dir, bool progress, Run run,
+                 Json json, Csv csv) -> std::optional<typename decltype(run(nullptr))::value_type> {
+  auto r = run([&](double f) {
+    if (progress) std::fprintf(stderr, "\r%s: %3.0f%%", name.c_str(), 100 * f);
   });
   if (progress) std::fprintf(stderr, "\n");
   if (!r.ok()) {
     std::cerr << "inca-sim: " << r.status().message() << "\n";
-    return 1;
+    return std::nullopt;
   }
   std::filesystem::create_directories(out_dir);
-  std::ofstream(std::filesystem::path(out_dir) / (s.name + ".json")) << ResultJson(*r) << "\n";
-  std::ofstream(std::filesystem::path(out_dir) / (s.name + ".csv")) << SeriesCsv(*r);
+  std::ofstream(std::filesystem::path(out_dir) / (name + ".json")) << json(*r) << "\n";
+  std::ofstream(std::filesystem::path(out_dir) / (name + ".csv")) << csv(*r);
+  return *std::move(r);
+}
+
+int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool progress) {
+  namespace sim = inca::sim;
+  auto r = RunAndWrite(
+      s.name, out_dir, progress,
+      [&](const std::function<void(double)>& p) { return sim::RunOlafScenario(s, p); },
+      [](const sim::OlafResult& x) { return sim::ResultJson(x); },
+      [](const sim::OlafResult& x) { return sim::SeriesCsv(x); });
+  if (!r) return 1;
   std::printf(
       "%-28s mean AoM %9.1f ms  loss %5.1f%%  received %7lu (carrying %7lu)  Jain %.3f  "
       "%lu events in %.2f s\n",
@@ -36,10 +58,66 @@ int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool pr
   return 0;
 }
 
+int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool progress) {
+  namespace sim = inca::sim;
+  auto r = RunAndWrite(
+      s.name, out_dir, progress,
+      [&](const std::function<void(double)>& p) { return sim::RunCaisSimScenario(s, p); },
+      [&](const sim::CaisSimResult& x) { return sim::CaisResultJson(s, x); },
+      [](const sim::CaisSimResult& x) { return sim::CaisResultCsv(x); });
+  if (!r) return 1;
+  std::printf("%-24s %d hosts x %g Gbit/s, %g us each way, %s mode\n", s.name.c_str(), s.hosts,
+              s.link_gbps, s.link_delay_us, s.mode.c_str());
+  std::printf("  %-5s %12s %12s %12s %9s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
+              "of closed", "resent", "wrong");
+  int rc = 0;
+  for (const auto& x : r->rows) {
+    std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu\n", x.backend.c_str(),
+                static_cast<unsigned long>(x.bytes), x.mean_us, x.closed_form_us, x.of_closed_form,
+                static_cast<unsigned long>(x.retransmitted), static_cast<unsigned long>(x.wrong));
+    if (x.wrong != 0) rc = 1;
+  }
+  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
+  return rc;
+}
+
+// Parses, applies --set and --sweep, and runs each resulting scenario.
+int Fail(const std::string& message) {
+  std::cerr << "inca-sim: " << message << "\n";
+  return 2;
+}
+
+template <typename Scenario, typename Parse, typename Override>
+int Main(const std::string& text, const std::string& path, const std::vector<std::string>& sets,
+         const std::string& sweep, const std::string& out_dir, bool progress, Parse parse,
+         Override apply) {
+  auto s = parse(text, path);
+  if (!s.ok()) return Fail(std::string(s.status().message()));
+  for (const std::string& kv : sets) {
+    if (auto st = apply(kv, &*s); !st.ok()) return Fail(std::string(st.message()));
+  }
+  if (!sweep.empty()) {
+    const size_t eq = sweep.find('=');
+    if (eq == std::string::npos) return Fail("--sweep '" + sweep + "' must be KEY=V1,V2,...");
+    s->sweep_key = sweep.substr(0, eq);
+    s->sweep_values = absl::StrSplit(sweep.substr(eq + 1), ',', absl::SkipEmpty());
+  }
+  if (s->sweep_key.empty()) return RunOne(*s, out_dir, progress);
+  int rc = 0;
+  for (const std::string& v : s->sweep_values) {
+    Scenario one = *s;
+    if (auto st = apply(s->sweep_key + "=" + v, &one); !st.ok())
+      return Fail(std::string(st.message()));
+    one.name = s->name + "-" + v;
+    rc |= RunOne(one, out_dir, progress);
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"inca-sim: OLAF scenarios on the discrete-event simulator (docs/sim.md)"};
+  CLI::App app{"inca-sim: OLAF and CAIS scenarios on the discrete-event simulator (docs/sim.md)"};
   std::string path, out_dir = "sim-out", sweep;
   std::vector<std::string> sets;
   bool progress = false;
@@ -53,42 +131,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "inca-sim: " << e.what() << "\n";
-    return 2;
+    return Fail(e.what());
   }
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  auto s = inca::sim::ParseOlafScenario(text.str(), path);
-  if (!s.ok()) {
-    std::cerr << "inca-sim: " << s.status().message() << "\n";
-    return 2;
+  if (inca::sim::IsCaisScenario(text.str())) {
+    return Main<inca::sim::CaisSimScenario>(text.str(), path, sets, sweep, out_dir, progress,
+                                            inca::sim::ParseCaisSimScenario,
+                                            inca::sim::ApplyCaisOverride);
   }
-  for (const std::string& kv : sets) {
-    if (auto st = inca::sim::ApplyOverride(kv, &*s); !st.ok()) {
-      std::cerr << "inca-sim: " << st.message() << "\n";
-      return 2;
-    }
-  }
-  if (!sweep.empty()) {
-    const size_t eq = sweep.find('=');
-    if (eq == std::string::npos) {
-      std::cerr << "inca-sim: --sweep '" << sweep << "' must be KEY=V1,V2,...\n";
-      return 2;
-    }
-    s->sweep_key = sweep.substr(0, eq);
-    s->sweep_values = absl::StrSplit(sweep.substr(eq + 1), ',', absl::SkipEmpty());
-  }
-  if (s->sweep_key.empty()) return RunOne(*s, out_dir, progress);
-  int rc = 0;
-  for (const std::string& v : s->sweep_values) {
-    inca::sim::OlafScenario one = *s;
-    if (auto st = inca::sim::ApplyOverride(s->sweep_key + "=" + v, &one); !st.ok()) {
-      std::cerr << "inca-sim: " << st.message() << "\n";
-      return 2;
-    }
-    one.name = s->name + "-" + v;
-    rc |= RunOne(one, out_dir, progress);
-  }
-  return rc;
+  return Main<inca::sim::OlafScenario>(text.str(), path, sets, sweep, out_dir, progress,
+                                       inca::sim::ParseOlafScenario, inca::sim::ApplyOverride);
 }

@@ -1,0 +1,99 @@
+// CAIS scenarios for inca-sim: all-reduces on a simulated star of hosts,
+// through the real CaisReducer with the client's real transport core, and
+// the same all-reduces as a packet-level ring (NCCL's and Gloo's
+// algorithm) over the same links. Keys and outputs: docs/sim.md, "CAIS".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace inca::sim {
+
+struct CaisSimScenario {
+  std::string name = "cais";
+  uint64_t seed = 1;
+  std::vector<std::string> backends = {"inca", "ring"};
+  // exact: every datagram carries its payload and results are checked.
+  // timing: a chunk carries one f32 and is charged on the wire as the
+  // chunk it stands for (the ring carries none), so large operations cost
+  // events, not memory; inca's per-chunk sums are still checked.
+  std::string mode = "exact";
+  int hosts = 4;
+  double link_gbps = 100;  // every host link, both ways
+  double link_delay_us = 1;
+  uint32_t queue_packets = 1024;  // per link direction
+  double loss = 0;                // per packet, every link direction
+  uint32_t mtu = 9000;
+  uint32_t overhead_bytes = 66;  // Ethernet (with preamble and gap) + IPv4 + UDP
+  uint32_t chunk_size = 8952;    // payload bytes per packet, both backends
+  std::vector<uint64_t> sizes = {uint64_t{1} << 20};  // bytes per all-reduce (f32)
+  int ops = 3;                                        // per size, back to back
+  // inca's client: the congestion window's cap, in chunks (the default of
+  // CommunicatorOptions::max_pending_chunks).
+  uint32_t window = 64;
+  // The switch: slots and slot memory (CaisConfig).
+  uint32_t switch_slots = 128;
+  double switch_sram_mib = 16;
+  // The ring: each step's software cost α (the closed form's per-step
+  // latency), added when a packet is ready to go on to the next rank.
+  double ring_step_latency_us = 0;
+  // Optional sweep: the scenario runs once per value of this key.
+  std::string sweep_key;
+  std::vector<std::string> sweep_values;
+  absl::Status Validate() const;
+};
+
+// Parses YAML; unknown keys and bad values are InvalidArgument naming the key.
+absl::StatusOr<CaisSimScenario> ParseCaisSimScenario(std::string_view yaml,
+                                                     std::string_view source);
+// Sets one key ("link_gbps=200", "sizes=1M,16M") as the YAML would.
+absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s);
+// True if the YAML text is a CAIS scenario (`system: cais`).
+bool IsCaisScenario(std::string_view yaml);
+
+struct CaisSimRow {
+  std::string backend;  // inca | ring
+  uint64_t bytes = 0;
+  int ops = 0;
+  double mean_us = 0, min_us = 0, max_us = 0;
+  // The backend's closed form on these links: inca, a switch that reduces
+  // at line rate (every chunk up once and down once, pipelined); the ring,
+  // pipelined packet by packet: 2(n-1)/n of the wire bytes per link, and
+  // the 2(n-1) step latencies only where a block is shorter than a hop.
+  double closed_form_us = 0;
+  double of_closed_form = 0;   // closed_form_us / mean_us
+  uint64_t checked = 0;        // elements per rank checked against the exact sum
+  uint64_t wrong = 0;          // of those, over all ranks and operations, the ones that differ
+  uint64_t retransmitted = 0;  // inca: chunks sent again
+  uint64_t dropped = 0;        // packets the links dropped (queue, loss, mtu)
+};
+
+struct CaisSimResult {
+  std::vector<CaisSimRow> rows;
+  uint64_t events = 0;
+  double wall_s = 0;
+};
+
+using Progress = std::function<void(double fraction)>;
+// Runs every backend on every size. Deterministic: the same scenario gives
+// the same result (less wall_s).
+absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,
+                                                 const Progress& progress = {});
+
+// The closed forms (seconds), on links of `rate_bps` with `overhead` bytes
+// of framing per packet and `delay_s` each way.
+double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                              uint32_t overhead, double delay_s);
+double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                            uint32_t overhead, double delay_s, double step_latency_s);
+
+std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r);
+std::string CaisResultCsv(const CaisSimResult& r);
+
+}  // namespace inca::sim

@@ -1,0 +1,459 @@
+#include "inca/sim/cais_scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "inca/util/size.h"
+#include "sim/cais_nodes.h"
+#include "sim/yaml_keys.h"
+
+namespace inca::sim {
+
+namespace {
+
+using yaml_keys::Av;
+using yaml_keys::Bad;
+using yaml_keys::Get;
+
+// A list key given as a YAML list or as one comma-separated scalar (what
+// --set and --sweep pass).
+std::vector<std::string> Items(const YAML::Node& v) {
+  std::vector<std::string> out;
+  if (v.IsSequence()) {
+    for (const auto& x : v) out.push_back(x.Scalar());
+  } else if (v.IsScalar()) {
+    out = absl::StrSplit(v.Scalar(), ',', absl::SkipEmpty());
+  }
+  return out;
+}
+
+absl::Status SetSizes(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  const std::vector<std::string> items = Items(v);
+  if (items.empty()) return Bad(src, "sizes", "a list of sizes, e.g. [1M, 16M]");
+  s->sizes.clear();
+  for (const std::string& it : items) {
+    auto b = util::ParseSize(it);
+    if (!b.ok()) return Bad(src, "sizes", std::string(b.status().message()));
+    s->sizes.push_back(*b);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetMode(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  if (auto st = Get(v, src, "mode", &s->mode); !st.ok()) return st;
+  if (s->mode != "exact" && s->mode != "timing") {
+    return Bad(src, "mode", absl::StrCat("'", s->mode, "': use exact or timing"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetBackends(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  s->backends = Items(v);
+  for (const std::string& b : s->backends) {
+    if (b != "inca" && b != "ring") {
+      return Bad(src, "backends", absl::StrCat("'", b, "': use inca and/or ring"));
+    }
+  }
+  if (s->backends.empty()) return Bad(src, "backends", "at least one of inca, ring");
+  return absl::OkStatus();
+}
+
+struct KeyDef {
+  const char* name;
+  absl::Status (*set)(const YAML::Node& v, std::string_view src, CaisSimScenario* s);
+};
+
+template <auto Member>
+absl::Status Scalar(const YAML::Node& v, std::string_view src, const char* key,
+                    CaisSimScenario* s) {
+  return Get(v, src, key, &(s->*Member));
+}
+
+#define INCA_CAIS_KEY(field)                                                                      \
+  KeyDef {                                                                                        \
+#field, [](const YAML::Node& v, std::string_view src,                                         \
+               CaisSimScenario* s) { return Scalar<&CaisSimScenario::field>(v, src, #field, s); } \
+  }
+
+// Every key of a CAIS scenario, once: the parser, --set and the error's
+// list of known keys follow from it (docs/sim.md lists their meaning).
+const KeyDef kKeys[] = {
+    INCA_CAIS_KEY(name),
+    INCA_CAIS_KEY(seed),
+    {"backends", &SetBackends},
+    {"mode", &SetMode},
+    INCA_CAIS_KEY(hosts),
+    INCA_CAIS_KEY(link_gbps),
+    INCA_CAIS_KEY(link_delay_us),
+    INCA_CAIS_KEY(queue_packets),
+    INCA_CAIS_KEY(loss),
+    INCA_CAIS_KEY(mtu),
+    INCA_CAIS_KEY(overhead_bytes),
+    INCA_CAIS_KEY(chunk_size),
+    {"sizes", &SetSizes},
+    INCA_CAIS_KEY(ops),
+    INCA_CAIS_KEY(window),
+    INCA_CAIS_KEY(switch_slots),
+    INCA_CAIS_KEY(switch_sram_mib),
+    INCA_CAIS_KEY(ring_step_latency_us),
+};
+#undef INCA_CAIS_KEY
+
+absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
+                    CaisSimScenario* s) {
+  if (key == "system") {
+    if (v.IsScalar() && v.Scalar() == "cais") return absl::OkStatus();
+    return Bad(src, key, "a CAIS scenario has system cais");
+  }
+  if (key == "sweep") return yaml_keys::ParseSweep(v, src, s, SetKey, "");
+  for (const KeyDef& k : kKeys) {
+    if (key == k.name) return k.set(v, src, s);
+  }
+  std::vector<std::string> known = {"system", "sweep"};
+  for (const KeyDef& k : kKeys) known.emplace_back(k.name);
+  return Bad(src, key, absl::StrCat("unknown key; known: ", absl::StrJoin(known, ", ")));
+}
+
+// Rank r's input: small integers, so that every order of summation gives
+// the exact sum in f32.
+float Input(int rank, int op, size_t i) {
+  return static_cast<float>(static_cast<int>((i + static_cast<size_t>(op)) % 7) - 3) *
+         static_cast<float>(rank + 1);
+}
+
+// What one backend needs of a run: its rank nodes started on a tensor each,
+// and its drops.
+struct Job {
+  Simulator sim;
+  std::unique_ptr<Network> net;
+  std::vector<Node*> ranks;
+  Node* hub = nullptr;
+  std::function<void(int rank, std::vector<float>* data, size_t count, uint32_t seq)> begin;
+  std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
+};
+
+LinkConfig Links(const CaisSimScenario& s) {
+  LinkConfig lc;
+  lc.rate_bps = s.link_gbps * 1e9;
+  lc.delay_ns = static_cast<TimeNs>(std::llround(s.link_delay_us * 1e3));
+  lc.mtu_bytes = s.mtu;
+  lc.overhead_bytes = s.overhead_bytes;
+  lc.queue_packets = s.queue_packets;
+  lc.loss = s.loss;
+  return lc;
+}
+
+void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone& done) {
+  cais::CaisConfig cc;
+  cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
+  cc.max_pending_chunks = s.switch_slots;
+  cc.max_payload_bytes = s.chunk_size;
+  VirtualChunks virt;
+  if (s.mode == "timing") {
+    virt = {s.chunk_size, bytes};
+    // One f32 per chunk, and as many slot cells as the real chunks get.
+    const size_t cells = cc.sram_bytes / cc.cell_bytes();
+    cc.max_payload_bytes = sizeof(float);
+    cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
+  }
+  auto* sw = j->net->Add(std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, virt));
+  j->hub = sw;
+  // As SwitchTransport sets it from CommunicatorOptions.
+  client::TransportConfig tc;
+  tc.world_size = s.hosts;
+  tc.chunk_size = s.mode == "timing" ? sizeof(float) : s.chunk_size;
+  tc.max_window = s.window;
+  tc.min_window = std::min<uint32_t>(2, s.window);
+  tc.initial_window = std::min<uint32_t>(16, s.window);
+  std::vector<CaisRankNode*> ranks;
+  for (int r = 0; r < s.hosts; ++r) {
+    auto* node =
+        j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r), r, tc, done, virt));
+    j->net->Connect(node, sw, Links(s));  // the switch's port r
+    ranks.push_back(node);
+    j->ranks.push_back(node);
+  }
+  j->begin = [ranks](int r, std::vector<float>* data, size_t, uint32_t seq) {
+    ranks[static_cast<size_t>(r)]->Begin(seq, data);
+  };
+  j->retransmitted = [ranks] {
+    uint64_t n = 0;
+    for (const auto* r : ranks) n += r->result().retransmitted;
+    return n;
+  };
+}
+
+void BuildRing(const CaisSimScenario& s, Job* j, const RankDone& done) {
+  auto* fwd = j->net->Add(std::make_unique<ForwarderNode>("switch"));
+  j->hub = fwd;
+  std::vector<RingRankNode*> ranks;
+  const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
+  for (int r = 0; r < s.hosts; ++r) {
+    auto* node = j->net->Add(std::make_unique<RingRankNode>(absl::StrCat("rank", r), r, s.hosts,
+                                                            s.chunk_size, s.link_gbps * 1e9,
+                                                            s.overhead_bytes, alpha, done));
+    j->net->Connect(node, fwd, Links(s));
+    ranks.push_back(node);
+    j->ranks.push_back(node);
+  }
+  j->begin = [ranks](int r, std::vector<float>* data, size_t count, uint32_t) {
+    ranks[static_cast<size_t>(r)]->Begin(data, count);
+  };
+}
+
+absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
+                                  uint64_t bytes, const std::function<void(int)>& op_done,
+                                  uint64_t* events) {
+  Job j;
+  j.net = std::make_unique<Network>(&j.sim, s.seed);
+  const bool timing = s.mode == "timing";
+  // The elements reduced: every one (exact); one per chunk (timing, inca);
+  // none carried (timing, ring).
+  const size_t count = !timing             ? bytes / sizeof(float)
+                       : backend == "inca" ? (bytes + s.chunk_size - 1) / s.chunk_size
+                                           : 0;
+  std::vector<std::vector<float>> data(static_cast<size_t>(s.hosts));
+  std::vector<double> durations_us;
+  CaisSimRow row;
+  row.backend = backend;
+  row.bytes = bytes;
+  int finished = 0, op = 0;
+  TimeNs started = 0;
+  auto start_op = [&] {
+    started = j.sim.now();
+    finished = 0;
+    for (int r = 0; r < s.hosts; ++r) {
+      auto& d = data[static_cast<size_t>(r)];
+      d.resize(count);
+      for (size_t i = 0; i < count; ++i) d[i] = Input(r, op, i);
+    }
+    for (int r = 0; r < s.hosts; ++r) {
+      j.begin(r, count ? &data[static_cast<size_t>(r)] : nullptr, bytes / sizeof(float),
+              static_cast<uint32_t>(op));
+    }
+  };
+  auto check = [&] {
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int q = 0; q < s.hosts; ++q) want += Input(q, op, i);
+      for (int r = 0; r < s.hosts; ++r) row.wrong += data[static_cast<size_t>(r)][i] != want;
+    }
+  };
+  const RankDone done = [&](int) {
+    if (++finished < s.hosts) return;
+    durations_us.push_back(static_cast<double>(j.sim.now() - started) / 1e3);
+    row.retransmitted += j.retransmitted();
+    check();
+    op_done(op);
+    if (++op < s.ops) j.sim.Schedule(j.sim.now(), start_op);
+  };
+  if (backend == "inca") {
+    BuildInca(s, bytes, &j, done);
+  } else {
+    BuildRing(s, &j, done);
+  }
+  j.net->Start();
+  j.sim.Schedule(0, start_op);
+  constexpr TimeNs kLimit = TimeNs{3600} * 1'000'000'000;  // an hour of simulated time
+  while (op < s.ops && j.sim.pending() > 0 && j.sim.now() < kLimit) {
+    j.sim.RunUntil(std::min(kLimit, j.sim.now() + 1'000'000'000));
+  }
+  *events += j.sim.events_run();
+  if (op < s.ops) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        backend, ", ", bytes, " B: operation ", op, " did not finish (",
+        j.sim.pending() == 0 ? "nothing left to happen" : "an hour of simulated time", ")"));
+  }
+  for (Node* r : j.ranks) {
+    const LinkCounters& up = j.net->link(r, 0);
+    row.dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
+  }
+  for (int p = 0; p < s.hosts; ++p) {
+    const LinkCounters& down = j.net->link(j.hub, static_cast<dp::PortId>(p));
+    row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
+  }
+  row.ops = s.ops;
+  row.checked = count;
+  double sum = 0;
+  row.min_us = *std::min_element(durations_us.begin(), durations_us.end());
+  row.max_us = *std::max_element(durations_us.begin(), durations_us.end());
+  for (double d : durations_us) sum += d;
+  row.mean_us = sum / static_cast<double>(durations_us.size());
+  const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
+  row.closed_form_us =
+      1e6 *
+      (backend == "inca"
+           ? SwitchAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate, s.overhead_bytes, delay)
+           : RingAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate, s.overhead_bytes, delay,
+                                  s.ring_step_latency_us * 1e-6));
+  row.of_closed_form = row.closed_form_us / row.mean_us;
+  return row;
+}
+
+double PacketSeconds(uint64_t payload, uint32_t header, uint32_t overhead, double rate_bps) {
+  return static_cast<double>(payload + header + overhead) * 8 / rate_bps;
+}
+
+}  // namespace
+
+absl::Status CaisSimScenario::Validate() const {
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (hosts < 2 || hosts > 256) return bad("hosts must be in [2, 256]");
+  if (!(link_gbps > 0) || link_gbps > 10000) return bad("link_gbps must be in (0, 10000]");
+  if (!(link_delay_us >= 0) || link_delay_us > 1e6) return bad("link_delay_us must be in [0, 1e6]");
+  if (queue_packets < 1) return bad("queue_packets must be at least 1");
+  if (!(loss >= 0) || loss >= 1) return bad("loss must be in [0, 1)");
+  if (chunk_size < 4 || chunk_size % 4 != 0 || chunk_size > 65536) {
+    return bad("chunk_size must be a multiple of 4 in [4, 65536]");
+  }
+  if (chunk_size + wire::kCaisHeaderBytes > mtu) {
+    return bad(
+        absl::StrCat("chunk_size ", chunk_size, " + the 20-byte CAIS header exceeds mtu ", mtu));
+  }
+  if (ops < 1 || ops > 100000) return bad("ops must be in [1, 100000]");
+  if (window < 1 || window > 65535) return bad("window must be in [1, 65535]");
+  if (switch_slots < 1) return bad("switch_slots must be at least 1");
+  if (!(switch_sram_mib > 0) || switch_sram_mib > 65536) {
+    return bad("switch_sram_mib must be in (0, 65536]");
+  }
+  if (!(ring_step_latency_us >= 0)) return bad("ring_step_latency_us must be >= 0");
+  if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
+  if (backends.empty()) return bad("backends: at least one of inca, ring");
+  if (loss > 0 && std::find(backends.begin(), backends.end(), "ring") != backends.end()) {
+    return bad(
+        "loss: the ring assumes a lossless fabric (NCCL over RoCE with PFC has no "
+        "retransmission of its own); use backends: [inca] with loss");
+  }
+  for (uint64_t b : sizes) {
+    if (b < 4 || b % 4 != 0) return bad(absl::StrCat("sizes: ", b, " is not a positive f32 size"));
+    if ((b + chunk_size - 1) / chunk_size > 65535) {
+      return bad(absl::StrCat("sizes: ", b, " B is over 65,535 chunks of ", chunk_size,
+                              " B (one operation's chunk ids are 16 bits)"));
+    }
+    // Byte-exact: every rank's tensor is held.
+    if (mode == "exact" && b * static_cast<uint64_t>(hosts) > (uint64_t{4} << 30)) {
+      return bad(absl::StrCat("sizes: ", b, " B x ", hosts,
+                              " hosts is over 4 GiB of tensors (mode: timing holds none)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsCaisScenario(std::string_view yaml) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    return root.IsMap() && root["system"] && root["system"].IsScalar() &&
+           root["system"].Scalar() == "cais";
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+absl::StatusOr<CaisSimScenario> ParseCaisSimScenario(std::string_view yaml,
+                                                     std::string_view source) {
+  return yaml_keys::ParseScenario<CaisSimScenario>(yaml, source, SetKey);
+}
+
+absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s) {
+  return yaml_keys::ApplyOverride(key_value, s, SetKey);
+}
+
+double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                              uint32_t overhead, double delay_s) {
+  (void)hosts;  // every rank's uplink carries the tensor once, in parallel
+  const uint64_t full = bytes / chunk, rest = bytes % chunk;
+  const double t_full = PacketSeconds(chunk, wire::kCaisHeaderBytes, overhead, rate_bps);
+  const double t_rest = rest ? PacketSeconds(rest, wire::kCaisHeaderBytes, overhead, rate_bps) : 0;
+  // Every chunk up at line rate, pipelined; the last one's result down.
+  const double last = rest ? t_rest : t_full;
+  return static_cast<double>(full) * t_full + t_rest + last + 2 * delay_s;
+}
+
+double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                            uint32_t overhead, double delay_s, double step_latency_s) {
+  // One block (the largest) per step: B, its packets back to back; t0 and
+  // tl, its first and last packet's serialisation. A packet reaches the next
+  // rank L = 2 t + 2 delay after it starts (up to the switch, down again).
+  const uint64_t n = static_cast<uint64_t>(hosts);
+  const uint64_t count = bytes / sizeof(float);
+  const uint64_t block = (count + n - 1) / n * sizeof(float);
+  const uint64_t per = payload / sizeof(float) * sizeof(float);
+  const uint64_t full = block / per, rest = block % per;
+  const double t0 = PacketSeconds(full ? per : rest, kRingHeaderBytes, overhead, rate_bps);
+  const double tl = PacketSeconds(rest ? rest : per, kRingHeaderBytes, overhead, rate_bps);
+  const double b =
+      static_cast<double>(full) * PacketSeconds(per, kRingHeaderBytes, overhead, rate_bps) +
+      (rest ? tl : 0);
+  const double steps = 2.0 * static_cast<double>(n - 1);
+  const double hop = step_latency_s + 2 * t0 + 2 * delay_s;
+  // Either the sender never idles (a block outlasts a hop: bandwidth-bound),
+  // or each step's first packet waits for the previous step's (latency-bound).
+  const double last_start = std::max(steps * b - tl, (steps - 1) * hop + b - tl);
+  return step_latency_s + last_start + 2 * tl + 2 * delay_s;
+}
+
+absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,
+                                                 const Progress& progress) {
+  if (auto st = s.Validate(); !st.ok()) return st;
+  const auto wall_start = std::chrono::steady_clock::now();
+  CaisSimResult res;
+  const double total = static_cast<double>(s.backends.size() * s.sizes.size()) * s.ops;
+  double done_ops = 0;
+  for (const std::string& backend : s.backends) {
+    for (uint64_t bytes : s.sizes) {
+      auto row = RunOne(
+          s, backend, bytes,
+          [&](int) {
+            if (progress) progress(++done_ops / total);
+          },
+          &res.events);
+      if (!row.ok()) return row.status();
+      res.rows.push_back(*row);
+    }
+  }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return res;
+}
+
+std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
+  std::ostringstream o;
+  o.precision(10);
+  o << "{\"name\":\"" << s.name << "\",\"system\":\"cais\",\"mode\":\"" << s.mode
+    << "\",\"seed\":" << s.seed << ",\"hosts\":" << s.hosts << ",\"link_gbps\":" << s.link_gbps
+    << ",\"link_delay_us\":" << s.link_delay_us << ",\"loss\":" << s.loss
+    << ",\"chunk_size\":" << s.chunk_size << ",\"events\":" << r.events << ",\"rows\":[";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const CaisSimRow& x = r.rows[i];
+    o << (i ? "," : "") << "{\"backend\":\"" << x.backend << "\",\"bytes\":" << x.bytes
+      << ",\"ops\":" << x.ops << ",\"mean_us\":" << x.mean_us << ",\"min_us\":" << x.min_us
+      << ",\"max_us\":" << x.max_us << ",\"closed_form_us\":" << x.closed_form_us
+      << ",\"of_closed_form\":" << x.of_closed_form << ",\"checked\":" << x.checked
+      << ",\"wrong\":" << x.wrong << ",\"retransmitted\":" << x.retransmitted
+      << ",\"dropped\":" << x.dropped << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+std::string CaisResultCsv(const CaisSimResult& r) {
+  std::ostringstream o;
+  o.precision(10);
+  o << "backend,bytes,ops,mean_us,min_us,max_us,closed_form_us,of_closed_form,checked,wrong,"
+       "retransmitted,dropped\n";
+  for (const CaisSimRow& x : r.rows) {
+    o << x.backend << "," << x.bytes << "," << x.ops << "," << x.mean_us << "," << x.min_us << ","
+      << x.max_us << "," << x.closed_form_us << "," << x.of_closed_form << "," << x.checked << ","
+      << x.wrong << "," << x.retransmitted << "," << x.dropped << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace inca::sim

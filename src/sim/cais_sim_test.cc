@@ -1,0 +1,190 @@
+// CAIS on inca-sim: the real CaisReducer and client transport core on a
+// simulated star, and the packet-level ring over the same links, against
+// their closed forms; determinism, loss and scenario errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "inca/sim/cais_scenario.h"
+
+namespace inca::sim {
+namespace {
+
+CaisSimScenario Star(int hosts, double gbps, double delay_us) {
+  CaisSimScenario s;
+  s.hosts = hosts;
+  s.link_gbps = gbps;
+  s.link_delay_us = delay_us;
+  s.ops = 2;
+  return s;
+}
+
+const CaisSimRow& Row(const CaisSimResult& r, const std::string& backend, uint64_t bytes) {
+  for (const CaisSimRow& x : r.rows) {
+    if (x.backend == backend && x.bytes == bytes) return x;
+  }
+  ADD_FAILURE() << "no row " << backend << " " << bytes;
+  return r.rows.front();
+}
+
+TEST(CaisSimTest, BothBackendsGiveTheExactSumAndNeverBeatTheirLinks) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.sizes = {64 << 10, 1 << 20, 4 << 20};
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->rows.size(), 6u);
+  for (const CaisSimRow& x : r->rows) {
+    EXPECT_EQ(x.wrong, 0u) << x.backend << " " << x.bytes;
+    EXPECT_EQ(x.dropped, 0u) << x.backend << " " << x.bytes;
+    EXPECT_EQ(x.ops, 2);
+    // Nothing crosses a link faster than its rate: a row faster than its
+    // closed form would be a bug in the model (more than 1 % for the ns
+    // rounding of each packet's serialisation).
+    EXPECT_LE(x.of_closed_form, 1.01) << x.backend << " " << x.bytes;
+  }
+  // 4 MiB at 100 Gbit/s is bandwidth-bound: the switch moves S per link,
+  // the ring 2(n-1)/n S, so the switch is about 1.5x faster.
+  const CaisSimRow& inca = Row(*r, "inca", 4 << 20);
+  const CaisSimRow& ring = Row(*r, "ring", 4 << 20);
+  EXPECT_GT(ring.mean_us / inca.mean_us, 1.3);
+  EXPECT_LT(ring.mean_us / inca.mean_us, 1.6);
+}
+
+TEST(CaisSimTest, TheRingMatchesItsClosedFormWhenBandwidthOrLatencyBound) {
+  // 16 MiB: every block outlasts a hop (bandwidth-bound). 64 KiB with a
+  // 20 us step latency: each step waits for the one before (latency-bound).
+  for (const auto& [bytes, alpha] :
+       {std::pair<uint64_t, double>{16 << 20, 0}, std::pair<uint64_t, double>{64 << 10, 20}}) {
+    CaisSimScenario s = Star(8, 200, 2);
+    s.backends = {"ring"};
+    s.sizes = {bytes};
+    s.ring_step_latency_us = alpha;
+    auto r = RunCaisSimScenario(s);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const CaisSimRow& x = r->rows[0];
+    EXPECT_EQ(x.wrong, 0u);
+    EXPECT_NEAR(x.of_closed_form, 1.0, 0.01)
+        << bytes << " B, alpha " << alpha << " us: " << x.mean_us << " us vs " << x.closed_form_us;
+  }
+  // The closed form itself: 2(n-1)/n of the wire bytes in the bandwidth-bound
+  // limit (4 hosts, 4 packets of 1,000 B per block, no delay): 6 steps x 4
+  // packets x (1000 + 16 + 66) B, plus the last packet's trip.
+  const double t = (1000 + 16 + 66) * 8 / 1e9;
+  EXPECT_NEAR(RingAllReduceSeconds(4, 16000, 1000, 1e9, 66, 0, 0), 24 * t - t + 2 * t, 1e-12);
+  // And latency-bound: one packet per block, 6 hops of alpha + 2 t + 2 d.
+  EXPECT_NEAR(RingAllReduceSeconds(4, 4000, 1000, 1e9, 66, 1e-6, 1e-5), 6 * (1e-5 + 2 * t + 2e-6),
+              1e-12);
+}
+
+TEST(CaisSimTest, TheSwitchClosedFormIsOneTraversalOfEveryChunk) {
+  const double t = (8952 + 20 + 66) * 8 / 100e9;
+  // 10 chunks up back to back, the last one's result down, a delay each way.
+  EXPECT_NEAR(SwitchAllReduceSeconds(4, 10 * 8952, 8952, 100e9, 66, 1e-6), 11 * t + 2e-6, 1e-12);
+}
+
+TEST(CaisSimTest, TheSameSeedGivesTheSameBytes) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.sizes = {1 << 20};
+  s.loss = 0.002;
+  s.backends = {"inca"};
+  auto a = RunCaisSimScenario(s);
+  auto b = RunCaisSimScenario(s);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(CaisResultJson(s, *a), CaisResultJson(s, *b));
+  EXPECT_EQ(CaisResultCsv(*a), CaisResultCsv(*b));
+  s.seed = 2;  // other losses
+  auto c = RunCaisSimScenario(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(CaisResultJson(s, *a), CaisResultJson(s, *c));
+}
+
+TEST(CaisSimTest, LossIsRecoveredExactlyByTheRealTransport) {
+  CaisSimScenario s = Star(4, 100, 5);
+  s.sizes = {4 << 20};
+  s.loss = 0.01;
+  s.backends = {"inca"};
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CaisSimRow& x = r->rows[0];
+  EXPECT_EQ(x.wrong, 0u);
+  EXPECT_GT(x.dropped, 0u);
+  EXPECT_GE(x.retransmitted, x.dropped / 2);  // lost contributions and results come back
+}
+
+TEST(CaisSimTest, TimingModeTakesTheTimeOfTheExactMode) {
+  // 300,000 B ends in a short chunk (33 of 8,952 B and one of 4,584 B).
+  for (const double loss : {0.0, 0.005}) {
+    CaisSimScenario s = Star(4, 100, 2);
+    s.sizes = {1 << 20, 300000};
+    s.loss = loss;
+    if (loss > 0) s.backends = {"inca"};
+    auto exact = RunCaisSimScenario(s);
+    s.mode = "timing";
+    auto timing = RunCaisSimScenario(s);
+    ASSERT_TRUE(exact.ok() && timing.ok());
+    ASSERT_EQ(exact->rows.size(), timing->rows.size());
+    for (size_t i = 0; i < exact->rows.size(); ++i) {
+      const CaisSimRow &e = exact->rows[i], &t = timing->rows[i];
+      EXPECT_NEAR(t.mean_us / e.mean_us, 1.0, 0.005) << e.backend << " " << e.bytes;
+      EXPECT_EQ(t.dropped, e.dropped) << e.backend << " " << e.bytes;
+      EXPECT_EQ(t.wrong, 0u);
+      EXPECT_EQ(e.checked, e.bytes / 4);
+      // inca still reduces one f32 per chunk and checks it; the ring carries none.
+      EXPECT_EQ(t.checked, e.backend == "inca" ? (e.bytes + 8951) / 8952 : 0);
+    }
+  }
+}
+
+TEST(CaisSimTest, TimingModeRunsLargeOperationsAtTheExpectedRatio) {
+  // 8 hosts at 400 Gbit/s, 64 MiB: held in no memory; bandwidth-bound, so
+  // the ring moves 2(n-1)/n = 1.75 times the switch's bytes per link.
+  CaisSimScenario s = Star(8, 400, 1);
+  s.mode = "timing";
+  s.sizes = {64 << 20};
+  s.ops = 1;
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CaisSimRow& inca = Row(*r, "inca", 64 << 20);
+  const CaisSimRow& ring = Row(*r, "ring", 64 << 20);
+  EXPECT_EQ(inca.wrong, 0u);
+  EXPECT_NEAR(ring.of_closed_form, 1.0, 0.01);
+  EXPECT_GT(inca.of_closed_form, 0.9);
+  EXPECT_LE(inca.of_closed_form, 1.01);
+  EXPECT_NEAR(ring.mean_us / inca.mean_us, 1.75, 0.15);
+}
+
+TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* words;
+  } cases[] = {
+      {"system: cais\nhosts: 1\n", "hosts must be in [2, 256]"},
+      {"system: cais\nlink_gbps: fast\n", "link_gbps: cannot read 'fast'"},
+      {"system: cais\nsizes: [1M, 2X]\n", "size '2X' is not like"},
+      {"system: cais\nsizes: [1G]\nhosts: 8\n", "over 65,535 chunks"},
+      {"system: cais\nbackends: [nccl]\n", "'nccl': use inca and/or ring"},
+      {"system: cais\nloss: 0.01\n", "the ring assumes a lossless fabric"},
+      {"system: cais\nchunk_size: 9000\n", "exceeds mtu 9000"},
+      {"system: cais\ncolour: red\n", "unknown key; known: system, sweep, name, seed"},
+      {"system: olaf\n", "a CAIS scenario has system cais"},
+      {"system: cais\nmode: fast\n", "'fast': use exact or timing"},
+      {"system: cais\nsizes: [512M]\nhosts: 16\n", "over 4 GiB of tensors (mode: timing"},
+  };
+  for (const Case& c : cases) {
+    auto s = ParseCaisSimScenario(c.yaml, "t.yaml");
+    ASSERT_FALSE(s.ok()) << c.yaml;
+    const std::string m(s.status().message());
+    EXPECT_NE(m.find(c.words), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_TRUE(IsCaisScenario("system: cais\n"));
+  EXPECT_FALSE(IsCaisScenario("name: x\n"));
+  EXPECT_FALSE(IsCaisScenario("{{{"));
+  CaisSimScenario s;
+  EXPECT_TRUE(ApplyCaisOverride("sizes=4K,1M", &s).ok());
+  EXPECT_EQ(s.sizes, (std::vector<uint64_t>{4096, 1 << 20}));
+  EXPECT_FALSE(ApplyCaisOverride("hosts", &s).ok());
+}
+
+}  // namespace
+}  // namespace inca::sim

@@ -1,0 +1,106 @@
+// Reading scenario keys from YAML with one-line errors that name the key
+// (inca-sim's OLAF and CAIS scenarios).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace inca::sim::yaml_keys {
+
+inline absl::string_view Av(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+inline absl::Status Bad(std::string_view source, const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", key, ": ", why));
+}
+
+template <typename T>
+absl::Status Get(const YAML::Node& n, std::string_view source, const std::string& key, T* out) {
+  try {
+    *out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(source, key, absl::StrCat("cannot read '", n.Scalar(), "' as the expected type"));
+  }
+  return absl::OkStatus();
+}
+
+// "KEY=VALUE" of --set: the key, and the value parsed as YAML.
+inline absl::Status SplitOverride(std::string_view key_value, std::string* key, YAML::Node* v) {
+  const size_t eq = key_value.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set '", Av(key_value), "' must be KEY=VALUE (e.g. seed=2)"));
+  }
+  *key = std::string(key_value.substr(0, eq));
+  try {
+    *v = YAML::Load(std::string(key_value.substr(eq + 1)));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--set ", *key, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+// `sweep: {key: K, values: [...]}` into s->sweep_key and s->sweep_values;
+// every value must be acceptable to set_key (a copy of *s is probed).
+// `not_sweepable` is a key that takes a list, which a sweep cannot set.
+template <typename Scenario, typename SetKey>
+absl::Status ParseSweep(const YAML::Node& v, std::string_view src, Scenario* s, SetKey set_key,
+                        std::string_view not_sweepable) {
+  if (!v.IsMap() || !v["key"] || !v["values"] || !v["values"].IsSequence() || v.size() != 2) {
+    return Bad(src, "sweep", "must be {key: NAME, values: [V1, V2, ...]}");
+  }
+  if (auto st = Get(v["key"], src, "sweep.key", &s->sweep_key); !st.ok()) return st;
+  s->sweep_values.clear();
+  for (const auto& x : v["values"]) s->sweep_values.push_back(x.Scalar());
+  if (s->sweep_key == "sweep" || s->sweep_key == "system" || s->sweep_key == not_sweepable ||
+      s->sweep_values.empty()) {
+    return Bad(src, "sweep", "needs a scalar key and at least one value");
+  }
+  for (const auto& val : s->sweep_values) {
+    Scenario probe = *s;
+    if (auto st = set_key(s->sweep_key, YAML::Load(val), src, &probe); !st.ok()) {
+      return Bad(src, "sweep", std::string(st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A whole scenario: a YAML map whose every key goes to set_key, then
+// Validate(); errors are one line naming the source.
+template <typename Scenario, typename SetKey>
+absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view source,
+                                       SetKey set_key) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", e.what()));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Av(source), ": not a map"));
+  Scenario s;
+  for (const auto& kv : root) {
+    if (auto st = set_key(kv.first.as<std::string>(), kv.second, source, &s); !st.ok()) return st;
+  }
+  if (auto st = s.Validate(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", st.message()));
+  }
+  return s;
+}
+
+// --set KEY=VALUE on a parsed scenario, then Validate().
+template <typename Scenario, typename SetKey>
+absl::Status ApplyOverride(std::string_view key_value, Scenario* s, SetKey set_key) {
+  std::string key;
+  YAML::Node v;
+  if (auto st = SplitOverride(key_value, &key, &v); !st.ok()) return st;
+  if (auto st = set_key(key, v, "--set", s); !st.ok()) return st;
+  return s->Validate();
+}
+
+}  // namespace inca::sim::yaml_keys
