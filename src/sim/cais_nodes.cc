@@ -1,6 +1,7 @@
 #include "sim/cais_nodes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,36 @@ uint32_t VirtualChunks::Extra(uint32_t chunk_id, size_t payload_bytes) const {
   if (first >= bytes) return 0;
   const uint64_t stands_for = std::min<uint64_t>(chunk_size, bytes - first);
   return static_cast<uint32_t>(stands_for - sizeof(float));
+}
+
+// ----------------------------------------------------------- PipelinedSwitch
+
+void PipelinedSwitch::Receive(dp::PortId port, Packet packet) {
+  if (pipeline_.pps <= 0) {
+    Process(port, std::move(packet));
+    return;
+  }
+  if (waiting_.size() >= pipeline_.queue_packets) {
+    ++pipeline_dropped_;
+    return;
+  }
+  waiting_.emplace_back(port, std::move(packet));
+  if (!scheduled_) {
+    scheduled_ = true;
+    sim().Schedule(sim().now(), [this] { Next(); });
+  }
+}
+
+void PipelinedSwitch::Next() {
+  auto [port, packet] = std::move(waiting_.front());
+  waiting_.pop_front();
+  Process(port, std::move(packet));
+  if (waiting_.empty()) {
+    scheduled_ = false;
+    return;
+  }
+  const auto service = static_cast<TimeNs>(std::llround(1e9 / pipeline_.pps));
+  sim().Schedule(sim().now() + service, [this] { Next(); });
 }
 
 // ------------------------------------------------------------ CaisSwitchNode
@@ -36,8 +67,8 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
 };
 
 CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                               VirtualChunks virt)
-    : Node(std::move(name)), sink_(std::make_unique<Sink>(this)), virt_(virt) {
+                               VirtualChunks virt, SwitchPipeline pipeline)
+    : PipelinedSwitch(std::move(name), pipeline), sink_(std::make_unique<Sink>(this)), virt_(virt) {
   auto r = cais::CaisReducer::Create(config);
   if (!r.ok()) throw std::invalid_argument(std::string(r.status().message()));
   reducer_ = std::move(*r);
@@ -52,7 +83,7 @@ CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config,
 
 CaisSwitchNode::~CaisSwitchNode() = default;
 
-void CaisSwitchNode::Receive(dp::PortId port, Packet packet) {
+void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
   reducer_->Advance(sim().now(), *sink_);
   reducer_->Process(packet, port, sim().now(), *sink_);
 }
@@ -158,7 +189,7 @@ bool GetRing(const Packet& p, RingHeader* h) {
 
 }  // namespace
 
-void ForwarderNode::Receive(dp::PortId, Packet packet) {
+void ForwarderNode::Process(dp::PortId, Packet packet) {
   RingHeader h;
   if (!GetRing(packet, &h) || h.dst >= dp::kMaxPorts) {
     ++dropped_;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -34,17 +35,46 @@ struct VirtualChunks {
   uint32_t Extra(uint32_t chunk_id, size_t payload_bytes) const;
 };
 
+// The switch's packet rate (its hardware model beside chunk_size and the
+// slot memory): a pipeline that takes one packet every 1/pps, in arrival
+// order, with at most queue_packets waiting (more are dropped and counted).
+// pps 0: every packet at once, as an ASIC at line rate.
+struct SwitchPipeline {
+  double pps = 0;
+  uint32_t queue_packets = 4096;
+};
+
+// A switch node behind such a pipeline; Process() sees each packet as it
+// leaves the pipeline.
+class PipelinedSwitch : public Node {
+ public:
+  void Receive(dp::PortId port, Packet packet) final;
+  uint64_t pipeline_dropped() const { return pipeline_dropped_; }
+
+ protected:
+  PipelinedSwitch(std::string name, SwitchPipeline pipeline)
+      : Node(std::move(name)), pipeline_(pipeline) {}
+  virtual void Process(dp::PortId port, Packet packet) = 0;
+
+ private:
+  void Next();
+  SwitchPipeline pipeline_;
+  std::deque<std::pair<dp::PortId, Packet>> waiting_;
+  bool scheduled_ = false;
+  uint64_t pipeline_dropped_ = 0;
+};
+
 // The switch: port p is rank p's link. Chunk timeouts are driven by the
 // packets that arrive (Advance before each), as in inca-switchd's loop.
-class CaisSwitchNode final : public Node {
+class CaisSwitchNode final : public PipelinedSwitch {
  public:
   CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                 VirtualChunks virt = {});
+                 VirtualChunks virt = {}, SwitchPipeline pipeline = {});
   ~CaisSwitchNode() override;
-  void Receive(dp::PortId port, Packet packet) override;
   const cais::CaisReducer& reducer() const { return *reducer_; }
 
  private:
+  void Process(dp::PortId port, Packet packet) override;
   class Sink;
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<Sink> sink_;
@@ -98,14 +128,15 @@ inline constexpr size_t kRingHeaderBytes = 16;
 
 // The switch as a plain forwarder: a ring packet goes out of the port of
 // its destination rank (with its elided slice charged again).
-class ForwarderNode final : public Node {
+class ForwarderNode final : public PipelinedSwitch {
  public:
-  explicit ForwarderNode(std::string name) : Node(std::move(name)) {}
-  void Receive(dp::PortId port, Packet packet) override;
+  explicit ForwarderNode(std::string name, SwitchPipeline pipeline = {})
+      : PipelinedSwitch(std::move(name), pipeline) {}
   uint64_t forwarded() const { return forwarded_; }
   uint64_t dropped() const { return dropped_; }  // malformed or to no port
 
  private:
+  void Process(dp::PortId port, Packet packet) override;
   uint64_t forwarded_ = 0;
   uint64_t dropped_ = 0;
 };

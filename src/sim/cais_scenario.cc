@@ -101,8 +101,11 @@ const KeyDef kKeys[] = {
     {"sizes", &SetSizes},
     INCA_CAIS_KEY(ops),
     INCA_CAIS_KEY(window),
+    INCA_CAIS_KEY(target_floor_us),
     INCA_CAIS_KEY(switch_slots),
     INCA_CAIS_KEY(switch_sram_mib),
+    INCA_CAIS_KEY(switch_mpps),
+    INCA_CAIS_KEY(switch_queue_packets),
     INCA_CAIS_KEY(ring_step_latency_us),
 };
 #undef INCA_CAIS_KEY
@@ -135,10 +138,16 @@ struct Job {
   Simulator sim;
   std::unique_ptr<Network> net;
   std::vector<Node*> ranks;
-  Node* hub = nullptr;
+  PipelinedSwitch* hub = nullptr;
   std::function<void(int rank, std::vector<float>* data, size_t count, uint32_t seq)> begin;
   std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
 };
+
+// The ring's fabric is lossless (PFC holds the senders back), so its
+// packets wait for the pipeline however many there are.
+SwitchPipeline Pipeline(const CaisSimScenario& s, bool lossless) {
+  return SwitchPipeline{s.switch_mpps * 1e6, lossless ? UINT32_MAX : s.switch_queue_packets};
+}
 
 LinkConfig Links(const CaisSimScenario& s) {
   LinkConfig lc;
@@ -164,7 +173,8 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
     cc.max_payload_bytes = sizeof(float);
     cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
   }
-  auto* sw = j->net->Add(std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, virt));
+  auto* sw = j->net->Add(
+      std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, virt, Pipeline(s, false)));
   j->hub = sw;
   // As SwitchTransport sets it from CommunicatorOptions.
   client::TransportConfig tc;
@@ -173,6 +183,7 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   tc.max_window = s.window;
   tc.min_window = std::min<uint32_t>(2, s.window);
   tc.initial_window = std::min<uint32_t>(16, s.window);
+  if (s.target_floor_us >= 0) tc.target_floor_ns = std::llround(s.target_floor_us * 1e3);
   std::vector<CaisRankNode*> ranks;
   for (int r = 0; r < s.hosts; ++r) {
     auto* node =
@@ -192,7 +203,7 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
 }
 
 void BuildRing(const CaisSimScenario& s, Job* j, const RankDone& done) {
-  auto* fwd = j->net->Add(std::make_unique<ForwarderNode>("switch"));
+  auto* fwd = j->net->Add(std::make_unique<ForwarderNode>("switch", Pipeline(s, true)));
   j->hub = fwd;
   std::vector<RingRankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
@@ -280,6 +291,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     const LinkCounters& down = j.net->link(j.hub, static_cast<dp::PortId>(p));
     row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
   }
+  row.dropped += j.hub->pipeline_dropped();
   row.ops = s.ops;
   row.checked = count;
   double sum = 0;
@@ -325,6 +337,11 @@ absl::Status CaisSimScenario::Validate() const {
     return bad("switch_sram_mib must be in (0, 65536]");
   }
   if (!(ring_step_latency_us >= 0)) return bad("ring_step_latency_us must be >= 0");
+  if (!(switch_mpps >= 0) || switch_mpps > 1e6) return bad("switch_mpps must be in [0, 1e6]");
+  if (!(target_floor_us >= 0 || target_floor_us == -1) || target_floor_us > 1e6) {
+    return bad("target_floor_us must be in [0, 1e6], or -1 for the transport's default");
+  }
+  if (switch_queue_packets < 1) return bad("switch_queue_packets must be at least 1");
   if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
   if (backends.empty()) return bad("backends: at least one of inca, ring");
   if (loss > 0 && std::find(backends.begin(), backends.end(), "ring") != backends.end()) {

@@ -153,6 +153,48 @@ TEST(CaisSimTest, TimingModeRunsLargeOperationsAtTheExpectedRatio) {
   EXPECT_NEAR(ring.mean_us / inca.mean_us, 1.75, 0.15);
 }
 
+TEST(CaisSimTest, ASwitchOfLimitedPacketRateSetsThePace) {
+  // A software switch of 1 Mpps at 100 Gbit/s: the pipeline, not the links,
+  // is the bottleneck. inca: every chunk's 4 contributions pass it; the
+  // ring: 2(n-1) blocks of 118 packets per rank.
+  CaisSimScenario s = Star(4, 100, 1);
+  s.sizes = {4 << 20};
+  s.switch_mpps = 1;
+  s.switch_queue_packets = 256;
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CaisSimRow& inca = Row(*r, "inca", 4 << 20);
+  const CaisSimRow& ring = Row(*r, "ring", 4 << 20);
+  const double chunks = (4 << 20) / 8952 + 1;  // 469
+  EXPECT_EQ(inca.wrong, 0u);
+  EXPECT_EQ(ring.wrong, 0u);
+  EXPECT_GE(inca.mean_us, 4 * chunks);  // 1 us per packet
+  EXPECT_LT(inca.mean_us, 1.3 * 4 * chunks);
+  EXPECT_GE(ring.mean_us, 4 * 6 * 118);
+  EXPECT_LT(ring.mean_us, 1.1 * 4 * 6 * 118);
+  // The links alone would allow far less: the closed forms do not see the
+  // switch's rate.
+  EXPECT_LT(inca.of_closed_form, 0.3);
+  EXPECT_EQ(ring.dropped, 0u);  // the ring's fabric is lossless
+  // A pipeline queue of 64 packets (64 us) overflows before the round trip
+  // reaches the delay target's 300 us slack: the pipeline drops, the
+  // transport recovers every loss exactly (docs/sim.md: slower, though).
+  s.switch_queue_packets = 64;
+  s.backends = {"inca"};
+  auto shallow = RunCaisSimScenario(s);
+  ASSERT_TRUE(shallow.ok()) << shallow.status();
+  EXPECT_EQ(shallow->rows[0].wrong, 0u);
+  EXPECT_GT(shallow->rows[0].dropped, 0u);
+  EXPECT_GE(shallow->rows[0].retransmitted, shallow->rows[0].dropped);
+  // With the slack's floor below what the queue holds, delay control keeps
+  // it from overflowing.
+  s.target_floor_us = 20;
+  auto low = RunCaisSimScenario(s);
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->rows[0].dropped, 0u);
+  EXPECT_LT(low->rows[0].mean_us, shallow->rows[0].mean_us);
+}
+
 TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
   struct Case {
     const char* yaml;

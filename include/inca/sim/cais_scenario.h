@@ -35,11 +35,18 @@ struct CaisSimScenario {
   std::vector<uint64_t> sizes = {uint64_t{1} << 20};  // bytes per all-reduce (f32)
   int ops = 3;                                        // per size, back to back
   // inca's client: the congestion window's cap, in chunks (the default of
-  // CommunicatorOptions::max_pending_chunks).
+  // CommunicatorOptions::max_pending_chunks), and the floor of its delay
+  // target's slack (-1: the transport's default, 300 us).
   uint32_t window = 64;
-  // The switch: slots and slot memory (CaisConfig).
+  double target_floor_us = -1;
+  // The switch: slots and slot memory (CaisConfig), and its pipeline's
+  // packet rate (0: line rate, as an ASIC) with the packets that may wait
+  // for it. Payload per packet is chunk_size. A rate applies to the ring's
+  // forwarding too: it is the same switch.
   uint32_t switch_slots = 128;
   double switch_sram_mib = 16;
+  double switch_mpps = 0;
+  uint32_t switch_queue_packets = 4096;
   // The ring: each step's software cost α (the closed form's per-step
   // latency), added when a packet is ready to go on to the next rank.
   double ring_step_latency_us = 0;
@@ -71,7 +78,7 @@ struct CaisSimRow {
   uint64_t checked = 0;        // elements per rank checked against the exact sum
   uint64_t wrong = 0;          // of those, over all ranks and operations, the ones that differ
   uint64_t retransmitted = 0;  // inca: chunks sent again
-  uint64_t dropped = 0;        // packets the links dropped (queue, loss, mtu)
+  uint64_t dropped = 0;  // packets the links (queue, loss, mtu) and the switch's pipeline dropped
 };
 
 struct CaisSimResult {
