@@ -141,48 +141,108 @@ class ForwarderNode final : public PipelinedSwitch {
   uint64_t dropped_ = 0;
 };
 
-// One rank of the ring. Step s (0 .. 2(n-1)-1) sends block (rank - s) mod n
-// to rank + 1; in the first n-1 steps the receiver adds the block into its
-// own copy, in the last n-1 it takes it as is. Packet j of step s may leave
-// once packet j of step s-1 has arrived, plus `step_latency_ns` (the
-// per-step software cost α of the closed form). The rank sends at its
-// link's rate (a NIC's pacing), so its own transmit queue never overflows.
-class RingRankNode final : public Node {
+// What the host baselines share: a rank that sends slices of its tensor
+// in packets (RingHeader, then the slice) to other ranks through the
+// switch, paced at its link's rate (a NIC's pacing, so its own transmit
+// queue never overflows). Packets wait in streams, each FIFO in the order
+// they became ready; the link serves the streams round-robin (the ring has
+// one, the tree one per tree and direction, as NCCL's channels share a
+// NIC).
+class HostCollectiveNode : public Node {
  public:
-  RingRankNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
-               uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done);
-  // Reduces `count` elements of `data` in place; data nullptr: timing mode
-  // (nothing is carried, every slice is charged on the wire).
-  void Begin(std::vector<float>* data, size_t count);
-  void Receive(dp::PortId port, Packet packet) override;
   uint64_t malformed() const { return malformed_; }
 
- private:
+ protected:
+  HostCollectiveNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
+                     uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done);
   struct Ready {
     TimeNs at;
-    uint32_t step;
-    uint32_t index;
+    RingHeader h;  // bytes: the slice's length
+    size_t first;  // the slice's first element
   };
-  // Elements [first, first + count) of packet `index` of block `b`.
-  std::pair<size_t, size_t> Slice(uint32_t block, uint32_t index) const;
-  uint32_t BlockOf(uint32_t step, int rank) const;
-  void Enqueue(Ready r);
-  void SendNext();
+  // Starts an operation over `count` elements of `data` (nullptr: timing
+  // mode, nothing carried) that ends when `to_receive` packets arrived.
+  void Reset(std::vector<float>* data, size_t count, uint64_t to_receive);
+  // Packet `index` of the element range [b0, b1): (first, count).
+  std::pair<size_t, size_t> Slice(size_t b0, size_t b1, uint32_t index) const;
+  uint32_t PacketsIn(size_t elements) const;
+  // A packet for `dst` of slice (first, count), ready after the step
+  // latency, in stream `stream` (< kStreams).
+  void Enqueue(uint32_t dst, uint32_t step, uint32_t index, size_t first, size_t count,
+               size_t stream = 0);
+  static constexpr size_t kStreams = 4;
+  // Checks a received packet against the slice it should carry and adds it
+  // into (or copies it over) the tensor; false (counted) if malformed.
+  bool Take(const Packet& packet, const RingHeader& h, size_t first, size_t count, bool add);
+  // One packet fewer to receive; the rank is done at zero.
+  void Received();
+
   int rank_, n_;
   uint32_t payload_;
+  std::vector<float>* data_ = nullptr;
+  size_t count_ = 0;
+  uint64_t to_receive_ = 0;
+  uint64_t malformed_ = 0;
+
+ private:
+  void SendNext();
   double link_bps_;
   uint32_t overhead_;
   TimeNs step_latency_;
   RankDone done_;
-  std::vector<float>* data_ = nullptr;
-  size_t count_ = 0;
-  uint32_t packets_per_block_ = 0;
-  uint64_t to_receive_ = 0;
-  std::vector<Ready> queue_;  // ready packets, FIFO by readiness
-  size_t head_ = 0;
+  std::deque<Ready> streams_[kStreams];
+  size_t last_stream_ = 0;  // the one served last
   TimeNs link_free_at_ = 0;
   bool sending_ = false;
-  uint64_t malformed_ = 0;
+};
+
+// One rank of the ring. Step s (0 .. 2(n-1)-1) sends block (rank - s) mod n
+// to rank + 1; in the first n-1 steps the receiver adds the block into its
+// own copy, in the last n-1 it takes it as is. Packet j of step s may leave
+// once packet j of step s-1 has arrived, plus `step_latency_ns` (the
+// per-step software cost α of the closed form).
+class RingRankNode final : public HostCollectiveNode {
+ public:
+  RingRankNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
+               uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done)
+      : HostCollectiveNode(std::move(name), rank, ranks, payload_bytes, link_bps, overhead_bytes,
+                           step_latency_ns, std::move(done)) {}
+  // Reduces `count` elements of `data` in place; data nullptr: timing mode
+  // (nothing is carried, every slice is charged on the wire).
+  void Begin(std::vector<float>* data, size_t count);
+  void Receive(dp::PortId port, Packet packet) override;
+
+ private:
+  std::pair<size_t, size_t> BlockSlice(uint32_t block, uint32_t index) const;
+  uint32_t BlockOf(uint32_t step, int rank) const;
+  void SendStep(uint32_t step, uint32_t index);
+  uint32_t packets_per_block_ = 0;
+};
+
+// One rank of NCCL's double binary tree: the tensor's two halves each go
+// up one binary tree (reduce: a rank adds its children's packets into its
+// own and sends the sum to its parent) and down it again (broadcast from
+// the root), packet by packet. Tree 0 places rank r at heap position r,
+// tree 1 at n-1-r, so that the ranks inside one tree are leaves of the
+// other (for even n). Steps: 2t (reduce) and 2t + 1 (broadcast) of tree t.
+class TreeRankNode final : public HostCollectiveNode {
+ public:
+  TreeRankNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
+               uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done)
+      : HostCollectiveNode(std::move(name), rank, ranks, payload_bytes, link_bps, overhead_bytes,
+                           step_latency_ns, std::move(done)) {}
+  void Begin(std::vector<float>* data, size_t count);
+  void Receive(dp::PortId port, Packet packet) override;
+
+  // The tree's shape, for the closed form: rank r's parent (-1 at the root)
+  // and children in tree t of n ranks.
+  static int Parent(int n, int t, int r);
+  static std::vector<int> Children(int n, int t, int r);
+
+ private:
+  std::pair<size_t, size_t> HalfSlice(int t, uint32_t index) const;
+  void Forward(int t, uint32_t index);  // the reduced packet, up or down
+  std::vector<uint32_t> got_[2];        // children's packets reduced, per packet
 };
 
 }  // namespace inca::sim

@@ -58,11 +58,11 @@ absl::Status SetMode(const YAML::Node& v, std::string_view src, CaisSimScenario*
 absl::Status SetBackends(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
   s->backends = Items(v);
   for (const std::string& b : s->backends) {
-    if (b != "inca" && b != "ring") {
-      return Bad(src, "backends", absl::StrCat("'", b, "': use inca and/or ring"));
+    if (b != "inca" && b != "ring" && b != "tree") {
+      return Bad(src, "backends", absl::StrCat("'", b, "': use inca, ring and/or tree"));
     }
   }
-  if (s->backends.empty()) return Bad(src, "backends", "at least one of inca, ring");
+  if (s->backends.empty()) return Bad(src, "backends", "at least one of inca, ring, tree");
   return absl::OkStatus();
 }
 
@@ -202,16 +202,21 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   };
 }
 
-void BuildRing(const CaisSimScenario& s, Job* j, const RankDone& done) {
+// A host baseline (RingRankNode or TreeRankNode) through the switch as a
+// forwarder.
+template <typename RankNode>
+void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
   auto* fwd = j->net->Add(std::make_unique<ForwarderNode>("switch", Pipeline(s, true)));
   j->hub = fwd;
-  std::vector<RingRankNode*> ranks;
+  std::vector<RankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(std::make_unique<RingRankNode>(absl::StrCat("rank", r), r, s.hosts,
-                                                            s.chunk_size, s.link_gbps * 1e9,
-                                                            s.overhead_bytes, alpha, done));
-    j->net->Connect(node, fwd, Links(s));
+    auto* node =
+        j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r), r, s.hosts, s.chunk_size,
+                                               s.link_gbps * 1e9, s.overhead_bytes, alpha, done));
+    LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
+    lossless.queue_packets = UINT32_MAX;
+    j->net->Connect(node, fwd, lossless);
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
@@ -219,7 +224,6 @@ void BuildRing(const CaisSimScenario& s, Job* j, const RankDone& done) {
     ranks[static_cast<size_t>(r)]->Begin(data, count);
   };
 }
-
 absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
                                   uint64_t bytes, const std::function<void(int)>& op_done,
                                   uint64_t* events) {
@@ -268,8 +272,10 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   };
   if (backend == "inca") {
     BuildInca(s, bytes, &j, done);
+  } else if (backend == "ring") {
+    BuildHostBaseline<RingRankNode>(s, &j, done);
   } else {
-    BuildRing(s, &j, done);
+    BuildHostBaseline<TreeRankNode>(s, &j, done);
   }
   j.net->Start();
   j.sim.Schedule(0, start_op);
@@ -300,12 +306,14 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   for (double d : durations_us) sum += d;
   row.mean_us = sum / static_cast<double>(durations_us.size());
   const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
+  const double alpha = s.ring_step_latency_us * 1e-6;
   row.closed_form_us =
-      1e6 *
-      (backend == "inca"
-           ? SwitchAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate, s.overhead_bytes, delay)
-           : RingAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate, s.overhead_bytes, delay,
-                                  s.ring_step_latency_us * 1e-6));
+      1e6 * (backend == "inca"   ? SwitchAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
+                                                          s.overhead_bytes, delay)
+             : backend == "ring" ? RingAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
+                                                        s.overhead_bytes, delay, alpha)
+                                 : TreeAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
+                                                        s.overhead_bytes, delay, alpha));
   row.of_closed_form = row.closed_form_us / row.mean_us;
   return row;
 }
@@ -343,11 +351,12 @@ absl::Status CaisSimScenario::Validate() const {
   }
   if (switch_queue_packets < 1) return bad("switch_queue_packets must be at least 1");
   if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
-  if (backends.empty()) return bad("backends: at least one of inca, ring");
-  if (loss > 0 && std::find(backends.begin(), backends.end(), "ring") != backends.end()) {
+  if (backends.empty()) return bad("backends: at least one of inca, ring, tree");
+  if (loss > 0 && std::any_of(backends.begin(), backends.end(),
+                              [](const std::string& b) { return b != "inca"; })) {
     return bad(
-        "loss: the ring assumes a lossless fabric (NCCL over RoCE with PFC has no "
-        "retransmission of its own); use backends: [inca] with loss");
+        "loss: the ring and the tree assume a lossless fabric (NCCL over RoCE with PFC "
+        "has no retransmission of its own); use backends: [inca] with loss");
   }
   for (uint64_t b : sizes) {
     if (b < 4 || b % 4 != 0) return bad(absl::StrCat("sizes: ", b, " is not a positive f32 size"));
@@ -415,6 +424,55 @@ double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double 
   // or each step's first packet waits for the previous step's (latency-bound).
   const double last_start = std::max(steps * b - tl, (steps - 1) * hop + b - tl);
   return step_latency_s + last_start + 2 * tl + 2 * delay_s;
+}
+
+double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                            uint32_t overhead, double delay_s, double step_latency_s) {
+  // Each half of the tensor goes up one tree and down again. Bandwidth: the
+  // busiest rank's link carries, per tree, the half up to its parent and
+  // down to each child (and as much the other way). Latency: the first
+  // packet climbs the deeper tree and comes down it, a hop each level, and
+  // the half's other packets follow it. Both are lower bounds; the time is
+  // the larger (the bandwidth one plus the last packet's trip).
+  const uint64_t count = bytes / sizeof(float);
+  const uint64_t per = payload / sizeof(float);
+  double half_s[2] = {0, 0}, first_s[2] = {0, 0};
+  for (int tree = 0; tree < 2; ++tree) {
+    const uint64_t len = tree == 0 ? count / 2 : count - count / 2;
+    const uint64_t packets = (len + per - 1) / per;
+    half_s[tree] =
+        static_cast<double>(len * sizeof(float) + packets * (kRingHeaderBytes + overhead)) * 8 /
+        rate_bps;
+    if (len) {
+      first_s[tree] =
+          PacketSeconds(std::min(per, len) * sizeof(float), kRingHeaderBytes, overhead, rate_bps);
+    }
+  }
+  double busiest = 0, latency = 0, trip = 0;
+  for (int tree = 0; tree < 2; ++tree) {
+    if (half_s[tree] == 0) continue;
+    const double hop = step_latency_s + 2 * first_s[tree] + 2 * delay_s;
+    trip = std::max(trip, hop - first_s[tree]);
+    int depth = 0;
+    for (int r = 0; r < hosts; ++r) {
+      int d = 0;
+      for (int q = r; TreeRankNode::Parent(hosts, tree, q) >= 0;
+           q = TreeRankNode::Parent(hosts, tree, q)) {
+        ++d;
+      }
+      depth = std::max(depth, d);
+    }
+    latency = std::max(latency, 2.0 * depth * hop + half_s[tree] - first_s[tree]);
+  }
+  for (int r = 0; r < hosts; ++r) {
+    double load = 0;
+    for (int tree = 0; tree < 2; ++tree) {
+      load += half_s[tree] * static_cast<double>(TreeRankNode::Children(hosts, tree, r).size() +
+                                                 (TreeRankNode::Parent(hosts, tree, r) >= 0));
+    }
+    busiest = std::max(busiest, load);
+  }
+  return std::max(busiest + trip, latency);
 }
 
 absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,

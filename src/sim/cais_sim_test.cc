@@ -6,6 +6,7 @@
 #include <string>
 
 #include "inca/sim/cais_scenario.h"
+#include "sim/cais_nodes.h"
 
 namespace inca::sim {
 namespace {
@@ -74,6 +75,43 @@ TEST(CaisSimTest, TheRingMatchesItsClosedFormWhenBandwidthOrLatencyBound) {
   // And latency-bound: one packet per block, 6 hops of alpha + 2 t + 2 d.
   EXPECT_NEAR(RingAllReduceSeconds(4, 4000, 1000, 1e9, 66, 1e-6, 1e-5), 6 * (1e-5 + 2 * t + 2e-6),
               1e-12);
+}
+
+TEST(CaisSimTest, TheTreeIsExactAndNeverBeatsItsBound) {
+  // Odd and even n (for odd n the two trees share an inner rank), one
+  // packet per half and many: the sum is exact, nothing is lost, and the
+  // closed form (a lower bound: the busiest link, or the deeper tree's
+  // climb) is met where one of them is all there is.
+  for (int n : {2, 3, 4, 8, 9}) {
+    CaisSimScenario s = Star(n, 100, 1);
+    s.backends = {"tree"};
+    s.sizes = {8 << 10, 1 << 20, 16 << 20};
+    auto r = RunCaisSimScenario(s);
+    ASSERT_TRUE(r.ok()) << n << ": " << r.status();
+    for (const CaisSimRow& x : r->rows) {
+      EXPECT_EQ(x.wrong, 0u) << n << " " << x.bytes;
+      EXPECT_EQ(x.dropped, 0u) << n << " " << x.bytes;
+      EXPECT_LE(x.of_closed_form, 1.001) << n << " " << x.bytes;
+      EXPECT_GE(x.of_closed_form, 0.7) << n << " " << x.bytes;
+    }
+    // Bandwidth-bound: the busiest link's bytes, to 1 %.
+    EXPECT_GE(Row(*r, "tree", 16 << 20).of_closed_form, 0.99) << n;
+  }
+  // 2 ranks, 4 packets of 1,000 B per half, no delay: each link carries
+  // both halves (8 packets), plus the last one's trip, t.
+  const double t = (1000 + 16 + 66) * 8 / 1e9;
+  EXPECT_NEAR(TreeAllReduceSeconds(2, 8000, 1000, 1e9, 66, 0, 0), 9 * t, 1e-12);
+  // The trees: rank r at heap position r in tree 0 and n-1-r in tree 1.
+  EXPECT_EQ(TreeRankNode::Parent(8, 0, 0), -1);
+  EXPECT_EQ(TreeRankNode::Parent(8, 0, 5), 2);
+  EXPECT_EQ(TreeRankNode::Parent(8, 1, 7), -1);
+  EXPECT_EQ(TreeRankNode::Children(8, 1, 7), (std::vector<int>{6, 5}));
+  // For even n the inner ranks of one tree are leaves of the other.
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_FALSE(!TreeRankNode::Children(8, 0, r).empty() &&
+                 !TreeRankNode::Children(8, 1, r).empty())
+        << r;
+  }
 }
 
 TEST(CaisSimTest, TheSwitchClosedFormIsOneTraversalOfEveryChunk) {
@@ -204,8 +242,8 @@ TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
       {"system: cais\nlink_gbps: fast\n", "link_gbps: cannot read 'fast'"},
       {"system: cais\nsizes: [1M, 2X]\n", "size '2X' is not like"},
       {"system: cais\nsizes: [1G]\nhosts: 8\n", "over 65,535 chunks"},
-      {"system: cais\nbackends: [nccl]\n", "'nccl': use inca and/or ring"},
-      {"system: cais\nloss: 0.01\n", "the ring assumes a lossless fabric"},
+      {"system: cais\nbackends: [nccl]\n", "'nccl': use inca, ring and/or tree"},
+      {"system: cais\nloss: 0.01\n", "the ring and the tree assume a lossless fabric"},
       {"system: cais\nchunk_size: 9000\n", "exceeds mtu 9000"},
       {"system: cais\ncolour: red\n", "unknown key; known: system, sweep, name, seed"},
       {"system: olaf\n", "a CAIS scenario has system cais"},

@@ -65,7 +65,7 @@ absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s);
 bool IsCaisScenario(std::string_view yaml);
 
 struct CaisSimRow {
-  std::string backend;  // inca | ring
+  std::string backend;  // inca | ring | tree
   uint64_t bytes = 0;
   int ops = 0;
   double mean_us = 0, min_us = 0, max_us = 0;
@@ -98,6 +98,10 @@ absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,
 double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
                               uint32_t overhead, double delay_s);
 double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                            uint32_t overhead, double delay_s, double step_latency_s);
+// NCCL's double binary tree, pipelined packet by packet: the larger of the
+// busiest link's packets and the deeper tree's climb and descent.
+double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
                             uint32_t overhead, double delay_s, double step_latency_s);
 
 std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r);
