@@ -8,6 +8,9 @@ import sys
 
 import matplotlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import doc_sections  # noqa: E402
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -227,16 +230,13 @@ w("- What is real: the queue, merge, eviction, pacing and ACK stamping code is t
   "60.5 ms vs OLAF 33.6 ms mean AoM and 62.1 % vs 2.9 % loss in one run. The simulator is validated against M/D/1, M/G/1 and the "
   "M/M/1 Age-of-Information closed form (`src/sim/queueing_test.cc`).")
 w("")
-# The training comparison (scripts/evaluate-drl.sh) keeps its own section.
+# Other generators' sections (the training comparison of
+# scripts/evaluate-drl.sh, CAIS simulated against the testbed) stay.
 path = os.path.join(docs, "EVALUATION.md")
-drl = ""
+kept = []
 if os.path.exists(path):
     with open(path) as f:
-        old = f.read()
-    begin = old.find("<!-- drl:begin -->")
-    end = old.find("<!-- drl:end -->")
-    if begin >= 0 and end > begin:
-        drl = old[begin:end + len("<!-- drl:end -->")] + "\n"
+        kept = list(doc_sections.marked(f.read()).values())
 with open(path, "w") as f:
-    f.write("\n".join(lines) + ("\n" + drl if drl else ""))
+    f.write("\n".join(lines) + "".join("\n" + k + "\n" for k in kept))
 print("wrote", os.path.join(docs, "EVALUATION.md"))

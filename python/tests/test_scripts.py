@@ -37,3 +37,51 @@ def test_a_hung_rank_is_reported_with_its_python_stack(tmp_path):
     assert "--- rank 0 rc=0" in report
     rank1 = report.split("--- rank 1")[1]
     assert "timed out after 3 s" in rank1 and "in wait_for_peer" in rank1
+
+
+def test_generated_doc_sections_are_replaced_in_place_and_others_kept(tmp_path):
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import doc_sections
+    doc = tmp_path / "EVAL.md"
+    doc.write_text("# head\n\n<!-- drl:begin -->\nold drl\n<!-- drl:end -->\n")
+    doc_sections.replace_section(str(doc), "cais-testbed", "first")
+    doc_sections.replace_section(str(doc), "cais-testbed", "second")
+    text = doc.read_text()
+    assert text.count("cais-testbed:begin") == 1 and "second" in text and "first" not in text
+    assert set(doc_sections.marked(text)) == {"drl", "cais-testbed"}
+    assert "old drl" in doc_sections.marked(text)["drl"]
+
+
+def test_cais_sim_vs_testbed_sets_the_simulator_beside_a_measured_run(tmp_path):
+    # A measured run of two sizes (the 256 KiB one is below the tbf burst and
+    # left out); the simulator runs the 1 MiB one on the same star.
+    import json
+    measured = {"sweep4": {"testbed": {"hosts": 4, "rate": "1gbit", "mtu": 9000},
+                           "rows": [{"bytes": 262144, "gloo_us": 4000.0, "switch_us": 2500.0},
+                                    {"bytes": 1048576, "gloo_us": 13000.0,
+                                     "switch_us": 9000.0}]}}
+    (tmp_path / "testbed.json").write_text(json.dumps(measured))
+    doc = tmp_path / "EVAL.md"
+    doc.write_text("# evaluation\n")
+    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts",
+                                                          "cais_sim_vs_testbed.py"),
+                          "--testbed", str(tmp_path / "testbed.json"), "--doc", str(doc),
+                          "--sim", os.path.join(build, "bin", "inca-sim")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = doc.read_text()
+    assert text.startswith("# evaluation\n") and "### 4 x 1 Gbit/s" in text
+    rows = [l for l in text.splitlines() if l.startswith("| 1 MiB")]
+    assert len(rows) == 1 and "256" not in text.split("### 4 x 1 Gbit/s")[1].split("Largest")[0]
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    # The simulated times are the links' bounds: 1 MiB on 4 x 1 Gbit/s is
+    # about 12.7 ms for the ring and 8.5 ms for the switch.
+    assert 12.0 < float(cells[2]) < 13.5 and 8.0 < float(cells[5]) < 9.0
+    assert abs(float(cells[3]) - float(cells[2]) / 13.0) < 0.01
+    bad = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts",
+                                                          "cais_sim_vs_testbed.py"),
+                          "--testbed", str(tmp_path / "missing.json"), "--doc", str(doc)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

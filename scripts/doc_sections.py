@@ -1,0 +1,26 @@
+"""Sections of a generated document that belong to other generators:
+`<!-- NAME:begin -->` ... `<!-- NAME:end -->`. Each script rewrites only
+its own (docs/EVALUATION.md: the OLAF part, drl, cais-testbed)."""
+import re
+from typing import Dict
+
+
+def marked(text: str) -> Dict[str, str]:
+    """Every marked section of `text`, markers included, by name."""
+    out = {}
+    for m in re.finditer(r"<!-- ([a-z0-9-]+):begin -->.*?<!-- \1:end -->", text, re.S):
+        out[m.group(1)] = m.group(0)
+    return out
+
+
+def replace_section(path: str, name: str, body: str) -> None:
+    """Puts `body` (without markers) as section `name` of the file at
+    `path`, in place of the old one or appended at the end."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    section = "%s\n%s\n%s" % (begin, body.rstrip("\n"), end)
+    with open(path) as f:
+        text = f.read()
+    old = marked(text).get(name)
+    text = text.replace(old, section) if old else text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(path, "w") as f:
+        f.write(text)
