@@ -4,7 +4,6 @@ through inca-switchd in the switch namespace, over shaped links. Needs root
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -132,7 +131,8 @@ def test_sigterm_mid_run_tears_everything_down():
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
     try:
-        # Until a rank runs in host 1's namespace (bounded: the set-up takes seconds).
+        # Until a rank runs in host 1's namespace (bounded: the set-up takes
+        # seconds); between looks, wait on perf itself, which must not end.
         running = False
         for _ in range(600):
             out = subprocess.run(["ip", "netns", "pids", "inca-%s-h1" % name],
@@ -140,8 +140,11 @@ def test_sigterm_mid_run_tears_everything_down():
             if out.split():
                 running = True
                 break
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.1)  # polling the condition, bounded above
+            try:
+                p.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                continue
+            pytest.fail("perf ended before its ranks ran: " + p.stderr.read())
         assert running
         p.terminate()
         _, err = p.communicate(timeout=60)
