@@ -48,6 +48,90 @@ void PipelinedSwitch::Next() {
   sim().Schedule(sim().now() + service, [this] { Next(); });
 }
 
+// ----------------------------------------------------- background traffic
+
+namespace {
+
+struct RingWire {
+  Be32 dst, step, index, bytes;
+};
+static_assert(sizeof(RingWire) == kRingHeaderBytes);
+
+void PutRing(const RingHeader& h, uint8_t* out) {
+  RingWire w;
+  w.dst.set(h.dst);
+  w.step.set(h.step);
+  w.index.set(h.index);
+  w.bytes.set(h.bytes);
+  std::memcpy(out, &w, sizeof(w));
+}
+
+bool GetRing(const Packet& p, RingHeader* h) {
+  if (p.size() < kRingHeaderBytes) return false;
+  RingWire w;
+  std::memcpy(&w, p.data(), sizeof(w));
+  *h = RingHeader{w.dst.value(), w.step.value(), w.index.value(), w.bytes.value()};
+  const size_t carried = p.size() - kRingHeaderBytes;  // 0 in timing mode
+  return (carried == h->bytes || carried == 0) && h->bytes % sizeof(float) == 0;
+}
+
+}  // namespace
+
+bool IsBackground(const Packet& packet) {
+  RingHeader h;
+  return packet.size() == kRingHeaderBytes && GetRing(packet, &h) && h.step == kBackgroundStep;
+}
+
+// ------------------------------------------------------------ BackgroundNode
+
+BackgroundNode::BackgroundNode(std::string name, int ranks, double link_bps,
+                               BackgroundTraffic traffic, uint32_t payload, uint32_t overhead_bytes,
+                               uint64_t seed)
+    : Node(std::move(name)),
+      ranks_(ranks),
+      flow_bps_(traffic.flow_bps > 0 ? traffic.flow_bps : link_bps),
+      flows_per_s_(traffic.load * link_bps * ranks /
+                   (8.0 * static_cast<double>(traffic.flow_bytes))),
+      traffic_(traffic),
+      payload_(payload / 4 * 4),
+      overhead_(overhead_bytes),
+      rng_(seed) {
+  if (ranks < 1 || payload_ == 0 || traffic.flow_bytes == 0) {
+    throw std::invalid_argument("background traffic needs ranks, a payload and a flow size");
+  }
+}
+
+void BackgroundNode::Start() {
+  if (flows_per_s_ > 0) Arrive();
+}
+
+// Schedules the next flow's arrival (exponential gaps), and starts this one
+// unless it is the first call.
+void BackgroundNode::Arrive() {
+  std::exponential_distribution<double> gap(flows_per_s_);
+  const auto at = sim().now() + static_cast<TimeNs>(std::llround(gap(rng_) * 1e9));
+  sim().Schedule(at, [this] {
+    ++flows_;
+    std::uniform_int_distribution<int> pick(0, ranks_ - 1);
+    SendFlow(static_cast<uint32_t>(pick(rng_)), traffic_.flow_bytes);
+    Arrive();
+  });
+}
+
+void BackgroundNode::SendFlow(uint32_t dst, uint64_t left) {
+  const auto bytes = static_cast<uint32_t>(std::min<uint64_t>(payload_, left) / 4 * 4);
+  if (bytes == 0) return;
+  Packet p(kRingHeaderBytes);
+  PutRing(RingHeader{dst, kBackgroundStep, 0, bytes}, p.data());
+  Send(0, std::move(p), bytes);
+  ++packets_;
+  const auto gap = static_cast<TimeNs>(
+      std::llround(static_cast<double>(kRingHeaderBytes + bytes + overhead_) * 8e9 / flow_bps_));
+  if (left > bytes) {
+    sim().Schedule(sim().now() + gap, [this, dst, rest = left - bytes] { SendFlow(dst, rest); });
+  }
+}
+
 // ------------------------------------------------------------ CaisSwitchNode
 
 class CaisSwitchNode::Sink final : public dp::PacketSink {
@@ -68,7 +152,10 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
 
 CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
                                VirtualChunks virt, SwitchPipeline pipeline)
-    : PipelinedSwitch(std::move(name), pipeline), sink_(std::make_unique<Sink>(this)), virt_(virt) {
+    : PipelinedSwitch(std::move(name), pipeline),
+      ranks_(ranks),
+      sink_(std::make_unique<Sink>(this)),
+      virt_(virt) {
   auto r = cais::CaisReducer::Create(config);
   if (!r.ok()) throw std::invalid_argument(std::string(r.status().message()));
   reducer_ = std::move(*r);
@@ -84,6 +171,17 @@ CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config,
 CaisSwitchNode::~CaisSwitchNode() = default;
 
 void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
+  if (port >= ranks_) {  // not a rank's port: background traffic, forwarded as is
+    RingHeader h;
+    if (!GetRing(packet, &h) || h.step != kBackgroundStep ||
+        h.dst >= static_cast<uint32_t>(ranks_)) {
+      ++background_malformed_;
+      return;
+    }
+    ++background_forwarded_;
+    Send(static_cast<dp::PortId>(h.dst), std::move(packet), h.bytes);
+    return;
+  }
   reducer_->Advance(sim().now(), *sink_);
   reducer_->Process(packet, port, sim().now(), *sink_);
 }
@@ -114,6 +212,7 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
       path_(config),
       sink_(std::make_unique<Sink>(this)),
       done_(std::move(done)),
+      whole_virt_(virt),
       virt_(virt) {
   layout_.my_index = rank;
   for (int k = 0; k < config.world_size; ++k) {
@@ -125,17 +224,53 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
 CaisRankNode::~CaisRankNode() = default;
 
 void CaisRankNode::Begin(uint32_t seq, std::vector<float>* data) {
+  whole_ = data;
+  offset_ = 0;
+  next_seq_ = seq;
+  total_ = client::SwitchPhaseResult{};
+  StartPiece();
+}
+
+// As the Communicator runs an operation of more than 65,535 chunks: in
+// pieces of at most that many, one after the other, each its own sequence
+// number. In timing mode an element is a chunk, and the piece's chunks
+// stand for its share of the operation's bytes.
+void CaisRankNode::StartPiece() {
+  const size_t per = std::max<size_t>(1, config_.chunk_size / sizeof(float));
+  const size_t count = std::min(kMaxChunks * per, whole_->size() - offset_);
+  if (whole_virt_.chunk_size != 0) {
+    const uint64_t first = uint64_t{offset_} * whole_virt_.chunk_size;
+    virt_.bytes = std::min<uint64_t>(uint64_t{kMaxChunks} * whole_virt_.chunk_size,
+                                     whole_virt_.bytes - std::min(first, whole_virt_.bytes));
+  }
   op_ = client::SwitchOp{};
-  op_.data = reinterpret_cast<uint8_t*>(data->data());
-  op_.count = data->size();
-  op_.seq = seq;
+  op_.data = reinterpret_cast<uint8_t*>(whole_->data() + offset_);
+  op_.count = count;
+  op_.seq = next_seq_++;
   result_ = client::SwitchPhaseResult{};
   core_ = std::make_unique<client::OpCore>(config_, layout_, op_, &path_, &result_);
   core_->Start(sim().now());
   Pump();
 }
 
+void CaisRankNode::EndPiece() {
+  total_.have.insert(total_.have.end(), result_.have.begin(), result_.have.end());
+  total_.total_chunks += result_.total_chunks;
+  total_.fallback_notice |= result_.fallback_notice;
+  total_.declined |= result_.declined;
+  total_.sent += result_.sent;
+  total_.retransmitted += result_.retransmitted;
+  total_.requests += result_.requests;
+  total_.notices += result_.notices;
+  total_.tail_probes += result_.tail_probes;
+  offset_ += op_.count;
+}
+
 void CaisRankNode::Receive(dp::PortId, Packet packet) {
+  if (IsBackground(packet)) {
+    ++background_;
+    return;
+  }
   if (!core_ || core_->Finished()) return;  // late results of an operation already done
   core_->OnDatagram(packet, sim().now());
   Pump();
@@ -145,6 +280,13 @@ void CaisRankNode::Pump() {
   core_->Pump(sim().now(), *sink_);
   if (core_->Finished()) {
     wake_at_ = -1;
+    EndPiece();
+    if (offset_ < whole_->size()) {
+      StartPiece();
+      return;
+    }
+    total_.complete =
+        std::all_of(total_.have.begin(), total_.have.end(), [](uint8_t h) { return h != 0; });
     done_(rank_);
     return;
   }
@@ -161,33 +303,6 @@ void CaisRankNode::Pump() {
 }
 
 // ------------------------------------------------------------- ForwarderNode
-
-namespace {
-
-struct RingWire {
-  Be32 dst, step, index, bytes;
-};
-static_assert(sizeof(RingWire) == kRingHeaderBytes);
-
-void PutRing(const RingHeader& h, uint8_t* out) {
-  RingWire w;
-  w.dst.set(h.dst);
-  w.step.set(h.step);
-  w.index.set(h.index);
-  w.bytes.set(h.bytes);
-  std::memcpy(out, &w, sizeof(w));
-}
-
-bool GetRing(const Packet& p, RingHeader* h) {
-  if (p.size() < kRingHeaderBytes) return false;
-  RingWire w;
-  std::memcpy(&w, p.data(), sizeof(w));
-  *h = RingHeader{w.dst.value(), w.step.value(), w.index.value(), w.bytes.value()};
-  const size_t carried = p.size() - kRingHeaderBytes;  // 0 in timing mode
-  return (carried == h->bytes || carried == 0) && h->bytes % sizeof(float) == 0;
-}
-
-}  // namespace
 
 void ForwarderNode::Process(dp::PortId, Packet packet) {
   RingHeader h;
@@ -273,9 +388,11 @@ void HostCollectiveNode::SendNext() {
   Packet p(kRingHeaderBytes + carried);
   PutRing(r.h, p.data());
   if (carried) std::memcpy(p.data() + kRingHeaderBytes, data_->data() + r.first, carried);
-  link_free_at_ =
-      now + static_cast<TimeNs>(static_cast<double>(kRingHeaderBytes + r.h.bytes + overhead_) *
-                                8e9 / link_bps_);
+  // Paced to the picosecond, as the link keeps time (Network::Send).
+  link_free_ps_ = std::max(link_free_ps_, now * 1000) +
+                  std::llround(static_cast<double>(kRingHeaderBytes + r.h.bytes + overhead_) *
+                               8e12 / link_bps_);
+  link_free_at_ = (link_free_ps_ + 999) / 1000;
   Send(0, std::move(p), r.h.bytes - carried);
   for (const auto& q : streams_) {
     if (!q.empty()) {
@@ -348,6 +465,10 @@ void RingRankNode::Begin(std::vector<float>* data, size_t count) {
 }
 
 void RingRankNode::Receive(dp::PortId, Packet packet) {
+  if (IsBackground(packet)) {
+    ++background_;
+    return;
+  }
   RingHeader h;
   const auto last = static_cast<uint32_t>(2 * (n_ - 1));
   if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(rank_) ||
@@ -425,6 +546,10 @@ void TreeRankNode::Forward(int t, uint32_t index) {
 }
 
 void TreeRankNode::Receive(dp::PortId, Packet packet) {
+  if (IsBackground(packet)) {
+    ++background_;
+    return;
+  }
   RingHeader h;
   if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(rank_) ||
       h.step >= 4) {

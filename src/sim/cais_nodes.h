@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "client/transport_core.h"
@@ -72,10 +73,16 @@ class CaisSwitchNode final : public PipelinedSwitch {
                  VirtualChunks virt = {}, SwitchPipeline pipeline = {});
   ~CaisSwitchNode() override;
   const cais::CaisReducer& reducer() const { return *reducer_; }
+  // Packets from ports past the ranks' (background traffic): sent on to
+  // their rank, or dropped as malformed.
+  uint64_t background_forwarded() const { return background_forwarded_; }
+  uint64_t background_malformed() const { return background_malformed_; }
 
  private:
   void Process(dp::PortId port, Packet packet) override;
   class Sink;
+  int ranks_;
+  uint64_t background_forwarded_ = 0, background_malformed_ = 0;
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<Sink> sink_;
   VirtualChunks virt_;
@@ -91,16 +98,28 @@ class CaisRankNode final : public Node {
   CaisRankNode(std::string name, int rank, const client::TransportConfig& config, RankDone done,
                VirtualChunks virt = {});
   ~CaisRankNode() override;
-  // Starts operation `seq` over `data` (reduced in place; kept by the caller
-  // until done).
+  // Starts an operation over `data` (reduced in place; kept by the caller
+  // until done), in pieces of at most 65,535 chunks with sequence numbers
+  // from `seq` on.
   void Begin(uint32_t seq, std::vector<float>* data);
   void Receive(dp::PortId port, Packet packet) override;
-  const client::SwitchPhaseResult& result() const { return result_; }
+  // The operation's result, over all its pieces.
+  const client::SwitchPhaseResult& result() const { return total_; }
+  uint32_t next_seq() const { return next_seq_; }
+  static constexpr size_t kMaxChunks = 65535;  // per piece: chunk ids are 16 bits
   const client::PathState& path() const { return path_; }
+  uint64_t background() const { return background_; }  // received and discarded
 
  private:
   class Sink;
+  void StartPiece();
+  void EndPiece();
   void Pump();
+  uint64_t background_ = 0;
+  std::vector<float>* whole_ = nullptr;
+  size_t offset_ = 0;  // the current piece's first element
+  uint32_t next_seq_ = 0;
+  client::SwitchPhaseResult total_;
   int rank_;
   client::TransportConfig config_;
   client::GroupLayout layout_;
@@ -110,7 +129,8 @@ class CaisRankNode final : public Node {
   std::unique_ptr<client::OpCore> core_;
   std::unique_ptr<Sink> sink_;
   RankDone done_;
-  VirtualChunks virt_;
+  VirtualChunks whole_virt_;  // the operation's
+  VirtualChunks virt_;        // the current piece's
   TimeNs wake_at_ = -1;
 };
 
@@ -141,6 +161,43 @@ class ForwarderNode final : public PipelinedSwitch {
   uint64_t dropped_ = 0;
 };
 
+// Other traffic through the switch (docs/sim.md, "Background traffic"):
+// flows of `flow_bytes` to a rank chosen at random, arriving as a Poisson
+// process so that every rank's downlink carries `load` of its rate on
+// average, each flow sent at `flow_bps` (0: the host link's rate). Its
+// packets are RingHeaders with step kBackgroundStep and the payload elided
+// (charged on the wire); the switch sends them out of the rank's port and
+// the rank counts and discards them.
+struct BackgroundTraffic {
+  double load = 0;
+  uint64_t flow_bytes = uint64_t{4} << 20;
+  double flow_bps = 0;
+};
+inline constexpr uint32_t kBackgroundStep = 0xFFFFFFFF;
+// True for a background packet (16 bytes, step kBackgroundStep).
+bool IsBackground(const Packet& packet);
+
+class BackgroundNode final : public Node {
+ public:
+  // `link_bps`: a host link's rate; `payload`: bytes per packet (elided).
+  BackgroundNode(std::string name, int ranks, double link_bps, BackgroundTraffic traffic,
+                 uint32_t payload, uint32_t overhead_bytes, uint64_t seed);
+  void Start() override;
+  void Receive(dp::PortId, Packet) override {}  // nothing is sent back to it
+  uint64_t flows() const { return flows_; }
+  uint64_t packets() const { return packets_; }
+
+ private:
+  void Arrive();
+  void SendFlow(uint32_t dst, uint64_t left);
+  int ranks_;
+  double flow_bps_, flows_per_s_;
+  BackgroundTraffic traffic_;
+  uint32_t payload_, overhead_;
+  std::mt19937_64 rng_;
+  uint64_t flows_ = 0, packets_ = 0;
+};
+
 // What the host baselines share: a rank that sends slices of its tensor
 // in packets (RingHeader, then the slice) to other ranks through the
 // switch, paced at its link's rate (a NIC's pacing, so its own transmit
@@ -151,6 +208,7 @@ class ForwarderNode final : public PipelinedSwitch {
 class HostCollectiveNode : public Node {
  public:
   uint64_t malformed() const { return malformed_; }
+  uint64_t background() const { return background_; }
 
  protected:
   HostCollectiveNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
@@ -183,6 +241,7 @@ class HostCollectiveNode : public Node {
   size_t count_ = 0;
   uint64_t to_receive_ = 0;
   uint64_t malformed_ = 0;
+  uint64_t background_ = 0;  // background packets received and discarded
 
  private:
   void SendNext();
@@ -193,6 +252,7 @@ class HostCollectiveNode : public Node {
   std::deque<Ready> streams_[kStreams];
   size_t last_stream_ = 0;  // the one served last
   TimeNs link_free_at_ = 0;
+  int64_t link_free_ps_ = 0;
   bool sending_ = false;
 };
 

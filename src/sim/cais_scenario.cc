@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "inca/util/size.h"
+#include "sim/cais_keys.h"
 #include "sim/cais_nodes.h"
 #include "sim/yaml_keys.h"
 
@@ -66,6 +66,13 @@ absl::Status SetBackends(const YAML::Node& v, std::string_view src, CaisSimScena
   return absl::OkStatus();
 }
 
+absl::Status SetFlowBytes(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  auto b = util::ParseSize(v.IsScalar() ? v.Scalar() : "");
+  if (!b.ok()) return Bad(src, "background_flow_bytes", std::string(b.status().message()));
+  s->background_flow_bytes = *b;
+  return absl::OkStatus();
+}
+
 struct KeyDef {
   const char* name;
   absl::Status (*set)(const YAML::Node& v, std::string_view src, CaisSimScenario* s);
@@ -98,6 +105,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(mtu),
     INCA_CAIS_KEY(overhead_bytes),
     INCA_CAIS_KEY(chunk_size),
+    INCA_CAIS_KEY(host_payload),
     {"sizes", &SetSizes},
     INCA_CAIS_KEY(ops),
     INCA_CAIS_KEY(window),
@@ -107,22 +115,23 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(switch_mpps),
     INCA_CAIS_KEY(switch_queue_packets),
     INCA_CAIS_KEY(ring_step_latency_us),
+    INCA_CAIS_KEY(background_load),
+    {"background_flow_bytes", &SetFlowBytes},
+    INCA_CAIS_KEY(background_gbps),
 };
 #undef INCA_CAIS_KEY
 
 absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
                     CaisSimScenario* s) {
-  if (key == "system") {
-    if (v.IsScalar() && v.Scalar() == "cais") return absl::OkStatus();
-    return Bad(src, key, "a CAIS scenario has system cais");
+  absl::Status st;
+  if (yaml_keys::SystemOrSweep(key, v, src, "cais", "a CAIS scenario has system cais", s, SetKey,
+                               &st)) {
+    return st;
   }
-  if (key == "sweep") return yaml_keys::ParseSweep(v, src, s, SetKey, "");
   for (const KeyDef& k : kKeys) {
     if (key == k.name) return k.set(v, src, s);
   }
-  std::vector<std::string> known = {"system", "sweep"};
-  for (const KeyDef& k : kKeys) known.emplace_back(k.name);
-  return Bad(src, key, absl::StrCat("unknown key; known: ", absl::StrJoin(known, ", ")));
+  return yaml_keys::UnknownKey(src, key, CaisKeyNames());
 }
 
 // Rank r's input: small integers, so that every order of summation gives
@@ -141,6 +150,8 @@ struct Job {
   PipelinedSwitch* hub = nullptr;
   std::function<void(int rank, std::vector<float>* data, size_t count, uint32_t seq)> begin;
   std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
+  // Whether rank r's switch path produced chunk c (the host baselines: always).
+  std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
 };
 
 // The ring's fabric is lossless (PFC holds the senders back), so its
@@ -192,8 +203,13 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
-  j->begin = [ranks](int r, std::vector<float>* data, size_t, uint32_t seq) {
-    ranks[static_cast<size_t>(r)]->Begin(seq, data);
+  j->begin = [ranks](int r, std::vector<float>* data, size_t, uint32_t) {
+    CaisRankNode* rank = ranks[static_cast<size_t>(r)];
+    rank->Begin(rank->next_seq(), data);  // pieces take sequence numbers of their own
+  };
+  j->has = [ranks](int r, size_t c) {
+    const auto& have = ranks[static_cast<size_t>(r)]->result().have;
+    return c < have.size() && have[c] != 0;
   };
   j->retransmitted = [ranks] {
     uint64_t n = 0;
@@ -212,7 +228,7 @@ void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   for (int r = 0; r < s.hosts; ++r) {
     auto* node =
-        j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r), r, s.hosts, s.chunk_size,
+        j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r), r, s.hosts, s.HostPayload(),
                                                s.link_gbps * 1e9, s.overhead_bytes, alpha, done));
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
@@ -224,6 +240,21 @@ void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
     ranks[static_cast<size_t>(r)]->Begin(data, count);
   };
 }
+// Other traffic through the switch's last port, on a link that carries all
+// of it (so only the ranks' downlinks are shared); nullptr without load.
+BackgroundNode* AddBackground(const CaisSimScenario& s, Job* j) {
+  if (s.background_load <= 0) return nullptr;
+  const BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9};
+  auto* bg = j->net->Add(std::make_unique<BackgroundNode>(
+      "background", s.hosts, s.link_gbps * 1e9, t, s.chunk_size, s.overhead_bytes, s.seed + 1));
+  LinkConfig lc = Links(s);
+  lc.rate_bps *= s.hosts;
+  lc.loss = 0;
+  lc.queue_packets = UINT32_MAX;
+  j->net->Connect(bg, j->hub, lc);
+  return bg;
+}
+
 absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
                                   uint64_t bytes, const std::function<void(int)>& op_done,
                                   uint64_t* events) {
@@ -259,7 +290,16 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     for (size_t i = 0; i < count; ++i) {
       float want = 0;
       for (int q = 0; q < s.hosts; ++q) want += Input(q, op, i);
-      for (int r = 0; r < s.hosts; ++r) row.wrong += data[static_cast<size_t>(r)][i] != want;
+      // The chunk element i belongs to (timing mode: one element per chunk).
+      const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
+      const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
+      for (int r = 0; r < s.hosts; ++r) {
+        if (!j.has(r, c)) {
+          row.fallback_chunks += first;
+          continue;
+        }
+        row.wrong += data[static_cast<size_t>(r)][i] != want;
+      }
     }
   };
   const RankDone done = [&](int) {
@@ -277,6 +317,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   } else {
     BuildHostBaseline<TreeRankNode>(s, &j, done);
   }
+  BackgroundNode* background = AddBackground(s, &j);
   j.net->Start();
   j.sim.Schedule(0, start_op);
   constexpr TimeNs kLimit = TimeNs{3600} * 1'000'000'000;  // an hour of simulated time
@@ -298,6 +339,8 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
   }
   row.dropped += j.hub->pipeline_dropped();
+  if (background != nullptr) row.background_packets = background->packets();
+  row.op_us = durations_us;
   row.ops = s.ops;
   row.checked = count;
   double sum = 0;
@@ -310,9 +353,9 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   row.closed_form_us =
       1e6 * (backend == "inca"   ? SwitchAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
                                                           s.overhead_bytes, delay)
-             : backend == "ring" ? RingAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
+             : backend == "ring" ? RingAllReduceSeconds(s.hosts, bytes, s.HostPayload(), rate,
                                                         s.overhead_bytes, delay, alpha)
-                                 : TreeAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
+                                 : TreeAllReduceSeconds(s.hosts, bytes, s.HostPayload(), rate,
                                                         s.overhead_bytes, delay, alpha));
   row.of_closed_form = row.closed_form_us / row.mean_us;
   return row;
@@ -334,6 +377,11 @@ absl::Status CaisSimScenario::Validate() const {
   if (chunk_size < 4 || chunk_size % 4 != 0 || chunk_size > 65536) {
     return bad("chunk_size must be a multiple of 4 in [4, 65536]");
   }
+  if (host_payload != 0 &&
+      (host_payload < 4 || host_payload % 4 != 0 || host_payload + kRingHeaderBytes > mtu)) {
+    return bad(absl::StrCat("host_payload must be 0 (chunk_size) or a multiple of 4 that fits ",
+                            "mtu ", mtu, " with the ring's 16-byte header"));
+  }
   if (chunk_size + wire::kCaisHeaderBytes > mtu) {
     return bad(
         absl::StrCat("chunk_size ", chunk_size, " + the 20-byte CAIS header exceeds mtu ", mtu));
@@ -350,6 +398,13 @@ absl::Status CaisSimScenario::Validate() const {
     return bad("target_floor_us must be in [0, 1e6], or -1 for the transport's default");
   }
   if (switch_queue_packets < 1) return bad("switch_queue_packets must be at least 1");
+  if (!(background_load >= 0) || background_load >= 1) {
+    return bad("background_load must be in [0, 1)");
+  }
+  if (background_flow_bytes < 4) return bad("background_flow_bytes must be at least 4");
+  if (!(background_gbps >= 0) || background_gbps > 10000) {
+    return bad("background_gbps must be in [0, 10000] (0: link_gbps)");
+  }
   if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
   if (backends.empty()) return bad("backends: at least one of inca, ring, tree");
   if (loss > 0 && std::any_of(backends.begin(), backends.end(),
@@ -360,10 +415,6 @@ absl::Status CaisSimScenario::Validate() const {
   }
   for (uint64_t b : sizes) {
     if (b < 4 || b % 4 != 0) return bad(absl::StrCat("sizes: ", b, " is not a positive f32 size"));
-    if ((b + chunk_size - 1) / chunk_size > 65535) {
-      return bad(absl::StrCat("sizes: ", b, " B is over 65,535 chunks of ", chunk_size,
-                              " B (one operation's chunk ids are 16 bits)"));
-    }
     // Byte-exact: every rank's tensor is held.
     if (mode == "exact" && b * static_cast<uint64_t>(hosts) > (uint64_t{4} << 30)) {
       return bad(absl::StrCat("sizes: ", b, " B x ", hosts,
@@ -371,6 +422,17 @@ absl::Status CaisSimScenario::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status SetCaisKey(const std::string& key, const YAML::Node& v, std::string_view src,
+                        CaisSimScenario* s) {
+  return SetKey(key, v, src, s);
+}
+
+std::vector<std::string> CaisKeyNames() {
+  std::vector<std::string> names;
+  for (const KeyDef& k : kKeys) names.emplace_back(k.name);
+  return names;
 }
 
 bool IsCaisScenario(std::string_view yaml) {
@@ -511,8 +573,9 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
       << ",\"ops\":" << x.ops << ",\"mean_us\":" << x.mean_us << ",\"min_us\":" << x.min_us
       << ",\"max_us\":" << x.max_us << ",\"closed_form_us\":" << x.closed_form_us
       << ",\"of_closed_form\":" << x.of_closed_form << ",\"checked\":" << x.checked
-      << ",\"wrong\":" << x.wrong << ",\"retransmitted\":" << x.retransmitted
-      << ",\"dropped\":" << x.dropped << "}";
+      << ",\"wrong\":" << x.wrong << ",\"fallback_chunks\":" << x.fallback_chunks
+      << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
+      << ",\"background_packets\":" << x.background_packets << "}";
   }
   o << "]}";
   return o.str();
@@ -522,11 +585,12 @@ std::string CaisResultCsv(const CaisSimResult& r) {
   std::ostringstream o;
   o.precision(10);
   o << "backend,bytes,ops,mean_us,min_us,max_us,closed_form_us,of_closed_form,checked,wrong,"
-       "retransmitted,dropped\n";
+       "fallback_chunks,retransmitted,dropped,background_packets\n";
   for (const CaisSimRow& x : r.rows) {
     o << x.backend << "," << x.bytes << "," << x.ops << "," << x.mean_us << "," << x.min_us << ","
       << x.max_us << "," << x.closed_form_us << "," << x.of_closed_form << "," << x.checked << ","
-      << x.wrong << "," << x.retransmitted << "," << x.dropped << "\n";
+      << x.wrong << "," << x.fallback_chunks << "," << x.retransmitted << "," << x.dropped << ","
+      << x.background_packets << "\n";
   }
   return o.str();
 }

@@ -85,11 +85,14 @@ void Network::Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra
       ++d.counters.dropped_queue;
       return;
     }
-    const TimeNs start = std::max(now, d.free_at);
-    const auto tx =
-        static_cast<TimeNs>(std::llround(static_cast<double>(wire) * 8e9 / d.config.rate_bps));
-    done = start + tx;
-    d.free_at = done;
+    // The transmitter keeps picoseconds, so that rounding a packet's time
+    // to the nanosecond does not add up over many small packets (a 342-byte
+    // frame at 100 Gbit/s is 27.36 ns); a packet leaves at the next whole ns.
+    const int64_t start_ps = std::max(now * 1000, d.free_at_ps);
+    const auto tx_ps =
+        static_cast<int64_t>(std::llround(static_cast<double>(wire) * 8e12 / d.config.rate_bps));
+    d.free_at_ps = start_ps + tx_ps;
+    done = (d.free_at_ps + 999) / 1000;
     d.tx_done.push_back(done);
   }
   d.counters.bytes += packet.size() + extra_wire_bytes;

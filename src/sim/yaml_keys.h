@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,33 @@ absl::Status ParseSweep(const YAML::Node& v, std::string_view src, Scenario* s, 
     }
   }
   return absl::OkStatus();
+}
+
+// `system` and `sweep`, the keys every scenario has: true (with *st set)
+// if `key` is one of them. `system` must be `system`, else the error says
+// `wrong`.
+template <typename Scenario, typename SetKey>
+bool SystemOrSweep(const std::string& key, const YAML::Node& v, std::string_view src,
+                   std::string_view system, std::string_view wrong, Scenario* s, SetKey set_key,
+                   absl::Status* st) {
+  if (key == "system") {
+    *st =
+        v.IsScalar() && v.Scalar() == system ? absl::OkStatus() : Bad(src, key, std::string(wrong));
+    return true;
+  }
+  if (key == "sweep") {
+    *st = ParseSweep(v, src, s, set_key, "");
+    return true;
+  }
+  return false;
+}
+
+// The error for a key no table knows: system, sweep, then `known`.
+inline absl::Status UnknownKey(std::string_view src, const std::string& key,
+                               const std::vector<std::string>& known) {
+  std::string list = "system, sweep";
+  for (const std::string& k : known) absl::StrAppend(&list, ", ", k);
+  return Bad(src, key, absl::StrCat("unknown key; known: ", list));
 }
 
 // A whole scenario: a YAML map whose every key goes to set_key, then

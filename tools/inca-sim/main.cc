@@ -2,8 +2,9 @@
 // simulator. An OLAF scenario writes <out>/<name>.json (summary,
 // per-cluster AoM and loss) and <out>/<name>.csv (AoM and queue time
 // series); a CAIS scenario (`system: cais`) writes the all-reduce times of
-// inca and the ring, against their closed forms, to the same two files. A
-// scenario with `sweep:` (or --sweep KEY=V1,V2) runs once per value, named
+// inca and the ring, against their closed forms, to the same two files; a
+// tensor-parallel one (`system: cais-tp`), step times per TP degree, link
+// rate and backend. A scenario with `sweep:` (or --sweep KEY=V1,V2) runs once per value, named
 // <name>-<V>.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "inca/sim/cais_scenario.h"
 #include "inca/sim/olaf_scenario.h"
+#include "inca/sim/tp_scenario.h"
 #include "util/cli_flags.h"
 
 namespace {
@@ -68,14 +70,47 @@ int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool
   if (!r) return 1;
   std::printf("%-24s %d hosts x %g Gbit/s, %g us each way, %s mode\n", s.name.c_str(), s.hosts,
               s.link_gbps, s.link_delay_us, s.mode.c_str());
-  std::printf("  %-5s %12s %12s %12s %9s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
-              "of closed", "resent", "wrong");
+  std::printf("  %-5s %12s %12s %12s %9s %8s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
+              "of closed", "resent", "to host", "wrong");
   int rc = 0;
   for (const auto& x : r->rows) {
-    std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu\n", x.backend.c_str(),
+    std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu %8lu\n", x.backend.c_str(),
                 static_cast<unsigned long>(x.bytes), x.mean_us, x.closed_form_us, x.of_closed_form,
-                static_cast<unsigned long>(x.retransmitted), static_cast<unsigned long>(x.wrong));
+                static_cast<unsigned long>(x.retransmitted),
+                static_cast<unsigned long>(x.fallback_chunks), static_cast<unsigned long>(x.wrong));
     if (x.wrong != 0) rc = 1;
+  }
+  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
+  return rc;
+}
+
+int RunOne(const inca::sim::TpScenario& s, const std::string& out_dir, bool progress) {
+  namespace sim = inca::sim;
+  auto r = RunAndWrite(
+      s.name, out_dir, progress,
+      [&](const std::function<void(double)>& p) { return sim::RunTpScenario(s, p); },
+      [&](const sim::TpResult& x) { return sim::TpResultJson(s, x); },
+      [](const sim::TpResult& x) { return sim::TpResultCsv(x); });
+  if (!r) return 1;
+  const sim::TpModel& m = s.model;
+  std::printf("%-24s %s: h %d, s %d, %d layers, micro-batch %d; all-reduce %lu B; %d steps\n",
+              s.name.c_str(), m.model.c_str(), m.hidden, m.seq, m.layers, m.micro_batch,
+              static_cast<unsigned long>(sim::AllReduceBytes(m)), s.steps);
+  std::printf("  %4s %7s %-5s %10s %10s %10s %10s %8s %8s %6s\n", "tp", "Gbit/s", "", "AR (us)",
+              "AR p99", "step (ms)", "p99 (ms)", "p99/avg", "comm", "wrong");
+  bool to_host = false;
+  int rc = 0;
+  for (const auto& x : r->rows) {
+    std::printf("  %4d %7g %-5s %10.1f %10.1f %10.2f %10.2f %8.3f %7.1f%% %6lu\n", x.tp,
+                x.link_gbps, x.backend.c_str(), x.ar_mean_us, x.ar_p99_us, x.step.mean_ms,
+                x.step.p99_ms, x.step.p99_over_mean, 100 * x.step.comm_share,
+                static_cast<unsigned long>(x.wrong));
+    if (x.wrong != 0) rc = 1;
+    to_host |= x.fallback_chunks != 0;
+  }
+  if (to_host) {
+    std::printf(
+        "  some chunks went to the host path, which is not simulated: see fallback_chunks\n");
   }
   std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
   return rc;
@@ -136,6 +171,10 @@ int main(int argc, char** argv) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
+  if (inca::sim::IsTpScenario(text.str())) {
+    return Main<inca::sim::TpScenario>(text.str(), path, sets, sweep, out_dir, progress,
+                                       inca::sim::ParseTpScenario, inca::sim::ApplyTpOverride);
+  }
   if (inca::sim::IsCaisScenario(text.str())) {
     return Main<inca::sim::CaisSimScenario>(text.str(), path, sets, sweep, out_dir, progress,
                                             inca::sim::ParseCaisSimScenario,

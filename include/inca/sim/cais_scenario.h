@@ -31,7 +31,12 @@ struct CaisSimScenario {
   double loss = 0;                // per packet, every link direction
   uint32_t mtu = 9000;
   uint32_t overhead_bytes = 66;  // Ethernet (with preamble and gap) + IPv4 + UDP
-  uint32_t chunk_size = 8952;    // payload bytes per packet, both backends
+  uint32_t chunk_size = 8952;    // payload bytes per packet through the switch (inca)
+  // Payload bytes per packet of the host baselines (ring, tree): 0 is
+  // chunk_size. A hardware switch carries a few hundred bytes per packet
+  // (SwitchML: 256) while the hosts' own collectives keep full frames.
+  uint32_t host_payload = 0;
+  uint32_t HostPayload() const { return host_payload != 0 ? host_payload : chunk_size; }
   std::vector<uint64_t> sizes = {uint64_t{1} << 20};  // bytes per all-reduce (f32)
   int ops = 3;                                        // per size, back to back
   // inca's client: the congestion window's cap, in chunks (the default of
@@ -50,6 +55,13 @@ struct CaisSimScenario {
   // The ring: each step's software cost α (the closed form's per-step
   // latency), added when a packet is ready to go on to the next rank.
   double ring_step_latency_us = 0;
+  // Background traffic (docs/sim.md, "Background traffic"): flows of
+  // background_flow_bytes to random ranks, Poisson arrivals, that load each
+  // rank's downlink by background_load of its rate on average, each flow
+  // sent at background_gbps (0: link_gbps). 0: none.
+  double background_load = 0;
+  uint64_t background_flow_bytes = uint64_t{4} << 20;
+  double background_gbps = 0;
   // Optional sweep: the scenario runs once per value of this key.
   std::string sweep_key;
   std::vector<std::string> sweep_values;
@@ -74,11 +86,18 @@ struct CaisSimRow {
   // pipelined packet by packet: 2(n-1)/n of the wire bytes per link, and
   // the 2(n-1) step latencies only where a block is shorter than a hop.
   double closed_form_us = 0;
-  double of_closed_form = 0;   // closed_form_us / mean_us
-  uint64_t checked = 0;        // elements per rank checked against the exact sum
-  uint64_t wrong = 0;          // of those, over all ranks and operations, the ones that differ
+  double of_closed_form = 0;  // closed_form_us / mean_us
+  uint64_t checked = 0;       // elements per rank checked against the exact sum
+  uint64_t wrong = 0;         // of those, over all ranks and operations, the ones that differ
+  // inca: chunks (over all ranks and operations) the switch path left to
+  // the host path (the switch handed them back, or the rank gave up on
+  // them). A real rank finishes them on the host collective, which the
+  // simulator does not run: they are neither checked nor timed.
+  uint64_t fallback_chunks = 0;
   uint64_t retransmitted = 0;  // inca: chunks sent again
   uint64_t dropped = 0;  // packets the links (queue, loss, mtu) and the switch's pipeline dropped
+  uint64_t background_packets = 0;  // background packets sent (all flows), all operations
+  std::vector<double> op_us;        // each operation's time, in order
 };
 
 struct CaisSimResult {

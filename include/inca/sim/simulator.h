@@ -132,7 +132,7 @@ class Network {
     LinkConfig config;
     uint32_t to_node = 0;
     dp::PortId to_port = 0;
-    TimeNs free_at = 0;          // when the transmitter is next idle
+    int64_t free_at_ps = 0;      // when the transmitter is next idle, in picoseconds
     std::deque<TimeNs> tx_done;  // when each queued packet leaves the transmitter
     LinkCounters counters;
   };

@@ -1,0 +1,258 @@
+#include "inca/sim/tp_scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "sim/cais_keys.h"
+#include "sim/yaml_keys.h"
+
+namespace inca::sim {
+
+namespace {
+
+using yaml_keys::Bad;
+using yaml_keys::Get;
+
+// A list given as a YAML list or one comma-separated scalar (--set, --sweep).
+template <typename T>
+absl::Status SetList(const YAML::Node& v, std::string_view src, const char* key,
+                     std::vector<T>* out) {
+  std::vector<std::string> items;
+  if (v.IsSequence()) {
+    for (const auto& x : v) items.push_back(x.Scalar());
+  } else if (v.IsScalar()) {
+    items = absl::StrSplit(v.Scalar(), ',', absl::SkipEmpty());
+  }
+  if (items.empty()) return Bad(src, key, "a list, e.g. [4, 8]");
+  out->clear();
+  for (const std::string& it : items) {
+    T x;
+    if (auto st = Get(YAML::Load(it), src, key, &x); !st.ok()) return st;
+    out->push_back(x);
+  }
+  return absl::OkStatus();
+}
+
+struct KeyDef {
+  const char* name;
+  absl::Status (*set)(const YAML::Node& v, std::string_view src, TpScenario* s);
+};
+
+#define INCA_TP_MODEL_KEY(field)                                               \
+  KeyDef {                                                                     \
+#field, [](const YAML::Node& v, std::string_view src,                      \
+               TpScenario* s) { return Get(v, src, #field, &s->model.field); } \
+  }
+#define INCA_TP_KEY(field)                                               \
+  KeyDef {                                                               \
+#field, [](const YAML::Node& v, std::string_view src,                \
+               TpScenario* s) { return Get(v, src, #field, &s->field); } \
+  }
+
+// The keys of a tensor-parallel scenario, once (docs/sim.md lists their
+// meaning); every other key of a CAIS scenario sets the network.
+const KeyDef kKeys[] = {
+    INCA_TP_KEY(name),
+    INCA_TP_MODEL_KEY(model),
+    INCA_TP_MODEL_KEY(hidden),
+    INCA_TP_MODEL_KEY(seq),
+    INCA_TP_MODEL_KEY(layers),
+    INCA_TP_MODEL_KEY(micro_batch),
+    INCA_TP_MODEL_KEY(element_bytes),
+    INCA_TP_MODEL_KEY(device_tflops),
+    INCA_TP_MODEL_KEY(mfu),
+    INCA_TP_MODEL_KEY(overlap),
+    INCA_TP_MODEL_KEY(compute_jitter),
+    INCA_TP_MODEL_KEY(straggler_prob),
+    INCA_TP_MODEL_KEY(straggler_slowdown),
+    {"tp", [](const YAML::Node& v, std::string_view src,
+              TpScenario* s) { return SetList(v, src, "tp", &s->tp); }},
+    {"link_gbps", [](const YAML::Node& v, std::string_view src,
+                     TpScenario* s) { return SetList(v, src, "link_gbps", &s->link_gbps); }},
+    INCA_TP_KEY(steps),
+    INCA_TP_KEY(ar_samples),
+};
+#undef INCA_TP_MODEL_KEY
+#undef INCA_TP_KEY
+
+// Keys of the embedded CAIS scenario that the TP scenario sets itself.
+bool Derived(const std::string& key) {
+  return key == "hosts" || key == "sizes" || key == "ops" || key == "name";
+}
+
+absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
+                    TpScenario* s) {
+  absl::Status st;
+  if (yaml_keys::SystemOrSweep(key, v, src, "cais-tp",
+                               "a tensor-parallel scenario has system cais-tp", s, SetKey, &st)) {
+    return st;
+  }
+  for (const KeyDef& k : kKeys) {
+    if (key == k.name) return k.set(v, src, s);
+  }
+  if (Derived(key)) {
+    return Bad(src, key, "set by the scenario (hosts: tp; sizes: the model; ops: ar_samples)");
+  }
+  std::vector<std::string> known;
+  for (const KeyDef& k : kKeys) known.emplace_back(k.name);
+  for (const std::string& k : CaisKeyNames()) {
+    if (k == key) return SetCaisKey(key, v, src, &s->net);
+    if (!Derived(k)) known.push_back(k);
+  }
+  return yaml_keys::UnknownKey(src, key, known);
+}
+
+// The network of one configuration.
+CaisSimScenario Net(const TpScenario& s, int tp, double gbps) {
+  CaisSimScenario n = s.net;
+  n.name = absl::StrCat(s.name, "-tp", tp, "-", gbps, "g");
+  n.hosts = tp;
+  n.link_gbps = gbps;
+  n.sizes = {AllReduceBytes(s.model)};
+  n.ops = s.ar_samples + 1;  // the first warms the client's window up
+  return n;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
+}
+
+}  // namespace
+
+absl::Status TpScenario::Validate() const {
+  if (auto st = model.Validate(); !st.ok()) return st;
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (tp.empty()) return bad("tp: at least one TP degree");
+  for (int t : tp) {
+    if (t < 2 || t > 256) return bad(absl::StrCat("tp: ", t, " is not in [2, 256]"));
+  }
+  if (link_gbps.empty()) return bad("link_gbps: at least one rate");
+  if (steps < 1 || steps > 1000000) return bad("steps must be in [1, 1000000]");
+  if (ar_samples < 1 || ar_samples > 10000) return bad("ar_samples must be in [1, 10000]");
+  // Every configuration's network must be valid too (rates, sizes, modes).
+  for (int t : tp) {
+    for (double g : link_gbps) {
+      if (auto st = Net(*this, t, g).Validate(); !st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TpScenario> ParseTpScenario(std::string_view yaml, std::string_view source) {
+  return yaml_keys::ParseScenario<TpScenario>(yaml, source, SetKey);
+}
+
+absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s) {
+  return yaml_keys::ApplyOverride(key_value, s, SetKey);
+}
+
+bool IsTpScenario(std::string_view yaml) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    return root.IsMap() && root["system"] && root["system"].IsScalar() &&
+           root["system"].Scalar() == "cais-tp";
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+absl::StatusOr<TpResult> RunTpScenario(const TpScenario& s, const Progress& progress) {
+  if (auto st = s.Validate(); !st.ok()) return st;
+  const auto wall_start = std::chrono::steady_clock::now();
+  TpResult res;
+  const double configs = static_cast<double>(s.tp.size() * s.link_gbps.size());
+  double done = 0;
+  for (int tp : s.tp) {
+    for (double gbps : s.link_gbps) {
+      const CaisSimScenario net = Net(s, tp, gbps);
+      auto sim = RunCaisSimScenario(net, [&](double f) {
+        if (progress) progress((done + f) / configs);
+      });
+      if (!sim.ok()) return sim.status();
+      res.events += sim->events;
+      for (const CaisSimRow& r : sim->rows) {
+        TpRow row;
+        row.backend = r.backend;
+        row.tp = tp;
+        row.link_gbps = gbps;
+        row.ar_bytes = r.bytes;
+        const std::vector<double> ar(r.op_us.begin() + 1, r.op_us.end());
+        double sum = 0;
+        for (double x : ar) sum += x;
+        row.ar_mean_us = sum / static_cast<double>(ar.size());
+        row.ar_p99_us = Quantile(ar, 0.99);
+        row.ar_closed_form_us = r.closed_form_us;
+        row.compute_layer_ms = 3e3 * (AttentionFlops(s.model, tp) + MlpFlops(s.model, tp)) /
+                               (s.model.device_tflops * 1e12 * s.model.mfu);
+        // The same seed for every backend: the same compute, step for step.
+        row.step = SimulateTpSteps(s.model, tp, ar, s.steps, s.net.seed);
+        row.retransmitted = r.retransmitted;
+        row.dropped = r.dropped;
+        row.wrong = r.wrong;
+        row.fallback_chunks = r.fallback_chunks;
+        res.rows.push_back(row);
+      }
+      ++done;
+    }
+  }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return res;
+}
+
+std::string TpResultJson(const TpScenario& s, const TpResult& r) {
+  std::ostringstream o;
+  o.precision(10);
+  const TpModel& m = s.model;
+  o << "{\"name\":\"" << s.name << "\",\"system\":\"cais-tp\",\"model\":\"" << m.model
+    << "\",\"hidden\":" << m.hidden << ",\"seq\":" << m.seq << ",\"layers\":" << m.layers
+    << ",\"micro_batch\":" << m.micro_batch << ",\"element_bytes\":" << m.element_bytes
+    << ",\"device_tflops\":" << m.device_tflops << ",\"mfu\":" << m.mfu
+    << ",\"overlap\":" << (m.overlap ? "true" : "false")
+    << ",\"compute_jitter\":" << m.compute_jitter << ",\"straggler_prob\":" << m.straggler_prob
+    << ",\"straggler_slowdown\":" << m.straggler_slowdown << ",\"steps\":" << s.steps
+    << ",\"ar_samples\":" << s.ar_samples << ",\"seed\":" << s.net.seed << ",\"mode\":\""
+    << s.net.mode << "\",\"background_load\":" << s.net.background_load
+    << ",\"background_flow_bytes\":" << s.net.background_flow_bytes << ",\"events\":" << r.events
+    << ",\"rows\":[";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const TpRow& x = r.rows[i];
+    o << (i ? "," : "") << "{\"backend\":\"" << x.backend << "\",\"tp\":" << x.tp
+      << ",\"link_gbps\":" << x.link_gbps << ",\"ar_bytes\":" << x.ar_bytes
+      << ",\"ar_mean_us\":" << x.ar_mean_us << ",\"ar_p99_us\":" << x.ar_p99_us
+      << ",\"ar_closed_form_us\":" << x.ar_closed_form_us
+      << ",\"compute_layer_ms\":" << x.compute_layer_ms << ",\"step_mean_ms\":" << x.step.mean_ms
+      << ",\"step_p50_ms\":" << x.step.p50_ms << ",\"step_p99_ms\":" << x.step.p99_ms
+      << ",\"step_max_ms\":" << x.step.max_ms << ",\"p99_over_mean\":" << x.step.p99_over_mean
+      << ",\"compute_ms\":" << x.step.compute_ms << ",\"comm_share\":" << x.step.comm_share
+      << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
+      << ",\"wrong\":" << x.wrong << ",\"fallback_chunks\":" << x.fallback_chunks << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+std::string TpResultCsv(const TpResult& r) {
+  std::ostringstream o;
+  o.precision(10);
+  o << "backend,tp,link_gbps,ar_bytes,ar_mean_us,ar_p99_us,ar_closed_form_us,compute_layer_ms,"
+       "step_mean_ms,step_p50_ms,step_p99_ms,step_max_ms,p99_over_mean,compute_ms,comm_share,"
+       "retransmitted,dropped,wrong,fallback_chunks\n";
+  for (const TpRow& x : r.rows) {
+    o << x.backend << "," << x.tp << "," << x.link_gbps << "," << x.ar_bytes << "," << x.ar_mean_us
+      << "," << x.ar_p99_us << "," << x.ar_closed_form_us << "," << x.compute_layer_ms << ","
+      << x.step.mean_ms << "," << x.step.p50_ms << "," << x.step.p99_ms << "," << x.step.max_ms
+      << "," << x.step.p99_over_mean << "," << x.step.compute_ms << "," << x.step.comm_share << ","
+      << x.retransmitted << "," << x.dropped << "," << x.wrong << "," << x.fallback_chunks << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace inca::sim
