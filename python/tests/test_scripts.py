@@ -126,3 +126,38 @@ def test_cais_tp_evaluation_writes_the_three_runs_beside_the_write_up(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
+
+def test_sim_cbr_star_delivers_the_bottleneck_rate_and_drops_the_rest(tmp_path):
+    # inca's side of the ns-3 comparison: 9 x 6 Gbit/s into 40 Gbit/s for
+    # 50 ms. Every datagram is 9,030 bytes on the bottleneck (9,000 + UDP,
+    # IPv4, PPP), so it delivers 40e9 * 0.05 / (9030 * 8) of them, about.
+    import json
+    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+    out = subprocess.run([os.path.join(build, "bin", "sim-cbr-star"), "--duration-s", "0.05"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["offered"] == 9 * round(0.05 / 12e-6)
+    assert r["delivered"] + r["dropped"] == r["offered"]
+    assert abs(r["delivered"] - 40e9 * 0.05 / (9030 * 8)) < 0.002 * r["delivered"]
+    # The comparison's writer, fed the same run as both simulators.
+    with open(tmp_path / "ar.json", "w") as f:
+        json.dump({"hosts": 16, "link_gbps": 400, "events": 1000,
+                   "rows": [{"backend": "inca", "bytes": 200000000}]}, f)
+    doc = tmp_path / "PERF.md"
+    doc.write_text("# perf\n")
+    w = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "sim_vs_ns3.py"),
+                        "--inca", out.stdout, "--ns3", out.stdout.replace("inca-sim", "ns-3.37"),
+                        "--allreduce", str(tmp_path / "ar.json"),
+                        "--allreduce-log", "1000 events in 0.01 s", "--duration-s", "0.05",
+                        "--doc", str(doc), "--json", str(tmp_path / "out.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert w.returncode == 0, w.stderr
+    text = doc.read_text()
+    assert "Delivered packets differ by 0.000 %" in text and "| ns-3.37 |" in text
+    assert "0.1 million events per second" in text
+    bad = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "sim_vs_ns3.py"),
+                          "--inca", "{}", "--ns3", "{}", "--allreduce", "none",
+                          "--allreduce-log", "", "--duration-s", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
