@@ -138,6 +138,7 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
  public:
   explicit Sink(CaisSwitchNode* node) : node_(node) {}
   void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
+    if (node_->trace_) node_->trace_(false, egress, packet);
     uint32_t extra = 0;
     wire::CaisPacketView v;
     if (node_->virt_.chunk_size != 0 && wire::ParseCais(packet, &v) == wire::CaisParseError::kOk) {
@@ -183,6 +184,7 @@ void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
     return;
   }
   reducer_->Advance(sim().now(), *sink_);
+  if (trace_) trace_(true, port, packet);
   reducer_->Process(packet, port, sim().now(), *sink_);
 }
 

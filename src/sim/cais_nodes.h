@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "client/transport_core.h"
@@ -73,6 +74,10 @@ class CaisSwitchNode final : public PipelinedSwitch {
                  VirtualChunks virt = {}, SwitchPipeline pipeline = {});
   ~CaisSwitchNode() override;
   const cais::CaisReducer& reducer() const { return *reducer_; }
+  // Sees every packet the reducer takes (ingress true) and emits, in order:
+  // a trace, as tcpdump on inca-switchd's socket would show it.
+  using Trace = std::function<void(bool ingress, dp::PortId port, std::span<const uint8_t>)>;
+  void set_trace(Trace trace) { trace_ = std::move(trace); }
   // Packets from ports past the ranks' (background traffic): sent on to
   // their rank, or dropped as malformed.
   uint64_t background_forwarded() const { return background_forwarded_; }
@@ -86,6 +91,7 @@ class CaisSwitchNode final : public PipelinedSwitch {
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<Sink> sink_;
   VirtualChunks virt_;
+  Trace trace_;
 };
 
 // What a rank node does between operations: the scenario starts each
