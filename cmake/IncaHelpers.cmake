@@ -2,8 +2,9 @@
 #
 #   inca_cc_library(NAME wire SRCS a.cc HDRS a.h DEPS inca::util)
 #       -> target inca_wire, alias inca::wire
-#   inca_cc_test(NAME wire_test SRCS a_test.cc DEPS inca::wire [SERIAL])
-#       -> GoogleTest binary, each TEST registered with CTest (SERIAL: run alone)
+#   inca_cc_test(NAME wire_test SRCS a_test.cc DEPS inca::wire [SERIAL] [OPTIMIZED])
+#       -> GoogleTest binary, each TEST registered with CTest (SERIAL: run alone;
+#          OPTIMIZED: keeps -O1 under sanitizers, where tests build at -O0)
 #   inca_cc_benchmark(NAME reduce_benchmark SRCS b.cc DEPS ...)
 #       -> Google Benchmark binary (not a test; run by scripts/bench.sh)
 #   inca_cc_fuzzer(NAME cais_parse_fuzz SRCS f.cc DEPS ... CORPUS dir)
@@ -15,6 +16,16 @@
 # exported by inca::headers; src/ is visible to the project's own targets.
 
 include_guard(GLOBAL)
+
+# Sanitized builds compile the thin parts (tests' and tools' own sources:
+# gtest and CLI11 code) without optimisation: at -O1 they took two thirds
+# of the ASan build's compile time, while the code they exercise is in the
+# libraries, which keep their flags.
+if(INCA_SANITIZE)
+  set(INCA_THIN_COPTS -O0)
+else()
+  set(INCA_THIN_COPTS)
+endif()
 
 function(inca_cc_library)
   cmake_parse_arguments(L "" "NAME" "SRCS;HDRS;DEPS;COPTS" ${ARGN})
@@ -31,13 +42,19 @@ function(inca_cc_library)
 endfunction()
 
 function(inca_cc_test)
-  cmake_parse_arguments(T "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL;OPTIMIZED" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT INCA_BUILD_TESTS)
     return()
   endif()
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
-  target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  if(T_OPTIMIZED)
+    # The test's own code is the load (a simulated link, ranks' data): it
+    # keeps the build's optimisation in sanitized builds too.
+    target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  else()
+    target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_THIN_COPTS})
+  endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -111,7 +128,7 @@ function(inca_cc_binary)
   cmake_parse_arguments(X "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${X_NAME} ${X_SRCS})
   target_link_libraries(${X_NAME} PRIVATE ${X_DEPS})
-  target_compile_options(${X_NAME} PRIVATE ${INCA_WARNING_FLAGS})
+  target_compile_options(${X_NAME} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_THIN_COPTS})
   set_target_properties(${X_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
   install(TARGETS ${X_NAME} RUNTIME DESTINATION bin)
 endfunction()

@@ -12,7 +12,7 @@ preset="${1:-release}"
 shift || true
 
 packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev clang-format clang-tidy
+  cmake ninja-build g++ clang libclang-rt-14-dev lld clang-format clang-tidy
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libcli11-dev
   libgloo-dev libyaml-cpp-dev libspdlog-dev iproute2
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
