@@ -12,10 +12,29 @@ namespace inca::sim {
 
 uint32_t VirtualChunks::Extra(uint32_t chunk_id, size_t payload_bytes) const {
   if (chunk_size == 0 || payload_bytes != sizeof(float)) return 0;
-  const uint64_t first = uint64_t{chunk_id} * chunk_size;
+  const uint32_t j = block_chunks != 0 ? chunk_id % block_chunks : chunk_id;
+  const uint64_t first = uint64_t{j} * chunk_size;
   if (first >= bytes) return 0;
   const uint64_t stands_for = std::min<uint64_t>(chunk_size, bytes - first);
   return static_cast<uint32_t>(stands_for - sizeof(float));
+}
+
+void VirtualLedger::Put(uint32_t seq, const VirtualChunks& v) {
+  for (auto& [s, k] : kept_) {
+    if (s == seq) {
+      k = v;
+      return;
+    }
+  }
+  if (kept_.size() >= kKept) kept_.pop_front();
+  kept_.emplace_back(seq, v);
+}
+
+uint32_t VirtualLedger::Extra(uint32_t seq, uint32_t chunk_id, size_t payload_bytes) const {
+  for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
+    if (it->first == seq) return it->second.Extra(chunk_id, payload_bytes);
+  }
+  return 0;
 }
 
 // ----------------------------------------------------------- PipelinedSwitch
@@ -141,8 +160,8 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
     if (node_->trace_) node_->trace_(false, egress, packet);
     uint32_t extra = 0;
     wire::CaisPacketView v;
-    if (node_->virt_.chunk_size != 0 && wire::ParseCais(packet, &v) == wire::CaisParseError::kOk) {
-      extra = node_->virt_.Extra(v.header.chunk_id, v.payload.size());
+    if (node_->ledger_ != nullptr && wire::ParseCais(packet, &v) == wire::CaisParseError::kOk) {
+      extra = node_->ledger_->Extra(v.header.seq_num, v.header.chunk_id, v.payload.size());
     }
     node_->Send(egress, Packet(packet.begin(), packet.end()), extra);
   }
@@ -152,11 +171,11 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
 };
 
 CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                               VirtualChunks virt, SwitchPipeline pipeline)
+                               std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline)
     : PipelinedSwitch(std::move(name), pipeline),
       ranks_(ranks),
       sink_(std::make_unique<Sink>(this)),
-      virt_(virt) {
+      ledger_(std::move(ledger)) {
   auto r = cais::CaisReducer::Create(config);
   if (!r.ok()) throw std::invalid_argument(std::string(r.status().message()));
   reducer_ = std::move(*r);
@@ -207,7 +226,7 @@ class CaisRankNode::Sink final : public client::DatagramSink {
 };
 
 CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportConfig& config,
-                           RankDone done, VirtualChunks virt)
+                           RankDone done, VirtualChunks virt, std::shared_ptr<VirtualLedger> ledger)
     : Node(std::move(name)),
       rank_(rank),
       config_(config),
@@ -215,7 +234,8 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
       sink_(std::make_unique<Sink>(this)),
       done_(std::move(done)),
       whole_virt_(virt),
-      virt_(virt) {
+      virt_(virt),
+      ledger_(std::move(ledger)) {
   layout_.my_index = rank;
   for (int k = 0; k < config.world_size; ++k) {
     layout_.rank_at_index.push_back(k);
@@ -225,8 +245,16 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
 
 CaisRankNode::~CaisRankNode() = default;
 
-void CaisRankNode::Begin(uint32_t seq, std::vector<float>* data) {
-  whole_ = data;
+void CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+                         std::vector<float>* out) {
+  if (op != wire::CaisOp::kAllReduce && op != wire::CaisOp::kReduceScatter &&
+      op != wire::CaisOp::kAllGather) {
+    throw std::invalid_argument("CaisRankNode: all-reduce, reduce-scatter or all-gather");
+  }
+  kind_ = op;
+  in_ = in;
+  out_ = out;
+  block_ = op == wire::CaisOp::kReduceScatter ? out->size() : in->size();
   offset_ = 0;
   next_seq_ = seq;
   total_ = client::SwitchPhaseResult{};
@@ -234,21 +262,40 @@ void CaisRankNode::Begin(uint32_t seq, std::vector<float>* data) {
 }
 
 // As the Communicator runs an operation of more than 65,535 chunks: in
-// pieces of at most that many, one after the other, each its own sequence
-// number. In timing mode an element is a chunk, and the piece's chunks
-// stand for its share of the operation's bytes.
+// pieces of at most that many (over all blocks), one after the other, each
+// its own sequence number. In timing mode an element is a chunk, and the
+// piece's chunks stand for its share of the block's bytes.
 void CaisRankNode::StartPiece() {
+  const bool blocked = kind_ != wire::CaisOp::kAllReduce;
   const size_t per = std::max<size_t>(1, config_.chunk_size / sizeof(float));
-  const size_t count = std::min(kMaxChunks * per, whole_->size() - offset_);
+  const size_t max_chunks =
+      blocked ? kMaxChunks / static_cast<size_t>(config_.world_size) : kMaxChunks;
+  const size_t count = std::min(max_chunks * per, block_ - offset_);
   if (whole_virt_.chunk_size != 0) {
     const uint64_t first = uint64_t{offset_} * whole_virt_.chunk_size;
-    virt_.bytes = std::min<uint64_t>(uint64_t{kMaxChunks} * whole_virt_.chunk_size,
+    virt_.bytes = std::min<uint64_t>(uint64_t{max_chunks} * whole_virt_.chunk_size,
                                      whole_virt_.bytes - std::min(first, whole_virt_.bytes));
+    virt_.block_chunks = blocked ? static_cast<uint32_t>((count + per - 1) / per) : 0;
   }
   op_ = client::SwitchOp{};
-  op_.data = reinterpret_cast<uint8_t*>(whole_->data() + offset_);
+  op_.op = kind_;
   op_.count = count;
   op_.seq = next_seq_++;
+  const size_t stride = block_ * sizeof(float);
+  switch (kind_) {
+    case wire::CaisOp::kReduceScatter:
+      op_.in = reinterpret_cast<const uint8_t*>(in_->data() + offset_);
+      op_.block_stride_bytes = stride;
+      op_.out = reinterpret_cast<uint8_t*>(out_->data() + offset_);
+      break;
+    case wire::CaisOp::kAllGather:
+      op_.in = reinterpret_cast<const uint8_t*>(in_->data() + offset_);
+      op_.out = reinterpret_cast<uint8_t*>(out_->data() + offset_);
+      op_.block_stride_bytes = stride;
+      break;
+    default: op_.data = reinterpret_cast<uint8_t*>(in_->data() + offset_);
+  }
+  if (ledger_ != nullptr && virt_.chunk_size != 0) ledger_->Put(op_.seq, virt_);
   result_ = client::SwitchPhaseResult{};
   core_ = std::make_unique<client::OpCore>(config_, layout_, op_, &path_, &result_);
   core_->Start(sim().now());
@@ -283,7 +330,7 @@ void CaisRankNode::Pump() {
   if (core_->Finished()) {
     wake_at_ = -1;
     EndPiece();
-    if (offset_ < whole_->size()) {
+    if (offset_ < block_) {
       StartPiece();
       return;
     }
@@ -439,7 +486,7 @@ std::pair<size_t, size_t> RingRankNode::BlockSlice(uint32_t block, uint32_t inde
 }
 
 uint32_t RingRankNode::BlockOf(uint32_t step, int rank) const {
-  const int b = ((rank - static_cast<int>(step)) % n_ + n_) % n_;
+  const int b = ((rank - static_cast<int>(step) - shift_) % n_ + n_) % n_;
   return static_cast<uint32_t>(b);
 }
 
@@ -448,13 +495,20 @@ void RingRankNode::SendStep(uint32_t step, uint32_t index) {
   Enqueue(static_cast<uint32_t>((rank_ + 1) % n_), step, index, first, count);
 }
 
-void RingRankNode::Begin(std::vector<float>* data, size_t count) {
+void RingRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
+  const auto n1 = static_cast<uint32_t>(n_ - 1);
+  switch (op) {
+    case wire::CaisOp::kAllReduce: steps_ = 2 * n1, add_steps_ = n1, shift_ = 0; break;
+    case wire::CaisOp::kReduceScatter: steps_ = n1, add_steps_ = n1, shift_ = 1; break;
+    case wire::CaisOp::kAllGather: steps_ = n1, add_steps_ = 0, shift_ = 0; break;
+    default: throw std::invalid_argument("RingRankNode: all-reduce, reduce-scatter or all-gather");
+  }
   const size_t largest = (count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_);
   Reset(data, count, 0);
   packets_per_block_ = std::max<uint32_t>(1, PacketsIn(largest));
   // Every non-empty packet of the blocks this rank receives, over all steps.
   uint64_t expect = 0;
-  for (uint32_t s = 0; s < static_cast<uint32_t>(2 * (n_ - 1)); ++s) {
+  for (uint32_t s = 0; s < steps_; ++s) {
     for (uint32_t j = 0; j < packets_per_block_; ++j) {
       expect += BlockSlice(BlockOf(s, rank_ - 1), j).second > 0 ? 1 : 0;
     }
@@ -472,16 +526,15 @@ void RingRankNode::Receive(dp::PortId, Packet packet) {
     return;
   }
   RingHeader h;
-  const auto last = static_cast<uint32_t>(2 * (n_ - 1));
   if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(rank_) ||
-      h.step >= last || h.index >= packets_per_block_) {
+      h.step >= steps_ || h.index >= packets_per_block_) {
     ++malformed_;
     return;
   }
   const auto [first, count] = BlockSlice(BlockOf(h.step, rank_ - 1), h.index);
-  // Reduce-scatter adds (the first n-1 steps); all-gather takes the block.
-  if (!Take(packet, h, first, count, h.step < static_cast<uint32_t>(n_ - 1))) return;
-  if (h.step + 1 < last) SendStep(h.step + 1, h.index);
+  // Reduce-scatter steps add; all-gather steps take the block.
+  if (!Take(packet, h, first, count, h.step < add_steps_)) return;
+  if (h.step + 1 < steps_) SendStep(h.step + 1, h.index);
   Received();
 }
 
@@ -514,7 +567,8 @@ std::pair<size_t, size_t> TreeRankNode::HalfSlice(int t, uint32_t index) const {
   return t == 0 ? Slice(0, h, index) : Slice(h, count_, index);
 }
 
-void TreeRankNode::Begin(std::vector<float>* data, size_t count) {
+void TreeRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
+  if (op != wire::CaisOp::kAllReduce) throw std::invalid_argument("the tree: all-reduce only");
   Reset(data, count, 0);
   uint64_t expect = 0;
   for (int t = 0; t < 2; ++t) {

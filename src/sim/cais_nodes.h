@@ -30,11 +30,30 @@ namespace inca::sim {
 // carries one f32 (4 bytes) and is charged on the wire as the chunk of
 // `chunk_size` it stands for, so that a 200 MB all-reduce costs the events,
 // not the memory, of one. chunk_size 0: byte-exact mode.
+// A ReduceScatter or AllGather has one such block per rank: `bytes` is a
+// block's and block_chunks its chunks (chunk c is chunk c % block_chunks
+// of its block).
 struct VirtualChunks {
   uint32_t chunk_size = 0;
   uint64_t bytes = 0;
+  uint32_t block_chunks = 0;  // 0: one block (AllReduce)
   // Extra wire bytes for a CAIS datagram with this chunk id and payload.
   uint32_t Extra(uint32_t chunk_id, size_t payload_bytes) const;
+};
+
+// What the timing-mode switch charges for a chunk: each operation (or
+// piece) registers its VirtualChunks under its sequence number as its
+// ranks start it, and the switch looks them up by the header's. Bounded:
+// the last kKept sequence numbers.
+class VirtualLedger {
+ public:
+  void Put(uint32_t seq, const VirtualChunks& v);
+  // Extra wire bytes for a datagram of operation `seq` (0 if unknown).
+  uint32_t Extra(uint32_t seq, uint32_t chunk_id, size_t payload_bytes) const;
+  static constexpr size_t kKept = 256;
+
+ private:
+  std::deque<std::pair<uint32_t, VirtualChunks>> kept_;
 };
 
 // The switch's packet rate (its hardware model beside chunk_size and the
@@ -70,8 +89,10 @@ class PipelinedSwitch : public Node {
 // packets that arrive (Advance before each), as in inca-switchd's loop.
 class CaisSwitchNode final : public PipelinedSwitch {
  public:
+  // `ledger`: timing mode (nullptr: byte-exact).
   CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                 VirtualChunks virt = {}, SwitchPipeline pipeline = {});
+                 std::shared_ptr<const VirtualLedger> ledger = nullptr,
+                 SwitchPipeline pipeline = {});
   ~CaisSwitchNode() override;
   const cais::CaisReducer& reducer() const { return *reducer_; }
   // Sees every packet the reducer takes (ingress true) and emits, in order:
@@ -90,7 +111,7 @@ class CaisSwitchNode final : public PipelinedSwitch {
   uint64_t background_forwarded_ = 0, background_malformed_ = 0;
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<Sink> sink_;
-  VirtualChunks virt_;
+  std::shared_ptr<const VirtualLedger> ledger_;
   Trace trace_;
 };
 
@@ -98,16 +119,26 @@ class CaisSwitchNode final : public PipelinedSwitch {
 // operation on every rank (Begin) and hears when a rank is done.
 using RankDone = std::function<void(int rank)>;
 
-// One rank of the switch path: all-reduces of f32 sums, one at a time.
+// One rank of the switch path: collectives of f32 (sums), one at a time.
 class CaisRankNode final : public Node {
  public:
+  // `virt` (timing mode): the chunk size and the bytes of each operation's
+  // block, registered in `ledger` for the switch.
   CaisRankNode(std::string name, int rank, const client::TransportConfig& config, RankDone done,
-               VirtualChunks virt = {});
+               VirtualChunks virt = {}, std::shared_ptr<VirtualLedger> ledger = nullptr);
   ~CaisRankNode() override;
-  // Starts an operation over `data` (reduced in place; kept by the caller
+  // Starts an all-reduce over `data` (reduced in place; kept by the caller
   // until done), in pieces of at most 65,535 chunks with sequence numbers
   // from `seq` on.
-  void Begin(uint32_t seq, std::vector<float>* data);
+  void Begin(uint32_t seq, std::vector<float>* data) {
+    Begin(seq, wire::CaisOp::kAllReduce, data, nullptr);
+  }
+  // Any of the three: kAllReduce of `in` in place (out unused);
+  // kReduceScatter of `in` (one block per rank, rank r's at r x out->size())
+  // into `out`; kAllGather of `in` into `out` (rank r's block at
+  // r x in->size()). Pieces split every block alike, at most 65,535 chunks
+  // over all blocks each.
+  void Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in, std::vector<float>* out);
   void Receive(dp::PortId port, Packet packet) override;
   // The operation's result, over all its pieces.
   const client::SwitchPhaseResult& result() const { return total_; }
@@ -122,8 +153,11 @@ class CaisRankNode final : public Node {
   void EndPiece();
   void Pump();
   uint64_t background_ = 0;
-  std::vector<float>* whole_ = nullptr;
-  size_t offset_ = 0;  // the current piece's first element
+  wire::CaisOp kind_ = wire::CaisOp::kAllReduce;
+  std::vector<float>* in_ = nullptr;
+  std::vector<float>* out_ = nullptr;
+  size_t block_ = 0;   // elements per block (kAllReduce: all of them)
+  size_t offset_ = 0;  // the current piece's first element of each block
   uint32_t next_seq_ = 0;
   client::SwitchPhaseResult total_;
   int rank_;
@@ -137,6 +171,7 @@ class CaisRankNode final : public Node {
   RankDone done_;
   VirtualChunks whole_virt_;  // the operation's
   VirtualChunks virt_;        // the current piece's
+  std::shared_ptr<VirtualLedger> ledger_;
   TimeNs wake_at_ = -1;
 };
 
@@ -262,9 +297,12 @@ class HostCollectiveNode : public Node {
   bool sending_ = false;
 };
 
-// One rank of the ring. Step s (0 .. 2(n-1)-1) sends block (rank - s) mod n
-// to rank + 1; in the first n-1 steps the receiver adds the block into its
-// own copy, in the last n-1 it takes it as is. Packet j of step s may leave
+// One rank of the ring. An all-reduce is 2(n-1) steps: step s sends block
+// (rank - s) mod n to rank + 1; in the first n-1 steps the receiver adds
+// the block into its own copy, in the last n-1 it takes it as is. A
+// reduce-scatter is the first n-1 steps alone, with the blocks shifted by
+// one so that rank r ends with block r reduced; an all-gather is the last
+// n-1 alone, rank r starting with block r. Packet j of step s may leave
 // once packet j of step s-1 has arrived, plus `step_latency_ns` (the
 // per-step software cost α of the closed form).
 class RingRankNode final : public HostCollectiveNode {
@@ -273,9 +311,11 @@ class RingRankNode final : public HostCollectiveNode {
                uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done)
       : HostCollectiveNode(std::move(name), rank, ranks, payload_bytes, link_bps, overhead_bytes,
                            step_latency_ns, std::move(done)) {}
-  // Reduces `count` elements of `data` in place; data nullptr: timing mode
-  // (nothing is carried, every slice is charged on the wire).
-  void Begin(std::vector<float>* data, size_t count);
+  // Runs `op` over `count` elements of `data` in place (n blocks; a
+  // reduce-scatter leaves block r of rank r reduced, an all-gather fills
+  // every block from rank r's block r); data nullptr: timing mode (nothing
+  // is carried, every slice is charged on the wire).
+  void Begin(std::vector<float>* data, size_t count, wire::CaisOp op = wire::CaisOp::kAllReduce);
   void Receive(dp::PortId port, Packet packet) override;
 
  private:
@@ -283,6 +323,9 @@ class RingRankNode final : public HostCollectiveNode {
   uint32_t BlockOf(uint32_t step, int rank) const;
   void SendStep(uint32_t step, uint32_t index);
   uint32_t packets_per_block_ = 0;
+  uint32_t steps_ = 0;      // 2(n-1), or n-1
+  uint32_t add_steps_ = 0;  // the first ones, which add
+  int shift_ = 0;           // block (rank - step - shift) mod n
 };
 
 // One rank of NCCL's double binary tree: the tensor's two halves each go
@@ -297,7 +340,8 @@ class TreeRankNode final : public HostCollectiveNode {
                uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done)
       : HostCollectiveNode(std::move(name), rank, ranks, payload_bytes, link_bps, overhead_bytes,
                            step_latency_ns, std::move(done)) {}
-  void Begin(std::vector<float>* data, size_t count);
+  // An all-reduce only (other ops throw std::invalid_argument).
+  void Begin(std::vector<float>* data, size_t count, wire::CaisOp op = wire::CaisOp::kAllReduce);
   void Receive(dp::PortId port, Packet packet) override;
 
   // The tree's shape, for the closed form: rank r's parent (-1 at the root)

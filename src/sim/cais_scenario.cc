@@ -66,6 +66,16 @@ absl::Status SetBackends(const YAML::Node& v, std::string_view src, CaisSimScena
   return absl::OkStatus();
 }
 
+absl::Status SetCollective(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  if (auto st = Get(v, src, "collective", &s->collective); !st.ok()) return st;
+  if (s->collective != "allreduce" && s->collective != "reduce_scatter" &&
+      s->collective != "all_gather") {
+    return Bad(src, "collective",
+               absl::StrCat("'", s->collective, "': use allreduce, reduce_scatter or all_gather"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetFlowBytes(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
   auto b = util::ParseSize(v.IsScalar() ? v.Scalar() : "");
   if (!b.ok()) return Bad(src, "background_flow_bytes", std::string(b.status().message()));
@@ -106,6 +116,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(overhead_bytes),
     INCA_CAIS_KEY(chunk_size),
     INCA_CAIS_KEY(host_payload),
+    {"collective", &SetCollective},
     {"sizes", &SetSizes},
     INCA_CAIS_KEY(ops),
     INCA_CAIS_KEY(window),
@@ -141,6 +152,12 @@ float Input(int rank, int op, size_t i) {
          static_cast<float>(rank + 1);
 }
 
+wire::CaisOp CollectiveOp(const std::string& c) {
+  return c == "reduce_scatter" ? wire::CaisOp::kReduceScatter
+         : c == "all_gather"   ? wire::CaisOp::kAllGather
+                               : wire::CaisOp::kAllReduce;
+}
+
 // What one backend needs of a run: its rank nodes started on a tensor each,
 // and its drops.
 struct Job {
@@ -148,7 +165,11 @@ struct Job {
   std::unique_ptr<Network> net;
   std::vector<Node*> ranks;
   PipelinedSwitch* hub = nullptr;
-  std::function<void(int rank, std::vector<float>* data, size_t count, uint32_t seq)> begin;
+  // Starts rank r on its tensor `data` (all blocks; nullptr in timing mode
+  // for the host baselines) of `count` elements, and `block`, its own block
+  // (inca: a reduce-scatter's output, an all-gather's input).
+  std::function<void(int rank, std::vector<float>* data, std::vector<float>* block, size_t count)>
+      begin;
   std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
   // Whether rank r's switch path produced chunk c (the host baselines: always).
   std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
@@ -177,15 +198,19 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   cc.max_pending_chunks = s.switch_slots;
   cc.max_payload_bytes = s.chunk_size;
   VirtualChunks virt;
+  std::shared_ptr<VirtualLedger> ledger;
+  const wire::CaisOp op = CollectiveOp(s.collective);
   if (s.mode == "timing") {
-    virt = {s.chunk_size, bytes};
+    // A reduce-scatter's or all-gather's chunks stand for one block's bytes.
+    virt = {s.chunk_size, op == wire::CaisOp::kAllReduce ? bytes : bytes / s.hosts};
+    ledger = std::make_shared<VirtualLedger>();
     // One f32 per chunk, and as many slot cells as the real chunks get.
     const size_t cells = cc.sram_bytes / cc.cell_bytes();
     cc.max_payload_bytes = sizeof(float);
     cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
   }
   auto* sw = j->net->Add(
-      std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, virt, Pipeline(s, false)));
+      std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, ledger, Pipeline(s, false)));
   j->hub = sw;
   // As SwitchTransport sets it from CommunicatorOptions.
   client::TransportConfig tc;
@@ -197,19 +222,28 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   if (s.target_floor_us >= 0) tc.target_floor_ns = std::llround(s.target_floor_us * 1e3);
   std::vector<CaisRankNode*> ranks;
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node =
-        j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r), r, tc, done, virt));
+    auto* node = j->net->Add(
+        std::make_unique<CaisRankNode>(absl::StrCat("rank", r), r, tc, done, virt, ledger));
     j->net->Connect(node, sw, Links(s));  // the switch's port r
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
-  j->begin = [ranks](int r, std::vector<float>* data, size_t, uint32_t) {
+  j->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
     CaisRankNode* rank = ranks[static_cast<size_t>(r)];
-    rank->Begin(rank->next_seq(), data);  // pieces take sequence numbers of their own
+    // Pieces take sequence numbers of their own.
+    if (op == wire::CaisOp::kAllGather) {
+      rank->Begin(rank->next_seq(), op, block, data);
+    } else {
+      rank->Begin(rank->next_seq(), op, data, block);
+    }
   };
-  j->has = [ranks](int r, size_t c) {
-    const auto& have = ranks[static_cast<size_t>(r)]->result().have;
-    return c < have.size() && have[c] != 0;
+  // A reduce-scatter's or all-gather's chunks are numbered over all blocks
+  // of each piece: a rank either completed the operation or is taken to
+  // have handed all of it to the host path.
+  j->has = [ranks, op](int r, size_t c) {
+    const auto& res = ranks[static_cast<size_t>(r)]->result();
+    if (op != wire::CaisOp::kAllReduce) return res.complete;
+    return c < res.have.size() && res.have[c] != 0;
   };
   j->retransmitted = [ranks] {
     uint64_t n = 0;
@@ -236,8 +270,9 @@ void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
-  j->begin = [ranks](int r, std::vector<float>* data, size_t count, uint32_t) {
-    ranks[static_cast<size_t>(r)]->Begin(data, count);
+  const wire::CaisOp op = CollectiveOp(s.collective);
+  j->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
+    ranks[static_cast<size_t>(r)]->Begin(data, count, op);
   };
 }
 // Other traffic through the switch's last port, on a link that carries all
@@ -261,12 +296,19 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   Job j;
   j.net = std::make_unique<Network>(&j.sim, s.seed);
   const bool timing = s.mode == "timing";
-  // The elements reduced: every one (exact); one per chunk (timing, inca);
-  // none carried (timing, ring).
+  const wire::CaisOp kind = CollectiveOp(s.collective);
+  const bool blocked = kind != wire::CaisOp::kAllReduce;
+  const size_t n = static_cast<size_t>(s.hosts);
+  // Each rank's tensor, all blocks: every element (exact); one per chunk
+  // (timing, inca; a block's chunks each); none carried (timing, the
+  // host baselines).
+  const uint64_t chunks = (bytes + s.chunk_size - 1) / s.chunk_size;
+  const uint64_t block_chunks = (bytes / n + s.chunk_size - 1) / s.chunk_size;
   const size_t count = !timing             ? bytes / sizeof(float)
-                       : backend == "inca" ? (bytes + s.chunk_size - 1) / s.chunk_size
+                       : backend == "inca" ? (blocked ? n * block_chunks : chunks)
                                            : 0;
-  std::vector<std::vector<float>> data(static_cast<size_t>(s.hosts));
+  const size_t per_block = count / n;  // a reduce-scatter's or all-gather's block
+  std::vector<std::vector<float>> data(n), own(n);
   std::vector<double> durations_us;
   CaisSimRow row;
   row.backend = backend;
@@ -276,29 +318,64 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   auto start_op = [&] {
     started = j.sim.now();
     finished = 0;
-    for (int r = 0; r < s.hosts; ++r) {
-      auto& d = data[static_cast<size_t>(r)];
-      d.resize(count);
-      for (size_t i = 0; i < count; ++i) d[i] = Input(r, op, i);
+    for (size_t r = 0; r < n; ++r) {
+      const int q = static_cast<int>(r);
+      auto& d = data[r];
+      d.assign(count, 0);
+      // An all-gather's input is the rank's own block; the tensor's other
+      // blocks are what it gathers.
+      for (size_t i = 0; i < count; ++i) {
+        d[i] = kind != wire::CaisOp::kAllGather                ? Input(q, op, i)
+               : i >= r * per_block && i < (r + 1) * per_block ? Input(q, op, i - r * per_block)
+                                                               : -1.0F;
+      }
+      own[r].assign(blocked ? per_block : 0, 0);
+      if (kind == wire::CaisOp::kAllGather) {
+        for (size_t i = 0; i < per_block; ++i) own[r][i] = Input(q, op, i);
+      }
     }
-    for (int r = 0; r < s.hosts; ++r) {
-      j.begin(r, count ? &data[static_cast<size_t>(r)] : nullptr, bytes / sizeof(float),
-              static_cast<uint32_t>(op));
+    for (size_t r = 0; r < n; ++r) {
+      j.begin(static_cast<int>(r), count ? &data[r] : nullptr, &own[r], bytes / sizeof(float));
+    }
+  };
+  // Rank r's element k of what the operation leaves it, what it should be,
+  // and its place in its block (for the chunk it came in).
+  const size_t results = kind == wire::CaisOp::kReduceScatter ? per_block : count;
+  auto result = [&](size_t r, size_t k, float* got, float* want, size_t* in_block) {
+    switch (kind) {
+      case wire::CaisOp::kReduceScatter: {
+        *got = backend == "inca" ? own[r][k] : data[r][r * per_block + k];
+        *want = 0;
+        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, r * per_block + k);
+        *in_block = k;
+        return;
+      }
+      case wire::CaisOp::kAllGather:
+        *got = data[r][k];
+        *want = Input(static_cast<int>(k / per_block), op, k % per_block);
+        *in_block = k % per_block;
+        return;
+      default:
+        *got = data[r][k];
+        *want = 0;
+        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, k);
+        *in_block = k;
     }
   };
   auto check = [&] {
-    for (size_t i = 0; i < count; ++i) {
-      float want = 0;
-      for (int q = 0; q < s.hosts; ++q) want += Input(q, op, i);
-      // The chunk element i belongs to (timing mode: one element per chunk).
-      const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
-      const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
-      for (int r = 0; r < s.hosts; ++r) {
-        if (!j.has(r, c)) {
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t k = 0; k < results; ++k) {
+        float got = 0, want = 0;
+        size_t i = 0;
+        result(r, k, &got, &want, &i);
+        // The chunk element i belongs to (timing mode: one element per chunk).
+        const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
+        const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
+        if (!j.has(static_cast<int>(r), c)) {
           row.fallback_chunks += first;
           continue;
         }
-        row.wrong += data[static_cast<size_t>(r)][i] != want;
+        row.wrong += got != want;
       }
     }
   };
@@ -342,7 +419,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   if (background != nullptr) row.background_packets = background->packets();
   row.op_us = durations_us;
   row.ops = s.ops;
-  row.checked = count;
+  row.checked = results;
   double sum = 0;
   row.min_us = *std::min_element(durations_us.begin(), durations_us.end());
   row.max_us = *std::max_element(durations_us.begin(), durations_us.end());
@@ -350,13 +427,22 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   row.mean_us = sum / static_cast<double>(durations_us.size());
   const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
   const double alpha = s.ring_step_latency_us * 1e-6;
-  row.closed_form_us =
-      1e6 * (backend == "inca"   ? SwitchAllReduceSeconds(s.hosts, bytes, s.chunk_size, rate,
-                                                          s.overhead_bytes, delay)
-             : backend == "ring" ? RingAllReduceSeconds(s.hosts, bytes, s.HostPayload(), rate,
-                                                        s.overhead_bytes, delay, alpha)
-                                 : TreeAllReduceSeconds(s.hosts, bytes, s.HostPayload(), rate,
-                                                        s.overhead_bytes, delay, alpha));
+  const int hosts = s.hosts;
+  const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
+  double closed = 0;
+  if (backend == "inca") {
+    closed = kind == wire::CaisOp::kReduceScatter
+                 ? SwitchReduceScatterSeconds(hosts, bytes, chunk, rate, over, delay)
+             : kind == wire::CaisOp::kAllGather
+                 ? SwitchAllGatherSeconds(hosts, bytes, chunk, rate, over, delay)
+                 : SwitchAllReduceSeconds(hosts, bytes, chunk, rate, over, delay);
+  } else if (backend == "ring") {
+    closed = blocked ? RingHalfSeconds(hosts, bytes, payload, rate, over, delay, alpha)
+                     : RingAllReduceSeconds(hosts, bytes, payload, rate, over, delay, alpha);
+  } else {
+    closed = TreeAllReduceSeconds(hosts, bytes, payload, rate, over, delay, alpha);
+  }
+  row.closed_form_us = 1e6 * closed;
   row.of_closed_form = row.closed_form_us / row.mean_us;
   return row;
 }
@@ -406,6 +492,20 @@ absl::Status CaisSimScenario::Validate() const {
     return bad("background_gbps must be in [0, 10000] (0: link_gbps)");
   }
   if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
+  if (collective != "allreduce" && collective != "reduce_scatter" && collective != "all_gather") {
+    return bad("collective must be allreduce, reduce_scatter or all_gather");
+  }
+  if (collective != "allreduce") {
+    if (std::find(backends.begin(), backends.end(), "tree") != backends.end()) {
+      return bad(absl::StrCat("collective ", collective, ": the tree runs allreduce only"));
+    }
+    for (uint64_t b : sizes) {
+      if (b % (uint64_t{4} * static_cast<uint64_t>(hosts)) != 0) {
+        return bad(absl::StrCat("sizes: ", b, " B is not ", hosts, " blocks of f32 (collective ",
+                                collective, ")"));
+      }
+    }
+  }
   if (backends.empty()) return bad("backends: at least one of inca, ring, tree");
   if (loss > 0 && std::any_of(backends.begin(), backends.end(),
                               [](const std::string& b) { return b != "inca"; })) {
@@ -454,19 +554,21 @@ absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s) {
   return yaml_keys::ApplyOverride(key_value, s, SetKey);
 }
 
-double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
-                              uint32_t overhead, double delay_s) {
-  (void)hosts;  // every rank's uplink carries the tensor once, in parallel
+namespace {
+
+// A block of `bytes` in chunks of `chunk`, back to back, and its last
+// chunk's time.
+std::pair<double, double> ChunkTrain(uint64_t bytes, uint32_t chunk, double rate_bps,
+                                     uint32_t overhead) {
   const uint64_t full = bytes / chunk, rest = bytes % chunk;
   const double t_full = PacketSeconds(chunk, wire::kCaisHeaderBytes, overhead, rate_bps);
   const double t_rest = rest ? PacketSeconds(rest, wire::kCaisHeaderBytes, overhead, rate_bps) : 0;
-  // Every chunk up at line rate, pipelined; the last one's result down.
-  const double last = rest ? t_rest : t_full;
-  return static_cast<double>(full) * t_full + t_rest + last + 2 * delay_s;
+  return {static_cast<double>(full) * t_full + t_rest, rest ? t_rest : t_full};
 }
 
-double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
-                            uint32_t overhead, double delay_s, double step_latency_s) {
+// The ring's 2(n-1) steps (`halves` 2) or n-1 (1).
+double RingSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps, uint32_t overhead,
+                   double delay_s, double step_latency_s, int halves) {
   // One block (the largest) per step: B, its packets back to back; t0 and
   // tl, its first and last packet's serialisation. A packet reaches the next
   // rank L = 2 t + 2 delay after it starts (up to the switch, down again).
@@ -480,12 +582,52 @@ double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double 
   const double b =
       static_cast<double>(full) * PacketSeconds(per, kRingHeaderBytes, overhead, rate_bps) +
       (rest ? tl : 0);
-  const double steps = 2.0 * static_cast<double>(n - 1);
+  const double steps = halves * static_cast<double>(n - 1);
   const double hop = step_latency_s + 2 * t0 + 2 * delay_s;
   // Either the sender never idles (a block outlasts a hop: bandwidth-bound),
   // or each step's first packet waits for the previous step's (latency-bound).
   const double last_start = std::max(steps * b - tl, (steps - 1) * hop + b - tl);
   return step_latency_s + last_start + 2 * tl + 2 * delay_s;
+}
+
+}  // namespace
+
+double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                              uint32_t overhead, double delay_s) {
+  (void)hosts;  // every rank's uplink carries the tensor once, in parallel
+  // Every chunk up at line rate, pipelined; the last one's result down.
+  const auto [train, last] = ChunkTrain(bytes, chunk, rate_bps, overhead);
+  return train + last + 2 * delay_s;
+}
+
+double SwitchReduceScatterSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                                  uint32_t overhead, double delay_s) {
+  // Every block up (the uplink is the busier way: a rank gets its own block
+  // and a 20-byte ACK for each other chunk), and the last result down.
+  const auto [train, last] =
+      ChunkTrain(bytes / static_cast<uint64_t>(hosts), chunk, rate_bps, overhead);
+  return hosts * train + last + 2 * delay_s;
+}
+
+double SwitchAllGatherSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                              uint32_t overhead, double delay_s) {
+  // The first chunk up, then every block down, the rank's own included (the
+  // switch sends each chunk to all ports: to its owner it is the ACK).
+  const uint64_t block = bytes / static_cast<uint64_t>(hosts);
+  const double train = ChunkTrain(block, chunk, rate_bps, overhead).first;
+  const double first =
+      PacketSeconds(std::min<uint64_t>(block, chunk), wire::kCaisHeaderBytes, overhead, rate_bps);
+  return first + hosts * train + 2 * delay_s;
+}
+
+double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                            uint32_t overhead, double delay_s, double step_latency_s) {
+  return RingSeconds(hosts, bytes, payload, rate_bps, overhead, delay_s, step_latency_s, 2);
+}
+
+double RingHalfSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                       uint32_t overhead, double delay_s, double step_latency_s) {
+  return RingSeconds(hosts, bytes, payload, rate_bps, overhead, delay_s, step_latency_s, 1);
 }
 
 double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
@@ -564,7 +706,8 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
   std::ostringstream o;
   o.precision(10);
   o << "{\"name\":\"" << s.name << "\",\"system\":\"cais\",\"mode\":\"" << s.mode
-    << "\",\"seed\":" << s.seed << ",\"hosts\":" << s.hosts << ",\"link_gbps\":" << s.link_gbps
+    << "\",\"collective\":\"" << s.collective << "\",\"seed\":" << s.seed
+    << ",\"hosts\":" << s.hosts << ",\"link_gbps\":" << s.link_gbps
     << ",\"link_delay_us\":" << s.link_delay_us << ",\"loss\":" << s.loss
     << ",\"chunk_size\":" << s.chunk_size << ",\"events\":" << r.events << ",\"rows\":[";
   for (size_t i = 0; i < r.rows.size(); ++i) {

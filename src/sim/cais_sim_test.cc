@@ -249,6 +249,10 @@ TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
       {"system: olaf\n", "a CAIS scenario has system cais"},
       {"system: cais\nmode: fast\n", "'fast': use exact or timing"},
       {"system: cais\nsizes: [512M]\nhosts: 16\n", "over 4 GiB of tensors (mode: timing"},
+      {"system: cais\ncollective: gather\n", "'gather': use allreduce, reduce_scatter or"},
+      {"system: cais\ncollective: all_gather\nbackends: [tree]\n", "the tree runs allreduce"},
+      {"system: cais\ncollective: reduce_scatter\nhosts: 3\nsizes: [16]\n",
+       "16 B is not 3 blocks of f32"},
   };
   for (const Case& c : cases) {
     auto s = ParseCaisSimScenario(c.yaml, "t.yaml");
@@ -299,6 +303,61 @@ TEST(CaisSimTest, OperationsOverChunkIdsRunInPieces) {
   }
   EXPECT_EQ(timing->rows[0].checked, 66536u);
   EXPECT_NEAR(timing->rows[0].mean_us / exact->rows[0].mean_us, 1.0, 0.005);
+}
+
+// Reduce-scatter and all-gather, the halves of an all-reduce that
+// sequence parallelism runs: exact on both backends (3 ranks, blocks that
+// end in a short chunk, and in pieces), the timing mode at the exact
+// mode's time, each at its closed form. Bandwidth-bound, the switch moves
+// the whole tensor on the busier link of each (up for a reduce-scatter,
+// down for an all-gather) against the ring's (n-1)/n of it: the ring is
+// ahead by n/(n-1).
+TEST(CaisSimTest, ReduceScatterAndAllGatherAreExactAtTheirClosedForms) {
+  for (const char* collective : {"reduce_scatter", "all_gather"}) {
+    CaisSimScenario s = Star(3, 100, 1);
+    s.collective = collective;
+    s.chunk_size = 1024;
+    s.sizes = {3 * 1000 * 4, 3 * 100'000 * 4};  // blocks of 1,000 and 100,000 f32
+    s.window = 256;
+    s.switch_slots = 1024;
+    auto exact = RunCaisSimScenario(s);
+    ASSERT_TRUE(exact.ok()) << exact.status();
+    CaisSimScenario t = s;
+    t.mode = "timing";
+    auto timing = RunCaisSimScenario(t);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    ASSERT_EQ(exact->rows.size(), 4u);
+    for (size_t i = 0; i < exact->rows.size(); ++i) {
+      const CaisSimRow &x = exact->rows[i], &y = timing->rows[i];
+      SCOPED_TRACE(std::string(collective) + " " + x.backend + " " + std::to_string(x.bytes));
+      EXPECT_EQ(x.wrong + y.wrong, 0u);
+      EXPECT_EQ(x.fallback_chunks, 0u);
+      // A reduce-scatter leaves a block per rank; an all-gather the tensor.
+      EXPECT_EQ(x.checked, s.collective == "reduce_scatter" ? x.bytes / 12 : x.bytes / 4);
+      EXPECT_NEAR(y.mean_us / x.mean_us, 1.0, 0.005);
+      EXPECT_LE(x.of_closed_form, 1.01);
+      EXPECT_GE(x.of_closed_form, x.bytes > 100'000 ? 0.97 : 0.9);
+    }
+    const double ring_over_inca =
+        Row(*exact, "ring", 1'200'000).mean_us / Row(*exact, "inca", 1'200'000).mean_us;
+    EXPECT_NEAR(ring_over_inca, 2.0 / 3.0, 0.03) << collective;
+  }
+  // More than 65,535 chunks over all blocks: two pieces, still exact.
+  CaisSimScenario p = Star(4, 100, 1);
+  p.backends = {"inca"};
+  p.collective = "reduce_scatter";
+  p.chunk_size = 64;
+  p.sizes = {4 * 17'000 * 64};  // 68,000 chunks: pieces of 4 x 16,383 and 4 x 617
+  p.ops = 1;
+  p.window = 1024;
+  p.switch_slots = 4096;
+  for (const char* mode : {"exact", "timing"}) {
+    p.mode = mode;
+    auto r = RunCaisSimScenario(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->rows[0].wrong, 0u) << mode;
+    EXPECT_EQ(r->rows[0].fallback_chunks, 0u) << mode;
+  }
 }
 
 }  // namespace

@@ -58,8 +58,8 @@ struct StepDraws {
   std::uniform_int_distribution<size_t> pick_ar;
 };
 
-// The step's time in seconds: `ar_us` empty means no communication.
-double Step(const TpModel& m, int tp, const std::vector<double>& ar_us, StepDraws d) {
+// The step's time in seconds: `comm` null means no communication.
+double Step(const TpModel& m, int tp, const TpComm* comm, StepDraws d) {
   const double flops_s = m.device_tflops * 1e12 * m.mfu;
   const double attn = AttentionFlops(m, tp) / flops_s, mlp = MlpFlops(m, tp) / flops_s;
   std::vector<double> slow(static_cast<size_t>(tp), 1.0);
@@ -70,24 +70,34 @@ double Step(const TpModel& m, int tp, const std::vector<double>& ar_us, StepDraw
   auto draw = [&](double base, size_t r) {
     return base * slow[r] * (m.compute_jitter > 0 ? d.jitter(d.rng) : 1.0);
   };
+  // One collective's time, drawn either way, so that the step without
+  // communication sees the same compute draws.
+  auto collective = [&](const std::vector<double> TpComm::*kind) {
+    const size_t k = d.pick_ar(d.rng);
+    return comm == nullptr ? 0 : (comm->*kind)[k] * 1e-6;
+  };
+  const bool sp = m.sequence_parallel;
   // Every rank computes `base` (then, backward, its weight gradient of the
-  // same cost), then all meet in an all-reduce.
+  // same cost), then all meet in an all-reduce (sequence parallelism: an
+  // all-gather before the compute, a reduce-scatter after it).
   auto phase = [&](double base, bool backward) {
+    if (sp) {
+      const double start = *std::max_element(ready.begin(), ready.end());
+      const double ag = collective(&TpComm::ag_us);
+      for (double& r : ready) r = start + ag;
+    }
     double start = 0;
     for (size_t r = 0; r < ready.size(); ++r) {
       ready[r] += draw(base, r);
       wgrad_done[r] = backward ? ready[r] + draw(base, r) : ready[r];
       start = std::max(start, ready[r]);
     }
-    // Drawn either way, so that the step without communication sees the
-    // same compute draws.
-    const size_t k = d.pick_ar(d.rng);
-    const double ar = ar_us.empty() ? 0 : ar_us[k] * 1e-6;
+    const double t = collective(sp ? &TpComm::rs_us : &TpComm::ar_us);
     for (size_t r = 0; r < ready.size(); ++r) {
-      // Without overlap the weight-gradient GEMM follows the all-reduce.
-      ready[r] = !backward   ? start + ar
-                 : m.overlap ? std::max(start + ar, wgrad_done[r])
-                             : start + ar + (wgrad_done[r] - ready[r]);
+      // Without overlap the weight-gradient GEMM follows the collective.
+      ready[r] = !backward   ? start + t
+                 : m.overlap ? std::max(start + t, wgrad_done[r])
+                             : start + t + (wgrad_done[r] - ready[r]);
     }
   };
   for (int l = 0; l < m.layers; ++l) {
@@ -103,21 +113,23 @@ double Step(const TpModel& m, int tp, const std::vector<double>& ar_us, StepDraw
 
 }  // namespace
 
-TpStepStats SimulateTpSteps(const TpModel& m, int tp, const std::vector<double>& ar_us, int steps,
+TpStepStats SimulateTpSteps(const TpModel& m, int tp, const TpComm& comm, int steps,
                             uint64_t seed) {
   TpStepStats st;
-  if (tp < 1 || steps < 1 || ar_us.empty()) return st;
+  const std::vector<double>& first = m.sequence_parallel ? comm.rs_us : comm.ar_us;
+  if (tp < 1 || steps < 1 || first.empty()) return st;
+  if (m.sequence_parallel && comm.ag_us.size() != comm.rs_us.size()) return st;
   const double cv2 = m.compute_jitter * m.compute_jitter;
   // (Never drawn without jitter; the distribution needs a positive sigma.)
   const double sigma = std::max(1e-9, std::sqrt(std::log1p(cv2)));
   StepDraws d{std::mt19937_64(seed), std::lognormal_distribution<double>(-sigma * sigma / 2, sigma),
-              std::uniform_int_distribution<size_t>(0, ar_us.size() - 1)};
+              std::uniform_int_distribution<size_t>(0, first.size() - 1)};
   std::vector<double> times;
   double sum = 0, compute = 0;
   for (int i = 0; i < steps; ++i) {
     d.rng.seed(seed + static_cast<uint64_t>(i));
-    times.push_back(Step(m, tp, ar_us, d) * 1e3);
-    compute += Step(m, tp, {}, d) * 1e3;
+    times.push_back(Step(m, tp, &comm, d) * 1e3);
+    compute += Step(m, tp, nullptr, d) * 1e3;
     sum += times.back();
   }
   std::sort(times.begin(), times.end());

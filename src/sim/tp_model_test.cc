@@ -118,6 +118,44 @@ TEST(TpScenario, RunsBothBackendsOnThePacketLevelStar) {
   EXPECT_EQ(TpResultCsv(*r), TpResultCsv(*again));
 }
 
+// Sequence parallelism: each all-reduce becomes a reduce-scatter and an
+// all-gather. On a star the switch moves the whole tensor on the busier
+// link of each (every rank uploads all of a reduce-scatter, and gets all of
+// an all-gather back, its own block included), the ring (n-1)/n of it, so
+// the ring is ahead where inca was with all-reduces.
+TEST(TpScenario, SequenceParallelismRunsReduceScatterAndAllGather) {
+  TpScenario s = SmallScenario();
+  s.tp = {4};
+  s.model.sequence_parallel = true;
+  auto r = RunTpScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->rows.size(), 2u);
+  const TpRow &inca = r->rows[0], &ring = r->rows[1];
+  for (const TpRow* x : {&inca, &ring}) {
+    EXPECT_EQ(x->wrong, 0u) << x->backend;
+    // The pair of collectives at their closed forms' sum.
+    EXPECT_NEAR(x->ar_mean_us / x->ar_closed_form_us, 1.0, 0.1) << x->backend;
+  }
+  EXPECT_NEAR(ring.ar_mean_us / inca.ar_mean_us, 0.75, 0.05);
+  EXPECT_GT(inca.step.mean_ms, ring.step.mean_ms);
+  EXPECT_DOUBLE_EQ(inca.step.compute_ms, ring.step.compute_ms);
+  // Against all-reduces on the same compute: the ring's pair costs what
+  // its all-reduce did; inca's costs twice its all-reduce.
+  s.model.sequence_parallel = false;
+  auto ar = RunTpScenario(s);
+  ASSERT_TRUE(ar.ok()) << ar.status();
+  EXPECT_NEAR(ring.ar_mean_us / ar->rows[1].ar_mean_us, 1.0, 0.05);
+  EXPECT_NEAR(inca.ar_mean_us / ar->rows[0].ar_mean_us, 2.0, 0.1);
+  // (The same compute, drawn in another order: one more draw per sublayer.)
+  EXPECT_NEAR(inca.step.compute_ms / ar->rows[0].step.compute_ms, 1.0, 0.01);
+  auto bad = ParseTpScenario("system: cais-tp\nsequence_parallel: true\nbackends: [tree]\n", "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("the tree runs allreduce only"), std::string::npos);
+  auto derived = ParseTpScenario("system: cais-tp\ncollective: all_gather\n", "t.yaml");
+  ASSERT_FALSE(derived.ok());
+  EXPECT_NE(derived.status().message().find("collective: sequence_parallel"), std::string::npos);
+}
+
 TEST(TpScenario, KeysAreCheckedWithOneLineErrors) {
   auto derived = ParseTpScenario("system: cais-tp\nhosts: 4\n", "t.yaml");
   ASSERT_FALSE(derived.ok());

@@ -68,6 +68,7 @@ const KeyDef kKeys[] = {
     INCA_TP_MODEL_KEY(device_tflops),
     INCA_TP_MODEL_KEY(mfu),
     INCA_TP_MODEL_KEY(overlap),
+    INCA_TP_MODEL_KEY(sequence_parallel),
     INCA_TP_MODEL_KEY(compute_jitter),
     INCA_TP_MODEL_KEY(straggler_prob),
     INCA_TP_MODEL_KEY(straggler_slowdown),
@@ -83,7 +84,7 @@ const KeyDef kKeys[] = {
 
 // Keys of the embedded CAIS scenario that the TP scenario sets itself.
 bool Derived(const std::string& key) {
-  return key == "hosts" || key == "sizes" || key == "ops" || key == "name";
+  return key == "hosts" || key == "sizes" || key == "ops" || key == "name" || key == "collective";
 }
 
 absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
@@ -97,7 +98,9 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
     if (key == k.name) return k.set(v, src, s);
   }
   if (Derived(key)) {
-    return Bad(src, key, "set by the scenario (hosts: tp; sizes: the model; ops: ar_samples)");
+    return Bad(src, key,
+               "set by the scenario (hosts: tp; sizes: the model; ops: ar_samples; collective: "
+               "sequence_parallel)");
   }
   std::vector<std::string> known;
   for (const KeyDef& k : kKeys) known.emplace_back(k.name);
@@ -108,15 +111,23 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
   return yaml_keys::UnknownKey(src, key, known);
 }
 
-// The network of one configuration.
-CaisSimScenario Net(const TpScenario& s, int tp, double gbps) {
+// The network of one configuration, for one of the layer's collectives.
+CaisSimScenario Net(const TpScenario& s, int tp, double gbps, const std::string& collective) {
   CaisSimScenario n = s.net;
   n.name = absl::StrCat(s.name, "-tp", tp, "-", gbps, "g");
+  n.collective = collective;
   n.hosts = tp;
   n.link_gbps = gbps;
   n.sizes = {AllReduceBytes(s.model)};
   n.ops = s.ar_samples + 1;  // the first warms the client's window up
   return n;
+}
+
+// The layer's collectives: an all-reduce, or with sequence parallelism a
+// reduce-scatter and an all-gather.
+std::vector<std::string> Collectives(const TpModel& m) {
+  if (m.sequence_parallel) return {"reduce_scatter", "all_gather"};
+  return {"allreduce"};
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -140,7 +151,9 @@ absl::Status TpScenario::Validate() const {
   // Every configuration's network must be valid too (rates, sizes, modes).
   for (int t : tp) {
     for (double g : link_gbps) {
-      if (auto st = Net(*this, t, g).Validate(); !st.ok()) return st;
+      for (const std::string& c : Collectives(model)) {
+        if (auto st = Net(*this, t, g, c).Validate(); !st.ok()) return st;
+      }
     }
   }
   return absl::OkStatus();
@@ -170,34 +183,52 @@ absl::StatusOr<TpResult> RunTpScenario(const TpScenario& s, const Progress& prog
   TpResult res;
   const double configs = static_cast<double>(s.tp.size() * s.link_gbps.size());
   double done = 0;
+  const std::vector<std::string> collectives = Collectives(s.model);
+  const double per_config = static_cast<double>(collectives.size());
   for (int tp : s.tp) {
     for (double gbps : s.link_gbps) {
-      const CaisSimScenario net = Net(s, tp, gbps);
-      auto sim = RunCaisSimScenario(net, [&](double f) {
-        if (progress) progress((done + f) / configs);
-      });
-      if (!sim.ok()) return sim.status();
-      res.events += sim->events;
-      for (const CaisSimRow& r : sim->rows) {
-        TpRow row;
-        row.backend = r.backend;
-        row.tp = tp;
-        row.link_gbps = gbps;
-        row.ar_bytes = r.bytes;
-        const std::vector<double> ar(r.op_us.begin() + 1, r.op_us.end());
-        double sum = 0;
-        for (double x : ar) sum += x;
-        row.ar_mean_us = sum / static_cast<double>(ar.size());
-        row.ar_p99_us = Quantile(ar, 0.99);
-        row.ar_closed_form_us = r.closed_form_us;
+      // Per backend, each collective's samples (after the warm-up) and rows.
+      std::vector<TpComm> comm;
+      std::vector<TpRow> rows;
+      for (size_t c = 0; c < collectives.size(); ++c) {
+        const CaisSimScenario net = Net(s, tp, gbps, collectives[c]);
+        auto sim = RunCaisSimScenario(net, [&](double f) {
+          if (progress) progress((done + (static_cast<double>(c) + f) / per_config) / configs);
+        });
+        if (!sim.ok()) return sim.status();
+        res.events += sim->events;
+        comm.resize(sim->rows.size());
+        rows.resize(sim->rows.size());
+        for (size_t b = 0; b < sim->rows.size(); ++b) {
+          const CaisSimRow& r = sim->rows[b];
+          const std::vector<double> us(r.op_us.begin() + 1, r.op_us.end());
+          (collectives[c] == "reduce_scatter" ? comm[b].rs_us
+           : collectives[c] == "all_gather"   ? comm[b].ag_us
+                                              : comm[b].ar_us) = us;
+          TpRow& row = rows[b];
+          row.backend = r.backend;
+          row.tp = tp;
+          row.link_gbps = gbps;
+          row.ar_bytes = r.bytes;
+          // With sequence parallelism: the reduce-scatter and all-gather
+          // together, which stand where an all-reduce stood.
+          double sum = 0;
+          for (double x : us) sum += x;
+          row.ar_mean_us += sum / static_cast<double>(us.size());
+          row.ar_p99_us += Quantile(us, 0.99);
+          row.ar_closed_form_us += r.closed_form_us;
+          row.retransmitted += r.retransmitted;
+          row.dropped += r.dropped;
+          row.wrong += r.wrong;
+          row.fallback_chunks += r.fallback_chunks;
+        }
+      }
+      for (size_t b = 0; b < rows.size(); ++b) {
+        TpRow& row = rows[b];
         row.compute_layer_ms = 3e3 * (AttentionFlops(s.model, tp) + MlpFlops(s.model, tp)) /
                                (s.model.device_tflops * 1e12 * s.model.mfu);
         // The same seed for every backend: the same compute, step for step.
-        row.step = SimulateTpSteps(s.model, tp, ar, s.steps, s.net.seed);
-        row.retransmitted = r.retransmitted;
-        row.dropped = r.dropped;
-        row.wrong = r.wrong;
-        row.fallback_chunks = r.fallback_chunks;
+        row.step = SimulateTpSteps(s.model, tp, comm[b], s.steps, s.net.seed);
         res.rows.push_back(row);
       }
       ++done;
@@ -216,6 +247,7 @@ std::string TpResultJson(const TpScenario& s, const TpResult& r) {
     << ",\"micro_batch\":" << m.micro_batch << ",\"element_bytes\":" << m.element_bytes
     << ",\"device_tflops\":" << m.device_tflops << ",\"mfu\":" << m.mfu
     << ",\"overlap\":" << (m.overlap ? "true" : "false")
+    << ",\"sequence_parallel\":" << (m.sequence_parallel ? "true" : "false")
     << ",\"compute_jitter\":" << m.compute_jitter << ",\"straggler_prob\":" << m.straggler_prob
     << ",\"straggler_slowdown\":" << m.straggler_slowdown << ",\"steps\":" << s.steps
     << ",\"ar_samples\":" << s.ar_samples << ",\"seed\":" << s.net.seed << ",\"mode\":\""

@@ -37,7 +37,11 @@ struct CaisSimScenario {
   // (SwitchML: 256) while the hosts' own collectives keep full frames.
   uint32_t host_payload = 0;
   uint32_t HostPayload() const { return host_payload != 0 ? host_payload : chunk_size; }
-  std::vector<uint64_t> sizes = {uint64_t{1} << 20};  // bytes per all-reduce (f32)
+  // allreduce, reduce_scatter or all_gather (the tree: allreduce only).
+  // A size is the whole tensor's in each: a reduce-scatter leaves 1/hosts
+  // of it per rank, an all-gather gathers 1/hosts from each.
+  std::string collective = "allreduce";
+  std::vector<uint64_t> sizes = {uint64_t{1} << 20};  // bytes per operation (f32)
   int ops = 3;                                        // per size, back to back
   // inca's client: the congestion window's cap, in chunks (the default of
   // CommunicatorOptions::max_pending_chunks), and the floor of its delay
@@ -116,8 +120,18 @@ absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,
 // of framing per packet and `delay_s` each way.
 double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
                               uint32_t overhead, double delay_s);
+// The switch's reduce-scatter (every rank's uplink carries the whole
+// tensor, `bytes`) and all-gather (every rank's downlink carries all
+// blocks, its own included): each block of bytes / hosts in its own chunks.
+double SwitchReduceScatterSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                                  uint32_t overhead, double delay_s);
+double SwitchAllGatherSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
+                              uint32_t overhead, double delay_s);
 double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
                             uint32_t overhead, double delay_s, double step_latency_s);
+// The ring's reduce-scatter or all-gather alone: n-1 steps instead of 2(n-1).
+double RingHalfSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
+                       uint32_t overhead, double delay_s, double step_latency_s);
 // NCCL's double binary tree, pipelined packet by packet: the larger of the
 // busiest link's packets and the deeper tree's climb and descent.
 double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,

@@ -29,6 +29,10 @@ struct TpModel {
   // Backward: each all-reduce of the input gradient runs beside the
   // weight-gradient GEMM that does not depend on it.
   bool overlap = false;
+  // Megatron-LM's sequence parallelism (Korthikanti et al. 2022): each
+  // all-reduce becomes a reduce-scatter after the sublayer and an
+  // all-gather before it (forward and backward alike).
+  bool sequence_parallel = false;
   // Each compute phase of each rank takes its time times a log-normal
   // factor of mean 1 and this coefficient of variation.
   double compute_jitter = 0.02;
@@ -56,12 +60,23 @@ struct TpStepStats {
   double comm_share = 0;  // 1 - compute_ms / mean_ms: the exposed communication
 };
 
-// Runs `steps` steps on `tp` ranks. A layer's all-reduce starts when the
+// The collectives' times (us) to draw from: all-reduces, or with sequence
+// parallelism reduce-scatters and all-gathers. Samples of each kind in
+// equal numbers; none at all: communication takes no time.
+struct TpComm {
+  std::vector<double> ar_us, rs_us, ag_us;
+};
+
+// Runs `steps` steps on `tp` ranks. A layer's collective starts when the
 // last rank is ready and ends for all ranks together, after a time drawn
-// (uniformly, with replacement) from `ar_us`; nothing else is shared, so a
-// slow rank holds the others at every all-reduce. The same seed gives the
-// same compute on every call, so two backends are compared step for step.
-TpStepStats SimulateTpSteps(const TpModel& m, int tp, const std::vector<double>& ar_us, int steps,
-                            uint64_t seed);
+// (uniformly, with replacement) from its samples; nothing else is shared,
+// so a slow rank holds the others at every collective. The same seed gives
+// the same compute on every call, so two backends are compared step for
+// step.
+TpStepStats SimulateTpSteps(const TpModel& m, int tp, const TpComm& comm, int steps, uint64_t seed);
+inline TpStepStats SimulateTpSteps(const TpModel& m, int tp, const std::vector<double>& ar_us,
+                                   int steps, uint64_t seed) {
+  return SimulateTpSteps(m, tp, TpComm{ar_us, {}, {}}, steps, seed);
+}
 
 }  // namespace inca::sim

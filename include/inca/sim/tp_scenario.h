@@ -46,7 +46,10 @@ struct TpRow {
   std::string backend;
   int tp = 0;
   double link_gbps = 0;
-  uint64_t ar_bytes = 0;
+  uint64_t ar_bytes = 0;  // the tensor each collective moves, b·s·h elements
+  // The layer's all-reduce; with sequence parallelism the reduce-scatter
+  // and the all-gather that stand in its place, summed (each's mean, p99
+  // and closed form).
   double ar_mean_us = 0, ar_p99_us = 0, ar_closed_form_us = 0;
   double compute_layer_ms = 0;  // one layer's forward and backward compute, one rank, no jitter
   TpStepStats step;
