@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <numeric>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -211,20 +210,7 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
       if (reply.rank_ports.size() != static_cast<size_t>(options_.world_size)) continue;
       rank_ports_ = reply.rank_ports;
       seq_base_ = reply.seq_base;
-      // Port index i (ascending port order, the switch's input order) and
-      // the rank there.
-      const int n_ranks = options_.world_size;
-      std::vector<int>& at = layout_.rank_at_index;
-      at.resize(static_cast<size_t>(n_ranks));
-      std::iota(at.begin(), at.end(), 0);
-      std::sort(at.begin(), at.end(), [&](int a, int b) {
-        return rank_ports_[static_cast<size_t>(a)] < rank_ports_[static_cast<size_t>(b)];
-      });
-      layout_.index_of_rank.resize(static_cast<size_t>(n_ranks));
-      for (int k = 0; k < n_ranks; ++k) {
-        layout_.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(k)])] = k;
-      }
-      layout_.my_index = layout_.index_of_rank[static_cast<size_t>(options_.rank)];
+      layout_ = LayoutFromPorts(rank_ports_, options_.rank);
       last_refusal_ = wire::MgmtReason::kNone;
       ready_ = true;
       return true;

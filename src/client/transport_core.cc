@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace inca::client {
 
@@ -20,6 +21,24 @@ uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size
   const size_t esize = wire::ElementBytes(op.type);
   const size_t per = chunk_size / esize;
   return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
+}
+
+GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank) {
+  GroupLayout layout;
+  const int n = static_cast<int>(rank_ports.size());
+  // Port index i (ascending port order, the switch's input order) and the
+  // rank there.
+  std::vector<int>& at = layout.rank_at_index;
+  at.resize(static_cast<size_t>(n));
+  std::iota(at.begin(), at.end(), 0);
+  std::sort(at.begin(), at.end(), [&](int a, int b) {
+    return rank_ports[static_cast<size_t>(a)] < rank_ports[static_cast<size_t>(b)];
+  });
+  layout.index_of_rank.resize(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k)
+    layout.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(k)])] = k;
+  layout.my_index = rank >= 0 && rank < n ? layout.index_of_rank[static_cast<size_t>(rank)] : 0;
+  return layout;
 }
 
 // ------------------------------------------------------------------ PathState

@@ -246,6 +246,9 @@ struct GroupLayout {
   std::vector<int> rank_at_index;  // rank at port index i
   std::vector<int> index_of_rank;  // port index of rank r
 };
+// The layout of rank `rank` from a JOIN reply's rank_ports (each rank's
+// switch port, in rank order).
+GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank);
 
 // Receives what the core sends: a header and the payload bytes (which stay
 // valid until the operation ends).

@@ -6,7 +6,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "inca/util/endian.h"
+#include "inca/wire/mgmt.h"
 
 namespace inca::sim {
 
@@ -163,6 +165,11 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
     if (node_->ledger_ != nullptr && wire::ParseCais(packet, &v) == wire::CaisParseError::kOk) {
       extra = node_->ledger_->Extra(v.header.seq_num, v.header.chunk_id, v.payload.size());
     }
+    if (node_->groups_ != nullptr) {
+      const int link = node_->LinkOf(egress);
+      if (link < 0) return;  // the port's endpoint left (the reducer counts its output)
+      egress = static_cast<dp::PortId>(link);
+    }
     node_->Send(egress, Packet(packet.begin(), packet.end()), extra);
   }
 
@@ -203,8 +210,59 @@ void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
     return;
   }
   reducer_->Advance(sim().now(), *sink_);
+  if (groups_ != nullptr) {
+    if (wire::IsMgmtDatagram(packet)) {
+      Management(port, packet);
+      return;
+    }
+    const std::optional<dp::PortId> p = ports_->Lookup(HostEndpoint(port));
+    if (!p) {
+      ++unknown_sender_;
+      return;
+    }
+    groups_->SeenOnPort(*p, sim().now());
+    if (trace_) trace_(true, *p, packet);
+    reducer_->Process(packet, *p, sim().now(), *sink_);
+    return;
+  }
   if (trace_) trace_(true, port, packet);
   reducer_->Process(packet, port, sim().now(), *sink_);
+}
+
+net::Endpoint CaisSwitchNode::HostEndpoint(int link) {
+  // 198.18.0.0/15, the benchmarking range: one address per host link.
+  return *net::Endpoint::Parse(absl::StrCat("198.18.", link / 256, ".", link % 256, ":7000"));
+}
+
+void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
+  reducer_->rules().Delete(cais::RuleKey{0, std::nullopt, std::nullopt}).IgnoreError();
+  ports_ = std::make_unique<switchd::PortTable>();
+  groups_ = std::make_unique<switchd::GroupManager>(ports_.get(), &reducer_->rules(), seq_start,
+                                                    lease_ns);
+}
+
+int CaisSwitchNode::LinkOf(dp::PortId port) const {
+  const net::Endpoint* e = ports_->endpoint(port);
+  if (e == nullptr) return -1;
+  for (int l = 0; l < ranks_; ++l) {
+    if (*e == HostEndpoint(l)) return l;
+  }
+  return -1;
+}
+
+void CaisSwitchNode::Management(dp::PortId link, const Packet& packet) {
+  wire::MgmtMessage request;
+  if (!wire::ParseMgmt(packet, &request)) {
+    ++mgmt_malformed_;
+    return;
+  }
+  groups_->Expire(sim().now());
+  const std::optional<wire::MgmtMessage> reply =
+      groups_->Handle(request, HostEndpoint(link), sim().now());
+  if (!reply) return;
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(*reply, &bytes);
+  Send(link, std::move(bytes));
 }
 
 // -------------------------------------------------------------- CaisRankNode
@@ -315,9 +373,50 @@ void CaisRankNode::EndPiece() {
   offset_ += op_.count;
 }
 
+void CaisRankNode::JoinFirst(uint64_t job, RankDone joined) {
+  job_ = job;
+  joining_ = true;
+  on_joined_ = std::move(joined);
+}
+
+void CaisRankNode::Start() {
+  if (joining_) SendJoin();
+}
+
+void CaisRankNode::SendJoin() {
+  if (joined_) return;
+  wire::MgmtMessage m;
+  m.type = wire::MgmtType::kJoin;
+  m.group_id = config_.group_id;
+  m.rank = static_cast<uint16_t>(rank_);
+  m.world_size = static_cast<uint16_t>(config_.world_size);
+  m.nonce = ++nonce_;
+  m.port = wire::kAnyPort;
+  m.job = job_;
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(m, &bytes);
+  Send(0, std::move(bytes));
+  ++joins_sent_;
+  sim().ScheduleIn(20 * dp::kNsPerMs, [this] { SendJoin(); });
+}
+
 void CaisRankNode::Receive(dp::PortId, Packet packet) {
   if (IsBackground(packet)) {
     ++background_;
+    return;
+  }
+  if (wire::IsMgmtDatagram(packet)) {
+    wire::MgmtMessage reply;
+    if (joined_ || !wire::ParseMgmt(packet, &reply) || reply.type != wire::MgmtType::kJoinReply ||
+        reply.nonce != nonce_ || reply.status != wire::MgmtStatus::kOk ||
+        reply.rank_ports.size() != static_cast<size_t>(config_.world_size)) {
+      return;  // pending, stale or refused: the next JOIN asks again
+    }
+    layout_ = client::LayoutFromPorts(reply.rank_ports, rank_);
+    seq_base_ = reply.seq_base;
+    next_seq_ = seq_base_ + 1;
+    joined_ = true;
+    if (on_joined_) on_joined_(rank_);
     return;
   }
   if (!core_ || core_->Finished()) return;  // late results of an operation already done

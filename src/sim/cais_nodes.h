@@ -23,6 +23,9 @@
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
 #include "inca/sim/simulator.h"
+#include "net/endpoint.h"
+#include "switchd/group_manager.h"
+#include "switchd/port_table.h"
 
 namespace inca::sim {
 
@@ -104,11 +107,29 @@ class CaisSwitchNode final : public PipelinedSwitch {
   uint64_t background_forwarded() const { return background_forwarded_; }
   uint64_t background_malformed() const { return background_malformed_; }
 
+  // Group formation as inca-switchd does it (docs/sim.md, "Group
+  // formation"): no rule until ranks JOIN; management datagrams go to
+  // inca-switchd's GroupManager, link L standing for the UDP endpoint
+  // HostEndpoint(L), and data from a link whose endpoint holds no switch
+  // port is dropped (counted in unknown_sender()). The GroupManager's
+  // ports are mapped to links both ways. Call before the run starts.
+  void FormGroups(uint32_t seq_start, TimeNs lease_ns = switchd::kDefaultLeaseNs);
+  static net::Endpoint HostEndpoint(int link);
+  const switchd::GroupManager* groups() const { return groups_.get(); }
+  uint64_t unknown_sender() const { return unknown_sender_; }
+  uint64_t mgmt_malformed() const { return mgmt_malformed_; }
+
  private:
   void Process(dp::PortId port, Packet packet) override;
+  void Management(dp::PortId link, const Packet& packet);
+  // The link behind a GroupManager port (-1: none).
+  int LinkOf(dp::PortId port) const;
   class Sink;
   int ranks_;
   uint64_t background_forwarded_ = 0, background_malformed_ = 0;
+  uint64_t unknown_sender_ = 0, mgmt_malformed_ = 0;
+  std::unique_ptr<switchd::PortTable> ports_;
+  std::unique_ptr<switchd::GroupManager> groups_;
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<Sink> sink_;
   std::shared_ptr<const VirtualLedger> ledger_;
@@ -147,8 +168,26 @@ class CaisRankNode final : public Node {
   const client::PathState& path() const { return path_; }
   uint64_t background() const { return background_; }  // received and discarded
 
+  // Joins group `group` of the switch before any operation, as the
+  // Communicator's SwitchTransport does: a JOIN (job `job`, any port) every
+  // 20 ms until the reply is OK; then the layout comes from its rank_ports
+  // and sequence numbers from its seq_base (the first operation's is
+  // seq_base + 1, the Communicator's). `joined` hears when. Call before the
+  // run starts.
+  void JoinFirst(uint64_t job, RankDone joined);
+  bool joined() const { return joined_; }
+  uint32_t seq_base() const { return seq_base_; }
+  uint64_t joins_sent() const { return joins_sent_; }
+  void Start() override;
+
  private:
   class Sink;
+  void SendJoin();
+  uint64_t job_ = 0;
+  bool joining_ = false, joined_ = false;
+  uint32_t seq_base_ = 0, nonce_ = 0;
+  uint64_t joins_sent_ = 0;
+  RankDone on_joined_;
   void StartPiece();
   void EndPiece();
   void Pump();

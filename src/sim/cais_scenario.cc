@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +122,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(ops),
     INCA_CAIS_KEY(window),
     INCA_CAIS_KEY(target_floor_us),
+    INCA_CAIS_KEY(form_groups),
     INCA_CAIS_KEY(switch_slots),
     INCA_CAIS_KEY(switch_sram_mib),
     INCA_CAIS_KEY(switch_mpps),
@@ -171,6 +173,9 @@ struct Job {
   std::function<void(int rank, std::vector<float>* data, std::vector<float>* block, size_t count)>
       begin;
   std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
+  // Runs `go` once every rank is ready for its first operation (inca with
+  // form_groups: joined); at once otherwise.
+  std::function<void(std::function<void()> go)> when_ready = [](std::function<void()> go) { go(); };
   // Whether rank r's switch path produced chunk c (the host baselines: always).
   std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
 };
@@ -192,7 +197,8 @@ LinkConfig Links(const CaisSimScenario& s) {
   return lc;
 }
 
-void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone& done) {
+void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone& done,
+               TimeNs* formed_at) {
   cais::CaisConfig cc;
   cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
   cc.max_pending_chunks = s.switch_slots;
@@ -227,6 +233,23 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
     j->net->Connect(node, sw, Links(s));  // the switch's port r
     ranks.push_back(node);
     j->ranks.push_back(node);
+  }
+  if (s.form_groups) {
+    // The switch's first seq_base and the job id are drawn from the seed,
+    // as inca-switchd and rank 0 draw them at random.
+    std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL);
+    sw->FormGroups(static_cast<uint32_t>(draw()));
+    const uint64_t job = draw() | 1;
+    auto go = std::make_shared<std::function<void()>>();
+    auto joined = std::make_shared<int>(0);
+    for (CaisRankNode* rank : ranks) {
+      rank->JoinFirst(job, [j, go, joined, formed_at, n = s.hosts](int) {
+        if (++*joined < n) return;
+        *formed_at = j->sim.now();
+        if (*go) (*go)();
+      });
+    }
+    j->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
   }
   j->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
     CaisRankNode* rank = ranks[static_cast<size_t>(r)];
@@ -387,8 +410,9 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     op_done(op);
     if (++op < s.ops) j.sim.Schedule(j.sim.now(), start_op);
   };
+  TimeNs formed_at = 0;
   if (backend == "inca") {
-    BuildInca(s, bytes, &j, done);
+    BuildInca(s, bytes, &j, done, &formed_at);
   } else if (backend == "ring") {
     BuildHostBaseline<RingRankNode>(s, &j, done);
   } else {
@@ -396,7 +420,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   }
   BackgroundNode* background = AddBackground(s, &j);
   j.net->Start();
-  j.sim.Schedule(0, start_op);
+  j.when_ready([&] { j.sim.Schedule(j.sim.now(), start_op); });
   constexpr TimeNs kLimit = TimeNs{3600} * 1'000'000'000;  // an hour of simulated time
   while (op < s.ops && j.sim.pending() > 0 && j.sim.now() < kLimit) {
     j.sim.RunUntil(std::min(kLimit, j.sim.now() + 1'000'000'000));
@@ -418,6 +442,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   row.dropped += j.hub->pipeline_dropped();
   if (background != nullptr) row.background_packets = background->packets();
   row.op_us = durations_us;
+  row.formation_us = static_cast<double>(formed_at) / 1e3;
   row.ops = s.ops;
   row.checked = results;
   double sum = 0;
@@ -718,7 +743,8 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
       << ",\"of_closed_form\":" << x.of_closed_form << ",\"checked\":" << x.checked
       << ",\"wrong\":" << x.wrong << ",\"fallback_chunks\":" << x.fallback_chunks
       << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
-      << ",\"background_packets\":" << x.background_packets << "}";
+      << ",\"background_packets\":" << x.background_packets
+      << ",\"formation_us\":" << x.formation_us << "}";
   }
   o << "]}";
   return o.str();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "inca/sim/cais_scenario.h"
+#include "inca/sim/simulator.h"
 #include "sim/cais_nodes.h"
 
 namespace inca::sim {
@@ -358,6 +359,107 @@ TEST(CaisSimTest, ReduceScatterAndAllGatherAreExactAtTheirClosedForms) {
     EXPECT_EQ(r->rows[0].wrong, 0u) << mode;
     EXPECT_EQ(r->rows[0].fallback_chunks, 0u) << mode;
   }
+}
+
+// Group formation as inca-switchd does it: the ranks JOIN the simulated
+// switch's GroupManager before their first operation (PENDING until the
+// last one, so the others learn OK at their next JOIN, 20 ms on), take
+// their layout and sequence numbers from its reply, and data from a link
+// that joined nothing is dropped and counted. Ranks whose JOINs arrive out
+// of rank order get ports out of rank order; an all-gather, whose blocks
+// follow the ports, is still exact.
+TEST(CaisSimTest, RanksFormTheirGroupThroughTheSwitchsGroupManager) {
+  constexpr int kRanks = 3;
+  Simulator sim;
+  Network net(&sim, 1);
+  cais::CaisConfig cc;
+  cc.max_payload_bytes = 1024;
+  // Links 0-2: the group's ranks; link 3: a host that never joins.
+  auto* sw = net.Add(std::make_unique<CaisSwitchNode>("switch", cc, kRanks + 1));
+  sw->FormGroups(/*seq_start=*/5000);
+  client::TransportConfig tc;
+  tc.world_size = kRanks;
+  tc.chunk_size = 1024;
+  std::vector<CaisRankNode*> ranks;
+  int joined = 0, done = 0;
+  TimeNs formed = -1;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.push_back(net.Add(std::make_unique<CaisRankNode>("rank" + std::to_string(r), r, tc,
+                                                           [&done](int) { ++done; })));
+    LinkConfig lc;
+    lc.rate_bps = 10e9;
+    lc.delay_ns = 1000 * (kRanks - r);  // rank 2's JOIN arrives first
+    net.Connect(ranks.back(), sw, lc);
+    ranks.back()->JoinFirst(/*job=*/77, [&](int) {
+      if (++joined == kRanks) formed = sim.now();
+    });
+  }
+  auto* stranger = net.Add(std::make_unique<CaisRankNode>("stranger", 0, tc, [](int) {}));
+  net.Connect(stranger, sw, LinkConfig{});
+  std::vector<float> lost(256, 1.0F);
+  net.Start();
+  sim.RunUntil(100 * dp::kNsPerMs);
+  ASSERT_EQ(joined, kRanks);
+  // The last JOIN completes the group; the others hear OK 20 ms later.
+  EXPECT_GE(formed, 20 * dp::kNsPerMs);
+  EXPECT_LT(formed, 21 * dp::kNsPerMs);
+  const switchd::GroupState* g = sw->groups()->group(0);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->formed);
+  EXPECT_EQ(g->rank_ports(), (std::vector<uint16_t>{2, 1, 0}));
+  for (CaisRankNode* r : ranks) {
+    EXPECT_TRUE(r->joined());
+    EXPECT_EQ(r->seq_base(), g->seq_base);
+    EXPECT_EQ(r->next_seq(), g->seq_base + 1);
+  }
+  // Every rank's block i holds i + 10 x rank: gathered exactly, blocks in
+  // rank order although the ports are in reverse.
+  constexpr size_t kBlock = 1000;  // 4 chunks, the last short
+  std::vector<std::vector<float>> in(kRanks), out(kRanks, std::vector<float>(kRanks * kBlock));
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kBlock; ++i) in[r].push_back(static_cast<float>(i + 10 * r));
+    ranks[r]->Begin(ranks[r]->next_seq(), wire::CaisOp::kAllGather, &in[r], &out[r]);
+  }
+  sim.RunUntil(sim.now() + 100 * dp::kNsPerMs);
+  ASSERT_EQ(done, kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int q = 0; q < kRanks; ++q) {
+      for (size_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(out[r][q * kBlock + i], static_cast<float>(i + 10 * q)) << r << " " << q;
+      }
+    }
+  }
+  // The host that never joined: its data is dropped, counted.
+  EXPECT_EQ(sw->unknown_sender(), 0u);
+  stranger->Begin(1, &lost);
+  sim.RunUntil(sim.now() + 10 * dp::kNsPerMs);
+  EXPECT_GT(sw->unknown_sender(), 0u);
+  EXPECT_EQ(sw->reducer().totals().completed_chunks, 12u);
+}
+
+// In a scenario (form_groups, the default) the operations start once the
+// group is formed and take the time they take with a static rule.
+TEST(CaisSimTest, ScenariosFormTheGroupFirstAndTimeTheOperationsAlike) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.backends = {"inca"};
+  s.sizes = {1 << 20};
+  auto formed = RunCaisSimScenario(s);
+  ASSERT_TRUE(formed.ok()) << formed.status();
+  s.form_groups = false;
+  auto fixed = RunCaisSimScenario(s);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_GE(formed->rows[0].formation_us, 20'000);
+  EXPECT_EQ(fixed->rows[0].formation_us, 0);
+  EXPECT_EQ(formed->rows[0].op_us, fixed->rows[0].op_us);
+  EXPECT_NE(CaisResultJson(s, *formed).find("\"formation_us\":"), std::string::npos);
+  // With loss, JOINs and replies are lost too, and asked again.
+  s.form_groups = true;
+  s.loss = 0.05;
+  s.seed = 4;
+  auto lossy = RunCaisSimScenario(s);
+  ASSERT_TRUE(lossy.ok()) << lossy.status();
+  EXPECT_EQ(lossy->rows[0].wrong, 0u);
+  EXPECT_GE(lossy->rows[0].formation_us, 20'000);
 }
 
 }  // namespace

@@ -212,7 +212,7 @@ TEST(CaisBackground, FlowsShareTheDownlinksOfBothBackends) {
 TEST(CaisBackground, ChunksLeftToTheHostPathAreCountedNotWrong) {
   auto s = ParseCaisSimScenario(
       "system: cais\nhosts: 8\nlink_gbps: 100\nsizes: [48M]\nops: 2\nbackends: [inca]\n"
-      "mode: timing\nqueue_packets: 64\nbackground_load: 0.1\nbackground_flow_bytes: 4M\n",
+      "mode: timing\nqueue_packets: 32\nbackground_load: 0.1\nbackground_flow_bytes: 4M\n",
       "test");
   ASSERT_TRUE(s.ok()) << s.status();
   auto r = RunCaisSimScenario(*s);

@@ -48,6 +48,10 @@ struct CaisSimScenario {
   // target's slack (-1: the transport's default, 300 us).
   uint32_t window = 64;
   double target_floor_us = -1;
+  // inca's ranks form their group by JOINing the switch (inca-switchd's
+  // GroupManager) before the first operation; false: the group is
+  // installed as a static rule.
+  bool form_groups = true;
   // The switch: slots and slot memory (CaisConfig), and its pipeline's
   // packet rate (0: line rate, as an ASIC) with the packets that may wait
   // for it. Payload per packet is chunk_size. A rate applies to the ring's
@@ -102,6 +106,9 @@ struct CaisSimRow {
   uint64_t dropped = 0;  // packets the links (queue, loss, mtu) and the switch's pipeline dropped
   uint64_t background_packets = 0;  // background packets sent (all flows), all operations
   std::vector<double> op_us;        // each operation's time, in order
+  // inca with form_groups: from the start until every rank's JOIN was
+  // answered OK (the operations are timed from then on).
+  double formation_us = 0;
 };
 
 struct CaisSimResult {
