@@ -117,6 +117,9 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(overhead_bytes),
     INCA_CAIS_KEY(chunk_size),
     INCA_CAIS_KEY(host_payload),
+    INCA_CAIS_KEY(host_packet_ns),
+    INCA_CAIS_KEY(host_byte_ps),
+    INCA_CAIS_KEY(host_cores),
     {"collective", &SetCollective},
     {"sizes", &SetSizes},
     INCA_CAIS_KEY(ops),
@@ -186,6 +189,14 @@ SwitchPipeline Pipeline(const CaisSimScenario& s, bool lossless) {
   return SwitchPipeline{s.switch_mpps * 1e6, lossless ? UINT32_MAX : s.switch_queue_packets};
 }
 
+// Rank r's node on host r's CPU, when the scenario has a host model.
+void PutOnHost(const CaisSimScenario& s, Network* net, Node* node, int r) {
+  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return;
+  net->SetHost(
+      node, r,
+      HostCost{static_cast<TimeNs>(std::llround(s.host_packet_ns)), s.host_byte_ps, s.host_cores});
+}
+
 LinkConfig Links(const CaisSimScenario& s) {
   LinkConfig lc;
   lc.rate_bps = s.link_gbps * 1e9;
@@ -231,6 +242,7 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
     auto* node = j->net->Add(
         std::make_unique<CaisRankNode>(absl::StrCat("rank", r), r, tc, done, virt, ledger));
     j->net->Connect(node, sw, Links(s));  // the switch's port r
+    PutOnHost(s, j->net.get(), node, r);
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
@@ -290,6 +302,7 @@ void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
     j->net->Connect(node, fwd, lossless);
+    PutOnHost(s, j->net.get(), node, r);
     ranks.push_back(node);
     j->ranks.push_back(node);
   }
@@ -311,6 +324,43 @@ BackgroundNode* AddBackground(const CaisSimScenario& s, Job* j) {
   lc.queue_packets = UINT32_MAX;
   j->net->Connect(bg, j->hub, lc);
   return bg;
+}
+
+// The CPU time one rank's packets cost (host model), over its cores: what
+// each backend sends and receives per rank, headers included.
+double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes) {
+  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return 0;
+  const auto n = static_cast<uint64_t>(s.hosts);
+  const wire::CaisOp kind = CollectiveOp(s.collective);
+  double packets = 0, carried = 0;
+  if (backend == "inca") {
+    const uint64_t c = s.chunk_size, h = wire::kCaisHeaderBytes;
+    const uint64_t block = bytes / n, cpb = (block + c - 1) / c, all = (bytes + c - 1) / c;
+    switch (kind) {
+      case wire::CaisOp::kReduceScatter:  // all blocks up; its own block and n-1 ACKs down
+        packets = static_cast<double>(2 * n * cpb);
+        carried = static_cast<double>(bytes + block + 2 * n * cpb * h);
+        break;
+      case wire::CaisOp::kAllGather:  // its block up, every block down
+        packets = static_cast<double>((n + 1) * cpb);
+        carried = static_cast<double>(block + bytes + (n + 1) * cpb * h);
+        break;
+      default:  // every chunk up and its result down
+        packets = static_cast<double>(2 * all);
+        carried = static_cast<double>(2 * (bytes + all * h));
+    }
+  } else {
+    // The ring: 2(n-1) steps (n-1 for a half), a block each way per step;
+    // the tree: no closed count, its bound is the network's.
+    if (backend != "ring") return 0;
+    const uint64_t p = s.HostPayload(), block = (bytes / 4 + n - 1) / n * 4;
+    const double steps =
+        (kind == wire::CaisOp::kAllReduce ? 2.0 : 1.0) * static_cast<double>(n - 1);
+    const double per_block = static_cast<double>((block + p - 1) / p);
+    packets = 2 * steps * per_block;
+    carried = 2 * steps * (static_cast<double>(block) + per_block * kRingHeaderBytes);
+  }
+  return (packets * s.host_packet_ns + carried * s.host_byte_ps / 1e3) * 1e-9 / s.host_cores;
 }
 
 absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
@@ -467,7 +517,15 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   } else {
     closed = TreeAllReduceSeconds(hosts, bytes, payload, rate, over, delay, alpha);
   }
+  // With a host model, no rank finishes before its CPU has handled every
+  // packet it sends and receives.
+  closed = std::max(closed, HostSeconds(s, backend, bytes));
   row.closed_form_us = 1e6 * closed;
+  if (s.host_packet_ns > 0 || s.host_byte_ps > 0) {
+    TimeNs busiest = 0;
+    for (int r = 0; r < s.hosts; ++r) busiest = std::max(busiest, j.net->host(r).busy_ns);
+    row.host_busy_us = static_cast<double>(busiest) / 1e3 / s.ops;
+  }
   row.of_closed_form = row.closed_form_us / row.mean_us;
   return row;
 }
@@ -517,6 +575,11 @@ absl::Status CaisSimScenario::Validate() const {
     return bad("background_gbps must be in [0, 10000] (0: link_gbps)");
   }
   if (mode != "exact" && mode != "timing") return bad("mode must be exact or timing");
+  if (!(host_packet_ns >= 0) || host_packet_ns > 1e9) {
+    return bad("host_packet_ns must be in [0, 1e9]");
+  }
+  if (!(host_byte_ps >= 0) || host_byte_ps > 1e9) return bad("host_byte_ps must be in [0, 1e9]");
+  if (host_cores < 1 || host_cores > 1024) return bad("host_cores must be in [1, 1024]");
   if (collective != "allreduce" && collective != "reduce_scatter" && collective != "all_gather") {
     return bad("collective must be allreduce, reduce_scatter or all_gather");
   }
@@ -744,7 +807,7 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
       << ",\"wrong\":" << x.wrong << ",\"fallback_chunks\":" << x.fallback_chunks
       << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
       << ",\"background_packets\":" << x.background_packets
-      << ",\"formation_us\":" << x.formation_us << "}";
+      << ",\"formation_us\":" << x.formation_us << ",\"host_busy_us\":" << x.host_busy_us << "}";
   }
   o << "]}";
   return o.str();

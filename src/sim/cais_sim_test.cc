@@ -250,6 +250,7 @@ TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
       {"system: olaf\n", "a CAIS scenario has system cais"},
       {"system: cais\nmode: fast\n", "'fast': use exact or timing"},
       {"system: cais\nsizes: [512M]\nhosts: 16\n", "over 4 GiB of tensors (mode: timing"},
+      {"system: cais\nhost_cores: 0\n", "host_cores must be in [1, 1024]"},
       {"system: cais\ncollective: gather\n", "'gather': use allreduce, reduce_scatter or"},
       {"system: cais\ncollective: all_gather\nbackends: [tree]\n", "the tree runs allreduce"},
       {"system: cais\ncollective: reduce_scatter\nhosts: 3\nsizes: [16]\n",
@@ -460,6 +461,39 @@ TEST(CaisSimTest, ScenariosFormTheGroupFirstAndTimeTheOperationsAlike) {
   ASSERT_TRUE(lossy.ok()) << lossy.status();
   EXPECT_EQ(lossy->rows[0].wrong, 0u);
   EXPECT_GE(lossy->rows[0].formation_us, 20'000);
+}
+
+// The host model: when each packet costs the rank's CPU more than the
+// wire, every backend runs at its CPU bound, and the switch's saving is
+// the same 2(n-1)/n in packets handled as in bytes on the links; a second
+// core halves the time.
+TEST(CaisSimTest, HostsThatPayPerPacketSetThePaceOfEveryBackend) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.mode = "timing";
+  s.sizes = {4 << 20};
+  s.host_packet_ns = 2000;  // 0.5 Mpps per core, against 1.4 Mpps on the wire
+  s.host_byte_ps = 20;
+  auto one = RunCaisSimScenario(s);
+  ASSERT_TRUE(one.ok()) << one.status();
+  s.host_cores = 2;
+  auto two = RunCaisSimScenario(s);
+  ASSERT_TRUE(two.ok()) << two.status();
+  for (size_t i = 0; i < 2; ++i) {
+    const CaisSimRow &a = one->rows[i], &b = two->rows[i];
+    SCOPED_TRACE(a.backend);
+    EXPECT_EQ(a.wrong, 0u);
+    EXPECT_NEAR(a.of_closed_form, 1.0, 0.01);
+    EXPECT_NEAR(a.host_busy_us / a.mean_us, 1.0, 0.01);  // the CPU never idles
+    EXPECT_NEAR(b.mean_us / a.mean_us, 0.5, 0.05);
+  }
+  EXPECT_NEAR(one->rows[1].mean_us / one->rows[0].mean_us, 1.5, 0.02);
+  // Free hosts: the links' pace, as without a host model.
+  s.host_packet_ns = 0;
+  s.host_byte_ps = 0;
+  auto free = RunCaisSimScenario(s);
+  ASSERT_TRUE(free.ok());
+  EXPECT_LT(free->rows[0].mean_us, 0.4 * one->rows[0].mean_us);
+  EXPECT_EQ(free->rows[0].host_busy_us, 0);
 }
 
 }  // namespace

@@ -65,8 +65,89 @@ const LinkCounters& Network::link(const Node* node, dp::PortId port) const {
   return dirs_.at(ports_.at(node->id_).at(port)).counters;
 }
 
+void Network::SetHost(Node* node, int host, const HostCost& cost) {
+  if (node == nullptr || node->net_ != this || node->id_ >= nodes_.size() ||
+      nodes_[node->id_].get() != node) {
+    throw std::invalid_argument("Network::SetHost: not a node of this network");
+  }
+  if (host < 0) throw std::invalid_argument("Network::SetHost: host < 0");
+  if (cost.cores < 1) throw std::invalid_argument("Network::SetHost: cores < 1");
+  // `!(x >= 0)` also rejects NaN.
+  if (cost.packet_ns < 0 || !(cost.byte_ps >= 0) || std::isinf(cost.byte_ps)) {
+    throw std::invalid_argument("Network::SetHost: negative or infinite cost");
+  }
+  auto [it, added] = host_index_.try_emplace(host, hosts_.size());
+  if (added) hosts_.emplace_back();
+  Host& h = hosts_[it->second];
+  h.cost = cost;
+  // Cores already busy keep their work; new ones start idle.
+  h.core_free_ps.resize(static_cast<size_t>(cost.cores), 0);
+  host_of_[node->id_] = static_cast<int>(it->second);
+}
+
+const HostCounters& Network::host(int host) const {
+  const auto it = host_index_.find(host);
+  if (it == host_index_.end()) throw std::out_of_range("Network::host: no such host");
+  return hosts_[it->second].counters;
+}
+
+bool Network::Occupy(Host& h, size_t payload, TimeNs* release) {
+  const int64_t now_ps = sim_->now() * 1000;
+  // Picoseconds, as the link's transmitter: a per-byte cost below a ns
+  // must not round up on every packet.
+  const int64_t cost_ps =
+      h.cost.packet_ns * 1000 +
+      static_cast<int64_t>(std::llround(static_cast<double>(payload) * h.cost.byte_ps));
+  h.busy_ps += cost_ps;
+  h.counters.busy_ns = (h.busy_ps + 500) / 1000;
+  // FIFO: the core idle first (the lowest on a tie) takes the packet.
+  auto core = std::min_element(h.core_free_ps.begin(), h.core_free_ps.end());
+  *core = std::max(now_ps, *core) + cost_ps;
+  // Cores work in parallel but release in order, so that one node's
+  // packets keep the order it sent them in.
+  h.last_release_ps = std::max(h.last_release_ps, *core);
+  if (h.pending == 0 && h.last_release_ps <= now_ps) return false;
+  *release = (h.last_release_ps + 999) / 1000;
+  ++h.pending;
+  return true;
+}
+
 void Network::Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
   if (port >= ports_[from].size()) throw std::out_of_range("Node::Send: no such port");
+  const int hi = host_of_[from];
+  if (hi >= 0) {
+    Host& h = hosts_[static_cast<size_t>(hi)];
+    ++h.counters.sent;
+    TimeNs at;
+    if (Occupy(h, packet.size() + extra_wire_bytes, &at)) {
+      sim_->Schedule(at, [this, hi, from, port, extra_wire_bytes, p = std::move(packet)]() mutable {
+        --hosts_[static_cast<size_t>(hi)].pending;
+        Enqueue(from, port, std::move(p), extra_wire_bytes);
+      });
+      return;
+    }
+  }
+  Enqueue(from, port, std::move(packet), extra_wire_bytes);
+}
+
+void Network::Deliver(uint32_t to, dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
+  const int hi = host_of_[to];
+  if (hi >= 0) {
+    Host& h = hosts_[static_cast<size_t>(hi)];
+    ++h.counters.received;
+    TimeNs at;
+    if (Occupy(h, packet.size() + extra_wire_bytes, &at)) {
+      sim_->Schedule(at, [this, hi, to, port, p = std::move(packet)]() mutable {
+        --hosts_[static_cast<size_t>(hi)].pending;
+        nodes_[to]->Receive(port, std::move(p));
+      });
+      return;
+    }
+  }
+  nodes_[to]->Receive(port, std::move(packet));
+}
+
+void Network::Enqueue(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
   const uint32_t di = ports_[from][port];
   Direction& d = dirs_[di];
   ++d.counters.sent;
@@ -103,9 +184,9 @@ void Network::Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra
   const uint32_t to = d.to_node;
   const dp::PortId to_port = d.to_port;
   sim_->Schedule(done + d.config.delay_ns,
-                 [this, di, to, to_port, p = std::move(packet)]() mutable {
+                 [this, di, to, to_port, extra_wire_bytes, p = std::move(packet)]() mutable {
                    ++dirs_[di].counters.delivered;
-                   nodes_[to]->Receive(to_port, std::move(p));
+                   Deliver(to, to_port, std::move(p), extra_wire_bytes);
                  });
 }
 

@@ -37,6 +37,12 @@ struct CaisSimScenario {
   // (SwitchML: 256) while the hosts' own collectives keep full frames.
   uint32_t host_payload = 0;
   uint32_t HostPayload() const { return host_payload != 0 ? host_payload : chunk_size; }
+  // The hosts' CPUs (docs/sim.md, "Host model"): each packet a rank sends
+  // or receives costs host_packet_ns + bytes x host_byte_ps / 1000 of one
+  // of host_cores cores, for every backend. 0 and 0: free.
+  double host_packet_ns = 0;
+  double host_byte_ps = 0;
+  int host_cores = 1;
   // allreduce, reduce_scatter or all_gather (the tree: allreduce only).
   // A size is the whole tensor's in each: a reduce-scatter leaves 1/hosts
   // of it per rank, an all-gather gathers 1/hosts from each.
@@ -109,6 +115,8 @@ struct CaisSimRow {
   // inca with form_groups: from the start until every rank's JOIN was
   // answered OK (the operations are timed from then on).
   double formation_us = 0;
+  // The busiest rank's CPU time (host model), per operation.
+  double host_busy_us = 0;
 };
 
 struct CaisSimResult {

@@ -9,7 +9,8 @@
 // transmit queue; a packet occupies the link for (bytes + overhead)·8/rate
 // after the previous one, then arrives delay_ns later. Every packet handed
 // to a link is delivered, or dropped with a counted reason (mtu, queue,
-// loss).
+// loss). A node may sit on a host whose CPU pays for each packet it sends
+// and receives (HostCost); other nodes send and receive for free.
 //
 // Not thread-safe; one simulation per thread.
 #pragma once
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -102,6 +104,27 @@ struct LinkCounters {
   uint64_t dropped_mtu = 0, dropped_queue = 0, dropped_loss = 0;
 };
 
+// A host's CPU (docs/sim.md, "Host model"): every packet a node of the host
+// sends occupies one of its cores for packet_ns + payload bytes × byte_ps /
+// 1000 ns before it reaches the link's transmit queue; every packet delivered
+// to it occupies one for the same before the node's Receive(). Cores serve
+// packets in the order they ask, each on the core free first, and release
+// them in that order (a packet never overtakes an earlier one of its host).
+// Payload bytes include those a timing-mode packet stands for
+// (extra_wire_bytes). A zero cost adds neither time nor events.
+struct HostCost {
+  TimeNs packet_ns = 0;  // per packet
+  double byte_ps = 0;    // per payload byte, in picoseconds
+  int cores = 1;
+};
+
+// Counted when a packet asks the CPU; busy_ns is the work asked for, summed
+// in picoseconds and rounded to the nearest ns.
+struct HostCounters {
+  uint64_t sent = 0, received = 0;
+  TimeNs busy_ns = 0;
+};
+
 class Network {
  public:
   // `seed` seeds the links' loss draws (LinkConfig::loss).
@@ -116,6 +139,7 @@ class Network {
     raw->id_ = static_cast<uint32_t>(nodes_.size());
     nodes_.push_back(std::move(node));
     ports_.emplace_back();
+    host_of_.push_back(-1);
     return raw;
   }
   // A full-duplex link: one direction per way, each with `config`. Returns
@@ -125,6 +149,13 @@ class Network {
   void Start();
   // The counters of the direction leaving `node` on `port`.
   const LinkCounters& link(const Node* node, dp::PortId port) const;
+  // Puts `node` on host CPU number `host` (>= 0); nodes on one host share
+  // its cores, and the cost given last for a host applies to all of them.
+  // Throws std::invalid_argument for a node of another network, host < 0,
+  // cores < 1 or a negative cost.
+  void SetHost(Node* node, int host, const HostCost& cost);
+  // Throws std::out_of_range for a host no SetHost named.
+  const HostCounters& host(int host) const;
 
  private:
   friend class Node;
@@ -136,6 +167,23 @@ class Network {
     std::deque<TimeNs> tx_done;  // when each queued packet leaves the transmitter
     LinkCounters counters;
   };
+  struct Host {
+    HostCost cost;
+    std::vector<int64_t> core_free_ps;  // when each core is next idle
+    int64_t last_release_ps = 0;        // the latest packet's release, for in-order release
+    int64_t busy_ps = 0;
+    uint64_t pending = 0;  // packets whose release is scheduled but has not run
+    HostCounters counters;
+  };
+  // Occupies `host`'s CPU with a packet of `payload` bytes asking now.
+  // Returns false if the packet may go on at once (no work and nothing of
+  // the host pending, so a zero cost adds no event), else true with the ns
+  // at which to release it (the caller schedules that, counted in pending).
+  bool Occupy(Host& host, size_t payload, TimeNs* release);
+  // The link half of Send: the transmit queue, transmitter, loss, delivery.
+  void Enqueue(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes);
+  // The arrival half: Receive(), after the receiving host's CPU if any.
+  void Deliver(uint32_t to, dp::PortId port, Packet packet, uint32_t extra_wire_bytes);
   // `extra_wire_bytes`: bytes the packet stands for beyond its own (a
   // payload a timing-mode run elides), charged on the wire as if sent.
   void Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes);
@@ -143,6 +191,9 @@ class Network {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::vector<uint32_t>> ports_;  // node -> port -> direction index
   std::vector<Direction> dirs_;
+  std::vector<int> host_of_;          // node -> index in hosts_, -1: none
+  std::vector<Host> hosts_;           // in the order SetHost first named them
+  std::map<int, size_t> host_index_;  // host number -> index in hosts_
   std::mt19937_64 rng_;
 };
 
