@@ -109,6 +109,7 @@ const KeyDef kKeys[] = {
     {"backends", &SetBackends},
     {"mode", &SetMode},
     INCA_CAIS_KEY(hosts),
+    INCA_CAIS_KEY(switches),
     INCA_CAIS_KEY(link_gbps),
     INCA_CAIS_KEY(link_delay_us),
     INCA_CAIS_KEY(queue_packets),
@@ -163,14 +164,14 @@ wire::CaisOp CollectiveOp(const std::string& c) {
                                : wire::CaisOp::kAllReduce;
 }
 
-// What one backend needs of a run: its rank nodes started on a tensor each,
-// and its drops.
-struct Job {
-  Simulator sim;
-  std::unique_ptr<Network> net;
-  std::vector<Node*> ranks;
+// One switch of a run (a plane: striping has several) with its rank
+// nodes, one per host (on the host's CPU, which the planes share), and
+// what a run needs of them.
+struct Plane {
   PipelinedSwitch* hub = nullptr;
-  // Starts rank r on its tensor `data` (all blocks; nullptr in timing mode
+  std::vector<Node*> ranks;
+  BackgroundNode* background = nullptr;
+  // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode
   // for the host baselines) of `count` elements, and `block`, its own block
   // (inca: a reduce-scatter's output, an all-gather's input).
   std::function<void(int rank, std::vector<float>* data, std::vector<float>* block, size_t count)>
@@ -181,6 +182,13 @@ struct Job {
   std::function<void(std::function<void()> go)> when_ready = [](std::function<void()> go) { go(); };
   // Whether rank r's switch path produced chunk c (the host baselines: always).
   std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
+  TimeNs formed_at = 0;
+};
+
+struct Job {
+  Simulator sim;
+  std::unique_ptr<Network> net;
+  std::vector<Plane> planes;  // sized before any is built: lambdas point into it
 };
 
 // The ring's fabric is lossless (PFC holds the senders back), so its
@@ -208,8 +216,8 @@ LinkConfig Links(const CaisSimScenario& s) {
   return lc;
 }
 
-void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone& done,
-               TimeNs* formed_at) {
+void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, const RankDone& done) {
+  Plane* pl = &j->planes[static_cast<size_t>(plane)];
   cais::CaisConfig cc;
   cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
   cc.max_pending_chunks = s.switch_slots;
@@ -226,9 +234,9 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
     cc.max_payload_bytes = sizeof(float);
     cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
   }
-  auto* sw = j->net->Add(
-      std::make_unique<CaisSwitchNode>("switch", cc, s.hosts, ledger, Pipeline(s, false)));
-  j->hub = sw;
+  auto* sw = j->net->Add(std::make_unique<CaisSwitchNode>(absl::StrCat("switch", plane), cc,
+                                                          s.hosts, ledger, Pipeline(s, false)));
+  pl->hub = sw;
   // As SwitchTransport sets it from CommunicatorOptions.
   client::TransportConfig tc;
   tc.world_size = s.hosts;
@@ -239,31 +247,31 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   if (s.target_floor_us >= 0) tc.target_floor_ns = std::llround(s.target_floor_us * 1e3);
   std::vector<CaisRankNode*> ranks;
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(
-        std::make_unique<CaisRankNode>(absl::StrCat("rank", r), r, tc, done, virt, ledger));
+    auto* node = j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane), r,
+                                                            tc, done, virt, ledger));
     j->net->Connect(node, sw, Links(s));  // the switch's port r
     PutOnHost(s, j->net.get(), node, r);
     ranks.push_back(node);
-    j->ranks.push_back(node);
+    pl->ranks.push_back(node);
   }
   if (s.form_groups) {
     // The switch's first seq_base and the job id are drawn from the seed,
     // as inca-switchd and rank 0 draw them at random.
-    std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL);
+    std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL ^ (static_cast<uint64_t>(plane) << 32));
     sw->FormGroups(static_cast<uint32_t>(draw()));
     const uint64_t job = draw() | 1;
     auto go = std::make_shared<std::function<void()>>();
     auto joined = std::make_shared<int>(0);
     for (CaisRankNode* rank : ranks) {
-      rank->JoinFirst(job, [j, go, joined, formed_at, n = s.hosts](int) {
+      rank->JoinFirst(job, [j, pl, go, joined, n = s.hosts](int) {
         if (++*joined < n) return;
-        *formed_at = j->sim.now();
+        pl->formed_at = j->sim.now();
         if (*go) (*go)();
       });
     }
-    j->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
+    pl->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
   }
-  j->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
+  pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
     CaisRankNode* rank = ranks[static_cast<size_t>(r)];
     // Pieces take sequence numbers of their own.
     if (op == wire::CaisOp::kAllGather) {
@@ -275,12 +283,12 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
   // A reduce-scatter's or all-gather's chunks are numbered over all blocks
   // of each piece: a rank either completed the operation or is taken to
   // have handed all of it to the host path.
-  j->has = [ranks, op](int r, size_t c) {
+  pl->has = [ranks, op](int r, size_t c) {
     const auto& res = ranks[static_cast<size_t>(r)]->result();
     if (op != wire::CaisOp::kAllReduce) return res.complete;
     return c < res.have.size() && res.have[c] != 0;
   };
-  j->retransmitted = [ranks] {
+  pl->retransmitted = [ranks] {
     uint64_t n = 0;
     for (const auto* r : ranks) n += r->result().retransmitted;
     return n;
@@ -290,39 +298,43 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, Job* j, const RankDone&
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a
 // forwarder.
 template <typename RankNode>
-void BuildHostBaseline(const CaisSimScenario& s, Job* j, const RankDone& done) {
-  auto* fwd = j->net->Add(std::make_unique<ForwarderNode>("switch", Pipeline(s, true)));
-  j->hub = fwd;
+void BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDone& done) {
+  Plane* pl = &j->planes[static_cast<size_t>(plane)];
+  auto* fwd = j->net->Add(
+      std::make_unique<ForwarderNode>(absl::StrCat("switch", plane), Pipeline(s, true)));
+  pl->hub = fwd;
   std::vector<RankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node =
-        j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r), r, s.hosts, s.HostPayload(),
-                                               s.link_gbps * 1e9, s.overhead_bytes, alpha, done));
+    auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r,
+                                                        s.hosts, s.HostPayload(), s.link_gbps * 1e9,
+                                                        s.overhead_bytes, alpha, done));
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
     j->net->Connect(node, fwd, lossless);
     PutOnHost(s, j->net.get(), node, r);
     ranks.push_back(node);
-    j->ranks.push_back(node);
+    pl->ranks.push_back(node);
   }
   const wire::CaisOp op = CollectiveOp(s.collective);
-  j->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
+  pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
     ranks[static_cast<size_t>(r)]->Begin(data, count, op);
   };
 }
-// Other traffic through the switch's last port, on a link that carries all
-// of it (so only the ranks' downlinks are shared); nullptr without load.
-BackgroundNode* AddBackground(const CaisSimScenario& s, Job* j) {
+// Other traffic through the plane's switch's last port, on a link that
+// carries all of it (so only the ranks' downlinks are shared); nullptr
+// without load.
+BackgroundNode* AddBackground(const CaisSimScenario& s, int plane, Job* j) {
   if (s.background_load <= 0) return nullptr;
   const BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9};
   auto* bg = j->net->Add(std::make_unique<BackgroundNode>(
-      "background", s.hosts, s.link_gbps * 1e9, t, s.chunk_size, s.overhead_bytes, s.seed + 1));
+      absl::StrCat("background", plane), s.hosts, s.link_gbps * 1e9, t, s.chunk_size,
+      s.overhead_bytes, s.seed + 1 + static_cast<uint64_t>(plane)));
   LinkConfig lc = Links(s);
   lc.rate_bps *= s.hosts;
   lc.loss = 0;
   lc.queue_packets = UINT32_MAX;
-  j->net->Connect(bg, j->hub, lc);
+  j->net->Connect(bg, j->planes[static_cast<size_t>(plane)].hub, lc);
   return bg;
 }
 
@@ -363,6 +375,16 @@ double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_
   return (packets * s.host_packet_ns + carried * s.host_byte_ps / 1e3) * 1e-9 / s.host_cores;
 }
 
+// One plane's share of an operation: its stripe of the tensor on every
+// rank, and how to check it.
+struct Stripe {
+  uint64_t bytes = 0;  // the stripe's share of the operation's bytes
+  size_t base = 0;     // its first element's index in the inputs' pattern
+  size_t count = 0;    // elements per rank held (see RunOne)
+  size_t per_block = 0;
+  std::vector<std::vector<float>> data, own;  // per rank
+};
+
 absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
                                   uint64_t bytes, const std::function<void(int)>& op_done,
                                   uint64_t* events) {
@@ -372,105 +394,145 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   const wire::CaisOp kind = CollectiveOp(s.collective);
   const bool blocked = kind != wire::CaisOp::kAllReduce;
   const size_t n = static_cast<size_t>(s.hosts);
-  // Each rank's tensor, all blocks: every element (exact); one per chunk
-  // (timing, inca; a block's chunks each); none carried (timing, the
-  // host baselines).
-  const uint64_t chunks = (bytes + s.chunk_size - 1) / s.chunk_size;
-  const uint64_t block_chunks = (bytes / n + s.chunk_size - 1) / s.chunk_size;
-  const size_t count = !timing             ? bytes / sizeof(float)
-                       : backend == "inca" ? (blocked ? n * block_chunks : chunks)
-                                           : 0;
-  const size_t per_block = count / n;  // a reduce-scatter's or all-gather's block
-  std::vector<std::vector<float>> data(n), own(n);
+  const size_t k = static_cast<size_t>(s.switches);
+  // Stripe p of every rank's tensor goes over switch p: elements [pE/k,
+  // (p+1)E/k) of E (whole blocks for a reduce-scatter or all-gather, whose
+  // sizes are multiples of hosts x switches f32).
+  std::vector<Stripe> stripes(k);
+  const uint64_t elements = bytes / sizeof(float);
+  for (size_t p = 0; p < k; ++p) {
+    Stripe& st = stripes[p];
+    const uint64_t e0 = elements * p / k, e1 = elements * (p + 1) / k;
+    st.bytes = (e1 - e0) * sizeof(float);
+    st.base = static_cast<size_t>(e0);
+    // Each rank's stripe, all blocks: every element (exact); one per chunk
+    // (timing, inca; a block's chunks each); none carried (timing, the
+    // host baselines).
+    const uint64_t chunks = (st.bytes + s.chunk_size - 1) / s.chunk_size;
+    const uint64_t block_chunks = (st.bytes / n + s.chunk_size - 1) / s.chunk_size;
+    st.count = !timing             ? st.bytes / sizeof(float)
+               : backend == "inca" ? (blocked ? n * block_chunks : chunks)
+                                   : 0;
+    st.per_block = st.count / n;
+    st.data.resize(n);
+    st.own.resize(n);
+  }
   std::vector<double> durations_us;
   CaisSimRow row;
   row.backend = backend;
   row.bytes = bytes;
-  int finished = 0, op = 0;
+  size_t finished = 0;
+  int op = 0;
   TimeNs started = 0;
   auto start_op = [&] {
     started = j.sim.now();
     finished = 0;
-    for (size_t r = 0; r < n; ++r) {
-      const int q = static_cast<int>(r);
-      auto& d = data[r];
-      d.assign(count, 0);
-      // An all-gather's input is the rank's own block; the tensor's other
-      // blocks are what it gathers.
-      for (size_t i = 0; i < count; ++i) {
-        d[i] = kind != wire::CaisOp::kAllGather                ? Input(q, op, i)
-               : i >= r * per_block && i < (r + 1) * per_block ? Input(q, op, i - r * per_block)
-                                                               : -1.0F;
-      }
-      own[r].assign(blocked ? per_block : 0, 0);
-      if (kind == wire::CaisOp::kAllGather) {
-        for (size_t i = 0; i < per_block; ++i) own[r][i] = Input(q, op, i);
+    for (size_t p = 0; p < k; ++p) {
+      Stripe& st = stripes[p];
+      for (size_t r = 0; r < n; ++r) {
+        const int q = static_cast<int>(r);
+        auto& d = st.data[r];
+        d.assign(st.count, 0);
+        // An all-gather's input is the rank's own block; the stripe's other
+        // blocks are what it gathers.
+        const size_t b0 = r * st.per_block, b1 = b0 + st.per_block;
+        for (size_t i = 0; i < st.count; ++i) {
+          d[i] = kind != wire::CaisOp::kAllGather ? Input(q, op, st.base + i)
+                 : i >= b0 && i < b1              ? Input(q, op, st.base + i - b0)
+                                                  : -1.0F;
+        }
+        st.own[r].assign(blocked ? st.per_block : 0, 0);
+        if (kind == wire::CaisOp::kAllGather) {
+          for (size_t i = 0; i < st.per_block; ++i) st.own[r][i] = Input(q, op, st.base + i);
+        }
       }
     }
-    for (size_t r = 0; r < n; ++r) {
-      j.begin(static_cast<int>(r), count ? &data[r] : nullptr, &own[r], bytes / sizeof(float));
+    for (size_t p = 0; p < k; ++p) {
+      Stripe& st = stripes[p];
+      for (size_t r = 0; r < n; ++r) {
+        j.planes[p].begin(static_cast<int>(r), st.count ? &st.data[r] : nullptr, &st.own[r],
+                          st.bytes / sizeof(float));
+      }
     }
   };
-  // Rank r's element k of what the operation leaves it, what it should be,
-  // and its place in its block (for the chunk it came in).
-  const size_t results = kind == wire::CaisOp::kReduceScatter ? per_block : count;
-  auto result = [&](size_t r, size_t k, float* got, float* want, size_t* in_block) {
+  // Rank r's element e of what the operation leaves it on stripe `st`, what
+  // it should be, and its place in its block (for the chunk it came in).
+  auto results = [&](const Stripe& st) {
+    return kind == wire::CaisOp::kReduceScatter ? st.per_block : st.count;
+  };
+  auto result = [&](const Stripe& st, size_t r, size_t e, float* got, float* want,
+                    size_t* in_block) {
+    const size_t pb = st.per_block;
     switch (kind) {
       case wire::CaisOp::kReduceScatter: {
-        *got = backend == "inca" ? own[r][k] : data[r][r * per_block + k];
+        *got = backend == "inca" ? st.own[r][e] : st.data[r][r * pb + e];
         *want = 0;
-        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, r * per_block + k);
-        *in_block = k;
+        for (size_t q = 0; q < n; ++q) {
+          *want += Input(static_cast<int>(q), op, st.base + r * pb + e);
+        }
+        *in_block = e;
         return;
       }
       case wire::CaisOp::kAllGather:
-        *got = data[r][k];
-        *want = Input(static_cast<int>(k / per_block), op, k % per_block);
-        *in_block = k % per_block;
+        *got = st.data[r][e];
+        *want = Input(static_cast<int>(e / pb), op, st.base + e % pb);
+        *in_block = e % pb;
         return;
       default:
-        *got = data[r][k];
+        *got = st.data[r][e];
         *want = 0;
-        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, k);
-        *in_block = k;
+        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + e);
+        *in_block = e;
     }
   };
   auto check = [&] {
-    for (size_t r = 0; r < n; ++r) {
-      for (size_t k = 0; k < results; ++k) {
-        float got = 0, want = 0;
-        size_t i = 0;
-        result(r, k, &got, &want, &i);
-        // The chunk element i belongs to (timing mode: one element per chunk).
-        const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
-        const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
-        if (!j.has(static_cast<int>(r), c)) {
-          row.fallback_chunks += first;
-          continue;
+    for (size_t p = 0; p < k; ++p) {
+      const Stripe& st = stripes[p];
+      for (size_t r = 0; r < n; ++r) {
+        for (size_t e = 0; e < results(st); ++e) {
+          float got = 0, want = 0;
+          size_t i = 0;
+          result(st, r, e, &got, &want, &i);
+          // The chunk element i belongs to (timing mode: one element per chunk).
+          const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
+          const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
+          if (!j.planes[p].has(static_cast<int>(r), c)) {
+            row.fallback_chunks += first;
+            continue;
+          }
+          row.wrong += got != want;
         }
-        row.wrong += got != want;
       }
     }
   };
+  // Every rank on every plane.
   const RankDone done = [&](int) {
-    if (++finished < s.hosts) return;
+    if (++finished < n * k) return;
     durations_us.push_back(static_cast<double>(j.sim.now() - started) / 1e3);
-    row.retransmitted += j.retransmitted();
+    for (const Plane& pl : j.planes) row.retransmitted += pl.retransmitted();
     check();
     op_done(op);
     if (++op < s.ops) j.sim.Schedule(j.sim.now(), start_op);
   };
-  TimeNs formed_at = 0;
-  if (backend == "inca") {
-    BuildInca(s, bytes, &j, done, &formed_at);
-  } else if (backend == "ring") {
-    BuildHostBaseline<RingRankNode>(s, &j, done);
-  } else {
-    BuildHostBaseline<TreeRankNode>(s, &j, done);
+  j.planes.resize(k);
+  for (size_t p = 0; p < k; ++p) {
+    const int plane = static_cast<int>(p);
+    if (backend == "inca") {
+      BuildInca(s, stripes[p].bytes, plane, &j, done);
+    } else if (backend == "ring") {
+      BuildHostBaseline<RingRankNode>(s, plane, &j, done);
+    } else {
+      BuildHostBaseline<TreeRankNode>(s, plane, &j, done);
+    }
+    j.planes[p].background = AddBackground(s, plane, &j);
   }
-  BackgroundNode* background = AddBackground(s, &j);
   j.net->Start();
-  j.when_ready([&] { j.sim.Schedule(j.sim.now(), start_op); });
+  size_t ready = 0;
+  for (Plane& pl : j.planes) {
+    pl.when_ready([&] {
+      if (++ready == k) j.sim.Schedule(j.sim.now(), start_op);
+    });
+  }
   constexpr TimeNs kLimit = TimeNs{3600} * 1'000'000'000;  // an hour of simulated time
   while (op < s.ops && j.sim.pending() > 0 && j.sim.now() < kLimit) {
     j.sim.RunUntil(std::min(kLimit, j.sim.now() + 1'000'000'000));
@@ -481,20 +543,22 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
         backend, ", ", bytes, " B: operation ", op, " did not finish (",
         j.sim.pending() == 0 ? "nothing left to happen" : "an hour of simulated time", ")"));
   }
-  for (Node* r : j.ranks) {
-    const LinkCounters& up = j.net->link(r, 0);
-    row.dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
+  for (const Plane& pl : j.planes) {
+    for (Node* r : pl.ranks) {
+      const LinkCounters& up = j.net->link(r, 0);
+      row.dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
+    }
+    for (int port = 0; port < s.hosts; ++port) {
+      const LinkCounters& down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
+      row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
+    }
+    row.dropped += pl.hub->pipeline_dropped();
+    if (pl.background != nullptr) row.background_packets += pl.background->packets();
+    row.formation_us = std::max(row.formation_us, static_cast<double>(pl.formed_at) / 1e3);
   }
-  for (int p = 0; p < s.hosts; ++p) {
-    const LinkCounters& down = j.net->link(j.hub, static_cast<dp::PortId>(p));
-    row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
-  }
-  row.dropped += j.hub->pipeline_dropped();
-  if (background != nullptr) row.background_packets = background->packets();
   row.op_us = durations_us;
-  row.formation_us = static_cast<double>(formed_at) / 1e3;
   row.ops = s.ops;
-  row.checked = results;
+  for (const Stripe& st : stripes) row.checked += results(st);
   double sum = 0;
   row.min_us = *std::min_element(durations_us.begin(), durations_us.end());
   row.max_us = *std::max_element(durations_us.begin(), durations_us.end());
@@ -504,22 +568,27 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   const double alpha = s.ring_step_latency_us * 1e-6;
   const int hosts = s.hosts;
   const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
+  // The planes run side by side: the largest stripe sets the time.
+  uint64_t widest = 0;
+  for (const Stripe& st : stripes) widest = std::max(widest, st.bytes);
   double closed = 0;
   if (backend == "inca") {
     closed = kind == wire::CaisOp::kReduceScatter
-                 ? SwitchReduceScatterSeconds(hosts, bytes, chunk, rate, over, delay)
+                 ? SwitchReduceScatterSeconds(hosts, widest, chunk, rate, over, delay)
              : kind == wire::CaisOp::kAllGather
-                 ? SwitchAllGatherSeconds(hosts, bytes, chunk, rate, over, delay)
-                 : SwitchAllReduceSeconds(hosts, bytes, chunk, rate, over, delay);
+                 ? SwitchAllGatherSeconds(hosts, widest, chunk, rate, over, delay)
+                 : SwitchAllReduceSeconds(hosts, widest, chunk, rate, over, delay);
   } else if (backend == "ring") {
-    closed = blocked ? RingHalfSeconds(hosts, bytes, payload, rate, over, delay, alpha)
-                     : RingAllReduceSeconds(hosts, bytes, payload, rate, over, delay, alpha);
+    closed = blocked ? RingHalfSeconds(hosts, widest, payload, rate, over, delay, alpha)
+                     : RingAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
   } else {
-    closed = TreeAllReduceSeconds(hosts, bytes, payload, rate, over, delay, alpha);
+    closed = TreeAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
   }
   // With a host model, no rank finishes before its CPU has handled every
-  // packet it sends and receives.
-  closed = std::max(closed, HostSeconds(s, backend, bytes));
+  // packet it sends and receives, on every plane.
+  double cpu = 0;
+  for (const Stripe& st : stripes) cpu += HostSeconds(s, backend, st.bytes);
+  closed = std::max(closed, cpu);
   row.closed_form_us = 1e6 * closed;
   if (s.host_packet_ns > 0 || s.host_byte_ps > 0) {
     TimeNs busiest = 0;
@@ -539,6 +608,7 @@ double PacketSeconds(uint64_t payload, uint32_t header, uint32_t overhead, doubl
 absl::Status CaisSimScenario::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (hosts < 2 || hosts > 256) return bad("hosts must be in [2, 256]");
+  if (switches < 1 || switches > 16) return bad("switches must be in [1, 16]");
   if (!(link_gbps > 0) || link_gbps > 10000) return bad("link_gbps must be in (0, 10000]");
   if (!(link_delay_us >= 0) || link_delay_us > 1e6) return bad("link_delay_us must be in [0, 1e6]");
   if (queue_packets < 1) return bad("queue_packets must be at least 1");
@@ -588,9 +658,10 @@ absl::Status CaisSimScenario::Validate() const {
       return bad(absl::StrCat("collective ", collective, ": the tree runs allreduce only"));
     }
     for (uint64_t b : sizes) {
-      if (b % (uint64_t{4} * static_cast<uint64_t>(hosts)) != 0) {
-        return bad(absl::StrCat("sizes: ", b, " B is not ", hosts, " blocks of f32 (collective ",
-                                collective, ")"));
+      const uint64_t blocks = static_cast<uint64_t>(hosts) * static_cast<uint64_t>(switches);
+      if (b % (uint64_t{4} * blocks) != 0) {
+        return bad(absl::StrCat("sizes: ", b, " B is not ", blocks,
+                                " blocks of f32 (hosts x switches; collective ", collective, ")"));
       }
     }
   }

@@ -251,6 +251,9 @@ TEST(CaisSimTest, ScenarioErrorsNameTheKey) {
       {"system: cais\nmode: fast\n", "'fast': use exact or timing"},
       {"system: cais\nsizes: [512M]\nhosts: 16\n", "over 4 GiB of tensors (mode: timing"},
       {"system: cais\nhost_cores: 0\n", "host_cores must be in [1, 1024]"},
+      {"system: cais\nswitches: 0\n", "switches must be in [1, 16]"},
+      {"system: cais\nswitches: 2\ncollective: all_gather\nsizes: [36]\nhosts: 3\n",
+       "36 B is not 6 blocks of f32 (hosts x switches"},
       {"system: cais\ncollective: gather\n", "'gather': use allreduce, reduce_scatter or"},
       {"system: cais\ncollective: all_gather\nbackends: [tree]\n", "the tree runs allreduce"},
       {"system: cais\ncollective: reduce_scatter\nhosts: 3\nsizes: [16]\n",
@@ -494,6 +497,42 @@ TEST(CaisSimTest, HostsThatPayPerPacketSetThePaceOfEveryBackend) {
   ASSERT_TRUE(free.ok());
   EXPECT_LT(free->rows[0].mean_us, 0.4 * one->rows[0].mean_us);
   EXPECT_EQ(free->rows[0].host_busy_us, 0);
+}
+
+// Striping over switches: every host has a link to each, and each
+// operation's tensor is cut into one stripe per switch. Every backend is
+// exact on uneven stripes, and bandwidth-bound the time falls as 1/k. The
+// planes share each host's CPU: hosts that are the bottleneck gain nothing.
+TEST(CaisSimTest, StripingOverSwitchesSplitsTheTensorAndSharesTheHosts) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.backends = {"inca", "ring", "tree"};
+  s.sizes = {4 * 1'000'003, 64 << 10};  // stripes of unequal length
+  s.switches = 3;
+  auto three = RunCaisSimScenario(s);
+  ASSERT_TRUE(three.ok()) << three.status();
+  for (const CaisSimRow& x : three->rows) {
+    EXPECT_EQ(x.wrong, 0u) << x.backend << " " << x.bytes;
+    EXPECT_EQ(x.checked, x.bytes / 4) << x.backend;
+    EXPECT_LE(x.of_closed_form, 1.01) << x.backend << " " << x.bytes;
+  }
+  s.switches = 1;
+  auto one = RunCaisSimScenario(s);
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (const char* b : {"inca", "ring"}) {
+    EXPECT_NEAR(Row(*three, b, 4'000'012).mean_us / Row(*one, b, 4'000'012).mean_us, 1.0 / 3, 0.02)
+        << b;
+  }
+  // CPU-bound hosts: the second switch's links stand idle.
+  s.backends = {"inca"};
+  s.sizes = {4 << 20};
+  s.mode = "timing";
+  s.host_packet_ns = 3000;
+  auto cpu1 = RunCaisSimScenario(s);
+  s.switches = 2;
+  auto cpu2 = RunCaisSimScenario(s);
+  ASSERT_TRUE(cpu1.ok() && cpu2.ok());
+  EXPECT_NEAR(cpu2->rows[0].mean_us / cpu1->rows[0].mean_us, 1.0, 0.03);
+  EXPECT_NEAR(cpu2->rows[0].of_closed_form, 1.0, 0.02);
 }
 
 }  // namespace

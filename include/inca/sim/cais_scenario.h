@@ -25,6 +25,10 @@ struct CaisSimScenario {
   // events, not memory; inca's per-chunk sums are still checked.
   std::string mode = "exact";
   int hosts = 4;
+  // Switches the hosts stripe over (multi-rail: every host has a link of
+  // link_gbps to each, and every operation's tensor is cut into that many
+  // stripes, stripe p over switch p, on every backend).
+  int switches = 1;
   double link_gbps = 100;  // every host link, both ways
   double link_delay_us = 1;
   uint32_t queue_packets = 1024;  // per link direction
