@@ -100,11 +100,15 @@ def main() -> int:
     out += ["Largest difference: the ring against Gloo %.0f %%, inca against the switch path "
             "%.0f %% (aim: 15 %%). Where they differ:" % (100 * worst["ring"],
                                                            100 * worst["inca"]), "",
-            "- The simulator has no host: a rank's CPU, the kernel's softirq work and "
-            "inca-switchd's packet rate cost nothing, and on this 2-core machine they are what "
-            "the switch path runs into first (the testbed's R* rows). The simulated inca "
-            "therefore runs at its links' bound, and its times are %.2f–%.2f of the measured "
-            "ones." % (min(inca_ratios), max(inca_ratios)),
+            "- This comparison runs without the simulator's host model: a rank's CPU, the "
+            "kernel's softirq work and inca-switchd's packet rate cost nothing, and on this "
+            "2-core machine, where all ranks and the switch share two cores, they are what "
+            "the switch path runs into first (the testbed's R* rows). No per-packet cost was "
+            "measured apart from the others on this machine, so none is assumed. The "
+            "simulated inca therefore runs at its links' bound, and its times are %.2f–%.2f "
+            "of the measured ones, the largest gap at 8 hosts and 64 MiB (the most "
+            "processes sharing the two cores, for the longest)." % (
+                min(inca_ratios), max(inca_ratios)),
             "- At 1 MiB the measured Gloo carries its floor of several ms per operation "
             "(docs/PERFORMANCE.md, \"Reading these figures\": mostly kernel time, cause not "
             "found), which no ring on these links needs; from 4 MiB up the ring and Gloo "
