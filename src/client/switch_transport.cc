@@ -99,20 +99,8 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
                                                    addrs->local.ToString()));
   }
   t->early_limit_ = 2 * size_t{o.max_pending_chunks} * static_cast<size_t>(o.world_size);
-  TransportConfig& c = t->core_config_;
-  c.group_id = o.group_id;
-  c.world_size = o.world_size;
-  c.chunk_size = o.chunk_size;
-  c.max_window = o.max_pending_chunks;
-  c.min_window = std::min<uint32_t>(2, o.max_pending_chunks);
-  c.initial_window = std::min<uint32_t>(16, o.max_pending_chunks);
-  c.rto_min_ns = int64_t{o.retransmit_timeout_ms} * 1'000'000;
-  c.rto_max_ns = int64_t{o.max_retransmit_timeout_ms} * 1'000'000;
-  c.give_up_ns = int64_t{o.switch_timeout_ms} * 1'000'000;
-  c.competitive = o.competitive;
-  c.trace_capacity = o.window_trace_samples;
-  c.pacing_gain = o.pacing_gain;
-  t->path_ = std::make_unique<PathState>(c);
+  t->core_config_ = TransportConfigFrom(o);
+  t->path_ = std::make_unique<PathState>(t->core_config_);
   std::random_device rd;
   t->nonce_ = rd();
   return t;

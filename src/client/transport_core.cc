@@ -1,5 +1,7 @@
 #include "client/transport_core.h"
 
+#include "inca/client/communicator.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,6 +23,23 @@ uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size
   const size_t esize = wire::ElementBytes(op.type);
   const size_t per = chunk_size / esize;
   return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
+}
+
+TransportConfig TransportConfigFrom(const CommunicatorOptions& o) {
+  TransportConfig c;
+  c.group_id = o.group_id;
+  c.world_size = o.world_size;
+  c.chunk_size = o.chunk_size;
+  c.max_window = o.max_pending_chunks;
+  c.min_window = std::min<uint32_t>(2, o.max_pending_chunks);
+  c.initial_window = std::min<uint32_t>(16, o.max_pending_chunks);
+  c.rto_min_ns = int64_t{o.retransmit_timeout_ms} * 1'000'000;
+  c.rto_max_ns = int64_t{o.max_retransmit_timeout_ms} * 1'000'000;
+  c.give_up_ns = int64_t{o.switch_timeout_ms} * 1'000'000;
+  c.competitive = o.competitive;
+  c.trace_capacity = o.window_trace_samples;
+  c.pacing_gain = o.pacing_gain;
+  return c;
 }
 
 GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank) {

@@ -14,6 +14,10 @@
 
 #include "inca/wire/cais.h"
 
+namespace inca {
+struct CommunicatorOptions;
+}  // namespace inca
+
 namespace inca::client {
 
 // One operation (or one piece of a larger one) as the switch sees it.
@@ -136,6 +140,10 @@ struct TransportConfig {
   // round trip and on every loss or timeout, the oldest dropped first.
   size_t trace_capacity = 0;
 };
+
+// What the Communicator's switch path runs its core with, from its options
+// (SwitchTransport; inca-sim and its tests derive theirs the same way).
+TransportConfig TransportConfigFrom(const CommunicatorOptions& o);
 
 // The window at one moment (PathState::trace).
 struct WindowSample {

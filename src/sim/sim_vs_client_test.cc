@@ -149,26 +149,6 @@ class Relay {
   uint64_t send_errors_ = 0;
 };
 
-// What the Communicator's switch path runs its transport core with, from
-// its options: as SwitchTransport::Create derives it
-// (src/client/switch_transport.cc).
-client::TransportConfig TransportConfigOf(const CommunicatorOptions& o) {
-  client::TransportConfig c;
-  c.group_id = o.group_id;
-  c.world_size = o.world_size;
-  c.chunk_size = o.chunk_size;
-  c.max_window = o.max_pending_chunks;
-  c.min_window = std::min<uint32_t>(2, o.max_pending_chunks);
-  c.initial_window = std::min<uint32_t>(16, o.max_pending_chunks);
-  c.rto_min_ns = int64_t{o.retransmit_timeout_ms} * 1'000'000;
-  c.rto_max_ns = int64_t{o.max_retransmit_timeout_ms} * 1'000'000;
-  c.give_up_ns = int64_t{o.switch_timeout_ms} * 1'000'000;
-  c.competitive = o.competitive;
-  c.trace_capacity = o.window_trace_samples;
-  c.pacing_gain = o.pacing_gain;
-  return c;
-}
-
 // Per rank: the CAIS datagrams it sent to the switch and got from it, in
 // order, and its tensor after the all-reduce.
 struct Exchange {
@@ -426,7 +406,7 @@ TEST_P(SimVsClient, TheRealAndTheSimulatedClientSendTheSameDatagrams) {
   ASSERT_TRUE(seq_base.has_value()) << "no JOIN reply";
   const uint32_t seq = *seq_base + 1;
 
-  const client::TransportConfig tc = TransportConfigOf(options[0]);
+  const client::TransportConfig tc = client::TransportConfigFrom(options[0]);
   const Exchange sim = Simulate(config.cais, tc, seq, inputs);
   size_t probes = 0;
   for (int r = 0; r < kRanks; ++r) {
