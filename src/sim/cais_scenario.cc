@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "inca/util/size.h"
 #include "sim/cais_keys.h"
+#include "sim/cais_network.h"
 #include "sim/cais_nodes.h"
 #include "sim/yaml_keys.h"
 
@@ -158,246 +159,24 @@ float Input(int rank, int op, size_t i) {
          static_cast<float>(rank + 1);
 }
 
-wire::CaisOp CollectiveOp(const std::string& c) {
-  return c == "reduce_scatter" ? wire::CaisOp::kReduceScatter
-         : c == "all_gather"   ? wire::CaisOp::kAllGather
-                               : wire::CaisOp::kAllReduce;
-}
-
-// One switch of a run (a plane: striping has several) with its rank
-// nodes, one per host (on the host's CPU, which the planes share), and
-// what a run needs of them.
-struct Plane {
-  PipelinedSwitch* hub = nullptr;
-  std::vector<Node*> ranks;
-  BackgroundNode* background = nullptr;
-  // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode
-  // for the host baselines) of `count` elements, and `block`, its own block
-  // (inca: a reduce-scatter's output, an all-gather's input).
-  std::function<void(int rank, std::vector<float>* data, std::vector<float>* block, size_t count)>
-      begin;
-  std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
-  // Runs `go` once every rank is ready for its first operation (inca with
-  // form_groups: joined); at once otherwise.
-  std::function<void(std::function<void()> go)> when_ready = [](std::function<void()> go) { go(); };
-  // Whether rank r's switch path produced chunk c (the host baselines: always).
-  std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
-  TimeNs formed_at = 0;
-};
-
-struct Job {
-  Simulator sim;
-  std::unique_ptr<Network> net;
-  std::vector<Plane> planes;  // sized before any is built: lambdas point into it
-};
-
-// The ring's fabric is lossless (PFC holds the senders back), so its
-// packets wait for the pipeline however many there are.
-SwitchPipeline Pipeline(const CaisSimScenario& s, bool lossless) {
-  return SwitchPipeline{s.switch_mpps * 1e6, lossless ? UINT32_MAX : s.switch_queue_packets};
-}
-
-// Rank r's node on host r's CPU, when the scenario has a host model.
-void PutOnHost(const CaisSimScenario& s, Network* net, Node* node, int r) {
-  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return;
-  net->SetHost(
-      node, r,
-      HostCost{static_cast<TimeNs>(std::llround(s.host_packet_ns)), s.host_byte_ps, s.host_cores});
-}
-
-LinkConfig Links(const CaisSimScenario& s) {
-  LinkConfig lc;
-  lc.rate_bps = s.link_gbps * 1e9;
-  lc.delay_ns = static_cast<TimeNs>(std::llround(s.link_delay_us * 1e3));
-  lc.mtu_bytes = s.mtu;
-  lc.overhead_bytes = s.overhead_bytes;
-  lc.queue_packets = s.queue_packets;
-  lc.loss = s.loss;
-  return lc;
-}
-
-void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, const RankDone& done) {
-  Plane* pl = &j->planes[static_cast<size_t>(plane)];
-  cais::CaisConfig cc;
-  cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
-  cc.max_pending_chunks = s.switch_slots;
-  cc.max_payload_bytes = s.chunk_size;
-  VirtualChunks virt;
-  std::shared_ptr<VirtualLedger> ledger;
-  const wire::CaisOp op = CollectiveOp(s.collective);
-  if (s.mode == "timing") {
-    // A reduce-scatter's or all-gather's chunks stand for one block's bytes.
-    virt = {s.chunk_size, op == wire::CaisOp::kAllReduce ? bytes : bytes / s.hosts};
-    ledger = std::make_shared<VirtualLedger>();
-    // One f32 per chunk, and as many slot cells as the real chunks get.
-    const size_t cells = cc.sram_bytes / cc.cell_bytes();
-    cc.max_payload_bytes = sizeof(float);
-    cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
-  }
-  auto* sw = j->net->Add(std::make_unique<CaisSwitchNode>(absl::StrCat("switch", plane), cc,
-                                                          s.hosts, ledger, Pipeline(s, false)));
-  pl->hub = sw;
-  // As SwitchTransport sets it from CommunicatorOptions.
-  client::TransportConfig tc;
-  tc.world_size = s.hosts;
-  tc.chunk_size = s.mode == "timing" ? sizeof(float) : s.chunk_size;
-  tc.max_window = s.window;
-  tc.min_window = std::min<uint32_t>(2, s.window);
-  tc.initial_window = std::min<uint32_t>(16, s.window);
-  if (s.target_floor_us >= 0) tc.target_floor_ns = std::llround(s.target_floor_us * 1e3);
-  std::vector<CaisRankNode*> ranks;
-  for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane), r,
-                                                            tc, done, virt, ledger));
-    j->net->Connect(node, sw, Links(s));  // the switch's port r
-    PutOnHost(s, j->net.get(), node, r);
-    ranks.push_back(node);
-    pl->ranks.push_back(node);
-  }
-  if (s.form_groups) {
-    // The switch's first seq_base and the job id are drawn from the seed,
-    // as inca-switchd and rank 0 draw them at random.
-    std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL ^ (static_cast<uint64_t>(plane) << 32));
-    sw->FormGroups(static_cast<uint32_t>(draw()));
-    const uint64_t job = draw() | 1;
-    auto go = std::make_shared<std::function<void()>>();
-    auto joined = std::make_shared<int>(0);
-    for (CaisRankNode* rank : ranks) {
-      rank->JoinFirst(job, [j, pl, go, joined, n = s.hosts](int) {
-        if (++*joined < n) return;
-        pl->formed_at = j->sim.now();
-        if (*go) (*go)();
-      });
-    }
-    pl->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
-  }
-  pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
-    CaisRankNode* rank = ranks[static_cast<size_t>(r)];
-    // Pieces take sequence numbers of their own.
-    if (op == wire::CaisOp::kAllGather) {
-      rank->Begin(rank->next_seq(), op, block, data);
-    } else {
-      rank->Begin(rank->next_seq(), op, data, block);
-    }
-  };
-  // A reduce-scatter's or all-gather's chunks are numbered over all blocks
-  // of each piece: a rank either completed the operation or is taken to
-  // have handed all of it to the host path.
-  pl->has = [ranks, op](int r, size_t c) {
-    const auto& res = ranks[static_cast<size_t>(r)]->result();
-    if (op != wire::CaisOp::kAllReduce) return res.complete;
-    return c < res.have.size() && res.have[c] != 0;
-  };
-  pl->retransmitted = [ranks] {
-    uint64_t n = 0;
-    for (const auto* r : ranks) n += r->result().retransmitted;
-    return n;
-  };
-}
-
-// A host baseline (RingRankNode or TreeRankNode) through the switch as a
-// forwarder.
-template <typename RankNode>
-void BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDone& done) {
-  Plane* pl = &j->planes[static_cast<size_t>(plane)];
-  auto* fwd = j->net->Add(
-      std::make_unique<ForwarderNode>(absl::StrCat("switch", plane), Pipeline(s, true)));
-  pl->hub = fwd;
-  std::vector<RankNode*> ranks;
-  const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
-  for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r,
-                                                        s.hosts, s.HostPayload(), s.link_gbps * 1e9,
-                                                        s.overhead_bytes, alpha, done));
-    LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
-    lossless.queue_packets = UINT32_MAX;
-    j->net->Connect(node, fwd, lossless);
-    PutOnHost(s, j->net.get(), node, r);
-    ranks.push_back(node);
-    pl->ranks.push_back(node);
-  }
-  const wire::CaisOp op = CollectiveOp(s.collective);
-  pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
-    ranks[static_cast<size_t>(r)]->Begin(data, count, op);
-  };
-}
-// Other traffic through the plane's switch's last port, on a link that
-// carries all of it (so only the ranks' downlinks are shared); nullptr
-// without load.
-BackgroundNode* AddBackground(const CaisSimScenario& s, int plane, Job* j) {
-  if (s.background_load <= 0) return nullptr;
-  const BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9};
-  auto* bg = j->net->Add(std::make_unique<BackgroundNode>(
-      absl::StrCat("background", plane), s.hosts, s.link_gbps * 1e9, t, s.chunk_size,
-      s.overhead_bytes, s.seed + 1 + static_cast<uint64_t>(plane)));
-  LinkConfig lc = Links(s);
-  lc.rate_bps *= s.hosts;
-  lc.loss = 0;
-  lc.queue_packets = UINT32_MAX;
-  j->net->Connect(bg, j->planes[static_cast<size_t>(plane)].hub, lc);
-  return bg;
-}
-
-// The CPU time one rank's packets cost (host model), over its cores: what
-// each backend sends and receives per rank, headers included.
-double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes) {
-  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return 0;
-  const auto n = static_cast<uint64_t>(s.hosts);
-  const wire::CaisOp kind = CollectiveOp(s.collective);
-  double packets = 0, carried = 0;
-  if (backend == "inca") {
-    const uint64_t c = s.chunk_size, h = wire::kCaisHeaderBytes;
-    const uint64_t block = bytes / n, cpb = (block + c - 1) / c, all = (bytes + c - 1) / c;
-    switch (kind) {
-      case wire::CaisOp::kReduceScatter:  // all blocks up; its own block and n-1 ACKs down
-        packets = static_cast<double>(2 * n * cpb);
-        carried = static_cast<double>(bytes + block + 2 * n * cpb * h);
-        break;
-      case wire::CaisOp::kAllGather:  // its block up, every block down
-        packets = static_cast<double>((n + 1) * cpb);
-        carried = static_cast<double>(block + bytes + (n + 1) * cpb * h);
-        break;
-      default:  // every chunk up and its result down
-        packets = static_cast<double>(2 * all);
-        carried = static_cast<double>(2 * (bytes + all * h));
-    }
-  } else {
-    // The ring: 2(n-1) steps (n-1 for a half), a block each way per step;
-    // the tree: no closed count, its bound is the network's.
-    if (backend != "ring") return 0;
-    const uint64_t p = s.HostPayload(), block = (bytes / 4 + n - 1) / n * 4;
-    const double steps =
-        (kind == wire::CaisOp::kAllReduce ? 2.0 : 1.0) * static_cast<double>(n - 1);
-    const double per_block = static_cast<double>((block + p - 1) / p);
-    packets = 2 * steps * per_block;
-    carried = 2 * steps * (static_cast<double>(block) + per_block * kRingHeaderBytes);
-  }
-  return (packets * s.host_packet_ns + carried * s.host_byte_ps / 1e3) * 1e-9 / s.host_cores;
-}
-
 // One plane's share of an operation: its stripe of the tensor on every
 // rank, and how to check it.
 struct Stripe {
   uint64_t bytes = 0;  // the stripe's share of the operation's bytes
   size_t base = 0;     // its first element's index in the inputs' pattern
-  size_t count = 0;    // elements per rank held (see RunOne)
+  size_t count = 0;    // elements per rank held (see CutStripes)
   size_t per_block = 0;
   std::vector<std::vector<float>> data, own;  // per rank
 };
 
-absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
-                                  uint64_t bytes, const std::function<void(int)>& op_done,
-                                  uint64_t* events) {
-  Job j;
-  j.net = std::make_unique<Network>(&j.sim, s.seed);
+// Stripe p of every rank's tensor goes over switch p: elements [pE/k,
+// (p+1)E/k) of E (whole blocks for a reduce-scatter or all-gather, whose
+// sizes are multiples of hosts x switches f32).
+std::vector<Stripe> CutStripes(const CaisSimScenario& s, const std::string& backend,
+                               uint64_t bytes) {
   const bool timing = s.mode == "timing";
-  const wire::CaisOp kind = CollectiveOp(s.collective);
-  const bool blocked = kind != wire::CaisOp::kAllReduce;
-  const size_t n = static_cast<size_t>(s.hosts);
-  const size_t k = static_cast<size_t>(s.switches);
-  // Stripe p of every rank's tensor goes over switch p: elements [pE/k,
-  // (p+1)E/k) of E (whole blocks for a reduce-scatter or all-gather, whose
-  // sizes are multiples of hosts x switches f32).
+  const bool blocked = CollectiveOp(s.collective) != wire::CaisOp::kAllReduce;
+  const size_t n = static_cast<size_t>(s.hosts), k = static_cast<size_t>(s.switches);
   std::vector<Stripe> stripes(k);
   const uint64_t elements = bytes / sizeof(float);
   for (size_t p = 0; p < k; ++p) {
@@ -417,6 +196,141 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     st.data.resize(n);
     st.own.resize(n);
   }
+  return stripes;
+}
+
+// Every rank's stripe filled with operation `op`'s inputs. An all-gather's
+// input is the rank's own block; the stripe's other blocks are what it
+// gathers.
+void FillStripe(Stripe* st, wire::CaisOp kind, int op) {
+  for (size_t r = 0; r < st->data.size(); ++r) {
+    const int q = static_cast<int>(r);
+    auto& d = st->data[r];
+    d.assign(st->count, 0);
+    const size_t b0 = r * st->per_block, b1 = b0 + st->per_block;
+    for (size_t i = 0; i < st->count; ++i) {
+      d[i] = kind != wire::CaisOp::kAllGather ? Input(q, op, st->base + i)
+             : i >= b0 && i < b1              ? Input(q, op, st->base + i - b0)
+                                              : -1.0F;
+    }
+    st->own[r].assign(kind != wire::CaisOp::kAllReduce ? st->per_block : 0, 0);
+    if (kind == wire::CaisOp::kAllGather) {
+      for (size_t i = 0; i < st->per_block; ++i) st->own[r][i] = Input(q, op, st->base + i);
+    }
+  }
+}
+
+// Elements of the stripe an operation leaves each rank.
+size_t Results(wire::CaisOp kind, const Stripe& st) {
+  return kind == wire::CaisOp::kReduceScatter ? st.per_block : st.count;
+}
+
+// Rank r's element e of what operation `op` leaves it on stripe `st`, what
+// it should be, and its place in its block (for the chunk it came in).
+void Result(wire::CaisOp kind, bool inca, const Stripe& st, int op, size_t r, size_t e, float* got,
+            float* want, size_t* in_block) {
+  const size_t pb = st.per_block, n = st.data.size();
+  *want = 0;
+  switch (kind) {
+    case wire::CaisOp::kReduceScatter:
+      *got = inca ? st.own[r][e] : st.data[r][r * pb + e];
+      for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + r * pb + e);
+      *in_block = e;
+      return;
+    case wire::CaisOp::kAllGather:
+      *got = st.data[r][e];
+      *want = Input(static_cast<int>(e / pb), op, st.base + e % pb);
+      *in_block = e % pb;
+      return;
+    default:
+      *got = st.data[r][e];
+      for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + e);
+      *in_block = e;
+  }
+}
+
+// Every rank's results on the stripe against the exact ones: wrong
+// elements, and chunks left to the host path (not checked).
+void CheckStripe(const CaisSimScenario& s, const std::string& backend, const Stripe& st,
+                 const Plane& pl, int op, CaisSimRow* row) {
+  const wire::CaisOp kind = CollectiveOp(s.collective);
+  const bool timing = s.mode == "timing";
+  for (size_t r = 0; r < st.data.size(); ++r) {
+    for (size_t e = 0; e < Results(kind, st); ++e) {
+      float got = 0, want = 0;
+      size_t i = 0;
+      Result(kind, backend == "inca", st, op, r, e, &got, &want, &i);
+      // The chunk element i belongs to (timing mode: one element per chunk).
+      const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
+      const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
+      if (!pl.has(static_cast<int>(r), c)) {
+        row->fallback_chunks += first;
+        continue;
+      }
+      row->wrong += got != want;
+    }
+  }
+}
+
+// What every plane dropped (links, and the switch's pipeline), its
+// background packets, and when the last group formed.
+void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
+  for (const Plane& pl : j.planes) {
+    for (Node* r : pl.ranks) {
+      const LinkCounters& up = j.net->link(r, 0);
+      row->dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
+    }
+    for (int port = 0; port < s.hosts; ++port) {
+      const LinkCounters& down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
+      row->dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
+    }
+    row->dropped += pl.hub->pipeline_dropped();
+    if (pl.background != nullptr) row->background_packets += pl.background->packets();
+    row->formation_us = std::max(row->formation_us, static_cast<double>(pl.formed_at) / 1e3);
+  }
+}
+
+// The backend's closed form (seconds): the planes run side by side, so the
+// widest stripe sets the time; with a host model, no rank finishes before
+// its CPU has handled every packet it sends and receives, on every plane.
+double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
+                         const std::vector<Stripe>& stripes) {
+  const wire::CaisOp kind = CollectiveOp(s.collective);
+  const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
+  const double alpha = s.ring_step_latency_us * 1e-6;
+  const int hosts = s.hosts;
+  const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
+  uint64_t widest = 0;
+  double cpu = 0;
+  for (const Stripe& st : stripes) {
+    widest = std::max(widest, st.bytes);
+    cpu += HostSeconds(s, backend, st.bytes);
+  }
+  double closed = 0;
+  if (backend == "inca") {
+    closed = kind == wire::CaisOp::kReduceScatter
+                 ? SwitchReduceScatterSeconds(hosts, widest, chunk, rate, over, delay)
+             : kind == wire::CaisOp::kAllGather
+                 ? SwitchAllGatherSeconds(hosts, widest, chunk, rate, over, delay)
+                 : SwitchAllReduceSeconds(hosts, widest, chunk, rate, over, delay);
+  } else if (backend == "ring") {
+    closed = kind != wire::CaisOp::kAllReduce
+                 ? RingHalfSeconds(hosts, widest, payload, rate, over, delay, alpha)
+                 : RingAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
+  } else {
+    closed = TreeAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
+  }
+  return std::max(closed, cpu);
+}
+
+absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& backend,
+                                  uint64_t bytes, const std::function<void(int)>& op_done,
+                                  uint64_t* events) {
+  Job j;
+  j.net = std::make_unique<Network>(&j.sim, s.seed);
+  const wire::CaisOp kind = CollectiveOp(s.collective);
+  const size_t n = static_cast<size_t>(s.hosts), k = static_cast<size_t>(s.switches);
+  std::vector<Stripe> stripes = CutStripes(s, backend, bytes);
   std::vector<double> durations_us;
   CaisSimRow row;
   row.backend = backend;
@@ -427,26 +341,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   auto start_op = [&] {
     started = j.sim.now();
     finished = 0;
-    for (size_t p = 0; p < k; ++p) {
-      Stripe& st = stripes[p];
-      for (size_t r = 0; r < n; ++r) {
-        const int q = static_cast<int>(r);
-        auto& d = st.data[r];
-        d.assign(st.count, 0);
-        // An all-gather's input is the rank's own block; the stripe's other
-        // blocks are what it gathers.
-        const size_t b0 = r * st.per_block, b1 = b0 + st.per_block;
-        for (size_t i = 0; i < st.count; ++i) {
-          d[i] = kind != wire::CaisOp::kAllGather ? Input(q, op, st.base + i)
-                 : i >= b0 && i < b1              ? Input(q, op, st.base + i - b0)
-                                                  : -1.0F;
-        }
-        st.own[r].assign(blocked ? st.per_block : 0, 0);
-        if (kind == wire::CaisOp::kAllGather) {
-          for (size_t i = 0; i < st.per_block; ++i) st.own[r][i] = Input(q, op, st.base + i);
-        }
-      }
-    }
+    for (Stripe& st : stripes) FillStripe(&st, kind, op);
     for (size_t p = 0; p < k; ++p) {
       Stripe& st = stripes[p];
       for (size_t r = 0; r < n; ++r) {
@@ -455,76 +350,21 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
       }
     }
   };
-  // Rank r's element e of what the operation leaves it on stripe `st`, what
-  // it should be, and its place in its block (for the chunk it came in).
-  auto results = [&](const Stripe& st) {
-    return kind == wire::CaisOp::kReduceScatter ? st.per_block : st.count;
-  };
-  auto result = [&](const Stripe& st, size_t r, size_t e, float* got, float* want,
-                    size_t* in_block) {
-    const size_t pb = st.per_block;
-    switch (kind) {
-      case wire::CaisOp::kReduceScatter: {
-        *got = backend == "inca" ? st.own[r][e] : st.data[r][r * pb + e];
-        *want = 0;
-        for (size_t q = 0; q < n; ++q) {
-          *want += Input(static_cast<int>(q), op, st.base + r * pb + e);
-        }
-        *in_block = e;
-        return;
-      }
-      case wire::CaisOp::kAllGather:
-        *got = st.data[r][e];
-        *want = Input(static_cast<int>(e / pb), op, st.base + e % pb);
-        *in_block = e % pb;
-        return;
-      default:
-        *got = st.data[r][e];
-        *want = 0;
-        for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + e);
-        *in_block = e;
-    }
-  };
-  auto check = [&] {
-    for (size_t p = 0; p < k; ++p) {
-      const Stripe& st = stripes[p];
-      for (size_t r = 0; r < n; ++r) {
-        for (size_t e = 0; e < results(st); ++e) {
-          float got = 0, want = 0;
-          size_t i = 0;
-          result(st, r, e, &got, &want, &i);
-          // The chunk element i belongs to (timing mode: one element per chunk).
-          const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
-          const bool first = timing || i * sizeof(float) % s.chunk_size == 0;
-          if (!j.planes[p].has(static_cast<int>(r), c)) {
-            row.fallback_chunks += first;
-            continue;
-          }
-          row.wrong += got != want;
-        }
-      }
-    }
-  };
-  // Every rank on every plane.
+  // Done when every rank is, on every plane.
   const RankDone done = [&](int) {
     if (++finished < n * k) return;
     durations_us.push_back(static_cast<double>(j.sim.now() - started) / 1e3);
-    for (const Plane& pl : j.planes) row.retransmitted += pl.retransmitted();
-    check();
+    for (size_t p = 0; p < k; ++p) {
+      row.retransmitted += j.planes[p].retransmitted();
+      CheckStripe(s, backend, stripes[p], j.planes[p], op, &row);
+    }
     op_done(op);
     if (++op < s.ops) j.sim.Schedule(j.sim.now(), start_op);
   };
   j.planes.resize(k);
   for (size_t p = 0; p < k; ++p) {
-    const int plane = static_cast<int>(p);
-    if (backend == "inca") {
-      BuildInca(s, stripes[p].bytes, plane, &j, done);
-    } else if (backend == "ring") {
-      BuildHostBaseline<RingRankNode>(s, plane, &j, done);
-    } else {
-      BuildHostBaseline<TreeRankNode>(s, plane, &j, done);
-    }
-    j.planes[p].background = AddBackground(s, plane, &j);
+    BuildPlane(s, backend, stripes[p].bytes, static_cast<int>(p), &j, done);
+    j.planes[p].background = AddBackground(s, static_cast<int>(p), &j);
   }
   j.net->Start();
   size_t ready = 0;
@@ -543,53 +383,16 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
         backend, ", ", bytes, " B: operation ", op, " did not finish (",
         j.sim.pending() == 0 ? "nothing left to happen" : "an hour of simulated time", ")"));
   }
-  for (const Plane& pl : j.planes) {
-    for (Node* r : pl.ranks) {
-      const LinkCounters& up = j.net->link(r, 0);
-      row.dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
-    }
-    for (int port = 0; port < s.hosts; ++port) {
-      const LinkCounters& down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
-      row.dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
-    }
-    row.dropped += pl.hub->pipeline_dropped();
-    if (pl.background != nullptr) row.background_packets += pl.background->packets();
-    row.formation_us = std::max(row.formation_us, static_cast<double>(pl.formed_at) / 1e3);
-  }
+  CountPlanes(s, j, &row);
   row.op_us = durations_us;
   row.ops = s.ops;
-  for (const Stripe& st : stripes) row.checked += results(st);
+  for (const Stripe& st : stripes) row.checked += Results(kind, st);
   double sum = 0;
   row.min_us = *std::min_element(durations_us.begin(), durations_us.end());
   row.max_us = *std::max_element(durations_us.begin(), durations_us.end());
   for (double d : durations_us) sum += d;
   row.mean_us = sum / static_cast<double>(durations_us.size());
-  const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
-  const double alpha = s.ring_step_latency_us * 1e-6;
-  const int hosts = s.hosts;
-  const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
-  // The planes run side by side: the largest stripe sets the time.
-  uint64_t widest = 0;
-  for (const Stripe& st : stripes) widest = std::max(widest, st.bytes);
-  double closed = 0;
-  if (backend == "inca") {
-    closed = kind == wire::CaisOp::kReduceScatter
-                 ? SwitchReduceScatterSeconds(hosts, widest, chunk, rate, over, delay)
-             : kind == wire::CaisOp::kAllGather
-                 ? SwitchAllGatherSeconds(hosts, widest, chunk, rate, over, delay)
-                 : SwitchAllReduceSeconds(hosts, widest, chunk, rate, over, delay);
-  } else if (backend == "ring") {
-    closed = blocked ? RingHalfSeconds(hosts, widest, payload, rate, over, delay, alpha)
-                     : RingAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
-  } else {
-    closed = TreeAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
-  }
-  // With a host model, no rank finishes before its CPU has handled every
-  // packet it sends and receives, on every plane.
-  double cpu = 0;
-  for (const Stripe& st : stripes) cpu += HostSeconds(s, backend, st.bytes);
-  closed = std::max(closed, cpu);
-  row.closed_form_us = 1e6 * closed;
+  row.closed_form_us = 1e6 * ClosedFormSeconds(s, backend, stripes);
   if (s.host_packet_ns > 0 || s.host_byte_ps > 0) {
     TimeNs busiest = 0;
     for (int r = 0; r < s.hosts; ++r) busiest = std::max(busiest, j.net->host(r).busy_ns);
@@ -597,10 +400,6 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   }
   row.of_closed_form = row.closed_form_us / row.mean_us;
   return row;
-}
-
-double PacketSeconds(uint64_t payload, uint32_t header, uint32_t overhead, double rate_bps) {
-  return static_cast<double>(payload + header + overhead) * 8 / rate_bps;
 }
 
 }  // namespace
@@ -711,131 +510,6 @@ absl::StatusOr<CaisSimScenario> ParseCaisSimScenario(std::string_view yaml,
 
 absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s) {
   return yaml_keys::ApplyOverride(key_value, s, SetKey);
-}
-
-namespace {
-
-// A block of `bytes` in chunks of `chunk`, back to back, and its last
-// chunk's time.
-std::pair<double, double> ChunkTrain(uint64_t bytes, uint32_t chunk, double rate_bps,
-                                     uint32_t overhead) {
-  const uint64_t full = bytes / chunk, rest = bytes % chunk;
-  const double t_full = PacketSeconds(chunk, wire::kCaisHeaderBytes, overhead, rate_bps);
-  const double t_rest = rest ? PacketSeconds(rest, wire::kCaisHeaderBytes, overhead, rate_bps) : 0;
-  return {static_cast<double>(full) * t_full + t_rest, rest ? t_rest : t_full};
-}
-
-// The ring's 2(n-1) steps (`halves` 2) or n-1 (1).
-double RingSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps, uint32_t overhead,
-                   double delay_s, double step_latency_s, int halves) {
-  // One block (the largest) per step: B, its packets back to back; t0 and
-  // tl, its first and last packet's serialisation. A packet reaches the next
-  // rank L = 2 t + 2 delay after it starts (up to the switch, down again).
-  const uint64_t n = static_cast<uint64_t>(hosts);
-  const uint64_t count = bytes / sizeof(float);
-  const uint64_t block = (count + n - 1) / n * sizeof(float);
-  const uint64_t per = payload / sizeof(float) * sizeof(float);
-  const uint64_t full = block / per, rest = block % per;
-  const double t0 = PacketSeconds(full ? per : rest, kRingHeaderBytes, overhead, rate_bps);
-  const double tl = PacketSeconds(rest ? rest : per, kRingHeaderBytes, overhead, rate_bps);
-  const double b =
-      static_cast<double>(full) * PacketSeconds(per, kRingHeaderBytes, overhead, rate_bps) +
-      (rest ? tl : 0);
-  const double steps = halves * static_cast<double>(n - 1);
-  const double hop = step_latency_s + 2 * t0 + 2 * delay_s;
-  // Either the sender never idles (a block outlasts a hop: bandwidth-bound),
-  // or each step's first packet waits for the previous step's (latency-bound).
-  const double last_start = std::max(steps * b - tl, (steps - 1) * hop + b - tl);
-  return step_latency_s + last_start + 2 * tl + 2 * delay_s;
-}
-
-}  // namespace
-
-double SwitchAllReduceSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
-                              uint32_t overhead, double delay_s) {
-  (void)hosts;  // every rank's uplink carries the tensor once, in parallel
-  // Every chunk up at line rate, pipelined; the last one's result down.
-  const auto [train, last] = ChunkTrain(bytes, chunk, rate_bps, overhead);
-  return train + last + 2 * delay_s;
-}
-
-double SwitchReduceScatterSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
-                                  uint32_t overhead, double delay_s) {
-  // Every block up (the uplink is the busier way: a rank gets its own block
-  // and a 20-byte ACK for each other chunk), and the last result down.
-  const auto [train, last] =
-      ChunkTrain(bytes / static_cast<uint64_t>(hosts), chunk, rate_bps, overhead);
-  return hosts * train + last + 2 * delay_s;
-}
-
-double SwitchAllGatherSeconds(int hosts, uint64_t bytes, uint32_t chunk, double rate_bps,
-                              uint32_t overhead, double delay_s) {
-  // The first chunk up, then every block down, the rank's own included (the
-  // switch sends each chunk to all ports: to its owner it is the ACK).
-  const uint64_t block = bytes / static_cast<uint64_t>(hosts);
-  const double train = ChunkTrain(block, chunk, rate_bps, overhead).first;
-  const double first =
-      PacketSeconds(std::min<uint64_t>(block, chunk), wire::kCaisHeaderBytes, overhead, rate_bps);
-  return first + hosts * train + 2 * delay_s;
-}
-
-double RingAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
-                            uint32_t overhead, double delay_s, double step_latency_s) {
-  return RingSeconds(hosts, bytes, payload, rate_bps, overhead, delay_s, step_latency_s, 2);
-}
-
-double RingHalfSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
-                       uint32_t overhead, double delay_s, double step_latency_s) {
-  return RingSeconds(hosts, bytes, payload, rate_bps, overhead, delay_s, step_latency_s, 1);
-}
-
-double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double rate_bps,
-                            uint32_t overhead, double delay_s, double step_latency_s) {
-  // Each half of the tensor goes up one tree and down again. Bandwidth: the
-  // busiest rank's link carries, per tree, the half up to its parent and
-  // down to each child (and as much the other way). Latency: the first
-  // packet climbs the deeper tree and comes down it, a hop each level, and
-  // the half's other packets follow it. Both are lower bounds; the time is
-  // the larger (the bandwidth one plus the last packet's trip).
-  const uint64_t count = bytes / sizeof(float);
-  const uint64_t per = payload / sizeof(float);
-  double half_s[2] = {0, 0}, first_s[2] = {0, 0};
-  for (int tree = 0; tree < 2; ++tree) {
-    const uint64_t len = tree == 0 ? count / 2 : count - count / 2;
-    const uint64_t packets = (len + per - 1) / per;
-    half_s[tree] =
-        static_cast<double>(len * sizeof(float) + packets * (kRingHeaderBytes + overhead)) * 8 /
-        rate_bps;
-    if (len) {
-      first_s[tree] =
-          PacketSeconds(std::min(per, len) * sizeof(float), kRingHeaderBytes, overhead, rate_bps);
-    }
-  }
-  double busiest = 0, latency = 0, trip = 0;
-  for (int tree = 0; tree < 2; ++tree) {
-    if (half_s[tree] == 0) continue;
-    const double hop = step_latency_s + 2 * first_s[tree] + 2 * delay_s;
-    trip = std::max(trip, hop - first_s[tree]);
-    int depth = 0;
-    for (int r = 0; r < hosts; ++r) {
-      int d = 0;
-      for (int q = r; TreeRankNode::Parent(hosts, tree, q) >= 0;
-           q = TreeRankNode::Parent(hosts, tree, q)) {
-        ++d;
-      }
-      depth = std::max(depth, d);
-    }
-    latency = std::max(latency, 2.0 * depth * hop + half_s[tree] - first_s[tree]);
-  }
-  for (int r = 0; r < hosts; ++r) {
-    double load = 0;
-    for (int tree = 0; tree < 2; ++tree) {
-      load += half_s[tree] * static_cast<double>(TreeRankNode::Children(hosts, tree, r).size() +
-                                                 (TreeRankNode::Parent(hosts, tree, r) >= 0));
-    }
-    busiest = std::max(busiest, load);
-  }
-  return std::max(busiest + trip, latency);
 }
 
 absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,

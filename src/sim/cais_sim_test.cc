@@ -8,6 +8,7 @@
 #include "inca/sim/cais_scenario.h"
 #include "inca/sim/simulator.h"
 #include "sim/cais_nodes.h"
+#include "sim/host_collectives.h"
 
 namespace inca::sim {
 namespace {

@@ -1,0 +1,65 @@
+// How a CAIS scenario's network is built on inca-sim (cais_scenario.cc
+// runs it): per switch (plane) the backend's switch and rank nodes, each
+// rank on its host's CPU, background traffic, and the CPU bound of the host
+// model. Internal to the simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inca/sim/cais_scenario.h"
+#include "inca/sim/simulator.h"
+#include "inca/wire/cais.h"
+#include "sim/cais_nodes.h"
+
+namespace inca::sim {
+
+// allreduce, reduce_scatter, all_gather (CaisSimScenario::collective).
+wire::CaisOp CollectiveOp(const std::string& c);
+
+// One switch of a run (a plane: striping has several) with its rank
+// nodes, one per host (on the host's CPU, which the planes share), and
+// what a run needs of them.
+struct Plane {
+  PipelinedSwitch* hub = nullptr;
+  std::vector<Node*> ranks;
+  BackgroundNode* background = nullptr;
+  // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode
+  // for the host baselines) of `count` elements, and `block`, its own block
+  // (inca: a reduce-scatter's output, an all-gather's input).
+  std::function<void(int rank, std::vector<float>* data, std::vector<float>* block, size_t count)>
+      begin;
+  std::function<uint64_t()> retransmitted = [] { return uint64_t{0}; };
+  // Runs `go` once every rank is ready for its first operation (inca with
+  // form_groups: joined); at once otherwise.
+  std::function<void(std::function<void()> go)> when_ready = [](std::function<void()> go) { go(); };
+  // Whether rank r's switch path produced chunk c (the host baselines: always).
+  std::function<bool(int r, size_t c)> has = [](int, size_t) { return true; };
+  TimeNs formed_at = 0;
+};
+
+struct Job {
+  Simulator sim;
+  std::unique_ptr<Network> net;
+  std::vector<Plane> planes;  // sized before any is built: lambdas point into it
+};
+
+// Builds plane `plane` of `backend` (inca, ring or tree) for operations
+// of `bytes` (the plane's stripe), into j->planes[plane] (sized already).
+void BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes, int plane,
+                Job* j, const RankDone& done);
+
+// Other traffic through the plane's switch's last port, on a link that
+// carries all of it (so only the ranks' downlinks are shared); nullptr
+// without load.
+BackgroundNode* AddBackground(const CaisSimScenario& s, int plane, Job* j);
+
+// The CPU time one rank's packets cost (host model), over its cores: what
+// each backend sends and receives per rank for an operation of `bytes`,
+// headers included. 0 without a host model, and for the tree.
+double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes);
+
+}  // namespace inca::sim
