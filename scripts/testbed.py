@@ -10,7 +10,10 @@
 N host namespaces (inca-NAME-h0 ... ) and a switch namespace (inca-NAME-sw)
 holding a Linux bridge; each host has one veth (eth0) whose other end is a
 port of the bridge. Addresses come from the benchmarking range 198.18.0.0/15
-(RFC 2544), one /24 per instance: the switch is .1, host i is .(10+i).
+(RFC 2544), one /24 per instance: the switch is .1, host i is .(10+i). With
+ipv6 every namespace also gets an address from the IPv6 benchmarking range
+2001:2::/48 (RFC 5180), one /64 per instance, 2001:2:0:S::1 for the switch
+and 2001:2:0:S::(10+i) for host i (S: the instance's subnet, in hex).
 Every host link is shaped in both directions (tbf: rate, burst and a
 stated queue limit; optionally delay, jitter and reordering, and loss and
 duplication); the switch namespace's own address on the bridge is not a
@@ -189,7 +192,7 @@ class Testbed:
     def __init__(self, name: str, hosts: int, shape: Optional[LinkShape] = None,
                  up_shape: Optional[LinkShape] = None, down_shape: Optional[LinkShape] = None,
                  host_shapes: Optional[Dict[int, LinkShape]] = None, mtu: int = 9000,
-                 owner_pid: Optional[int] = None) -> None:
+                 owner_pid: Optional[int] = None, ipv6: bool = False) -> None:
         if not NAME_RE.match(name):
             raise TestbedError("testbed name %r must be 1-8 lowercase letters or digits "
                                "(it prefixes namespace and interface names)" % name)
@@ -197,7 +200,7 @@ class Testbed:
             raise TestbedError("hosts %d must be 1..%d" % (hosts, MAX_HOSTS))
         if not 1280 <= mtu <= 65535:
             raise TestbedError("mtu %d must be 1280..65535" % mtu)
-        self.name, self.hosts, self.mtu = name, hosts, mtu
+        self.name, self.hosts, self.mtu, self.ipv6 = name, hosts, mtu, ipv6
         base = shape or LinkShape()
         self.up_shape = up_shape or base        # host -> switch
         self.down_shape = down_shape or base    # switch -> host
@@ -224,6 +227,25 @@ class Testbed:
 
     def host_ip(self, i: int) -> str:
         return "198.18.%d.%d" % (self.subnet, 10 + i)
+
+    @property
+    def switch_ip6(self) -> str:
+        return "2001:2:0:%x::1" % self.subnet
+
+    def host_ip6(self, i: int) -> str:
+        return "2001:2:0:%x::%x" % (self.subnet, 10 + i)
+
+    def data_ip(self, i: Optional[int] = None) -> str:
+        """The address a job's switch traffic uses: the switch's (i None) or
+        host i's, IPv6 on an ipv6 instance."""
+        if i is None:
+            return self.switch_ip6 if self.ipv6 else self.switch_ip
+        return self.host_ip6(i) if self.ipv6 else self.host_ip(i)
+
+    @staticmethod
+    def endpoint(ip: str, port: int) -> str:
+        """host:port, an IPv6 address in brackets."""
+        return ("[%s]:%d" if ":" in ip else "%s:%d") % (ip, port)
 
     def shape_of(self, i: int, direction: str) -> LinkShape:
         if i in self.host_shapes:
@@ -257,6 +279,7 @@ class Testbed:
         with open(tmp, "w") as f:
             json.dump({"name": self.name, "hosts": self.hosts, "subnet": self.subnet,
                        "mtu": self.mtu, "owner_pid": self.owner_pid, "created": time.time(),
+                       "ipv6": self.ipv6,
                        "netem": self.netem,
                        "up": asdict(self.up_shape), "down": asdict(self.down_shape),
                        "host_shapes": {str(k): asdict(v) for k, v in self.host_shapes.items()}},
@@ -283,6 +306,9 @@ class Testbed:
         self.sw_exec(["ip", "link", "add", "br0", "type", "bridge"])
         self.sw_exec(["ip", "link", "set", "br0", "mtu", str(self.mtu)])
         self.sw_exec(["ip", "addr", "add", self.switch_ip + "/24", "dev", "br0"])
+        if self.ipv6:  # nodad: usable at once, no duplicate detection to wait for
+            self.sw_exec(["ip", "-6", "addr", "add", self.switch_ip6 + "/64", "dev", "br0",
+                          "nodad"])
         self.sw_exec(["ip", "link", "set", "br0", "up"])
         for i in range(self.hosts):
             h = self.host_ns(i)
@@ -306,6 +332,9 @@ class Testbed:
             self.sw_exec(["ip", "link", "set", port, "up"])
             _run(["ip", "netns", "exec", h, "ip", "addr", "add", self.host_ip(i) + "/24", "dev",
                   "eth0"])
+            if self.ipv6:
+                _run(["ip", "netns", "exec", h, "ip", "-6", "addr", "add",
+                      self.host_ip6(i) + "/64", "dev", "eth0", "nodad"])
             _run(["ip", "netns", "exec", h, "ip", "link", "set", "eth0", "up"])
             self._shape(h, "eth0", self.shape_of(i, "up"), self._delayed(i))
             self._shape(sw, port, self.shape_of(i, "down"), self._delayed(i))
@@ -378,10 +407,13 @@ class Testbed:
             return info[0]["address"]
         nodes = [(self.switch_ns, "br0", self.switch_ip)] + [
             (self.host_ns(i), "eth0", self.host_ip(i)) for i in range(self.hosts)]
+        if self.ipv6:  # neighbour discovery too
+            nodes += [(self.switch_ns, "br0", self.switch_ip6)] + [
+                (self.host_ns(i), "eth0", self.host_ip6(i)) for i in range(self.hosts)]
         macs = {ip: mac(ns, dev) for ns, dev, ip in nodes}
         for ns, dev, ip in nodes:
             for other_ns, _, other_ip in nodes:
-                if other_ip != ip:
+                if other_ns != ns and (":" in other_ip) == (":" in ip):
                     _run(["ip", "netns", "exec", ns, "ip", "neigh", "replace", other_ip, "lladdr",
                           macs[other_ip], "dev", dev, "nud", "permanent"])
 

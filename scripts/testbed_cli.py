@@ -24,7 +24,17 @@ def _shape_from(a, prefix: str = "") -> LinkShape:
 
 def perf_options(argv: List[str]) -> argparse.Namespace:
     """`perf`'s options from its command-line words (for scripts/bench-testbed.py)."""
-    return _parser().parse_args(["perf"] + list(argv))
+    return _finish(_parser().parse_args(["perf"] + list(argv)))
+
+
+def _finish(a: argparse.Namespace) -> argparse.Namespace:
+    """Defaults that follow from other options: perf's chunk is the largest
+    CAIS payload one MTU carries (IPv4: 20 + 8 + 20 bytes of headers; IPv6:
+    40 + 8 + 20)."""
+    if getattr(a, "cmd", None) == "perf" and a.chunk_size is None:
+        import testbed_perf  # scripts/testbed_perf.py, beside this file
+        a.chunk_size = a.mtu - (testbed_perf.IP6_UDP_CAIS if a.ipv6 else testbed_perf.IP_UDP_CAIS)
+    return a
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--name", default="tb")
     up.add_argument("--hosts", type=int, default=4)
     up.add_argument("--mtu", type=int, default=9000)
+    up.add_argument("--ipv6", action="store_true", help="IPv6 addresses too (2001:2::/48)")
     up.add_argument("--rate", help="both directions of every host link, e.g. 1gbit")
     up.add_argument("--up-rate", help="host -> switch only")
     up.add_argument("--down-rate", help="switch -> host only")
@@ -59,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--hosts", type=int, default=4)
     pf.add_argument("--rate", default="1gbit")
     pf.add_argument("--mtu", type=int, default=9000)
+    pf.add_argument("--ipv6", action="store_true",
+                    help="the switch path over IPv6 (2001:2::/48); the host path stays on IPv4")
     pf.add_argument("--burst", default="256kb")
     pf.add_argument("--latency", default="20ms")
     pf.add_argument("--limit-bytes", type=int)
@@ -76,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--duration-ms", type=int, default=0,
                     help="time each size at least this long (cais-perf --duration-ms; "
                          "jobs side by side)")
-    pf.add_argument("--chunk-size", type=int, default=8952)
+    pf.add_argument("--chunk-size", type=int,
+                    help="CAIS payload per datagram (default: what the MTU carries, 8952 B at "
+                         "9000 over IPv4, 8932 B over IPv6)")
     pf.add_argument("--window", type=int, help="client window (default: cais-perf's)")
     pf.add_argument("--backends", default="switch,gloo")
     pf.add_argument("--switchd-arg", action="append", default=[], help="extra inca-switchd flag")
@@ -94,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_probe"]:
         return _probe(argv[1:])
-    a = ap.parse_args(argv)
+    a = _finish(ap.parse_args(argv))
     interrupt_on_sigterm()
     try:
         require_root()
@@ -109,11 +124,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                 host_shapes[int(i)] = s
             tb = Testbed(a.name, a.hosts, up_shape=_shape_from(a, "up_"),
                          down_shape=_shape_from(a, "down_"), host_shapes=host_shapes, mtu=a.mtu,
-                         owner_pid=a.owner_pid)
+                         owner_pid=a.owner_pid, ipv6=a.ipv6)
             tb.up()
+
+            def both(v4: str, v6: str) -> str:
+                return "%s and %s" % (v4, v6) if a.ipv6 else v4
             print("testbed %s: switch %s in %s, hosts %s" % (
-                a.name, tb.switch_ip, tb.switch_ns,
-                ", ".join("%s in %s" % (tb.host_ip(i), tb.host_ns(i)) for i in range(a.hosts))))
+                a.name, both(tb.switch_ip, tb.switch_ip6), tb.switch_ns,
+                ", ".join("%s in %s" % (both(tb.host_ip(i), tb.host_ip6(i)), tb.host_ns(i))
+                          for i in range(a.hosts))))
         elif a.cmd == "down":
             Testbed(a.name, 1).down()
         elif a.cmd == "reap":

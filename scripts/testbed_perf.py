@@ -18,19 +18,23 @@ from testbed import REPO, STATE_DIR, LinkShape, Testbed, TestbedError, parse_rat
 
 ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
 IP_UDP_CAIS = 20 + 8 + 20
+IP6_UDP_CAIS = 40 + 8 + 20
 IP_TCP = 20 + 32         # TCP with timestamps, as Linux sends it
 
 
-def wire_bounds(size: int, hosts: int, rate_bps: float, mtu: int, chunk: int) -> dict:
+def wire_bounds(size: int, hosts: int, rate_bps: float, mtu: int, chunk: int,
+                ipv6: bool = False) -> dict:
     """The fastest an all-reduce of `size` bytes can finish when every host
     link carries rate_bps each way, counted on wire bytes (headers included):
     a ring moves 2(n-1)/n of the tensor through each host link in TCP
-    segments, the switch moves the tensor once each way in CAIS datagrams."""
+    segments (IPv4), the switch moves the tensor once each way in CAIS
+    datagrams (over IPv6 with `ipv6`)."""
     if hosts < 2:
         return {"ring_s": 0.0, "switch_s": 0.0}
-    payload = min(chunk, mtu - IP_UDP_CAIS)
+    headers = IP6_UDP_CAIS if ipv6 else IP_UDP_CAIS
+    payload = min(chunk, mtu - headers)
     packets = -(-size // payload)
-    switch_bytes = size + packets * (IP_UDP_CAIS + ETH_HEADER)
+    switch_bytes = size + packets * (headers + ETH_HEADER)
     mss = mtu - IP_TCP
     ring_payload = 2 * (hosts - 1) / hosts * size
     ring_bytes = ring_payload + -(-ring_payload // mss) * (IP_TCP + ETH_HEADER)
@@ -62,7 +66,8 @@ def perf(a, out=sys.stdout) -> dict:
                                         limit_bytes=a.limit_bytes, **impair)
     rate_bps = min([parse_rate(a.rate)] + [parse_rate(h.rate) for h in host_shapes.values()])
     tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
-                 owner_pid=os.getpid())
+                 owner_pid=os.getpid(),
+                 ipv6=getattr(a, "ipv6", False))
     results: Dict[str, List[dict]] = {}
     holding = None
     cpu: Dict[str, dict] = {}
@@ -80,9 +85,10 @@ def perf(a, out=sys.stdout) -> dict:
                     if getattr(a, k, None))
     if a.delay and tb.netem is False:
         extra += " (delay by inca-linkdelay: no netem)"
-    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s%s; chunk %d B" % (
+    print("# testbed: %d hosts x %s each way%s, MTU %d, tbf burst %s, queue %s%s; chunk %d B%s" % (
         a.hosts, a.rate, "".join(", host %s" % h for h in a.host_rate), a.mtu, a.burst,
-        a.limit_bytes or a.latency, extra, a.chunk_size), file=out)
+        a.limit_bytes or a.latency, extra, a.chunk_size,
+        "; the switch path over IPv6" if getattr(a, "ipv6", False) else ""), file=out)
     print("#  size (B)   gloo (ms) switch (ms)  switch/gloo   ring bound  switch bound"
           "  gloo/bound switch/bound  path", file=out)
     base = results.get("gloo") or results.get("switch") or []
@@ -90,7 +96,7 @@ def perf(a, out=sys.stdout) -> dict:
         g = results.get("gloo", [{}] * len(base))[i]
         sw_row = results.get("switch", [{}] * len(base))[i]
         size = (g or sw_row)["bytes"]
-        b = wire_bounds(size, a.hosts, rate_bps, a.mtu, a.chunk_size)
+        b = wire_bounds(size, a.hosts, rate_bps, a.mtu, a.chunk_size, getattr(a, "ipv6", False))
         row = {"bytes": size, "gloo_us": g.get("time_us"), "switch_us": sw_row.get("time_us"),
                "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
                "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
@@ -173,7 +179,8 @@ def rate_step(a, out=sys.stdout) -> dict:
                       delay=a.delay)
     slow_bps = parse_rate(a.rate) / 4
     slow = "%dkbit" % int(slow_bps / 1000)
-    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid(),
+                 ipv6=getattr(a, "ipv6", False))
     a = argparse.Namespace(**vars(a))  # rank 0 reports its window samples
     a.perf_arg = list(a.perf_arg) + ["--window-trace", "200000"]
     samples, stepped = [], None
@@ -323,7 +330,7 @@ def _cpu_shares(a: dict, b: dict) -> dict:
 def slot_holding(tb: Testbed) -> Optional[dict]:
     """The switch's slot-holding percentiles over every chunk it completed
     (its /stats.json totals), or None when it cannot be read."""
-    url = "http://%s:9411/stats.json" % tb.switch_ip
+    url = "http://%s/stats.json" % tb.endpoint(tb.data_ip(), 9411)
     code = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(%r, timeout=5)" \
            ".read().decode())" % url
     p = tb.popen(tb.switch_ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
@@ -341,12 +348,12 @@ def slot_holding(tb: Testbed) -> Optional[dict]:
 def _switch(tb: Testbed, switchd: str, a):
     """inca-switchd in the testbed's switch namespace (default flags plus
     --switchd-arg), for the duration of the block; yields its data address."""
-    switch_addr = "%s:9410" % tb.switch_ip
+    switch_addr = tb.endpoint(tb.data_ip(), 9410)
     path = os.path.join(STATE_DIR, a.name + "-switchd.log")
     with open(path, "w") as log:
         sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
-                                     tb.switch_ip + ":50051", "--http-listen",
-                                     tb.switch_ip + ":9411"]
+                                     tb.endpoint(tb.data_ip(), 50051), "--http-listen",
+                                     tb.endpoint(tb.data_ip(), 9411)]
                       + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
         try:
             _wait_for_log(log.name, "event=switch_started", sw)
@@ -379,7 +386,7 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
     for r in range(tb.hosts):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
                    MASTER_PORT=str(port), INCA_SWITCH=switch_addr if backend == "switch"
-                   else "none", INCA_BIND_IP=tb.host_ip(r))
+                   else "none", INCA_BIND_IP=tb.data_ip(r))
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
                 "--warmup-ms", str(getattr(a, "warmup_ms", 0)),
@@ -462,7 +469,8 @@ def share(a, second: str, out=sys.stdout) -> dict:
     perf_bin = os.path.join(build, "bin", "cais-perf")
     switchd = os.path.join(build, "bin", "inca-switchd")
     shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes)
-    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid())
+    tb = Testbed(a.name, a.hosts, shape=shape, mtu=a.mtu, owner_pid=os.getpid(),
+                 ipv6=getattr(a, "ipv6", False))
     rate_bps = parse_rate(a.rate)
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
@@ -472,7 +480,8 @@ def share(a, second: str, out=sys.stdout) -> dict:
             rows_b = _collect(other, second, a, out)
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate}, "second": second, "rows": []}
     for ra, rb in zip(rows_a, rows_b):
-        b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size)
+        b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size,
+                        getattr(a, "ipv6", False))
         bound_b = b["switch_s"] if second == "switch" else b["ring_s"]
         ov = overlap(ra.get("timeline_ns", []), rb.get("timeline_ns", []))
         row = {"bytes": ra["bytes"], "inca_us": ra["time_us"], "second_us": rb["time_us"],

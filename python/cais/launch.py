@@ -36,10 +36,16 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return s.getsockname()[1]
 
 
+def hostport(host: str, port: int) -> str:
+    """host:port, an IPv6 address in brackets."""
+    return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+
+
 class Switch:
     """inca-switchd on loopback with free ports; stop() (or `with`) ends it.
     host/wrap run it elsewhere, e.g. in a testbed's switch namespace:
-    Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns])."""
+    Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns]).
+    host may be an IPv6 address."""
 
     def __init__(self, extra: Sequence[str] = (), offload_controller: str = "off",
                  timeout_ms: float = 5000, binary: Optional[str] = None,
@@ -49,10 +55,10 @@ class Switch:
             raise FileNotFoundError("%s not found: build it with `ninja -C build/release "
                                     "inca-switchd` or set INCA_BUILD_DIR" % self.binary)
         # A port free here; in another namespace every port is free.
-        self.data_addr = "%s:%d" % (host, free_port(socket.SOCK_DGRAM))
+        self.data_addr = hostport(host, free_port(socket.SOCK_DGRAM))
         self.host = host
         self.log = tempfile.NamedTemporaryFile(prefix="inca-switchd-", suffix=".log", delete=False)
-        args = [self.binary, "--listen", self.data_addr, "--control-listen", host + ":0",
+        args = [self.binary, "--listen", self.data_addr, "--control-listen", hostport(host, 0),
                 "--http-listen", "off", "--offload-controller", offload_controller,
                 "--timeout-ms", str(timeout_ms), "--log-level", "info"] + list(extra)
         self.proc = subprocess.Popen(list(wrap) + args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -70,7 +76,7 @@ class Switch:
             if m:
                 port = int(m.group(1))
             if port and "event=switch_started" in text:
-                return "%s:%d" % (self.host, port)
+                return hostport(self.host, port)
             time.sleep(0.05)
         self.stop()
         raise TimeoutError("inca-switchd did not start within %.0f s:\n%s" % (timeout_s,

@@ -416,8 +416,10 @@ def scenario_testbed():
         # can take two SYN timeouts (1 + 2 s) longer than its peers', and a
         # rank whose switch join gives up first runs the phase on the host
         # path (seen once in CI: ops_switch 0, rejoins 1).
-        cais.configure({"switch_timeout_ms": 5000, "join_timeout_ms": 15000,
-                        "competitive": competitive})
+        options = {"switch_timeout_ms": 5000, "join_timeout_ms": 15000, "competitive": competitive}
+        if os.environ.get("CHUNK_SIZE"):  # e.g. what an IPv6 datagram carries in one MTU
+            options["chunk_size"] = int(os.environ["CHUNK_SIZE"])
+        cais.configure(options)
         # Each phase on its own store port: rank 0's store of the first phase
         # may still be closing when a fast peer connects for the second.
         cais.init(switch_addr=switch, master_port=int(os.environ["MASTER_PORT"]) + 100 * phase)

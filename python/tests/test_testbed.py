@@ -1,6 +1,7 @@
 """The multi-host testbed (scripts/testbed.py): one rank per host namespace
 through inca-switchd in the switch namespace, over shaped links. Needs root
 (CI runs as root). About 20 s of CI time."""
+import json
 import os
 import subprocess
 import sys
@@ -23,14 +24,20 @@ def instance_name(tag: str) -> str:
     return "%s%d" % (tag, os.getpid() % 1000000)
 
 
-def run_job(tb, hosts, env=None):
-    with launch.Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns]) as sw:
+def run_job(tb, hosts, env=None, on_switch=None):
+    """The testbed worker on every host, through a switch on the instance's
+    data address (IPv6 on an ipv6 instance; the store and Gloo stay on IPv4);
+    on_switch(sw), if given, runs after the ranks, while the switch still does."""
+    with launch.Switch(host=tb.data_ip(), wrap=["ip", "netns", "exec", tb.switch_ns]) as sw:
         e = {"INCA_SWITCH": sw.data_addr, "MASTER_ADDR": tb.host_ip(0),
              "GLOO_SOCKET_IFNAME": "eth0"}
         e.update(env or {})
-        return launch.run_ranks([WORKER, "testbed"], hosts, env=e, timeout_s=240,
-                                wrap=lambda r: ["ip", "netns", "exec", tb.host_ns(r)],
-                                rank_env=lambda r: {"INCA_BIND_IP": tb.host_ip(r)})
+        res = launch.run_ranks([WORKER, "testbed"], hosts, env=e, timeout_s=240,
+                               wrap=lambda r: ["ip", "netns", "exec", tb.host_ns(r)],
+                               rank_env=lambda r: {"INCA_BIND_IP": tb.data_ip(r)})
+        if on_switch:
+            on_switch(sw)
+        return res
 
 
 def leftovers(name):
@@ -52,6 +59,36 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     # The job's bytes crossed every shaped link, both ways (3 x 2 MiB each way at least).
     for s in stats:
         assert s["bytes"] > 6 * (1 << 20), s
+    assert leftovers(name) == []
+
+
+def test_ipv6_end_to_end_through_the_switch_and_its_control_api():
+    # The IPv6 benchmarking range inside the namespaces: the ranks bind their
+    # 2001:2:0:S::(10+i), the switch listens on 2001:2:0:S::1 for data and for
+    # its control API, and cais-cli reads the group's counters over IPv6.
+    name = instance_name("v")
+    seen = {}
+
+    def control(sw):
+        assert sw.control_addr.startswith("[2001:2:0:"), sw.control_addr
+        cli = os.path.join(launch.build_dir(), "bin", "cais-cli")
+        p = subprocess.run(["ip", "netns", "exec", tb.switch_ns, cli, "--device", sw.control_addr,
+                            "--json", "show-stats"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        seen["stats"] = json.loads(p.stdout)
+
+    with testbed.Testbed(name, 3, shape=testbed.LinkShape(rate="200mbit"), owner_pid=os.getpid(),
+                         ipv6=True) as tb:
+        assert tb.data_ip() == tb.switch_ip6 and tb.data_ip(1) == tb.host_ip6(1)
+        # 8,932 B: an IPv6 datagram's CAIS payload in one 9000-byte MTU.
+        res = run_job(tb, 3, {"CHUNK_SIZE": str(9000 - testbed_perf.IP6_UDP_CAIS)},
+                      on_switch=control)
+    assert all(r["switch"]["stats"]["ops_switch"] >= 4 for r in res)
+    assert all(r["switch"]["stats"]["ops_host"] == 0 for r in res)
+    # The switch reduced the job's chunks: 3 all-reduces of 2 MiB in
+    # 8,932-byte chunks (and a small reduce-scatter), read over IPv6.
+    assert seen["stats"]["completed_chunks"] >= 3 * -(-(2 << 20) // 8932), seen
+    assert seen["stats"]["conserved"] is True, seen
     assert leftovers(name) == []
 
 
@@ -222,6 +259,14 @@ def test_wire_bounds():
     assert b["ring_s"] == pytest.approx((ring + -(-ring // 8948) * 66) * 8 / 1e9)
     assert b["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8952) * 62) * 8 / 1e9)
     assert 1.49 < b["ring_s"] / b["switch_s"] < 1.51
+    # Over IPv6 a datagram has 20 more bytes of headers, and the default
+    # chunk is what one MTU carries.
+    b6 = testbed_perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8932, ipv6=True)
+    assert b6["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8932) * 82) * 8 / 1e9)
+    assert testbed.perf_options([]).chunk_size == 8952
+    assert testbed.perf_options(["--ipv6"]).chunk_size == 8932
+    assert testbed.perf_options(["--mtu", "1500", "--ipv6"]).chunk_size == 1432
+    assert testbed.perf_options(["--chunk-size", "4096", "--ipv6"]).chunk_size == 4096
     assert testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
         testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)
 
