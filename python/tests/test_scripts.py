@@ -87,16 +87,17 @@ def test_cais_sim_vs_testbed_sets_the_simulator_beside_a_measured_run(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
-def test_cais_tp_evaluation_writes_the_three_runs_beside_the_write_up(tmp_path):
+def test_cais_tp_evaluation_writes_the_four_runs_beside_the_write_up(tmp_path):
     # A small model (2 MiB all-reduces) at TP 4 and 8 on 100 Gbit/s, run
-    # three ways as scripts/evaluate-cais.sh runs the real one.
+    # four ways as scripts/evaluate-cais.sh runs the real one.
     build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
     sim = os.path.join(build, "bin", "inca-sim")
     base = ["--set", "hidden=1024", "--set", "seq=1024", "--set", "layers=4", "--set", "tp=4,8",
             "--set", "link_gbps=100", "--set", "steps=200", "--set", "ar_samples=3",
             "--out", str(tmp_path)]
     runs = {"tp-gpt3-quiet": ["--set", "background_load=0"], "tp-gpt3": [],
-            "tp-gpt3-stragglers": ["--set", "background_load=0", "--set", "straggler_prob=0.05"]}
+            "tp-gpt3-stragglers": ["--set", "background_load=0", "--set", "straggler_prob=0.05"],
+            "tp-gpt3-sp": ["--set", "background_load=0", "--set", "sequence_parallel=true"]}
     for name, extra in runs.items():
         out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "cais", "tp-gpt3.yaml"),
                               "--set", "name=" + name] + base + extra,
@@ -112,7 +113,8 @@ def test_cais_tp_evaluation_writes_the_three_runs_beside_the_write_up(tmp_path):
     text = doc.read_text()
     assert text.startswith("# evaluation\n") and "<!-- cais-tp:begin -->" in text
     assert (tmp_path / "plots" / "cais-tp-step.png").stat().st_size > 1000
-    for title in ("### A quiet network", "### Background traffic", "### Stragglers"):
+    for title in ("### A quiet network", "### Background traffic", "### Stragglers",
+                  "### Sequence parallelism"):
         assert title in text
     # One row per TP degree in each run; on the quiet network inca's step is
     # shorter (2 MiB is bandwidth-bound at 100 Gbit/s).
@@ -122,6 +124,11 @@ def test_cais_tp_evaluation_writes_the_three_runs_beside_the_write_up(tmp_path):
     for r in rows:
         assert r.split("|")[5].strip().startswith("\u2212"), r  # a minus sign
     assert "| step time, inca vs ring | −18 % |" in text
+    # With sequence parallelism the ring is ahead: a plus sign.
+    sp = text.split("### Sequence parallelism")[1].split("###")[0]
+    rows = [l for l in sp.splitlines() if l.startswith("| 4 ") or l.startswith("| 8 ")]
+    assert len(rows) == 2 and all(r.split("|")[5].strip().startswith("+") for r in rows), rows
+    assert "Sequence parallelism takes the switch's gain away" in text
     bad = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path / "none")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
