@@ -28,7 +28,7 @@
 namespace inca::client_internal {
 
 using client::SwitchOp;
-using client::SwitchTransport;
+using client::SwitchSet;
 using wire::CaisOp;
 
 class WorkImpl final : public Work {
@@ -122,7 +122,7 @@ class CommunicatorImpl final : public Communicator {
       o_.job = jobs[0];
     }
     if (!o_.switch_address.empty()) {
-      auto t = SwitchTransport::Create(o_);
+      auto t = SwitchSet::Create(o_);
       if (!t.ok()) return t.status();
       transport_ = std::move(*t);
       ready = transport_->Join(std::chrono::milliseconds(o_.join_timeout_ms));
@@ -361,8 +361,7 @@ class CommunicatorImpl final : public Communicator {
       // What this operation cost on the path it took, for the switch's
       // offload controller (rank 0 speaks for the group).
       if (st.ok() && o_.rank == 0) {
-        transport_->Report(client::OffloadEstimate(s, o_.chunk_size, o_.world_size),
-                           std::chrono::steady_clock::now() - start,
+        transport_->Report(s, std::chrono::steady_clock::now() - start,
                            declined ? wire::ReportPath::kHost : wire::ReportPath::kSwitch);
       }
       return st;
@@ -592,7 +591,7 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<hostpath::TcpStoreServer> store_server_;
   std::shared_ptr<hostpath::TcpStore> store_;
   std::unique_ptr<hostpath::HostGroup> host_;
-  std::unique_ptr<SwitchTransport> transport_;
+  std::unique_ptr<SwitchSet> transport_;  // one transport per switch striped over
   std::chrono::steady_clock::time_point last_join_{};
 
   // Progress-thread state.

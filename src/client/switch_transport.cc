@@ -10,11 +10,16 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
+#include <span>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace inca::client {
 
@@ -260,52 +265,190 @@ class BatchSender final : public DatagramSink {
 }  // namespace
 
 SwitchPhaseResult SwitchTransport::Run(const SwitchOp& op) {
-  SwitchPhaseResult r;
-  OpCore core(core_config_, layout_, op, path_.get(), &r);
-  core.Start(NowNs());
-  // Replay what arrived for this operation before it started.
-  std::deque<std::vector<uint8_t>> early;
-  early.swap(early_);
-  for (const auto& pkt : early) {
-    if (core.IsEarly(pkt)) {
-      early_.push_back(pkt);
-    } else {
-      core.OnDatagram(pkt, NowNs());
-    }
-  }
-  const int fd = socket_.fd.get();
-  BatchSender sender(&tx_, fd, &switch_addr_, switch_addr_len_);
-  while (!core.Finished()) {
-    int64_t now = NowNs();
-    core.Pump(now, sender);
-    sender.Flush();
-    if (core.Finished()) break;
-    // Wait for results until the core's next deadline (at most 50 ms).
-    const int64_t wait_ns = std::clamp<int64_t>(core.NextDeadline() - now, 0, 50'000'000);
-    pollfd p{fd, POLLIN, 0};
-    const timespec ts{0, static_cast<long>(wait_ns)};
-    if (ppoll(&p, 1, &ts, nullptr) <= 0) continue;
-    for (int round = 0; round < 64 && !core.Finished(); ++round) {
-      const int n = rx_.Receive(fd);
-      if (n <= 0) break;
-      now = NowNs();
-      for (int i = 0; i < n; ++i) {
-        const std::span<const uint8_t> d = rx_.data(static_cast<size_t>(i));
-        if (core.IsEarly(d)) {
-          if (early_.size() >= early_limit_) early_.pop_front();
-          early_.emplace_back(d.begin(), d.end());
-        } else {
-          core.OnDatagram(d, now);
-        }
+  SwitchTransport* self = this;
+  return RunAll(std::span<SwitchTransport* const>(&self, 1), std::span<const SwitchOp>(&op, 1))[0];
+}
+
+std::vector<SwitchPhaseResult> SwitchTransport::RunAll(std::span<SwitchTransport* const> transports,
+                                                       std::span<const SwitchOp> ops) {
+  const size_t k = transports.size();
+  std::vector<SwitchPhaseResult> r(k);
+  std::vector<std::unique_ptr<OpCore>> cores;
+  std::vector<std::unique_ptr<BatchSender>> senders;
+  for (size_t i = 0; i < k; ++i) {
+    SwitchTransport* t = transports[i];
+    cores.push_back(
+        std::make_unique<OpCore>(t->core_config_, t->layout_, ops[i], t->path_.get(), &r[i]));
+    OpCore& core = *cores.back();
+    core.Start(NowNs());
+    // Replay what arrived for this operation before it started.
+    std::deque<std::vector<uint8_t>> early;
+    early.swap(t->early_);
+    for (const auto& pkt : early) {
+      if (core.IsEarly(pkt)) {
+        t->early_.push_back(pkt);
+      } else {
+        core.OnDatagram(pkt, NowNs());
       }
-      if (!rx_.filled()) break;
-      // Keep the window full while draining a burst of results.
-      core.Pump(now, sender);
-      sender.Flush();
+    }
+    senders.push_back(std::make_unique<BatchSender>(&t->tx_, t->socket_.fd.get(), &t->switch_addr_,
+                                                    t->switch_addr_len_));
+  }
+  auto all_finished = [&] {
+    return std::all_of(cores.begin(), cores.end(), [](const auto& c) { return c->Finished(); });
+  };
+  std::vector<pollfd> polls;
+  std::vector<size_t> polled;
+  while (!all_finished()) {
+    int64_t now = NowNs();
+    int64_t deadline = INT64_MAX;
+    polls.clear();
+    polled.clear();
+    for (size_t i = 0; i < k; ++i) {
+      if (cores[i]->Finished()) continue;
+      cores[i]->Pump(now, *senders[i]);
+      senders[i]->Flush();
+      if (cores[i]->Finished()) continue;
+      deadline = std::min(deadline, cores[i]->NextDeadline());
+      polls.push_back(pollfd{transports[i]->socket_.fd.get(), POLLIN, 0});
+      polled.push_back(i);
+    }
+    if (polls.empty()) break;
+    // Wait for results until the cores' next deadline (at most 50 ms).
+    const int64_t wait_ns = std::clamp<int64_t>(deadline - now, 0, 50'000'000);
+    const timespec ts{0, static_cast<long>(wait_ns)};
+    if (ppoll(polls.data(), polls.size(), &ts, nullptr) <= 0) continue;
+    for (size_t p = 0; p < polls.size(); ++p) {
+      if ((polls[p].revents & POLLIN) == 0) continue;
+      const size_t i = polled[p];
+      SwitchTransport* t = transports[i];
+      OpCore& core = *cores[i];
+      const int fd = t->socket_.fd.get();
+      for (int round = 0; round < 64 && !core.Finished(); ++round) {
+        const int n = t->rx_.Receive(fd);
+        if (n <= 0) break;
+        now = NowNs();
+        for (int d = 0; d < n; ++d) {
+          const std::span<const uint8_t> dg = t->rx_.data(static_cast<size_t>(d));
+          if (core.IsEarly(dg)) {
+            if (t->early_.size() >= t->early_limit_) t->early_.pop_front();
+            t->early_.emplace_back(dg.begin(), dg.end());
+          } else {
+            core.OnDatagram(dg, now);
+          }
+        }
+        if (!t->rx_.filled()) break;
+        // Keep the window full while draining a burst of results.
+        core.Pump(now, *senders[i]);
+        senders[i]->Flush();
+      }
     }
   }
-  last_sent_ = Clock::now();  // data renews the lease as a PING does
+  for (SwitchTransport* t : transports) t->last_sent_ = Clock::now();  // data renews the lease
   return r;
+}
+
+// ------------------------------------------------------------------ SwitchSet
+
+absl::StatusOr<std::vector<std::string>> SwitchSet::Addresses(const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    const std::string a(absl::StripAsciiWhitespace(part));
+    if (a.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("switch address list '", list, "' has an empty entry"));
+    }
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("switch address list '", list, "' names ", a, " twice"));
+    }
+    out.push_back(a);
+  }
+  if (out.size() > kMaxSwitches) {
+    return absl::InvalidArgumentError(absl::StrCat("switch address list '", list, "' names ",
+                                                   out.size(), " switches; at most ",
+                                                   kMaxSwitches));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const CommunicatorOptions& o) {
+  auto addresses = Addresses(o.switch_address);
+  if (!addresses.ok()) return addresses.status();
+  std::unique_ptr<SwitchSet> set(new SwitchSet);
+  set->chunk_size_ = o.chunk_size;
+  set->world_size_ = o.world_size;
+  for (const std::string& a : *addresses) {
+    CommunicatorOptions one = o;
+    one.switch_address = a;
+    auto t = SwitchTransport::Create(one);
+    if (!t.ok()) return t.status();
+    set->members_.push_back(std::move(*t));
+  }
+  return set;
+}
+
+bool SwitchSet::Join(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  bool all = true;
+  for (auto& m : members_) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    all = m->Join(std::max(left, std::chrono::milliseconds(0))) && all;
+  }
+  return all;
+}
+
+std::chrono::milliseconds SwitchSet::KeepAlive() {
+  std::chrono::milliseconds next = std::chrono::milliseconds::max();
+  for (auto& m : members_) next = std::min(next, m->KeepAlive());
+  return next;
+}
+
+void SwitchSet::Report(const SwitchOp& op, std::chrono::nanoseconds took, wire::ReportPath path) {
+  if (members_.size() == 1) {
+    members_[0]->Report(OffloadEstimate(op, chunk_size_, world_size_), took, path);
+    return;
+  }
+  const std::vector<Stripe> stripes = StripeOp(op, chunk_size_, members_.size());
+  for (size_t i = 0; i < stripes.size(); ++i) {
+    members_[i]->Report(OffloadEstimate(stripes[i].op, chunk_size_, world_size_), took, path);
+  }
+}
+
+void SwitchSet::Leave() {
+  for (auto& m : members_) m->Leave();
+}
+
+bool SwitchSet::ready() const {
+  return std::all_of(members_.begin(), members_.end(), [](const auto& m) { return m->ready(); });
+}
+
+void SwitchSet::MarkStale() {
+  for (auto& m : members_) m->MarkStale();
+}
+
+wire::MgmtReason SwitchSet::last_refusal() const {
+  for (const auto& m : members_) {
+    if (m->last_refusal() != wire::MgmtReason::kNone) return m->last_refusal();
+  }
+  return wire::MgmtReason::kNone;
+}
+
+SwitchPhaseResult SwitchSet::Run(const SwitchOp& op) {
+  std::vector<Stripe> stripes = StripeOp(op, chunk_size_, members_.size());
+  if (members_.size() == 1 || stripes.size() < 2) return members_[0]->Run(op);
+  // Operation i of the group is seq_base + i on every switch.
+  const uint32_t index = op.seq - members_[0]->seq_base();
+  std::vector<SwitchTransport*> ts;
+  std::vector<SwitchOp> ops;
+  for (size_t i = 0; i < stripes.size(); ++i) {
+    ts.push_back(members_[i].get());
+    stripes[i].op.seq = members_[i]->seq_base() + index;
+    ops.push_back(stripes[i].op);
+  }
+  const std::vector<SwitchPhaseResult> results = SwitchTransport::RunAll(ts, ops);
+  return MergeStripes(op, chunk_size_, world_size_, stripes, results);
 }
 
 }  // namespace inca::client

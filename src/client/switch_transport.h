@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +64,10 @@ class SwitchTransport {
   // Moves `op` through the switch. Returns when every chunk is done or
   // handed back, or when nothing progressed for switch_timeout_ms.
   SwitchPhaseResult Run(const SwitchOp& op);
+  // ops[i] through transports[i], all at once from this thread (striping):
+  // one poll over every socket, each core pumped as its results arrive.
+  static std::vector<SwitchPhaseResult> RunAll(std::span<SwitchTransport* const> transports,
+                                               std::span<const SwitchOp> ops);
 
  private:
   SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
@@ -99,6 +105,44 @@ class SwitchTransport {
  public:
   const PathState& path() const { return *path_; }
   const net::UdpSocket& socket() const { return socket_; }
+};
+
+// The transports of one rank's group, one per switch it stripes over
+// (CommunicatorOptions::switch_address: "a:9410,b:9410"; docs/design/
+// cais-client.md, "Striping"), behind SwitchTransport's interface. With one
+// switch every call goes straight to it. Each switch forms its own group
+// (JOIN), keeps its own lease, window and sequence numbers; the set is
+// ready when every switch is, and an operation is on the switch path only
+// if every stripe completes: a stripe declined, handed back or timed out
+// sends the whole operation to the host path, as one switch's would.
+class SwitchSet {
+ public:
+  static constexpr size_t kMaxSwitches = 8;
+  // The switch addresses of a comma-separated list (at most kMaxSwitches,
+  // none repeated); InvalidArgument naming the bad one.
+  static absl::StatusOr<std::vector<std::string>> Addresses(const std::string& list);
+  static absl::StatusOr<std::unique_ptr<SwitchSet>> Create(const CommunicatorOptions& o);
+
+  bool Join(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds KeepAlive();
+  // Each switch hears of its stripe of `op`.
+  void Report(const SwitchOp& op, std::chrono::nanoseconds took, wire::ReportPath path);
+  void Leave();
+  bool ready() const;
+  void MarkStale();
+  // The first switch's; operation i runs as seq_base + i on every switch
+  // (each from its own seq_base).
+  uint32_t seq_base() const { return members_[0]->seq_base(); }
+  wire::MgmtReason last_refusal() const;
+  SwitchPhaseResult Run(const SwitchOp& op);
+  size_t size() const { return members_.size(); }
+  // The first switch's path (the window the stats report).
+  const PathState& path() const { return members_[0]->path(); }
+
+ private:
+  std::vector<std::unique_ptr<SwitchTransport>> members_;
+  uint32_t chunk_size_ = 0;
+  int world_size_ = 1;
 };
 
 }  // namespace inca::client

@@ -25,6 +25,63 @@ uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size
   return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
 }
 
+std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k) {
+  const size_t per = std::max<size_t>(1, chunk_size / wire::ElementBytes(op.type));
+  const size_t esize = wire::ElementBytes(op.type);
+  // Chunks of the operation (all-reduce, broadcast) or of each block.
+  const uint64_t chunks = (op.count + per - 1) / per;
+  std::vector<Stripe> out;
+  k = std::max<size_t>(1, k);
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t c0 = chunks * i / k, c1 = chunks * (i + 1) / k;
+    if (c1 == c0) continue;
+    const size_t e0 = static_cast<size_t>(c0) * per;
+    const size_t e1 = std::min(op.count, static_cast<size_t>(c1) * per);
+    Stripe st;
+    st.op = op;
+    st.op.count = e1 - e0;
+    st.first = static_cast<uint32_t>(c0);
+    const size_t off = e0 * esize;
+    if (op.data != nullptr) st.op.data = op.data + off;
+    if (op.in != nullptr) st.op.in = op.in + off;
+    if (op.out != nullptr) st.op.out = op.out + off;  // block_stride_bytes stays
+    out.push_back(st);
+  }
+  return out;
+}
+
+SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int world_size,
+                               const std::vector<Stripe>& stripes,
+                               const std::vector<SwitchPhaseResult>& results) {
+  SwitchPhaseResult r;
+  r.total_chunks = static_cast<uint32_t>(ChunkCount(op, chunk_size, world_size));
+  r.have.assign(r.total_chunks, 0);
+  r.complete = !stripes.empty();
+  const bool blocked = op.op == CaisOp::kAllGather || op.op == CaisOp::kReduceScatter;
+  const size_t per = std::max<size_t>(1, chunk_size / wire::ElementBytes(op.type));
+  const uint64_t cpb = (op.count + per - 1) / per;  // chunks per block (blocked ops)
+  for (size_t i = 0; i < stripes.size() && i < results.size(); ++i) {
+    const SwitchPhaseResult& x = results[i];
+    const uint64_t stripe_cpb = (stripes[i].op.count + per - 1) / per;
+    for (size_t j = 0; j < x.have.size(); ++j) {
+      // Chunk j of the stripe: chunk first + j of the operation, or of its
+      // block j / stripe_cpb.
+      const uint64_t c = blocked ? (j / stripe_cpb) * cpb + stripes[i].first + j % stripe_cpb
+                                 : stripes[i].first + j;
+      if (c < r.have.size()) r.have[c] = x.have[j];
+    }
+    r.complete = r.complete && x.complete;
+    r.fallback_notice = r.fallback_notice || x.fallback_notice;
+    r.declined = r.declined || x.declined;
+    r.sent += x.sent;
+    r.retransmitted += x.retransmitted;
+    r.requests += x.requests;
+    r.notices += x.notices;
+    r.tail_probes += x.tail_probes;
+  }
+  return r;
+}
+
 TransportConfig TransportConfigFrom(const CommunicatorOptions& o) {
   TransportConfig c;
   c.group_id = o.group_id;

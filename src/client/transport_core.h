@@ -141,6 +141,24 @@ struct TransportConfig {
   size_t trace_capacity = 0;
 };
 
+// Striping (docs/design/cais-client.md, "Striping"): an operation cut into
+// up to k stripes at chunk boundaries, stripe i for switch i. An
+// all-reduce or broadcast splits its chunks; a reduce-scatter or
+// all-gather splits each block's chunks alike (every stripe has a piece of
+// every block). Stripes that would be empty are left out; `first` is each
+// stripe's first chunk (of a block).
+struct Stripe {
+  SwitchOp op;
+  uint32_t first = 0;
+};
+std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k);
+// The operation's result from its stripes' (one per stripe, in order):
+// chunks numbered as the whole operation's core numbers them, counters
+// summed; complete if every stripe is, declined or handed back if any.
+SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int world_size,
+                               const std::vector<Stripe>& stripes,
+                               const std::vector<SwitchPhaseResult>& results);
+
 // What the Communicator's switch path runs its core with, from its options
 // (SwitchTransport; inca-sim and its tests derive theirs the same way).
 TransportConfig TransportConfigFrom(const CommunicatorOptions& o);

@@ -263,6 +263,64 @@ TEST(CollectivesTest, SwitchKilledMidRunRanksFinishOnGloo) {
   ExpectAllZero(codes);
 }
 
+// Striping over two switch processes (INCA_SWITCH=a,b): every collective
+// exact with each operation cut over both; once switch b is killed, the
+// operations whose stripe it held finish on the host path, exact, and the
+// ranks say so once (an operation that did not need b could not fall back).
+TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
+  Cluster a, b;
+  int progress[2];
+  ASSERT_EQ(pipe(progress), 0);
+  const int n = 3, ops = 16;
+  auto fn = [&](int rank) {
+    close(progress[0]);
+    StderrCapture err;
+    CommunicatorOptions o = a.Options(rank, n);
+    o.switch_address = absl::StrCat(a.switch_addr, ",", b.switch_addr);
+    auto c = Communicator::Create(o);
+    if (!c.ok()) {
+      err.Take();
+      return Fail("create", c.status());
+    }
+    uint64_t wrong = 0;
+    for (int k = 0; k < ops; ++k) {
+      wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 50000 + static_cast<size_t>(k), k % n);
+      if (k == 5) {
+        // Before the kill: everything through both switches.
+        if ((*c)->stats().ops_host != 0) return 17;
+        const char x = 1;
+        if (rank == 0 && write(progress[1], &x, 1) != 1) return 14;
+      }
+    }
+    const CommunicatorStats st = (*c)->stats();
+    if (CountLines(err.Take(), absl::StrCat("inca rank ", rank, ": warning: group 0")) != 1) {
+      return 16;
+    }
+    if (st.ops_switch == 0 || st.ops_host == 0) {
+      std::fprintf(stderr, "rank %d: switch ops %lu host ops %lu\n", rank,
+                   static_cast<unsigned long>(st.ops_switch),
+                   static_cast<unsigned long>(st.ops_host));
+      return 15;
+    }
+    return wrong == 0 ? 0 : 12;
+  };
+  std::vector<Process> procs;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(fn(r));
+    procs.emplace_back(pid);
+  }
+  close(progress[1]);
+  char x = 0;
+  EXPECT_EQ(read(progress[0], &x, 1), 1);
+  b.switchd.Signal(SIGKILL);
+  b.switchd.Wait(std::chrono::seconds(5));
+  std::vector<int> codes;
+  for (auto& p : procs) codes.push_back(p.Wait(kRankTimeout));
+  close(progress[0]);
+  ExpectAllZero(codes);
+}
+
 TEST(CollectivesTest, OffloadResumesWhenTheSwitchComesBack) {
   Cluster cl;
   int progress[2];
