@@ -31,6 +31,8 @@ def _finish(a: argparse.Namespace) -> argparse.Namespace:
     """Defaults that follow from other options: perf's chunk is the largest
     CAIS payload one MTU carries (IPv4: 20 + 8 + 20 bytes of headers; IPv6:
     40 + 8 + 20)."""
+    if getattr(a, "cmd", None) == "perf" and not 1 <= a.switches <= 8:
+        raise TestbedError("--switches %d: between 1 and 8" % a.switches)
     if getattr(a, "cmd", None) == "perf" and a.chunk_size is None:
         import testbed_perf  # scripts/testbed_perf.py, beside this file
         a.chunk_size = a.mtu - (testbed_perf.IP6_UDP_CAIS if a.ipv6 else testbed_perf.IP_UDP_CAIS)
@@ -70,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--hosts", type=int, default=4)
     pf.add_argument("--rate", default="1gbit")
     pf.add_argument("--mtu", type=int, default=9000)
+    pf.add_argument("--switches", type=int, default=1,
+                    help="inca-switchd processes in the switch namespace; the ranks stripe every "
+                         "operation over them (INCA_SWITCH=a,b,...)")
     pf.add_argument("--ipv6", action="store_true",
                     help="the switch path over IPv6 (2001:2::/48); the host path stays on IPv4")
     pf.add_argument("--burst", default="256kb")
@@ -109,9 +114,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_probe"]:
         return _probe(argv[1:])
-    a = _finish(ap.parse_args(argv))
+    a = ap.parse_args(argv)
     interrupt_on_sigterm()
     try:
+        a = _finish(a)
         require_root()
         if a.cmd == "up":
             host_shapes = {}

@@ -306,7 +306,8 @@ def _cpu_sample(tb: Testbed) -> dict:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     tick = os.sysconf("SC_CLK_TCK")
     sample = {"t": time.monotonic(), "children": ru.ru_utime + ru.ru_stime,
-              "switchd": _proc_cpu_s(tb.switchd_pid),
+              "switchd": sum(_proc_cpu_s(p) for p in getattr(tb, "switchd_pids",
+                                                             [tb.switchd_pid])),
               "linkdelay": sum(_proc_cpu_s(p) for p in tb.linkdelay_pids.values())}
     with open("/proc/stat") as f:
         cpu = f.readline().split()[1:]
@@ -347,25 +348,37 @@ def slot_holding(tb: Testbed) -> Optional[dict]:
 @contextlib.contextmanager
 def _switch(tb: Testbed, switchd: str, a):
     """inca-switchd in the testbed's switch namespace (default flags plus
-    --switchd-arg), for the duration of the block; yields its data address."""
-    switch_addr = tb.endpoint(tb.data_ip(), 9410)
-    path = os.path.join(STATE_DIR, a.name + "-switchd.log")
-    with open(path, "w") as log:
-        sw = tb.popen(tb.switch_ns, [switchd, "--listen", switch_addr, "--control-listen",
-                                     tb.endpoint(tb.data_ip(), 50051), "--http-listen",
-                                     tb.endpoint(tb.data_ip(), 9411)]
-                      + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_for_log(log.name, "event=switch_started", sw)
-            tb.switchd_pid = sw.pid
-            yield switch_addr
-        except KeyboardInterrupt:
+    --switchd-arg), for the duration of the block; yields its data address.
+    With --switches K, K of them (data ports 9410, 9420, ...; control
+    50051, 50052, ...; /metrics 9411, 9421, ...) and the comma-separated
+    list of their data addresses, which the ranks stripe over."""
+    procs, logs, addrs = [], [], []
+    try:
+        for k in range(max(1, getattr(a, "switches", 1))):
+            addr = tb.endpoint(tb.data_ip(), 9410 + 10 * k)
+            path = os.path.join(STATE_DIR, "%s-switchd%s.log" % (a.name, k or ""))
+            with open(path, "w") as log:
+                sw = tb.popen(tb.switch_ns, [switchd, "--listen", addr, "--control-listen",
+                                             tb.endpoint(tb.data_ip(), 50051 + k), "--http-listen",
+                                             tb.endpoint(tb.data_ip(), 9411 + 10 * k)]
+                              + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+            procs.append(sw)
+            logs.append(path)
+            addrs.append(addr)
+            _wait_for_log(path, "event=switch_started", sw)
+        tb.switchd_pid = procs[0].pid
+        tb.switchd_pids = [p.pid for p in procs]
+        yield ",".join(addrs)
+    except KeyboardInterrupt:
+        for path in logs:
             os.unlink(path)  # Ctrl-C or SIGTERM is no failure: nothing to look into
-            raise
-        finally:
+        raise
+    finally:
+        for sw in procs:
             sw.terminate()
             sw.wait(10)
-    os.unlink(path)  # kept only when the run failed, for its post-mortem
+    for path in logs:
+        os.unlink(path)  # kept only when the run failed, for its post-mortem
 
 
 def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
