@@ -70,6 +70,7 @@ def perf(a, out=sys.stdout) -> dict:
                  ipv6=getattr(a, "ipv6", False))
     results: Dict[str, List[dict]] = {}
     holding = None
+    striped: List[Optional[int]] = []  # chunks each switch completed
     cpu: Dict[str, dict] = {}
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
@@ -79,6 +80,8 @@ def perf(a, out=sys.stdout) -> dict:
                 cpu[backend] = _cpu_shares(before, _cpu_sample(tb))
                 if backend == "switch":
                     holding = slot_holding(tb)
+                    striped = [(switch_totals(tb, k) or {}).get("completed_chunks")
+                               for k in range(getattr(a, "switches", 1))]
     rows = []
     extra = "".join(", %s %s" % (k, getattr(a, k)) for k in ("loss", "duplicate", "delay",
                                                               "jitter", "reorder")
@@ -117,6 +120,9 @@ def perf(a, out=sys.stdout) -> dict:
     if holding:
         print("# slot holding (first contribution to completion, every size, warm-up included): "
               "p50 %.0f us, p99 %.0f us" % (holding["p50_us"], holding["p99_us"]), file=out)
+    if len(striped) > 1:
+        print("# chunks each switch completed (all sizes, warm-up included): %s" % ", ".join(
+            "?" if c is None else str(c) for c in striped), file=out)
     if rows and "switch" in results:
         print("# competitive-mode entries of the ranks' switch paths (all sizes): %d" % (
             rows[-1]["competitive_entries"]), file=out)
@@ -129,7 +135,8 @@ def perf(a, out=sys.stdout) -> dict:
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate, "host_rate": a.host_rate, "mtu": a.mtu,
                        "loss": a.loss, "delay": a.delay, "jitter": a.jitter,
                        "delay_by": None if tb.netem is None or not a.delay else
-                       ("netem" if tb.netem else "inca-linkdelay")}, "rows": rows, "slot_holding": holding, "cpu": cpu}
+                       ("netem" if tb.netem else "inca-linkdelay")},
+           "rows": rows, "slot_holding": holding, "cpu": cpu, "switch_completed_chunks": striped}
     if tb.linkdelay_counters:  # the delay lines' own accounting, per host
         res["linkdelay"] = {str(h): c for h, c in sorted(tb.linkdelay_counters.items())}
     print(json.dumps(res), file=out)
@@ -328,21 +335,29 @@ def _cpu_shares(a: dict, b: dict) -> dict:
             "idle": (b["idle"] - a["idle"]) / total}
 
 
-def slot_holding(tb: Testbed) -> Optional[dict]:
-    """The switch's slot-holding percentiles over every chunk it completed
-    (its /stats.json totals), or None when it cannot be read."""
-    url = "http://%s/stats.json" % tb.endpoint(tb.data_ip(), 9411)
+def switch_totals(tb: Testbed, k: int = 0) -> Optional[dict]:
+    """Switch k's totals (its /stats.json, read in the switch namespace), or
+    None when they cannot be read."""
+    url = "http://%s/stats.json" % tb.endpoint(tb.data_ip(), 9411 + 10 * k)
     code = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(%r, timeout=5)" \
            ".read().decode())" % url
     p = tb.popen(tb.switch_ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, text=True)
     try:
         o, _ = p.communicate(timeout=15)
-        totals = json.loads(o)["totals"]
-        return {"p50_us": totals["slot_holding_p50_us"], "p99_us": totals["slot_holding_p99_us"]}
+        return json.loads(o)["totals"]
     except (subprocess.TimeoutExpired, ValueError, KeyError):
         p.kill()
         return None
+
+
+def slot_holding(tb: Testbed) -> Optional[dict]:
+    """The first switch's slot-holding percentiles over every chunk it
+    completed, or None when they cannot be read."""
+    totals = switch_totals(tb)
+    if totals is None or "slot_holding_p50_us" not in totals:
+        return None
+    return {"p50_us": totals["slot_holding_p50_us"], "p99_us": totals["slot_holding_p99_us"]}
 
 
 @contextlib.contextmanager

@@ -198,7 +198,8 @@ def test_bad_arguments_are_one_line_errors():
                         [["up", "--name", "x", "--rate", "fast"], "rate"],
                         [["up", "--name", "x", "--jitter", "1ms"], "jitter needs a delay"],
                         [["up", "--name", "x", "--loss", "150%"], "between 0 and 100%"],
-                        [["exec", "--name", "nosuch", "--", "true"], "is testbed nosuch up"]):
+                        [["exec", "--name", "nosuch", "--", "true"], "is testbed nosuch up"],
+                        [["perf", "--name", "x", "--switches", "9"], "between 1 and 8"]):
         p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py")] + argv,
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (argv, p.stderr)
@@ -248,6 +249,30 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     assert 0 < len(first) <= len(last) <= 300
     assert [s[0] for s in last] == sorted(s[0] for s in last)
     assert all(2 <= w <= 64 and rtt > 0 for _, w, rtt in last), last[:5]
+
+
+def test_perf_stripes_over_two_switches():
+    # perf --switches 2: two inca-switchd processes in the switch namespace,
+    # every operation striped over both (INCA_SWITCH=a,b): exact, on the
+    # switch path, and each switch completed its half of the chunks.
+    name = instance_name("z")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                        "--name", name, "--hosts", "3", "--rate", "200mbit", "-b", "1M", "-e", "1M",
+                        "--iters", "2", "--warmup", "1", "--backends", "switch", "--switches", "2",
+                        "--switchd-arg=--offload-controller=off"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    row = res["rows"][0]
+    assert row["wrong"] == 0 and row["path"] == "switch", row
+    # 1 MiB in 8,952-byte chunks: 118 per operation, 59 on each switch, for
+    # at least 3 operations (one a warm-up; cais-perf adds its own, and an
+    # operation of one chunk goes to the first switch only).
+    a, b = res["switch_completed_chunks"]
+    assert min(a, b) >= 3 * 59 and abs(a - b) < 59, (a, b)
+    assert "# chunks each switch completed" in p.stdout
+    assert leftovers(name) == []
 
 
 def test_wire_bounds():
