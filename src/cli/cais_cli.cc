@@ -394,6 +394,10 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   std::string token;
   int timeout_ms = 3000;
   AddConnectionOptions(app, &a.device, &token, &a.json, &timeout_ms);
+  app.get_option("--device")
+      ->description(
+          "switch control API, HOST[:PORT] (default port 50051); a comma-separated list runs the "
+          "command on each, in order (the switches a job stripes over)");
 
   auto* add = app.add_subcommand("add-rule", "install a reduction rule (or a --host-path policy)");
   add->add_option("--group-id", a.group, "tensor-parallel group (0..255)")->required();
@@ -439,18 +443,33 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   }
 
   try {
-    auto plane = control::ConnectControl(Device(a.device), token, timeout_ms);
-    if (!plane.ok()) {
-      err << "cais-cli: " << plane.status().message() << "\n";
-      return kUsage;
-    }
     using Verb = int (*)(const Args&, control::ControlPlane&, std::ostream&, std::ostream&);
     const std::pair<CLI::App*, Verb> verbs[] = {
         {add, AddRule},   {del, DelRule}, {dump, DumpRules},  {stats, ShowStats}, {conf, Configure},
         {groups, Groups}, {ports, Ports}, {offload, Offload}, {health, Health}};
-    for (const auto& [command, verb] : verbs) {
-      if (*command) return verb(a, **plane, out, err);
+    Verb verb = nullptr;
+    for (const auto& [command, v] : verbs) {
+      if (*command) verb = v;
     }
+    if (verb == nullptr) return kUsage;
+    // Switches a client stripes over (--device a,b): the command on each,
+    // in order; the first failure's exit code.
+    std::vector<std::string> devices = absl::StrSplit(a.device, ',', absl::SkipEmpty());
+    if (devices.empty()) devices.push_back(a.device);
+    int rc = kOk;
+    for (const std::string& d : devices) {
+      Args one = a;
+      one.device = d;
+      auto plane = control::ConnectControl(Device(d), token, timeout_ms);
+      if (!plane.ok()) {
+        err << "cais-cli: " << plane.status().message() << "\n";
+        return kUsage;
+      }
+      if (devices.size() > 1 && !a.json) out << "== " << Device(d) << "\n";
+      const int r = verb(one, **plane, out, err);
+      if (rc == kOk) rc = r;
+    }
+    return rc;
   } catch (const UsageError& e) {
     err << "cais-cli: " << e.message << "\n";
     return kUsage;

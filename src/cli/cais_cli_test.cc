@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -225,6 +226,37 @@ TEST_F(CaisCliTest, UnreachableDevice) {
   control_ = {};  // stop the control service
   EXPECT_EQ(Cli({"health", "--device", dead, "--timeout-ms", "300"}, false), 3);
   EXPECT_THAT(err_.str(), HasSubstr("cannot reach"));
+}
+
+// --device a,b: the command on each switch a job stripes over, in order.
+TEST_F(CaisCliTest, ADeviceListRunsTheCommandOnEverySwitch) {
+  Start();
+  switchd::SwitchdConfig c;
+  c.listen = "127.0.0.1:0";
+  auto second = switchd::SwitchServer::Create(c);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto svc = switchd::StartControlService(second->get(), "127.0.0.1:0", "");
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  std::thread run([&] { (void)(*second)->Run(); });
+  const std::string other = absl::StrCat("127.0.0.1:", svc->server->port());
+  const std::string both = absl::StrCat(device_, ",", other);
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "1,2", "--device", both}, false),
+            0)
+      << err_.str();
+  // Installed on both: each switch lists it.
+  for (const std::string& d : {device_, other}) {
+    ASSERT_EQ(Cli({"dump-rules", "--device", d}, false), 0) << err_.str();
+    EXPECT_THAT(out_.str(), HasSubstr("1,2")) << d;
+  }
+  ASSERT_EQ(Cli({"show-stats", "--json", "--device", both}, false), 0) << err_.str();
+  const std::string json = out_.str();
+  EXPECT_EQ(std::count(json.begin(), json.end(), '\n'), 2) << json;
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"device\":\"", device_)));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"device\":\"", other)));
+  ASSERT_EQ(Cli({"health", "--device", both}, false), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("== ", other)));
+  (*second)->Stop();
+  run.join();
 }
 
 TEST_F(CaisCliTest, RulesInstalledByTheCliReduceRealPackets) {
