@@ -46,15 +46,21 @@ TEST(StripeTest, AnAllReduceIsCutAtChunkBoundariesIntoContiguousStripes) {
   EXPECT_EQ(StripeOp(AllReduce(&small), 64, 4).size(), 2u);
 }
 
-TEST(StripeTest, AReduceScatterCutsEveryBlockAlike) {
-  // 3 ranks, blocks of 100 f32, 64-byte chunks: 7 chunks per block.
-  std::vector<float> in(300), out(100);
+// A reduce-scatter on 3 ranks of blocks of 100 f32 (with 64-byte chunks:
+// 7 chunks per block).
+SwitchOp ReduceScatter(std::vector<float>* in, std::vector<float>* out) {
   SwitchOp op;
   op.op = wire::CaisOp::kReduceScatter;
-  op.in = reinterpret_cast<const uint8_t*>(in.data());
-  op.out = reinterpret_cast<uint8_t*>(out.data());
+  op.in = reinterpret_cast<const uint8_t*>(in->data());
+  op.out = reinterpret_cast<uint8_t*>(out->data());
   op.block_stride_bytes = 100 * sizeof(float);
   op.count = 100;
+  return op;
+}
+
+TEST(StripeTest, AReduceScatterCutsEveryBlockAlike) {
+  std::vector<float> in(300), out(100);
+  const SwitchOp op = ReduceScatter(&in, &out);
   const std::vector<Stripe> s = StripeOp(op, 64, 3);
   ASSERT_EQ(s.size(), 3u);
   const size_t want_first[] = {0, 2, 4}, want_count[] = {32, 32, 36};
@@ -70,12 +76,7 @@ TEST(StripeTest, AReduceScatterCutsEveryBlockAlike) {
 
 TEST(StripeTest, ResultsAreNumberedAsTheWholeOperationsChunks) {
   std::vector<float> in(300), out(100);
-  SwitchOp op;
-  op.op = wire::CaisOp::kReduceScatter;
-  op.in = reinterpret_cast<const uint8_t*>(in.data());
-  op.out = reinterpret_cast<uint8_t*>(out.data());
-  op.block_stride_bytes = 100 * sizeof(float);
-  op.count = 100;
+  const SwitchOp op = ReduceScatter(&in, &out);
   const std::vector<Stripe> s = StripeOp(op, 64, 3);
   std::vector<SwitchPhaseResult> r(3);
   for (size_t i = 0; i < 3; ++i) {

@@ -138,11 +138,16 @@ TEST(NetworkTest, InfiniteRateLinksOnlyDelay) {
 // A zero-delay, infinitely fast link: only the hosts' CPUs take time.
 const LinkConfig kInstant{0, 0, 9000, 0, 1024};
 
-TEST(HostTest, SendCostPacesPacketsInOrder) {
+// Two nodes, a and b, on a fresh network.
+class HostTest : public ::testing::Test {
+ protected:
   Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+  Network net{&sim};
+  Sink* a = net.Add(std::make_unique<Sink>("a"));
+  Sink* b = net.Add(std::make_unique<Sink>("b"));
+};
+
+TEST_F(HostTest, SendCostPacesPacketsInOrder) {
   net.Connect(a, b, kInstant);
   net.SetHost(a, 0, HostCost{1000, 0, 1});
   for (size_t i = 0; i < 10; ++i) a->SendNow(0, 100 + i);  // sizes tell the order
@@ -154,11 +159,7 @@ TEST(HostTest, SendCostPacesPacketsInOrder) {
   }
 }
 
-TEST(HostTest, SentPacketsReachTheQueueWhenTheCpuIsDone) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(HostTest, SentPacketsReachTheQueueWhenTheCpuIsDone) {
   // 8 us a packet on the wire, a queue of 1: sent together, four of five
   // would be dropped; a CPU 10 us a packet spaces them so that none is.
   net.Connect(a, b, LinkConfig{1e9, 1000, 9000, 34, 1});
@@ -177,11 +178,7 @@ TEST(HostTest, SentPacketsReachTheQueueWhenTheCpuIsDone) {
   EXPECT_EQ(net.host(0).busy_ns, 60'000);
 }
 
-TEST(HostTest, ReceiveCostSpacesPacketsThatArriveTogether) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(HostTest, ReceiveCostSpacesPacketsThatArriveTogether) {
   net.Connect(a, b, LinkConfig{0, 1000, 9000, 0, 1024});
   net.SetHost(b, 3, HostCost{300, 0, 1});
   for (size_t i = 0; i < 5; ++i) a->SendNow(0, 100 + i);
@@ -197,7 +194,7 @@ TEST(HostTest, ReceiveCostSpacesPacketsThatArriveTogether) {
   }
 }
 
-TEST(HostTest, NodesOfOneHostShareItsCores) {
+TEST(HostSharingTest, NodesOfOneHostShareItsCores) {
   for (int cores : {1, 2}) {
     SCOPED_TRACE(cores);
     Simulator sim;
@@ -226,11 +223,7 @@ TEST(HostTest, NodesOfOneHostShareItsCores) {
   }
 }
 
-TEST(HostTest, CoresWorkInParallelButReleaseInOrder) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(HostTest, CoresWorkInParallelButReleaseInOrder) {
   net.Connect(a, b, kInstant);
   net.SetHost(a, 0, HostCost{0, 1000, 2});  // 1 ns a byte
   a->SendNow(0, 3000);                      // core 0: 0..3000
@@ -247,11 +240,7 @@ TEST(HostTest, CoresWorkInParallelButReleaseInOrder) {
   }
 }
 
-TEST(HostTest, PayloadBytesCostByteTimesInPicoseconds) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(HostTest, PayloadBytesCostByteTimesInPicoseconds) {
   auto* c = net.Add(std::make_unique<Sink>("c"));
   auto [pab, pba] = net.Connect(a, b, kInstant);
   auto [pac, pca] = net.Connect(a, c, kInstant);
@@ -272,7 +261,7 @@ TEST(HostTest, PayloadBytesCostByteTimesInPicoseconds) {
   for (const auto& g : c->got) EXPECT_EQ(g.t, 10'001);
 }
 
-TEST(HostTest, ZeroCostHostsChangeNothing) {
+TEST(HostSharingTest, ZeroCostHostsChangeNothing) {
   // Serialisation, a bounded queue, loss and replies: the same times and
   // the same number of events with zero-cost hosts as with none.
   auto run = [](bool hosts) {
@@ -307,10 +296,7 @@ TEST(HostTest, ZeroCostHostsChangeNothing) {
   EXPECT_EQ(run(true), none);
 }
 
-TEST(HostTest, InvalidArgumentsThrow) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
+TEST_F(HostTest, InvalidArgumentsThrow) {
   EXPECT_THROW(net.SetHost(a, -1, HostCost{}), std::invalid_argument);
   EXPECT_THROW(net.SetHost(a, 0, HostCost{0, 0, 0}), std::invalid_argument);
   EXPECT_THROW(net.SetHost(a, 0, HostCost{-1, 0, 1}), std::invalid_argument);
@@ -326,11 +312,7 @@ TEST(HostTest, InvalidArgumentsThrow) {
   EXPECT_THROW(net.host(1), std::out_of_range);
 }
 
-TEST(HostTest, CountersCountPacketsAndWork) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(HostTest, CountersCountPacketsAndWork) {
   net.Connect(a, b, kInstant);
   net.SetHost(a, 1, HostCost{100, 10, 1});  // 100 + 100 × 0.01 = 101 ns a packet
   net.SetHost(b, 2, HostCost{50, 0, 1});

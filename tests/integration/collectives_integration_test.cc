@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -206,93 +207,35 @@ TEST(CollectivesTest, OnePercentLoss) {
       kRankTimeout));
 }
 
-TEST(CollectivesTest, SwitchKilledMidRunRanksFinishOnGloo) {
-  Cluster cl;
+// n forked ranks, each with a communicator from options(rank), run `ops`
+// checked collectives (count base + k). Once rank 0 has finished operation
+// `signal_after` (and, with switch_only_before, every rank found all of them
+// on the switch path), `victim` is killed. Every rank must then finish with
+// exact results, operations on both paths, and one warning. Exit codes.
+std::vector<int> RunKillingMidRun(int n, int ops, size_t base, int signal_after,
+                                  bool switch_only_before,
+                                  const std::function<CommunicatorOptions(int)>& options,
+                                  Process& victim) {
   int progress[2];
-  ASSERT_EQ(pipe(progress), 0);
-  const int n = 4, ops = 40;
-  std::vector<int> codes;
-  // Kill the switch once rank 0 reports 10 completed operations.
-  codes = [&] {
-    auto fn = [&](int rank) {
-      close(progress[0]);
-      StderrCapture err;
-      auto c = Communicator::Create(cl.Options(rank, n));
-      if (!c.ok()) {
-        err.Take();  // so that the reason reaches the test's output
-        return Fail("create", c.status());
-      }
-      uint64_t wrong = 0;
-      for (int k = 0; k < ops; ++k) {
-        wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 100000 + static_cast<size_t>(k), k % n);
-        if (rank == 0 && k == 9) {
-          const char b = 1;
-          if (write(progress[1], &b, 1) != 1) return 14;
-        }
-      }
-      const CommunicatorStats st = (*c)->stats();
-      // Every rank ran 30 operations on the host path and said so once.
-      if (CountLines(err.Take(), absl::StrCat("inca rank ", rank, ": warning: group 0")) != 1) {
-        return 16;
-      }
-      if (st.ops_switch == 0 || st.ops_host == 0) {
-        std::fprintf(stderr, "rank %d: switch ops %lu host ops %lu\n", rank,
-                     static_cast<unsigned long>(st.ops_switch),
-                     static_cast<unsigned long>(st.ops_host));
-        return 15;
-      }
-      return wrong == 0 ? 0 : 12;
-    };
-    // Fork first (no threads yet), then wait for the signal and kill.
-    std::vector<Process> procs;
-    for (int r = 0; r < n; ++r) {
-      const pid_t pid = fork();
-      if (pid == 0) _exit(fn(r));
-      procs.emplace_back(pid);
-    }
-    close(progress[1]);
-    char b = 0;
-    EXPECT_EQ(read(progress[0], &b, 1), 1);
-    cl.switchd.Signal(SIGKILL);
-    cl.switchd.Wait(std::chrono::seconds(5));
-    std::vector<int> out;
-    for (auto& p : procs) out.push_back(p.Wait(kRankTimeout));
-    return out;
-  }();
-  close(progress[0]);
-  ExpectAllZero(codes);
-}
-
-// Striping over two switch processes (INCA_SWITCH=a,b): every collective
-// exact with each operation cut over both; once switch b is killed, the
-// operations whose stripe it held finish on the host path, exact, and the
-// ranks say so once (an operation that did not need b could not fall back).
-TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
-  Cluster a, b;
-  int progress[2];
-  ASSERT_EQ(pipe(progress), 0);
-  const int n = 3, ops = 16;
+  EXPECT_EQ(pipe(progress), 0);
   auto fn = [&](int rank) {
     close(progress[0]);
     StderrCapture err;
-    CommunicatorOptions o = a.Options(rank, n);
-    o.switch_address = absl::StrCat(a.switch_addr, ",", b.switch_addr);
-    auto c = Communicator::Create(o);
+    auto c = Communicator::Create(options(rank));
     if (!c.ok()) {
-      err.Take();
+      err.Take();  // so that the reason reaches the test's output
       return Fail("create", c.status());
     }
     uint64_t wrong = 0;
     for (int k = 0; k < ops; ++k) {
-      wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, 50000 + static_cast<size_t>(k), k % n);
-      if (k == 5) {
-        // Before the kill: everything through both switches.
-        if ((*c)->stats().ops_host != 0) return 17;
-        const char x = 1;
-        if (rank == 0 && write(progress[1], &x, 1) != 1) return 14;
-      }
+      wrong += CheckAll(**c, DType::kF32, ReduceOp::kSum, base + static_cast<size_t>(k), k % n);
+      if (k != signal_after) continue;
+      if (switch_only_before && (*c)->stats().ops_host != 0) return 17;
+      const char x = 1;
+      if (rank == 0 && write(progress[1], &x, 1) != 1) return 14;
     }
     const CommunicatorStats st = (*c)->stats();
+    // Every rank ran the rest on the host path and said so once.
     if (CountLines(err.Take(), absl::StrCat("inca rank ", rank, ": warning: group 0")) != 1) {
       return 16;
     }
@@ -304,6 +247,7 @@ TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
     }
     return wrong == 0 ? 0 : 12;
   };
+  // Fork first (no threads yet), then wait for the signal and kill.
   std::vector<Process> procs;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
@@ -313,12 +257,36 @@ TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
   close(progress[1]);
   char x = 0;
   EXPECT_EQ(read(progress[0], &x, 1), 1);
-  b.switchd.Signal(SIGKILL);
-  b.switchd.Wait(std::chrono::seconds(5));
+  victim.Signal(SIGKILL);
+  victim.Wait(std::chrono::seconds(5));
   std::vector<int> codes;
   for (auto& p : procs) codes.push_back(p.Wait(kRankTimeout));
   close(progress[0]);
-  ExpectAllZero(codes);
+  return codes;
+}
+
+TEST(CollectivesTest, SwitchKilledMidRunRanksFinishOnGloo) {
+  Cluster cl;
+  const int n = 4;
+  ExpectAllZero(RunKillingMidRun(
+      n, 40, 100000, 9, false, [&](int rank) { return cl.Options(rank, n); }, cl.switchd));
+}
+
+// Striping over two switch processes (INCA_SWITCH=a,b): every collective
+// exact with each operation cut over both; once switch b is killed, the
+// operations whose stripe it held finish on the host path, exact, and the
+// ranks say so once (an operation that did not need b could not fall back).
+TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
+  Cluster a, b;
+  const int n = 3;
+  ExpectAllZero(RunKillingMidRun(
+      n, 16, 50000, 5, true,
+      [&](int rank) {
+        CommunicatorOptions o = a.Options(rank, n);
+        o.switch_address = absl::StrCat(a.switch_addr, ",", b.switch_addr);
+        return o;
+      },
+      b.switchd));
 }
 
 TEST(CollectivesTest, OffloadResumesWhenTheSwitchComesBack) {
