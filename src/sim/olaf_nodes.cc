@@ -23,12 +23,14 @@ WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
   core_ = std::move(*core);
 }
 
+TimeNs WorkerNode::Jitter() {
+  return config_.jitter_ns > 0
+             ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
+             : 0;
+}
+
 void WorkerNode::Start() {
-  const TimeNs jitter =
-      config_.jitter_ns > 0
-          ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
-          : 0;
-  sim().Schedule(config_.phase_ns + jitter, [this] { Tick(); });
+  sim().Schedule(config_.phase_ns + Jitter(), [this] { Tick(); });
 }
 
 void WorkerNode::Tick() {
@@ -37,27 +39,61 @@ void WorkerNode::Tick() {
   if (const olaf::AssembledModel* m = core_->latest_model()) version = m->model_version;
   if (config_.compute) config_.compute(grad_, version);
   auto s = core_->GenerateWithDraw(grad_, version, now, Uniform01(rng_));
-  if (s.ok() && s->sent) {
-    for (auto& d : s->datagrams) Send(0, std::move(d));
+  const bool sent = s.ok() && s->sent;
+  if (sent) {
+    for (auto& d : s->datagrams) {
+      bytes_sent_ += d.size() + config_.frame_overhead_bytes;
+      Send(0, std::move(d));
+    }
   }
-  const TimeNs jitter =
-      config_.jitter_ns > 0
-          ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
-          : 0;
+  if (config_.closed_loop && sent) {
+    waiting_ = true;
+    wait_version_ = version;
+    const uint64_t token = ++wait_token_;
+    sim().ScheduleIn(std::max<TimeNs>(config_.model_wait_ns, 1), [this, token] {
+      if (waiting_ && wait_token_ == token) Resume(/*timed_out=*/true);
+    });
+    return;
+  }
+  if (config_.closed_loop) {  // send control held it back: roll out again
+    ScheduleNext(now);
+    return;
+  }
   if (config_.dist == PeriodDist::kExponential) {
-    const auto gap = static_cast<TimeNs>(-std::log(1.0 - Uniform01(rng_)) *
-                                         static_cast<double>(config_.period_ns));
-    sim().ScheduleIn(std::max<TimeNs>(gap + jitter, 1), [this] { Tick(); });
+    ScheduleNext(now);
   } else {
     // Fixed periods on a grid (phase + k·period), jitter drawn afresh each
     // time: workers that share a phase stay in step.
     ++ticks_;
-    sim().Schedule(config_.phase_ns + ticks_ * config_.period_ns + jitter, [this] { Tick(); });
+    sim().Schedule(config_.phase_ns + ticks_ * config_.period_ns + Jitter(), [this] { Tick(); });
   }
+}
+
+// The next rollout takes one period (exponential or fixed) plus jitter from `after`.
+void WorkerNode::ScheduleNext(TimeNs after) {
+  const TimeNs jitter = Jitter();  // drawn before the gap, as runs have always drawn them
+  TimeNs gap = config_.period_ns;
+  if (config_.dist == PeriodDist::kExponential) {
+    gap = static_cast<TimeNs>(-std::log(1.0 - Uniform01(rng_)) *
+                              static_cast<double>(config_.period_ns));
+  }
+  sim().Schedule(after + std::max<TimeNs>(gap + jitter, 1), [this] { Tick(); });
+}
+
+void WorkerNode::Resume(bool timed_out) {
+  waiting_ = false;
+  ++wait_token_;
+  if (timed_out) ++waits_timed_out_;
+  ScheduleNext(sim().now());
 }
 
 void WorkerNode::Receive(dp::PortId, Packet packet) {
   core_->OnDatagram(packet, sim().now());
+  if (!waiting_) return;
+  if (const olaf::AssembledModel* m = core_->latest_model();
+      m && m->model_version > wait_version_) {
+    Resume(/*timed_out=*/false);
+  }
 }
 
 PsNode::PsNode(std::string name, PsNodeConfig config) : Node(std::move(name)) {

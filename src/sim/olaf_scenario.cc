@@ -42,6 +42,10 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
   if (key == "sample_ms") return Get(v, src, key, &s->sample_ms);
   if (key == "aligned_clusters") return Get(v, src, key, &s->aligned_clusters);
   if (key == "cluster_stagger_us") return Get(v, src, key, &s->cluster_stagger_us);
+  if (key == "load") return Get(v, src, key, &s->load);
+  if (key == "models") return Get(v, src, key, &s->models);
+  if (key == "closed_loop") return Get(v, src, key, &s->closed_loop);
+  if (key == "model_wait_ms") return Get(v, src, key, &s->model_wait_ms);
   if (key == "sweep") return yaml_keys::ParseSweep(v, src, s, SetKey, "clusters");
   if (key == "policy") {
     if (auto st = Get(v, src, key, &text); !st.ok()) return st;
@@ -109,7 +113,7 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
              "unknown key; known: system, name, seed, duration_s, warmup_s, topology, policy, "
              "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
              "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
-             "sweep, clusters");
+             "load, models, closed_loop, model_wait_ms, sweep, clusters");
 }
 
 }  // namespace
@@ -124,6 +128,11 @@ absl::Status OlafScenario::Validate() const {
   if (!(egress_gbps > 0) || !(worker_link_gbps > 0)) return bad("link rates must be positive");
   if (!(tree_ratio > 0)) return bad("tree_ratio must be positive");
   if (!(sample_ms > 0)) return bad("sample_ms must be positive");
+  if (!(load >= 0) || load > 1000)
+    return bad("load must be in [0, 1000] (0: egress_gbps as given)");
+  if (!(model_wait_ms >= 0) || model_wait_ms > 3.6e6) {
+    return bad("model_wait_ms must be in [0, 3600000] (0: delta_t_ms)");
+  }
   if (clusters.empty()) return bad("clusters: at least one cluster group");
   uint64_t n = 0, per_switch[2] = {0, 0};
   for (const auto& g : clusters) {
@@ -163,52 +172,137 @@ double JainIndex(const std::vector<double>& x) {
   return sum * sum / (static_cast<double>(x.size()) * sq);
 }
 
-absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
-                                           const std::function<void(double)>& progress) {
-  if (auto st = s.Validate(); !st.ok()) return st;
-  const auto wall_start = std::chrono::steady_clock::now();
-  Simulator sim;
-  Network net(&sim);
-  PsNodeConfig pc;
-  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+namespace {
 
-  auto switch_config = [&](double gbps) {
-    olaf::OlafSwitchConfig c;
-    c.policy = s.policy;
-    c.depth = s.queue_depth;
-    c.delta_t_ns = static_cast<TimeNs>(s.delta_t_ms * 1e6);
-    c.tau_ns = static_cast<TimeNs>(s.tau_ms * 1e6);
-    c.egress_rate_bps = static_cast<uint64_t>(gbps * 1e9);
-    c.ps_port = 0;
-    return c;
-  };
-  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
-  const double r1 = s.egress_gbps, r2 = s.egress_gbps / s.tree_ratio;
-  std::vector<SwitchNode*> switches;
-  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", switch_config(r1)));
-  switches.push_back(sw1);
-  // The uplink serialises at the switch's paced rate: delivery = end of transmission.
-  net.Connect(sw1, ps, LinkConfig{r1 * 1e9, delay, 9000, 66, 1u << 20});
-  SwitchNode* sw2 = nullptr;
-  if (s.topology == "tree") {
-    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", switch_config(r2)));
-    switches.push_back(sw2);
-    net.Connect(sw2, sw1, LinkConfig{r2 * 1e9, delay, 9000, 66, 1u << 20});
+// One worker update as the switch's egress counts it: the UPDATE datagram
+// of `elements` f32 (at most one frame, Validate) with the per-frame
+// overhead.
+double UpdateFrameBits(uint32_t elements) {
+  std::vector<uint8_t> payload(size_t{elements} * 4, 0);
+  const size_t bytes = olaf::BuildUpdate(olaf::UpdateHeader{}, payload).size() +
+                       olaf::OlafSwitchConfig{}.egress_overhead_bytes;
+  return static_cast<double>(bytes) * 8;
+}
+
+double OfferedGbps(const OlafScenario& s) {
+  double bps = 0;
+  for (const ClusterGroup& g : s.clusters) {
+    bps += static_cast<double>(g.count) * g.workers * UpdateFrameBits(g.elements) /
+           (g.period_ms / 1e3);
   }
+  return bps / 1e9;
+}
+
+// AomParts of one cluster: Σ D·Y and Σ Y² over the updates that make the
+// age at the PS younger, from the window's start.
+class AgeSplit {
+ public:
+  void Start(TimeNs t) {
+    started_ = true;
+    start_ = t;
+  }
+  void OnApply(TimeNs gen, TimeNs at) {
+    if (have_ && gen <= gen_) return;  // no younger: the age goes on growing
+    if (started_ && have_) Close(at);
+    have_ = true;
+    gen_ = gen;
+    seg_ = at;
+    d_ = static_cast<double>(at - gen);
+  }
+  AomParts Finish(TimeNs end, double period_ms) {
+    if (!started_ || !have_) return {};
+    Close(end);
+    const double t = static_cast<double>(end - start_);
+    AomParts p;
+    p.queueing_ms = sum_dy_ / t / 1e6;
+    p.period_ms = period_ms / 2;
+    p.gaps_ms = sum_y2_ / (2 * t) / 1e6 - p.period_ms;
+    return p;
+  }
+
+ private:
+  // The segment from the last reset to `at`, less any part before the
+  // window (the age carried into it is a gap, not queueing).
+  void Close(TimeNs at) {
+    const double y = static_cast<double>(at - seg_);
+    const double before = static_cast<double>(std::max<TimeNs>(0, start_ - seg_));
+    sum_dy_ += d_ * (y - before);
+    sum_y2_ += y * y - before * before;
+  }
+  bool started_ = false, have_ = false;
+  TimeNs start_ = 0, gen_ = 0, seg_ = 0;
+  double d_ = 0, sum_dy_ = 0, sum_y2_ = 0;
+};
+
+// What the PS's apply function sees: the age split and the paper's AoM per
+// cluster after warm-up, and when the PS made each model version.
+struct ApplyLog {
+  std::vector<AgeSplit> age;
+  std::vector<double> stale_ns;
+  std::vector<uint64_t> stale_n;
+  std::vector<TimeNs> made_at = {0};  // by model version (0: the initial model)
+  uint32_t version = 0;
+  bool in_window = false;
+  uint32_t max_merged = 0;
+
+  void Resize(size_t clusters) {
+    age.resize(clusters);
+    stale_ns.assign(clusters, 0);
+    stale_n.assign(clusters, 0);
+  }
+  void StartWindow(TimeNs t) {
+    in_window = true;
+    for (AgeSplit& a : age) a.Start(t);
+  }
+  void OnApply(const olaf::AppliedUpdate& u) {
+    const size_t c = u.cluster_id;
+    if (c < age.size()) age[c].OnApply(static_cast<TimeNs>(u.gen_time_ns), u.applied_ns);
+    if (in_window && c < age.size()) {
+      const uint32_t used = std::min(u.model_version, version);
+      if (used < made_at.size() && version < made_at.size()) {
+        stale_ns[c] += static_cast<double>(made_at[version] - made_at[used]);
+        ++stale_n[c];
+      }
+      max_merged = std::max(max_merged, u.merged_count);
+    }
+    version = u.new_model_version;
+    if (version >= made_at.size()) made_at.resize(size_t{version} + 1, u.applied_ns);
+  }
+};
+
+olaf::OlafSwitchConfig SwitchConfig(const OlafScenario& s, double gbps) {
+  olaf::OlafSwitchConfig c;
+  c.policy = s.policy;
+  c.depth = s.queue_depth;
+  c.delta_t_ns = static_cast<TimeNs>(s.delta_t_ms * 1e6);
+  c.tau_ns = static_cast<TimeNs>(s.tau_ms * 1e6);
+  c.egress_rate_bps = static_cast<uint64_t>(gbps * 1e9);
+  c.ps_port = 0;
+  return c;
+}
+
+double Uniform(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+// Every cluster: an edge on its switch and its workers behind it.
+std::vector<std::vector<WorkerNode*>> AddClusters(const OlafScenario& s, Network& net,
+                                                  SwitchNode* sw1, SwitchNode* sw2) {
+  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
+  const LinkConfig link{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096};
   std::vector<std::vector<WorkerNode*>> workers;
   std::mt19937_64 phase_rng(s.seed);
   uint16_t cluster = 0;
   for (const ClusterGroup& g : s.clusters) {
     for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
       auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
-      SwitchNode* attach = g.behind_sw2 ? sw2 : sw1;
-      net.Connect(edge, attach, LinkConfig{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096});
+      net.Connect(edge, g.behind_sw2 ? sw2 : sw1, link);
       edge->set_workers(g.workers);
       const auto period = static_cast<TimeNs>(g.period_ms * 1e6);
       const TimeNs cluster_phase =
-          s.aligned_clusters ? static_cast<TimeNs>(s.cluster_stagger_us * 1e3 * cluster)
-                             : static_cast<TimeNs>(static_cast<double>(phase_rng() >> 11) *
-                                                   0x1.0p-53 * static_cast<double>(period));
+          s.aligned_clusters
+              ? static_cast<TimeNs>(s.cluster_stagger_us * 1e3 * cluster)
+              : static_cast<TimeNs>(Uniform(phase_rng) * static_cast<double>(period));
       workers.emplace_back();
       for (uint32_t w = 0; w < g.workers; ++w) {
         WorkerNodeConfig wc;
@@ -218,21 +312,101 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
         wc.period_ns = period;
         wc.dist = g.exponential ? PeriodDist::kExponential : PeriodDist::kFixed;
         wc.jitter_ns = static_cast<TimeNs>(g.jitter_us * 1e3);
-        wc.phase_ns = g.synchronized ? cluster_phase
-                                     : static_cast<TimeNs>(static_cast<double>(phase_rng() >> 11) *
-                                                           0x1.0p-53 * static_cast<double>(period));
+        wc.phase_ns = g.synchronized
+                          ? cluster_phase
+                          : static_cast<TimeNs>(Uniform(phase_rng) * static_cast<double>(period));
         wc.send_control.mode = s.send_control;
         wc.send_control.delta_t_ns = static_cast<TimeNs>(s.delta_t_ms * 1e6);
         wc.seed = s.seed * 1'000'003 + wc.worker_id;
+        wc.closed_loop = s.closed_loop;
+        wc.model_wait_ns =
+            static_cast<TimeNs>((s.model_wait_ms > 0 ? s.model_wait_ms : s.delta_t_ms) * 1e6);
         auto* node = net.Add(std::make_unique<WorkerNode>(absl::StrCat("w", cluster, ".", w), wc));
-        net.Connect(node, edge, LinkConfig{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096});
+        net.Connect(node, edge, link);
         workers.back().push_back(node);
       }
     }
   }
-  const size_t n_clusters = workers.size();
+  return workers;
+}
+
+// The per-cluster figures at the end of a run.
+ClusterResult CollectCluster(uint16_t id, const std::vector<WorkerNode*>& workers, const PsNode& ps,
+                             ApplyLog& log, TimeNs end) {
+  ClusterResult r;
+  r.cluster_id = id;
+  for (WorkerNode* w : workers) {
+    r.generated += w->generated();
+    r.sent += w->sent();
+  }
+  if (auto cs = ps.core().cluster(r.cluster_id, end)) {
+    r.received = cs->updates_applied;
+    r.carried = cs->worker_updates_applied;
+    if (cs->aom) {
+      r.mean_aom_ms = cs->aom->average_ns / 1e6;
+      r.peak_aom_ms = static_cast<double>(cs->aom->peak_max_ns) / 1e6;
+    }
+  } else {
+    // Never delivered: its age is the whole window (a lower bound).
+    r.mean_aom_ms = static_cast<double>(end) / 1e6;
+    r.peak_aom_ms = r.mean_aom_ms;
+  }
+  r.loss = r.sent
+               ? 1.0 - std::min(1.0, static_cast<double>(r.carried) / static_cast<double>(r.sent))
+               : 0.0;
+  const double period_ms =
+      workers.empty() ? 0 : static_cast<double>(workers[0]->config().period_ns) / 1e6;
+  r.aom_parts = log.age[id].Finish(end, period_ms);
+  if (r.received == 0) {  // never delivered: all of its (lower-bound) age is a gap
+    r.aom_parts = AomParts{0, period_ms / 2, r.mean_aom_ms - period_ms / 2};
+  }
+  r.starved = r.peak_aom_ms > 10 * period_ms;
+  r.paper_aom_ms =
+      log.stale_n[id] ? log.stale_ns[id] / static_cast<double>(log.stale_n[id]) / 1e6 : 0;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
+                                           const std::function<void(double)>& progress) {
+  if (auto st = s.Validate(); !st.ok()) return st;
+  const auto wall_start = std::chrono::steady_clock::now();
+  Simulator sim;
+  Network net(&sim);
   OlafResult out;
   out.name = s.name;
+  out.offered_gbps = OfferedGbps(s);
+  out.egress_gbps = s.load > 0 ? out.offered_gbps / s.load : s.egress_gbps;
+  ApplyLog log;
+  std::vector<float> model(2233, 0.0f);
+  PsNodeConfig pc;
+  pc.ps.apply = [&log](const olaf::AppliedUpdate& u) { log.OnApply(u); };
+  if (s.models || s.closed_loop) {
+    uint32_t elements = 1;
+    for (const ClusterGroup& g : s.clusters) elements = std::max(elements, g.elements);
+    model.resize(elements);
+    pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedCluster;
+    pc.ps.model_params = [&model] { return std::span<const float>(model); };
+  }
+  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+
+  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
+  const double r1 = out.egress_gbps, r2 = out.egress_gbps / s.tree_ratio;
+  std::vector<SwitchNode*> switches;
+  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", SwitchConfig(s, r1)));
+  switches.push_back(sw1);
+  // The uplink serialises at the switch's paced rate: delivery = end of transmission.
+  net.Connect(sw1, ps, LinkConfig{r1 * 1e9, delay, 9000, 66, 1u << 20});
+  SwitchNode* sw2 = nullptr;
+  if (s.topology == "tree") {
+    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", SwitchConfig(s, r2)));
+    switches.push_back(sw2);
+    net.Connect(sw2, sw1, LinkConfig{r2 * 1e9, delay, 9000, 66, 1u << 20});
+  }
+  const std::vector<std::vector<WorkerNode*>> workers = AddClusters(s, net, sw1, sw2);
+  const size_t n_clusters = workers.size();
+  log.Resize(n_clusters);
   // Sampling: AoM at the PS and queue occupancy, every sample_ms.
   const auto sample_every = static_cast<TimeNs>(s.sample_ms * 1e6);
   const auto end = static_cast<TimeNs>(s.duration_s * 1e9);
@@ -250,7 +424,18 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
     if (sim.now() + sample_every <= end) sim.ScheduleIn(sample_every, sample);
   };
   sim.Schedule(0, sample);
-  sim.Schedule(warm, [&] { ps->mutable_core().ResetAomWindow(sim.now()); });
+  uint64_t bytes_at_warm = 0;
+  auto bytes_sent = [&] {
+    uint64_t b = 0;
+    for (const auto& cl : workers)
+      for (WorkerNode* w : cl) b += w->bytes_sent();
+    return b;
+  };
+  sim.Schedule(warm, [&] {
+    ps->mutable_core().ResetAomWindow(sim.now());
+    log.StartWindow(sim.now());
+    bytes_at_warm = bytes_sent();
+  });
   net.Start();
   const TimeNs step = std::max<TimeNs>(end / 20, 1);
   for (TimeNs t = step; t < end + step; t += step) {
@@ -259,32 +444,19 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
   }
   std::vector<double> aoms;
   for (size_t c = 0; c < n_clusters; ++c) {
-    ClusterResult r;
-    r.cluster_id = static_cast<uint16_t>(c);
-    for (WorkerNode* w : workers[c]) {
-      r.generated += w->generated();
-      r.sent += w->sent();
-    }
-    if (auto cs = ps->core().cluster(r.cluster_id, end)) {
-      r.received = cs->updates_applied;
-      r.carried = cs->worker_updates_applied;
-      if (cs->aom) {
-        r.mean_aom_ms = cs->aom->average_ns / 1e6;
-        r.peak_aom_ms = static_cast<double>(cs->aom->peak_max_ns) / 1e6;
-      }
-    } else {
-      // Never delivered: its age is the whole window (a lower bound).
-      r.mean_aom_ms = static_cast<double>(end) / 1e6;
-      r.peak_aom_ms = r.mean_aom_ms;
-    }
-    r.loss = r.sent
-                 ? 1.0 - std::min(1.0, static_cast<double>(r.carried) / static_cast<double>(r.sent))
-                 : 0.0;
+    ClusterResult r = CollectCluster(static_cast<uint16_t>(c), workers[c], *ps, log, end);
     out.generated += r.generated;
     out.sent += r.sent;
     out.received += r.received;
     out.carried += r.carried;
     aoms.push_back(r.mean_aom_ms);
+    const double k = 1.0 / static_cast<double>(n_clusters);
+    out.aom_parts.queueing_ms += k * r.aom_parts.queueing_ms;
+    out.aom_parts.period_ms += k * r.aom_parts.period_ms;
+    out.aom_parts.gaps_ms += k * r.aom_parts.gaps_ms;
+    out.paper_aom_ms += k * r.paper_aom_ms;
+    out.starved += r.starved ? 1 : 0;
+    for (WorkerNode* w : workers[c]) out.model_waits_timed_out += w->model_waits_timed_out();
     out.clusters.push_back(r);
   }
   double sum = 0;
@@ -294,6 +466,9 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
                                                      static_cast<double>(out.generated))
                            : 0.0;
   out.jain_aom = JainIndex(aoms);
+  out.max_merged = log.max_merged;
+  out.rho = static_cast<double>(bytes_sent() - bytes_at_warm) * 8 /
+            (out.egress_gbps * 1e9 * static_cast<double>(end - warm) / 1e9);
   out.ps_traffic = PsTraffic::Of(ps->core().counters());
   out.events = sim.events_run();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -318,19 +493,31 @@ std::string PsTraffic::Json() const {
                       ",\"model_bytes\":", model_bytes, "}");
 }
 
+namespace {
+std::string PartsJson(const AomParts& p) {
+  return absl::StrCat("{\"queueing_ms\":", p.queueing_ms, ",\"period_ms\":", p.period_ms,
+                      ",\"gaps_ms\":", p.gaps_ms, "}");
+}
+}  // namespace
+
 std::string ResultJson(const OlafResult& r) {
   std::ostringstream o;
   o.precision(6);
   o << "{\"name\":\"" << r.name << "\",\"mean_aom_ms\":" << r.mean_aom_ms << ",\"loss\":" << r.loss
     << ",\"generated\":" << r.generated << ",\"sent\":" << r.sent << ",\"received\":" << r.received
     << ",\"carried\":" << r.carried << ",\"jain_aom\":" << r.jain_aom << ",\"events\":" << r.events
+    << ",\"egress_gbps\":" << r.egress_gbps << ",\"offered_gbps\":" << r.offered_gbps
+    << ",\"rho\":" << r.rho << ",\"aom_parts\":" << PartsJson(r.aom_parts)
+    << ",\"paper_aom_ms\":" << r.paper_aom_ms << ",\"max_merged\":" << r.max_merged
+    << ",\"model_waits_timed_out\":" << r.model_waits_timed_out << ",\"starved\":" << r.starved
     << ",\"ps_traffic\":" << r.ps_traffic.Json() << ",\"clusters\":[";
   for (size_t i = 0; i < r.clusters.size(); ++i) {
     const ClusterResult& c = r.clusters[i];
     o << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"mean_aom_ms\":" << c.mean_aom_ms
       << ",\"peak_aom_ms\":" << c.peak_aom_ms << ",\"generated\":" << c.generated
       << ",\"sent\":" << c.sent << ",\"received\":" << c.received << ",\"carried\":" << c.carried
-      << ",\"loss\":" << c.loss << "}";
+      << ",\"loss\":" << c.loss << ",\"aom_parts\":" << PartsJson(c.aom_parts)
+      << ",\"paper_aom_ms\":" << c.paper_aom_ms << ",\"starved\":" << c.starved << "}";
   }
   o << "]}";
   return o.str();

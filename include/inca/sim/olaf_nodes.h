@@ -34,6 +34,16 @@ struct WorkerNodeConfig {
   // Optional compute model: called per update to produce the gradient
   // (issue 9's co-simulation); default: a constant vector.
   std::function<void(std::vector<float>&, uint32_t model_version)> compute;
+  // Closed loop (the OLAF paper's workers, which roll out on the newest
+  // model): after sending an update, wait for a MODEL newer than the one the
+  // update was computed on, then roll out for period_ns (plus jitter) before
+  // the next. A worker that hears no newer model within model_wait_ns rolls
+  // out on the one it has. Open loop (false): a fixed grid, models or not.
+  bool closed_loop = false;
+  TimeNs model_wait_ns = 400 * dp::kNsPerMs;
+  // Added to each datagram's size in bytes_sent() (the switch's per-frame
+  // egress overhead), so offered load is counted as the bottleneck sees it.
+  uint32_t frame_overhead_bytes = 66;
 };
 
 class WorkerNode final : public Node {
@@ -44,15 +54,29 @@ class WorkerNode final : public Node {
   const olaf::WorkerCore& core() const { return *core_; }
   uint64_t generated() const { return core_->counters().generated; }
   uint64_t sent() const { return core_->counters().sent; }
+  // Bytes of the UPDATE datagrams sent, each with frame_overhead_bytes.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  // Closed loop: rollouts started without a newer model (the wait timed out).
+  uint64_t model_waits_timed_out() const { return waits_timed_out_; }
   const WorkerNodeConfig& config() const { return config_; }
 
  private:
   void Tick();
+  void ScheduleNext(TimeNs after);
+  void Resume(bool timed_out);
+  TimeNs Jitter();
   WorkerNodeConfig config_;
   std::unique_ptr<olaf::WorkerCore> core_;
   std::mt19937_64 rng_;
   std::vector<float> grad_;
   TimeNs ticks_ = 0;
+  uint64_t bytes_sent_ = 0;
+  // Closed loop: waiting for a model newer than wait_version_; wait_token_
+  // tells a timeout that the wait it was armed for has ended.
+  bool waiting_ = false;
+  uint32_t wait_version_ = 0;
+  uint64_t wait_token_ = 0;
+  uint64_t waits_timed_out_ = 0;
 };
 
 struct PsNodeConfig {

@@ -54,6 +54,21 @@ struct OlafScenario {
   // (clusters at different distances or speeds reach the switch in a
   // consistent order).
   double cluster_stagger_us = 0;
+  // Offered load ρ: the workers' nominal offered rate (every worker sending
+  // one update per period, frames as the switch's egress counts them) over
+  // the PS link's rate. > 0: egress_gbps becomes offered / ρ, so a sweep of
+  // `load` moves the bottleneck and keeps the workers (issue 20's load
+  // sweep). 0: egress_gbps as given.
+  double load = 0;
+  // The PS sends its model to the cluster of every applied update (one
+  // MODEL of the largest group's `elements`). Needed for the paper's own AoM
+  // (model staleness) and by closed_loop.
+  bool models = false;
+  // Workers wait for a model newer than the one their last update used
+  // before the next rollout (at most model_wait_ms; 0: delta_t_ms), then
+  // roll out for period_ms. Implies models. false: a fixed send grid.
+  bool closed_loop = false;
+  double model_wait_ms = 0;
   // Optional sweep: the scenario runs once per value of this key.
   std::string sweep_key;
   std::vector<std::string> sweep_values;
@@ -66,6 +81,19 @@ absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::strin
 // Sets one key ("egress_gbps=20", "policy=fifo"...) as the YAML would.
 absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s);
 
+// The time-average age at the PS split as Σ(D·Y + Y²/2)/T over the
+// updates that make it younger: D the age such an update arrives with
+// (queueing and transmission), Y the time to the next one. queueing_ms is
+// ΣD·Y/T; period_ms the half period a cluster sending once per period with
+// no loss would have (period_ms/2); gaps_ms the rest of ΣY²/2T: loss,
+// closed-loop waits, bunching. The three sum to the age over the window.
+struct AomParts {
+  double queueing_ms = 0;
+  double period_ms = 0;
+  double gaps_ms = 0;
+  double total() const { return queueing_ms + period_ms + gaps_ms; }
+};
+
 struct ClusterResult {
   uint16_t cluster_id = 0;
   double mean_aom_ms = 0;  // time-average AoM at the PS over [warmup, end]
@@ -75,6 +103,14 @@ struct ClusterResult {
   uint64_t received = 0;   // updates applied at the PS
   uint64_t carried = 0;    // worker updates they carried (merged counts)
   double loss = 0;         // 1 - carried / sent
+  AomParts aom_parts;      // after warm-up
+  // The OLAF paper's AoM: over updates applied after warm-up, the time
+  // between the PS's current model and the model the update was computed
+  // on (both stamped when the PS made them). Needs `models`.
+  double paper_aom_ms = 0;
+  // Its age at the PS passed 10 periods after warm-up: the cluster went
+  // without a single update for that long (FIFO's starvation).
+  bool starved = false;
 };
 
 struct SamplePoint {
@@ -101,7 +137,15 @@ struct OlafResult {
   double mean_aom_ms = 0;  // over clusters
   double loss = 0;         // over all workers
   uint64_t received = 0, carried = 0, sent = 0, generated = 0;
-  double jain_aom = 0;  // Jain's index of per-cluster mean AoM
+  double jain_aom = 0;                 // Jain's index of per-cluster mean AoM
+  double egress_gbps = 0;              // the PS link's rate (from `load` if set)
+  double offered_gbps = 0;             // nominal: every worker, every period
+  double rho = 0;                      // measured: worker bytes after warm-up / link capacity then
+  AomParts aom_parts;                  // mean over clusters
+  double paper_aom_ms = 0;             // mean over clusters
+  uint32_t max_merged = 0;             // most worker updates one applied update carried
+  uint64_t model_waits_timed_out = 0;  // closed loop: rollouts on an old model
+  uint32_t starved = 0;                // clusters with ClusterResult::starved
   PsTraffic ps_traffic;
   uint64_t events = 0;
   double wall_s = 0;
