@@ -168,3 +168,49 @@ def test_sim_cbr_star_delivers_the_bottleneck_rate_and_drops_the_rest(tmp_path):
                           "--allreduce-log", "", "--duration-s", "1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_olaf_load_sweep_writes_every_load_both_loops_and_the_age_split(tmp_path):
+    # The sweep of scripts/evaluate-olaf.sh, one seed of 1.5 simulated seconds.
+    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+    sim = os.path.join(build, "bin", "inca-sim")
+    short = ["--set", "duration_s=1.5", "--set", "warmup_s=0.5", "--out", str(tmp_path)]
+    for scen in ("a-star", "b-hetero", "c-tree"):
+        for policy in ("fifo", "olaf"):
+            for loop in ("open", "closed"):
+                name = f"load-{scen.split('-')[0]}-{policy}-{loop}-s1"
+                out = subprocess.run(
+                    [sim, os.path.join(ROOT, "scenarios", "olaf", scen + ".yaml"),
+                     "--set", "policy=" + policy, "--set", "aligned_clusters=false",
+                     "--set", "models=true", "--set", f"closed_loop={str(loop == 'closed').lower()}",
+                     "--set", "name=" + name, "--sweep", "load=0.5,1,1.5,2.26,3"] + short,
+                    capture_output=True, text=True, timeout=120)
+                assert out.returncode == 0, out.stderr
+    for policy in ("fifo", "olaf"):
+        out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "olaf", "a-star.yaml"),
+                              "--set", "policy=" + policy, "--set", "egress_gbps=20",
+                              "--set", f"name=sweep-{policy}-s1-20"] + short,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+    (tmp_path / "eval").mkdir()
+    doc = tmp_path / "EVALUATION.md"
+    doc.write_text("# evaluation\n")
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "olaf_load_sweep.py"),
+                          str(tmp_path), str(tmp_path), "1", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = doc.read_text()
+    assert text.startswith("# evaluation\n") and "<!-- olaf-load:begin -->" in text
+    assert (tmp_path / "eval" / "olaf-load-aom.png").stat().st_size > 1000
+    for loop in ("open", "closed"):
+        table = text.split(f"depth 8, {loop} loop")[1].split("###")[0]
+        rows = [l for l in table.splitlines() if l.startswith("| ") and "(" in l.split("|")[1]][1:]
+        assert [r.split("|")[1].split()[0] for r in rows] == ["0.5", "1", "1.5", "2.26", "3",
+                                                               "paper"]
+    # The age split adds up to the measured age in every row.
+    split = text.split("### Where the age comes from")[1].split("###")[0]
+    rows = [l.split("|") for l in split.splitlines()
+            if l.startswith("| ") and l.split("|")[2].strip() in ("FIFO", "OLAF")]
+    assert len(rows) == 10
+    for r in rows:
+        assert abs(float(r[6]) - float(r[7])) <= 0.1 + 0.01 * float(r[7]), r
