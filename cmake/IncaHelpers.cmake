@@ -108,7 +108,7 @@ function(inca_cc_fuzzer)
     # checked-in corpus is only read.
     add_test(NAME ${F_NAME}.fuzz
              COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
-                     $<TARGET_FILE:${F_NAME}> -runs=${F_RUNS} -max_total_time=30
+                     $<TARGET_FILE:${F_NAME}> -runs=${F_RUNS} -max_total_time=15
                      -timeout=5 -rss_limit_mb=2048 -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/
                      ${CMAKE_CURRENT_BINARY_DIR}/${F_NAME}_scratch ${F_CORPUS})
     file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/${F_NAME}_scratch)

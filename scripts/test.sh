@@ -4,7 +4,8 @@
 #      runs, fuzz corpus replays; then the Python tests (`import cais`, the
 #      torch.distributed backend, the tensor-parallel example) with Debian's
 #      /usr/bin/python3 against build/release/python;
-#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+#      less the long model runs listed in ASAN_LONG_MODEL_RUNS (below);
 #   3. libFuzzer targets (clang), each run bounded in count and time;
 #   4. clang-format check of every C++ file;
 #   5. code checks (scripts/check-code.sh): no function over 150 lines
@@ -32,12 +33,34 @@ run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-
 run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_DIR="$PWD/build/release" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q python/tests
 
+# Long model runs: simulations and statistical checks that take 10-90 s
+# each under the sanitizers (5-10x their release time) and whose code (the
+# simulator, the transport core, the reducer) the shorter tests of the same
+# binaries run under the sanitizers too. They run in the release stage.
+ASAN_LONG_MODEL_RUNS=(
+  TransportCoreSimTest.CompetitiveModeHoldsAShareBesideALossBasedSender
+  TransportCoreSimTest.WindowShrinksWhenTheLinkSlowsAndStillFillsIt
+  TransportCoreSimTest.AfterARateStepMidOperationTheWindowSettlesWithinTwentyRoundTrips
+  TransportCoreSimTest.WindowFillsTheLinksAndKeepsQueuesShort
+  CaisSimTest.TheTreeIsExactAndNeverBeatsItsBound
+  CaisSimTest.ReduceScatterAndAllGatherAreExactAtTheirClosedForms
+  CaisSimTest.OperationsOverChunkIdsRunInPieces
+  CaisSimTest.TheRingMatchesItsClosedFormWhenBandwidthOrLatencyBound
+  CaisBackground.FlowsShareTheDownlinksOfBothBackends
+  CaisBackground.ChunksLeftToTheHostPathAreCountedNotWrong
+  QueueingTheoryTest.MM1AverageAgeMatchesKaulYatesGruteser
+  QueueingTheoryTest.MD1MeanSojournMatchesPollaczekKhinchine
+  QueueingTheoryTest.MM1MeanSojournMatchesTheory
+  inca_sim_cais_scenarios
+)
+asan_exclude="^($(IFS='|'; echo "${ASAN_LONG_MODEL_RUNS[*]}"))\$"
+
 t_build=$SECONDS
 scripts/setup.sh asan -DINCA_WERROR=ON
 echo "=== asan build: $((SECONDS - t_build)) s"
 run_stage "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan -j "$jobs" --output-on-failure
+  ctest --test-dir build/asan -j "$jobs" --output-on-failure -E "$asan_exclude"
 
 # Only the fuzz targets need the clang build (packages are installed by now).
 cmake --preset fuzz -DINCA_WERROR=ON >/dev/null
