@@ -315,7 +315,7 @@ Outcome OlafSwitch::DoProcess(std::span<const uint8_t> packet, PortId ingress, T
       return OnAck(p, now, out);
     case OlafType::kModel:
       if (!from_ps) return Drop(OlafDropReason::kWrongDirection);
-      return OnModel(packet, p, out);
+      return OnModel(packet, p, now, out);
   }
   return Drop(OlafDropReason::kUnknownType);
 }
@@ -367,9 +367,11 @@ Outcome OlafSwitch::OnAck(const OlafPacket& p, TimeNs now, dp::PacketSink& out) 
   return Outcome::Forwarded();
 }
 
-Outcome OlafSwitch::OnModel(std::span<const uint8_t> packet, const OlafPacket& p,
+Outcome OlafSwitch::OnModel(std::span<const uint8_t> packet, const OlafPacket& p, TimeNs now,
                             dp::PacketSink& out) {
   ++totals_.models_rx;
+  ps_clock_.OnPsTime(p.model.gen_time_ns, now);
+  queue_->set_ps_clock_offset(ps_clock_.offset());
   const std::array<uint32_t, dp::kMaxPorts>* ports = &all_ports_;
   if (p.model.cluster_id != kAllClusters) {
     const auto it = cluster_ports_.find(p.model.cluster_id);

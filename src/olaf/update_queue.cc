@@ -29,6 +29,14 @@ TimeNs GenTime(uint64_t gen, TimeNs now) {
 
 }  // namespace
 
+TimeNs UpdateQueue::GenOnOurClock(const UpdateHeader& h, TimeNs now) const {
+  if ((h.flags & kUpdateFlagPsClock) == 0) return GenTime(h.gen_time_ns, now);
+  if (!ps_clock_offset_ || h.gen_time_ns == kGenTimeUnknown) return now;
+  const auto max = static_cast<uint64_t>(std::numeric_limits<TimeNs>::max());
+  const TimeNs ps = static_cast<TimeNs>(std::min(h.gen_time_ns, max));
+  return GenTime(static_cast<uint64_t>(std::max<TimeNs>(0, ps - *ps_clock_offset_)), now);
+}
+
 std::string_view ToString(QueuePolicy p) {
   switch (p) {
     case QueuePolicy::kFifo: return "fifo";
@@ -229,7 +237,7 @@ size_t UpdateQueue::Dequeue(TimeNs now, std::span<uint8_t> out, UpdateHeader* he
   Count(x.cluster, &QueueCounters::dequeued_worker_updates, x.header.merged_count);
   --cs.counters.occupancy;
   --totals_.occupancy;
-  const TimeNs gen = GenTime(x.header.gen_time_ns, now);
+  const TimeNs gen = GenOnOurClock(x.header, now);
   if (!cs.delivered || gen > cs.freshest_gen) cs.freshest_gen = gen;
   cs.delivered = true;
   aom_.OnDelivery(cs.id, gen, now);
@@ -349,7 +357,7 @@ void OlafQueue::DoExpire(TimeNs now) {
 
 EnqueueResult OlafQueue::DoEnqueue(const UpdateHeader& h, std::span<const uint8_t> payload,
                                    uint32_t c, TimeNs now) {
-  if (now - GenTime(h.gen_time_ns, now) >= config().delta_t_ns) {
+  if (now - GenOnOurClock(h, now) >= config().delta_t_ns) {
     return EnqueueResult::Dropped(QueueDropReason::kStaleOnArrival);
   }
   const Cluster& cs = cluster_state(c);

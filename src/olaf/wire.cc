@@ -90,7 +90,9 @@ OlafParseError ParseImpl(std::span<const uint8_t> d, RawHeader* raw, OlafPacket*
   const size_t header = HeaderBytes(d[3]);
   if (header == 0) return OlafParseError::kUnknownType;
   if (d.size() < header) return OlafParseError::kTooShort;
-  if ((d[4] & ~kOlafKnownFlags) != 0) return OlafParseError::kUnknownFlags;
+  const uint8_t known =
+      d[3] == static_cast<uint8_t>(OlafType::kUpdate) ? kOlafKnownUpdateFlags : kOlafKnownFlags;
+  if ((d[4] & ~known) != 0) return OlafParseError::kUnknownFlags;
   const size_t payload_bytes = d.size() - header;
 
   switch (static_cast<OlafType>(d[3])) {
@@ -202,8 +204,11 @@ std::string ErrorMessage(OlafParseError e, const RawHeader& r) {
     case OlafParseError::kUnknownType:
       return absl::StrCat(name, ": type ", type, " is unknown (1 update, 2 ack, 3 model)");
     case OlafParseError::kUnknownFlags:
-      return absl::StrCat(name, ": flags ", Hex2(r.bytes[4]), " has unknown bits (known mask ",
-                          Hex2(kOlafKnownFlags), ")");
+      return absl::StrCat(
+          name, ": flags ", Hex2(r.bytes[4]), " has unknown bits (known mask ",
+          Hex2(type == static_cast<uint8_t>(OlafType::kUpdate) ? kOlafKnownUpdateFlags
+                                                               : kOlafKnownFlags),
+          ")");
     case OlafParseError::kPayloadLenMismatch:
       if (type == static_cast<uint8_t>(OlafType::kAck)) {
         return absl::StrCat(name, ": ack datagram of ", r.size, " bytes; an ack is exactly ",

@@ -185,7 +185,10 @@ void PsCore::Apply(AppliedUpdate& a, uint16_t cluster, dp::TimeNs now, PsResult&
   ++c.updates_applied;
   c.worker_updates_applied += a.merged_count;
   // Cluster state exists, so the tracker has room (same bound).
-  aom_.OnDelivery(cluster, static_cast<dp::TimeNs>(a.gen_time_ns), now);
+  // A time later than now (kGenTimeUnknown: the worker has not heard the
+  // PS's clock yet) counts as now.
+  const uint64_t now_u = static_cast<uint64_t>(std::max<dp::TimeNs>(0, now));
+  aom_.OnDelivery(cluster, static_cast<dp::TimeNs>(std::min(a.gen_time_ns, now_u)), now);
   a.applied_ns = now;
   a.new_model_version = model_version_;
   if (options_.apply) options_.apply(a);

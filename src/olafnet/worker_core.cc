@@ -70,6 +70,10 @@ absl::StatusOr<WorkerSend> WorkerCore::GenerateWithDraw(std::span<const float> g
   h.worker_id = options_.worker_id;
   h.model_version = model_version;
   h.gen_time_ns = static_cast<uint64_t>(std::max<dp::TimeNs>(0, now));
+  if (options_.clock == WorkerClock::kPs) {
+    h.flags |= kUpdateFlagPsClock;
+    h.gen_time_ns = ps_clock_.offset() ? ps_clock_.ToPs(now) : kGenTimeUnknown;
+  }
   h.merged_count = 1;
   h.update_id = next_update_id_;
   auto frags = fragmenter_.Update(h, grad);
@@ -100,6 +104,7 @@ WorkerInbound WorkerCore::OnDatagram(std::span<const uint8_t> datagram, dp::Time
     case OlafType::kModel: break;
   }
   ++counters_.model_fragments_rx;
+  ps_clock_.OnPsTime(p.model.gen_time_ns, now);
   models_.Expire(now);
   if (latest_model_.has_value() && p.model.model_version <= latest_model_->model_version) {
     ++counters_.stale_models;

@@ -44,6 +44,7 @@
 #include "inca/dataplane/program.h"
 #include "inca/olaf/aom_tracker.h"
 #include "inca/olaf/cluster_table.h"
+#include "inca/olaf/ps_clock.h"
 #include "inca/olaf/update_queue.h"
 #include "inca/olaf/wire.h"
 #include "inca/olaf/worker_id.h"
@@ -182,6 +183,9 @@ class OlafSwitch final : public dp::Program {
   const UpdateQueue& queue() const { return *queue_; }
   std::optional<WorkerRoute> worker(uint32_t worker_id) const;
   size_t worker_count() const { return workers_.size(); }
+  // The PS's clock as learned from the MODELs passing through (ps_clock.h):
+  // updates flagged PS_CLOCK are aged on it.
+  const PsClockEstimate& ps_clock() const { return ps_clock_; }
   // Forgets every learned worker (e.g. after a job ends).
   void ClearWorkers();
 
@@ -196,7 +200,8 @@ class OlafSwitch final : public dp::Program {
   dp::Outcome OnUpdate(const OlafPacket& p, dp::PortId ingress, dp::TimeNs now,
                        dp::PacketSink& out);
   dp::Outcome OnAck(const OlafPacket& p, dp::TimeNs now, dp::PacketSink& out);
-  dp::Outcome OnModel(std::span<const uint8_t> packet, const OlafPacket& p, dp::PacketSink& out);
+  dp::Outcome OnModel(std::span<const uint8_t> packet, const OlafPacket& p, dp::TimeNs now,
+                      dp::PacketSink& out);
   dp::Outcome Passthrough(std::span<const uint8_t> packet, dp::PortId ingress, dp::PacketSink& out);
   bool Learn(uint32_t worker_id, dp::PortId port, uint16_t cluster_id);
   void PortCount(uint16_t cluster_id, dp::PortId port, int delta);
@@ -207,6 +212,7 @@ class OlafSwitch final : public dp::Program {
 
   OlafSwitchConfig config_;
   std::unique_ptr<UpdateQueue> queue_;
+  PsClockEstimate ps_clock_;
   ClusterTable cluster_table_;
   std::array<std::optional<FlowKey>, dp::kMaxPorts> flows_{};
   std::array<int, dp::kMaxPorts> routes_{};  // passthrough out port, -1 = default

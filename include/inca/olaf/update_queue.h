@@ -143,8 +143,16 @@ class UpdateQueue {
   const AomTracker& aom() const { return aom_; }
   AomTracker& aom() { return aom_; }
 
+  // PS clock − this queue's clock, for updates flagged PS_CLOCK (their
+  // gen_time is on the PS's clock; OlafSwitch estimates the offset from
+  // MODELs, ps_clock.h). Unknown (nullopt): such updates count as
+  // generated on arrival. Unflagged updates are taken on this clock.
+  void set_ps_clock_offset(std::optional<dp::TimeNs> offset) { ps_clock_offset_ = offset; }
+
  protected:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
+  // h's generation time on this queue's clock, never later than `now`.
+  dp::TimeNs GenOnOurClock(const UpdateHeader& h, dp::TimeNs now) const;
 
   struct Entry {
     UpdateHeader header;
@@ -201,6 +209,7 @@ class UpdateQueue {
   absl::flat_hash_map<uint16_t, uint32_t> cluster_index_;
   QueueCounters totals_;
   AomTracker aom_;
+  std::optional<dp::TimeNs> ps_clock_offset_;
 };
 
 // The seed's FIFO baseline: tail drop, no merge, no eviction.

@@ -45,8 +45,18 @@ enum class OlafType : uint8_t {
 };
 std::string_view ToString(OlafType t);
 
-// Version 1 defines no flag bits: any set bit is an error (kUnknownFlags).
-inline constexpr uint8_t kOlafKnownFlags = 0x00;
+// Flag bits. UPDATE defines one, PS_CLOCK: gen_time_ns is on the parameter
+// server's clock (the worker estimated its offset from MODELs, docs/design/
+// olaf-core.md "Clocks across hosts"), so a switch converts it to its own
+// clock before comparing. ACK and MODEL define none. A bit a type does not
+// define is an error (kUnknownFlags).
+inline constexpr uint8_t kUpdateFlagPsClock = 0x01;
+inline constexpr uint8_t kOlafKnownUpdateFlags = kUpdateFlagPsClock;
+inline constexpr uint8_t kOlafKnownFlags = 0x00;  // ACK and MODEL
+// gen_time_ns of an UPDATE whose sender does not know the PS's clock yet:
+// later than any real time, so every receiver takes it as "now" (age 0 on
+// arrival, never stale) rather than comparing clocks it cannot relate.
+inline constexpr uint64_t kGenTimeUnknown = ~uint64_t{0};
 
 // ---- Packed wire layouts (big-endian fields, alignment 1) ----
 

@@ -22,10 +22,22 @@
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
 #include "inca/olaf/fragment.h"
+#include "inca/olaf/ps_clock.h"
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/wire.h"
 
 namespace inca::olaf {
+
+// Whose clock an UPDATE's gen_time_ns is on (docs/design/olaf-core.md,
+// "Clocks across hosts").
+enum class WorkerClock : uint8_t {
+  // This process's CLOCK_MONOTONIC: right only when the switch and the PS
+  // share the host (the simulator; single-host tests).
+  kLocal,
+  // The PS's, estimated from the MODELs received (PsClockEstimate); flagged
+  // PS_CLOCK. Before the first MODEL: kGenTimeUnknown (age 0 on arrival).
+  kPs,
+};
 
 struct WorkerOptions {
   // Written into every UPDATE. kUnassignedCluster lets the first OLAF
@@ -46,6 +58,7 @@ struct WorkerOptions {
   size_t model_elements = 0;
   uint64_t seed = 1;             // of the send-control draws (mt19937_64)
   uint32_t first_update_id = 0;  // update_id of the first sent update
+  WorkerClock clock = WorkerClock::kLocal;
 
   absl::Status Validate() const;
 };
@@ -106,6 +119,7 @@ class WorkerCore {
   }
   const std::optional<AckHeader>& last_ack() const { return last_ack_; }
   const SendControl& send_control() const { return send_control_; }
+  const PsClockEstimate& ps_clock() const { return ps_clock_; }
   const WorkerCounters& counters() const;
   const WorkerOptions& options() const { return options_; }
 
@@ -120,6 +134,7 @@ class WorkerCore {
   uint32_t next_update_id_;
   std::optional<AckHeader> last_ack_;
   std::optional<AssembledModel> latest_model_;
+  PsClockEstimate ps_clock_;
   mutable WorkerCounters counters_;
 };
 
