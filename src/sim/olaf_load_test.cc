@@ -1,7 +1,8 @@
 // The OLAF load sweep's pieces (issue 20): `load` sets the PS link from the
 // offered rate, closed-loop workers wait for models, the age decomposition
 // adds up, and the sweep's smallest configuration keeps its finding: FIFO
-// starves a phase-locked cluster at ρ = 2.26 and OLAF does not.
+// starves a phase-locked cluster at ρ = 2.26 and OLAF does not. And ages
+// across hosts whose clocks are offset and drift.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -102,6 +103,34 @@ TEST(OlafLoadTest, ClosedLoopWorkersWaitForANewerModel) {
   EXPECT_LT(waits.sent, starved.sent);
 }
 
+// Clocks across hosts, in the simulator: workers' clocks seconds off the
+// PS's and drifting 200 ppm, the switch's 2 s behind. Stamped on the PS's
+// clock (estimated from MODELs), ages come out as with one clock, less
+// than one MODEL's one-way delay off; on their own clocks the queueing
+// part of the age vanishes (future stamps count as "now").
+TEST(OlafLoadTest, AgesAreRightWithClocksOffsetAndDriftingAcrossHosts) {
+  const std::vector<std::string> skewed = {"clock_offset_ms=3000", "clock_drift_ppm=200",
+                                           "switch_clock_offset_ms=-2000"};
+  for (const char* policy : {"policy=fifo", "policy=olaf"}) {
+    std::vector<std::string> base = {policy, "load=1", "seed=2"};
+    const OlafResult truth = RunIt(Sweep(base));
+    base.push_back("worker_clock=ps");
+    std::vector<std::string> ps = base;
+    ps.insert(ps.end(), skewed.begin(), skewed.end());
+    const OlafResult synced = RunIt(Sweep(ps));
+    EXPECT_EQ(synced.received, truth.received) << policy;
+    EXPECT_NEAR(synced.mean_aom_ms, truth.mean_aom_ms, 0.05 * truth.mean_aom_ms) << policy;
+    // The estimate is short by a MODEL's one-way delay (about 0.3 ms here:
+    // a 9 kB MODEL over the slow PS link), so ages read at most that high.
+    EXPECT_GE(synced.aom_parts.queueing_ms, truth.aom_parts.queueing_ms) << policy;
+    EXPECT_LT(synced.aom_parts.queueing_ms, truth.aom_parts.queueing_ms + 0.5) << policy;
+    std::vector<std::string> local = {policy, "load=1", "seed=2"};
+    local.insert(local.end(), skewed.begin(), skewed.end());
+    const OlafResult wrong = RunIt(Sweep(local));
+    EXPECT_LT(wrong.aom_parts.queueing_ms, 0.1 * truth.aom_parts.queueing_ms) << policy;
+  }
+}
+
 TEST(OlafLoadTest, BadLoadKeysNameTheKey) {
   auto e = [](const char* y) { return std::string(ParseOlafScenario(y, "t").status().message()); };
   EXPECT_THAT(e("load: -1\nclusters: [{count: 1}]"), HasSubstr("load must be"));
@@ -109,6 +138,8 @@ TEST(OlafLoadTest, BadLoadKeysNameTheKey) {
   EXPECT_THAT(e("model_wait_ms: -5\nclusters: [{count: 1}]"), HasSubstr("model_wait_ms"));
   EXPECT_THAT(e("closed_loop: maybe\nclusters: [{count: 1}]"), HasSubstr("closed_loop"));
   EXPECT_THAT(e("lode: 2\nclusters: [{count: 1}]"), HasSubstr("load, models, closed_loop"));
+  EXPECT_THAT(e("worker_clock: gps\nclusters: [{count: 1}]"), HasSubstr("use local or ps"));
+  EXPECT_THAT(e("clock_drift_ppm: -1\nclusters: [{count: 1}]"), HasSubstr("clock_drift_ppm"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
   o.worker_id = config.worker_id;
   o.send_control = config.send_control;
   o.seed = config.seed;
+  o.clock = config.clock;
   auto core = olaf::WorkerCore::Create(o);
   if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
   core_ = std::move(*core);
@@ -29,6 +30,12 @@ TimeNs WorkerNode::Jitter() {
              : 0;
 }
 
+TimeNs WorkerNode::LocalNow() {
+  const TimeNs t = sim().now();
+  return t + config_.clock_offset_ns +
+         static_cast<TimeNs>(static_cast<double>(t) * config_.clock_drift_ppm * 1e-6);
+}
+
 void WorkerNode::Start() {
   sim().Schedule(config_.phase_ns + Jitter(), [this] { Tick(); });
 }
@@ -38,7 +45,7 @@ void WorkerNode::Tick() {
   uint32_t version = 0;
   if (const olaf::AssembledModel* m = core_->latest_model()) version = m->model_version;
   if (config_.compute) config_.compute(grad_, version);
-  auto s = core_->GenerateWithDraw(grad_, version, now, Uniform01(rng_));
+  auto s = core_->GenerateWithDraw(grad_, version, LocalNow(), Uniform01(rng_));
   const bool sent = s.ok() && s->sent;
   if (sent) {
     for (auto& d : s->datagrams) {
@@ -88,7 +95,7 @@ void WorkerNode::Resume(bool timed_out) {
 }
 
 void WorkerNode::Receive(dp::PortId, Packet packet) {
-  core_->OnDatagram(packet, sim().now());
+  core_->OnDatagram(packet, LocalNow());
   if (!waiting_) return;
   if (const olaf::AssembledModel* m = core_->latest_model();
       m && m->model_version > wait_version_) {
@@ -120,8 +127,11 @@ class SwitchNode::Sink final : public dp::PacketSink {
   SwitchNode* node_;
 };
 
-SwitchNode::SwitchNode(std::string name, const olaf::OlafSwitchConfig& config)
-    : Node(std::move(name)), sink_(std::make_unique<Sink>(this)) {
+SwitchNode::SwitchNode(std::string name, const olaf::OlafSwitchConfig& config,
+                       TimeNs clock_offset_ns)
+    : Node(std::move(name)),
+      sink_(std::make_unique<Sink>(this)),
+      clock_offset_ns_(clock_offset_ns) {
   auto p = olaf::OlafSwitch::Create(config);
   if (!p.ok()) throw std::invalid_argument(std::string(p.status().message()));
   program_ = std::move(*p);
@@ -130,13 +140,15 @@ SwitchNode::SwitchNode(std::string name, const olaf::OlafSwitchConfig& config)
 SwitchNode::~SwitchNode() = default;
 
 void SwitchNode::Receive(dp::PortId port, Packet packet) {
-  program_->Process(packet, port, sim().now(), *sink_);
+  program_->Process(packet, port, sim().now() + clock_offset_ns_, *sink_);
   ArmWake();
 }
 
 void SwitchNode::ArmWake() {
-  const TimeNs next = program_->NextWakeNs();
-  if (next == olaf::OlafSwitch::kIdle || next >= wake_at_) return;
+  TimeNs next = program_->NextWakeNs();
+  if (next == olaf::OlafSwitch::kIdle) return;
+  next -= clock_offset_ns_;  // on the simulator's clock
+  if (next >= wake_at_) return;
   wake_at_ = next;
   sim().Schedule(next, [this, next] {
     if (wake_at_ != next) return;  // superseded by an earlier wake
@@ -146,7 +158,7 @@ void SwitchNode::ArmWake() {
 
 void SwitchNode::Wake() {
   wake_at_ = olaf::OlafSwitch::kIdle;
-  program_->Advance(sim().now(), *sink_);
+  program_->Advance(sim().now() + clock_offset_ns_, *sink_);
   ArmWake();
 }
 

@@ -46,6 +46,15 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
   if (key == "models") return Get(v, src, key, &s->models);
   if (key == "closed_loop") return Get(v, src, key, &s->closed_loop);
   if (key == "model_wait_ms") return Get(v, src, key, &s->model_wait_ms);
+  if (key == "clock_offset_ms") return Get(v, src, key, &s->clock_offset_ms);
+  if (key == "clock_drift_ppm") return Get(v, src, key, &s->clock_drift_ppm);
+  if (key == "switch_clock_offset_ms") return Get(v, src, key, &s->switch_clock_offset_ms);
+  if (key == "worker_clock") {
+    if (auto st = Get(v, src, key, &text); !st.ok()) return st;
+    if (text != "local" && text != "ps") return Bad(src, key, "use local or ps");
+    s->worker_clock = text == "ps" ? olaf::WorkerClock::kPs : olaf::WorkerClock::kLocal;
+    return absl::OkStatus();
+  }
   if (key == "sweep") return yaml_keys::ParseSweep(v, src, s, SetKey, "clusters");
   if (key == "policy") {
     if (auto st = Get(v, src, key, &text); !st.ok()) return st;
@@ -113,7 +122,8 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
              "unknown key; known: system, name, seed, duration_s, warmup_s, topology, policy, "
              "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
              "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
-             "load, models, closed_loop, model_wait_ms, sweep, clusters");
+             "load, models, closed_loop, model_wait_ms, clock_offset_ms, clock_drift_ppm, "
+             "switch_clock_offset_ms, worker_clock, sweep, clusters");
 }
 
 }  // namespace
@@ -130,6 +140,12 @@ absl::Status OlafScenario::Validate() const {
   if (!(sample_ms > 0)) return bad("sample_ms must be positive");
   if (!(load >= 0) || load > 1000)
     return bad("load must be in [0, 1000] (0: egress_gbps as given)");
+  if (!(std::abs(clock_offset_ms) <= 3.6e6) || !(std::abs(switch_clock_offset_ms) <= 3.6e6)) {
+    return bad("clock_offset_ms and switch_clock_offset_ms must be within ±3600000");
+  }
+  if (!(clock_drift_ppm >= 0) || clock_drift_ppm > 1e5) {
+    return bad("clock_drift_ppm must be in [0, 100000]");
+  }
   if (!(model_wait_ms >= 0) || model_wait_ms > 3.6e6) {
     return bad("model_wait_ms must be in [0, 3600000] (0: delta_t_ms)");
   }
@@ -256,7 +272,9 @@ struct ApplyLog {
   }
   void OnApply(const olaf::AppliedUpdate& u) {
     const size_t c = u.cluster_id;
-    if (c < age.size()) age[c].OnApply(static_cast<TimeNs>(u.gen_time_ns), u.applied_ns);
+    const auto at = static_cast<uint64_t>(std::max<TimeNs>(0, u.applied_ns));
+    const auto gen = static_cast<TimeNs>(std::min(u.gen_time_ns, at));  // unknown: on arrival
+    if (c < age.size()) age[c].OnApply(gen, u.applied_ns);
     if (in_window && c < age.size()) {
       const uint32_t used = std::min(u.model_version, version);
       if (used < made_at.size() && version < made_at.size()) {
@@ -292,6 +310,7 @@ std::vector<std::vector<WorkerNode*>> AddClusters(const OlafScenario& s, Network
   const LinkConfig link{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096};
   std::vector<std::vector<WorkerNode*>> workers;
   std::mt19937_64 phase_rng(s.seed);
+  std::mt19937_64 clock_rng(s.seed ^ 0xC10C);  // its own stream: other draws are unchanged
   uint16_t cluster = 0;
   for (const ClusterGroup& g : s.clusters) {
     for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
@@ -321,6 +340,10 @@ std::vector<std::vector<WorkerNode*>> AddClusters(const OlafScenario& s, Network
         wc.closed_loop = s.closed_loop;
         wc.model_wait_ns =
             static_cast<TimeNs>((s.model_wait_ms > 0 ? s.model_wait_ms : s.delta_t_ms) * 1e6);
+        wc.clock = s.worker_clock;
+        wc.clock_offset_ns =
+            static_cast<TimeNs>((2 * Uniform(clock_rng) - 1) * s.clock_offset_ms * 1e6);
+        wc.clock_drift_ppm = (2 * Uniform(clock_rng) - 1) * s.clock_drift_ppm;
         auto* node = net.Add(std::make_unique<WorkerNode>(absl::StrCat("w", cluster, ".", w), wc));
         net.Connect(node, edge, link);
         workers.back().push_back(node);
@@ -382,7 +405,7 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
   std::vector<float> model(2233, 0.0f);
   PsNodeConfig pc;
   pc.ps.apply = [&log](const olaf::AppliedUpdate& u) { log.OnApply(u); };
-  if (s.models || s.closed_loop) {
+  if (s.models || s.closed_loop || s.worker_clock == olaf::WorkerClock::kPs) {
     uint32_t elements = 1;
     for (const ClusterGroup& g : s.clusters) elements = std::max(elements, g.elements);
     model.resize(elements);
@@ -394,13 +417,14 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
   const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
   const double r1 = out.egress_gbps, r2 = out.egress_gbps / s.tree_ratio;
   std::vector<SwitchNode*> switches;
-  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", SwitchConfig(s, r1)));
+  const auto sw_offset = static_cast<TimeNs>(s.switch_clock_offset_ms * 1e6);
+  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", SwitchConfig(s, r1), sw_offset));
   switches.push_back(sw1);
   // The uplink serialises at the switch's paced rate: delivery = end of transmission.
   net.Connect(sw1, ps, LinkConfig{r1 * 1e9, delay, 9000, 66, 1u << 20});
   SwitchNode* sw2 = nullptr;
   if (s.topology == "tree") {
-    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", SwitchConfig(s, r2)));
+    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", SwitchConfig(s, r2), sw_offset));
     switches.push_back(sw2);
     net.Connect(sw2, sw1, LinkConfig{r2 * 1e9, delay, 9000, 66, 1u << 20});
   }

@@ -41,6 +41,12 @@ struct WorkerNodeConfig {
   // out on the one it has. Open loop (false): a fixed grid, models or not.
   bool closed_loop = false;
   TimeNs model_wait_ns = 400 * dp::kNsPerMs;
+  // This worker's CLOCK_MONOTONIC against the simulator's (= the PS's):
+  // local = t + clock_offset_ns + t·clock_drift_ppm/1e6. Its core sees only
+  // local times; `clock` says whose clock it stamps (olaf::WorkerClock).
+  TimeNs clock_offset_ns = 0;
+  double clock_drift_ppm = 0;
+  olaf::WorkerClock clock = olaf::WorkerClock::kLocal;
   // Added to each datagram's size in bytes_sent() (the switch's per-frame
   // egress overhead), so offered load is counted as the bottleneck sees it.
   uint32_t frame_overhead_bytes = 66;
@@ -65,6 +71,7 @@ class WorkerNode final : public Node {
   void ScheduleNext(TimeNs after);
   void Resume(bool timed_out);
   TimeNs Jitter();
+  TimeNs LocalNow();
   WorkerNodeConfig config_;
   std::unique_ptr<olaf::WorkerCore> core_;
   std::mt19937_64 rng_;
@@ -97,7 +104,8 @@ class PsNode final : public Node {
 // An OLAF or FIFO switch: port 0 (the first link connected) faces the PS.
 class SwitchNode final : public Node {
  public:
-  SwitchNode(std::string name, const olaf::OlafSwitchConfig& config);
+  // clock_offset_ns: the switch's clock − the simulator's (= the PS's).
+  SwitchNode(std::string name, const olaf::OlafSwitchConfig& config, TimeNs clock_offset_ns = 0);
   ~SwitchNode() override;
   void Receive(dp::PortId port, Packet packet) override;
   const olaf::OlafSwitch& program() const { return *program_; }
@@ -109,6 +117,7 @@ class SwitchNode final : public Node {
   std::unique_ptr<olaf::OlafSwitch> program_;
   std::unique_ptr<Sink> sink_;
   TimeNs wake_at_ = olaf::OlafSwitch::kIdle;
+  TimeNs clock_offset_ns_ = 0;
 };
 
 // Workers of one cluster sit behind an edge (port 0 up, ports 1..n the

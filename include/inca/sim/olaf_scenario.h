@@ -15,6 +15,7 @@
 #include "inca/olaf/ps.h"
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/update_queue.h"
+#include "inca/olaf/worker.h"
 #include "inca/sim/simulator.h"
 
 namespace inca::sim {
@@ -69,6 +70,15 @@ struct OlafScenario {
   // roll out for period_ms. Implies models. false: a fixed send grid.
   bool closed_loop = false;
   double model_wait_ms = 0;
+  // Clocks across hosts (docs/design/olaf-core.md): each worker's clock is
+  // off the PS's by a uniform draw in ±clock_offset_ms and runs fast or
+  // slow by one in ±clock_drift_ppm; the switches' clocks are off by
+  // switch_clock_offset_ms. worker_clock: whose clock workers stamp
+  // (`local`, or `ps`: estimated from MODELs, so it needs `models`).
+  double clock_offset_ms = 0;
+  double clock_drift_ppm = 0;
+  double switch_clock_offset_ms = 0;
+  olaf::WorkerClock worker_clock = olaf::WorkerClock::kLocal;
   // Optional sweep: the scenario runs once per value of this key.
   std::string sweep_key;
   std::vector<std::string> sweep_values;
