@@ -208,6 +208,8 @@ int RunWorkerProcess(const DistributedOptions& o) {
     return Fail("worker", "--cycle-ms must be in (0, 1e6] and --slowdown in (0, 1000]", 2);
   }
   if (o.cluster > 0xfffe) return Fail("worker", "--cluster must be 0..65534", 2);
+  if (o.clock != "ps" && o.clock != "local")
+    return Fail("worker", "--clock must be ps or local", 2);
   const auto mode = olaf::ParseSendControlMode(o.send_control);
   if (!mode) return Fail("worker", "--send-control must be off, priority or fairness", 2);
   InstallStopHandlers();
@@ -225,6 +227,7 @@ int RunWorkerProcess(const DistributedOptions& o) {
   wo.worker.send_control.delta_t_ns = static_cast<dp::TimeNs>(o.delta_t_ms * 1e6);
   wo.worker.seed = ao.seed;
   wo.worker.model_elements = (*agent)->num_parameters();  // other models: rejected, counted
+  wo.worker.clock = o.clock == "ps" ? olaf::WorkerClock::kPs : olaf::WorkerClock::kLocal;
   auto ep = olaf::OlafWorkerEndpoint::Create(wo);
   if (!ep.ok()) return Fail("worker", ep.status().message(), StatusExit(ep.status()));
 
@@ -383,6 +386,13 @@ int CheckRunOptions(const DistributedOptions& o, const std::string& self, std::s
   if (o.queue_depth < 1 || o.queue_depth > 65536) {
     return Fail("run", "--depth must be 1..65536", 2);
   }
+  if (o.clock != "ps" && o.clock != "local") return Fail("run", "--clock must be ps or local", 2);
+  if (!(o.clock_skew_s >= 0 && o.clock_skew_s <= 3600)) {
+    return Fail("run", "--clock-skew-s must be in [0, 3600]", 2);
+  }
+  if (o.clock_skew_s > 0 && geteuid() != 0) {
+    return Fail("run", "--clock-skew-s needs root (it runs workers in time namespaces)", 2);
+  }
   *switchd = o.switchd;
   if (switchd->empty()) *switchd = (fs::path(self).parent_path() / "inca-switchd").string();
   if (access(switchd->c_str(), X_OK) != 0) {
@@ -504,8 +514,16 @@ int StartWorkers(const DistributedOptions& o, const std::string& self, const Lau
           "--duration",
           absl::StrCat(o.duration_s)};
       args.insert(args.end(), l.model_args.begin(), l.model_args.end());
+      args.insert(args.end(), {"--clock", o.clock});
+      std::string exe = self;
+      if (o.clock_skew_s > 0) {  // another "host": its own CLOCK_MONOTONIC
+        const int k = static_cast<int>((c * o.workers_per_cluster + w) % 3) - 1;
+        args.insert(args.begin(), {"--time", absl::StrCat("--monotonic=", k * o.clock_skew_s),
+                                   "--fork", "--kill-child=SIGTERM", self});
+        exe = "/usr/bin/unshare";
+      }
       ch->workers.push_back(launch::Process::SpawnToFile(
-          self, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
+          exe, args, (fs::path(o.out_dir) / absl::StrCat("worker-", c, "-", w, ".log")).string()));
       if (!ch->workers.back().running()) return Fail("run", "cannot start a worker");
     }
   }

@@ -132,6 +132,12 @@ int main(int argc, char** argv) {
                   "< 0 = over --duration)")
       ->capture_default_str();
   run->add_option("--switchd", d.switchd, "inca-switchd path (default: beside olaf-train)");
+  run->add_option("--clock", d.clock, "workers stamp updates on the PS's clock (ps) or their own")
+      ->capture_default_str();
+  run->add_option("--clock-skew-s", d.clock_skew_s,
+                  "root: worker k's CLOCK_MONOTONIC offset by ((k mod 3) - 1) x this, in a time "
+                  "namespace (hosts whose clocks disagree)")
+      ->capture_default_str();
   auto* ps = app.add_subcommand("ps", "one PS process");
   AddModelOptions(*ps, &d);
   ps->add_option("--bind", d.ps_bind, "HOST:PORT")->capture_default_str();
@@ -150,6 +156,8 @@ int main(int argc, char** argv) {
   worker->add_option("--cycle-ms", d.cycle_ms)->capture_default_str();
   worker->add_option("--slowdown", d.slowdown)->capture_default_str();
   worker->add_option("--send-control", d.send_control)->capture_default_str();
+  worker->add_option("--clock", d.clock, "ps | local: whose clock updates are stamped on")
+      ->capture_default_str();
   inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);

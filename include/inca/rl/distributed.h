@@ -54,6 +54,10 @@ struct DistributedOptions {
   double egress_mbps = 20;  // switch -> PS pacing
   uint32_t queue_depth = 8;
   double tau_ms = 100;
+  // > 0: emulate hosts whose CLOCK_MONOTONICs disagree: worker k runs in a
+  // Linux time namespace (unshare --time, root) with its monotonic clock
+  // offset by ((k mod 3) - 1) x clock_skew_s seconds.
+  double clock_skew_s = 0;
 
   // PS (ps). `clusters` (above) also tells the PS which clusters to expect
   // (ids 0..clusters-1): one that never delivers counts at the whole run's
@@ -73,6 +77,9 @@ struct DistributedOptions {
   uint32_t index = 0;    // within the cluster
   double cycle_ms = 10;  // wall time per gradient at slowdown 1 (padded by waiting)
   double slowdown = 1;
+  // Whose clock updates are stamped on: "ps" (estimated from MODELs, right
+  // across hosts) or "local" (this host's; right only on the PS's host).
+  std::string clock = "ps";
 };
 
 // Each returns the process exit status: 0 ok, 1 runtime failure, 2 bad options.
