@@ -198,8 +198,20 @@ TEST(OlafWireTest, EveryErrorClassIsDetectedAndNamed) {
     auto longer = a;
     longer.push_back(0);
     cases.push_back({longer, OlafParseError::kPayloadLenMismatch, "exactly 28 bytes"});
+    auto flagged = a;
+    flagged[4] = kUpdateFlagPsClock;  // PS_CLOCK is an UPDATE flag only
+    cases.push_back({flagged, OlafParseError::kUnknownFlags, "known mask 0x00"});
     a.pop_back();
     cases.push_back({a, OlafParseError::kTooShort, "28-byte OLAF ack header"});
+  }
+  {
+    UpdateHeader h = SampleUpdate();
+    h.flags = kUpdateFlagPsClock | 0x02;
+    cases.push_back({BuildUpdate(h, F32({1.0f})), OlafParseError::kUnknownFlags,
+                     "flags 0x03 has unknown bits (known mask 0x01)"});
+    h.flags = kUpdateFlagPsClock;
+    const auto ok = BuildUpdate(h, F32({1.0f}));
+    EXPECT_EQ(Parse(ok), OlafParseError::kOk);
   }
   {
     ModelHeader m = SampleModel();
