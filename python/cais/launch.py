@@ -75,12 +75,13 @@ class Switch:
             m = re.search(r"event=control_listening port=(\d+)", text)
             if m:
                 port = int(m.group(1))
-            if port and "event=switch_started" in text:
+            # The CAIS program says switch_started, OLAF and FIFO olaf_switch_started.
+            if port and re.search(r"event=(olaf_)?switch_started", text):
                 return hostport(self.host, port)
             time.sleep(0.05)
+        text = self.output()
         self.stop()
-        raise TimeoutError("inca-switchd did not start within %.0f s:\n%s" % (timeout_s,
-                                                                             self.output()))
+        raise TimeoutError("inca-switchd did not start within %.0f s:\n%s" % (timeout_s, text))
 
     def output(self) -> str:
         with open(self.log.name, "r", errors="replace") as f:
