@@ -102,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--switchd-arg", action="append", default=[], help="extra inca-switchd flag")
     pf.add_argument("--perf-arg", action="append", default=[], help="extra cais-perf flag")
     pf.add_argument("--timeout", type=float, default=600, help="seconds per backend")
+    ol = sub.add_parser("olaf", help="OLAF training (olaf-train run) across a testbed: PS on "
+                        "host 0, workers on the others, the bottleneck the switch's or a link")
+    import testbed_olaf  # scripts/testbed_olaf.py, beside this file
+    testbed_olaf.add_arguments(ol)
     ex = sub.add_parser("exec", help="run a command in a host (or the switch) namespace")
     ex.add_argument("--name", default="tb")
     ex.add_argument("--host", default="sw", help="host index, or sw")
@@ -161,6 +165,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             import testbed_perf  # scripts/testbed_perf.py, beside this file
             res = testbed_perf.perf(a)
             return 1 if any(r["wrong"] for r in res["rows"]) else 0
+        elif a.cmd == "olaf":
+            import testbed_olaf  # scripts/testbed_olaf.py, beside this file
+            testbed_olaf.run(a)
         elif a.cmd == "status":
             for inst in _instances():
                 print(json.dumps(inst))

@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--cycle-ms", d.cycle_ms, "wall time per gradient at full speed")
       ->capture_default_str();
-  run->add_option("--egress-mbps", d.egress_mbps, "the switch's paced egress toward the PS")
+  run->add_option("--egress-mbps", d.egress_mbps,
+                  "the switch's paced egress toward the PS (0: unpaced)")
       ->capture_default_str();
   run->add_option("--depth", d.queue_depth, "switch queue depth")->capture_default_str();
   run->add_option("--tau-ms", d.tau_ms, "OLAF merge decay")->capture_default_str();
@@ -132,6 +133,13 @@ int main(int argc, char** argv) {
                   "< 0 = over --duration)")
       ->capture_default_str();
   run->add_option("--switchd", d.switchd, "inca-switchd path (default: beside olaf-train)");
+  run->add_option("--place-ps", d.place_ps,
+                  "NS@IP: run the PS in network namespace NS bound to IP, port 9600 (root; "
+                  "with --place-switch and --place-workers; docs/testbed.md)");
+  run->add_option("--place-switch", d.place_switch, "NS@IP: inca-switchd there, port 9500");
+  run->add_option("--place-workers", d.place_workers,
+                  "NS@IP,...: workers there, round robin, ports 9700 + k")
+      ->delimiter(',');
   run->add_option("--clock", d.clock, "workers stamp updates on the PS's clock (ps) or their own")
       ->capture_default_str();
   run->add_option("--clock-skew-s", d.clock_skew_s,

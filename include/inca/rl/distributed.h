@@ -1,6 +1,6 @@
 // Real asynchronous DRL through inca-switchd (olaf-train run/ps/worker):
 // the OLAF paper's §4.2 set-up (arXiv 2507.05876) as separate processes on
-// loopback UDP.
+// loopback UDP, or in the network namespaces of a testbed.
 //
 //  RunPsProcess      an ActorCritic behind an OlafPsEndpoint: applies every
 //                    UPDATE fragment as a partial gradient and answers each
@@ -13,8 +13,9 @@
 //                    compute of a slower machine), sends it through the
 //                    switch. Writes worker-C-I.csv (episode returns) and
 //                    worker-C-I.json (counters).
-//  RunDistributed    the launcher: a PS, inca-switchd (program olaf or fifo,
-//                    egress paced below the offered load, one cluster-table
+//  RunDistributed    the launcher (launcher.cc): a PS, inca-switchd (program
+//                    olaf or fifo, egress paced below the offered load or
+//                    unpaced behind a shaped link, one cluster-table
 //                    entry per worker port) and the workers; waits, stops
 //                    the switch, merges everything into summary.json and
 //                    curve.csv (time, running mean of the last 100 training
@@ -30,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "inca/rl/async_worker.h"
 
@@ -58,6 +60,13 @@ struct DistributedOptions {
   // Linux time namespace (unshare --time, root) with its monotonic clock
   // offset by ((k mod 3) - 1) x clock_skew_s seconds.
   double clock_skew_s = 0;
+  // Placement on a namespace testbed (docs/testbed.md, "OLAF on the
+  // testbed"; root): "NS@IP" runs the role in network namespace NS (ip netns
+  // exec), bound to IPv4 address IP, on fixed ports (PS 9600, switch 9500,
+  // worker k 9700 + k). All three or none; workers take place_workers round
+  // robin. None: everything on loopback with free ports.
+  std::string place_ps, place_switch;
+  std::vector<std::string> place_workers;
 
   // PS (ps). `clusters` (above) also tells the PS which clusters to expect
   // (ids 0..clusters-1): one that never delivers counts at the whole run's
