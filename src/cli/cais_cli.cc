@@ -225,25 +225,16 @@ int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
 
 int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
   if (!a.settings.empty()) {
-    std::map<std::string, std::string> values;
-    for (const auto& kv : a.settings) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        throw UsageError{absl::StrCat("'", kv, "' must be key=value, e.g. timeout_ms=80")};
-      }
-      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    std::string bad;
+    const std::map<std::string, std::string> values = ParseSettings(a.settings, &bad);
+    if (!bad.empty()) {
+      throw UsageError{absl::StrCat("'", bad, "' must be key=value, e.g. timeout_ms=80")};
     }
     if (auto s = cp.SetConfig(values); !s.ok()) return Report(s, err);
   }
   auto c = cp.GetConfig();
   if (!c.ok()) return Report(c.status(), err);
-  if (a.json) {
-    std::vector<std::string> items;
-    for (const auto& [k, v] : *c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
-    out << "{" << absl::StrJoin(items, ",") << "}\n";
-  } else {
-    for (const auto& [k, v] : *c) out << k << " = " << v << "\n";
-  }
+  PrintConfig(*c, a.json, out);
   return kOk;
 }
 

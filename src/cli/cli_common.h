@@ -5,11 +5,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace inca::cli {
 
@@ -42,6 +46,33 @@ inline int Report(std::string_view tool, const absl::Status& s, std::ostream& er
           s.code() == absl::StatusCode::kDeadlineExceeded)
              ? kUnreachable
              : kRefused;
+}
+
+// configure's "key=value" words as a map. The first word that is not
+// key=value goes to *bad (left empty when all are).
+inline std::map<std::string, std::string> ParseSettings(const std::vector<std::string>& words,
+                                                        std::string* bad) {
+  std::map<std::string, std::string> values;
+  for (const std::string& kv : words) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      *bad = kv;
+      return {};
+    }
+    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return values;
+}
+
+// A switch's configuration as "key = value" lines, or one JSON object.
+inline void PrintConfig(const std::map<std::string, std::string>& c, bool json, std::ostream& out) {
+  if (json) {
+    std::vector<std::string> items;
+    for (const auto& [k, v] : c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
+    out << "{" << absl::StrJoin(items, ",") << "}\n";
+  } else {
+    for (const auto& [k, v] : c) out << k << " = " << v << "\n";
+  }
 }
 
 }  // namespace inca::cli

@@ -25,6 +25,7 @@ struct Args {
   int64_t src_port = -1, cluster = -1;
   std::string paction = "list";  // ports
   int64_t port = -1;
+  std::vector<std::string> settings;  // configure
 };
 
 // The flags of the verb given, checked before connecting: kOk, or one line on
@@ -45,6 +46,12 @@ int CheckArgs(const Args& a, const CLI::App& clusters, const CLI::App& ports, st
   }
   if (ports && a.paction != "list" && a.paction != "release") {
     err << "olaf-cli: ports action must be list or release\n";
+    return kUsage;
+  }
+  std::string bad;
+  ParseSettings(a.settings, &bad);
+  if (!bad.empty()) {
+    err << "olaf-cli: '" << bad << "' must be key=value, e.g. delta_t_ms=300\n";
     return kUsage;
   }
   if (ports && a.paction == "release" && (a.port < 0 || a.port >= dp::kMaxPorts)) {
@@ -165,6 +172,21 @@ int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
   return kOk;
 }
 
+// configure [KEY=VALUE ...]: sets them (all or nothing; a change of
+// delta_t_ms, depth or verify_epsilon is verified by the switch first and
+// refused when it cannot be fair, unless override=true), then prints the
+// configuration.
+int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  if (!a.settings.empty()) {
+    std::string bad;
+    if (auto s = cp.SetConfig(ParseSettings(a.settings, &bad)); !s.ok()) return Report(s, err);
+  }
+  auto c = cp.GetConfig();
+  if (!c.ok()) return Report(c.status(), err);
+  PrintConfig(*c, a.json, out);
+  return kOk;
+}
+
 }  // namespace
 
 int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -184,6 +206,11 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   ports->add_option("action", a.paction, "list | release");
   ports->add_option("--port", a.port,
                     absl::StrCat("release: the switch port 0..", dp::kMaxPorts - 1));
+  auto* conf = app.add_subcommand(
+      "configure",
+      "show or set delta_t_ms, tau_ms, depth, verify_epsilon (key=value ...; override=true "
+      "applies a change the verifier refuses)");
+  conf->add_option("settings", a.settings, "e.g. delta_t_ms=300 depth=16");
   inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
@@ -196,12 +223,14 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     return kUsage;
   }
   if (int rc = CheckArgs(a, *clusters, *ports, err); rc != kOk) return rc;
+  // A verified change waits for the solver (seconds): a longer default deadline.
+  if (*conf && app.get_option("--timeout-ms")->count() == 0) timeout_ms = 30000;
   auto plane = control::ConnectControl(Device(a.device), token, timeout_ms);
   if (!plane.ok()) return Report(plane.status(), err);
 
   using Verb = int (*)(const Args&, control::ControlPlane&, std::ostream&, std::ostream&);
   const std::pair<CLI::App*, Verb> verbs[] = {
-      {clusters, Clusters}, {ports, Ports}, {stats, ShowStats}};
+      {clusters, Clusters}, {ports, Ports}, {stats, ShowStats}, {conf, Configure}};
   for (const auto& [command, verb] : verbs) {
     if (*command) return verb(a, **plane, out, err);
   }

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +24,7 @@
 namespace inca::cli {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -31,7 +34,7 @@ class OlafCliTest : public ::testing::Test {
     switchd::OlafServerConfig c;
     c.listen = "127.0.0.1:0";
     c.ps = "127.0.0.1:9";  // discard: nothing listens, the test never needs the PS
-    c.program.egress_rate_bps = 0;
+    c.program.egress_rate_bps = egress_rate_bps_;
     auto s = switchd::OlafServer::Create(c);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -81,6 +84,7 @@ class OlafCliTest : public ::testing::Test {
     close(fd);
   }
 
+  uint64_t egress_rate_bps_ = 0;
   std::unique_ptr<switchd::OlafServer> server_;
   switchd::OlafControlService control_;
   std::thread thread_;
@@ -157,6 +161,113 @@ TEST_F(OlafCliTest, BadUsageAndWrongProgramAreOneLineErrors) {
   EXPECT_EQ(Cli({"dump-rules"}, /*olaf=*/false), 1);
   EXPECT_THAT(err_.str(), HasSubstr("runs the olaf program"));
   EXPECT_THAT(err_.str(), HasSubstr("--program cais"));
+}
+
+// Issue 20, item 6: ΔT, τ and depth change at run time through the control
+// API; a change olaf-verify's model proves cannot be fair, for the update
+// periods the switch observed, is refused naming the unsat core, or applied
+// with override=true.
+class OlafCliRunTimeTest : public OlafCliTest {
+ protected:
+  void SetUp() override {
+    egress_rate_bps_ = 40'000'000'000;  // paced: the switch owns the bottleneck
+    OlafCliTest::SetUp();
+  }
+  std::string Config() {
+    EXPECT_EQ(Cli({"configure"}), 0) << err_.str();
+    return out_.str();
+  }
+};
+
+TEST_F(OlafCliRunTimeTest, ChangesAreVerifiedAgainstObservedPeriods) {
+  // Nothing observed yet: applied, and said to be unverified.
+  ASSERT_EQ(Cli({"configure", "tau_ms=50"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tau_ms = 50\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("last_change = applied; not verified: only tau_ms changed"));
+  ASSERT_EQ(Cli({"configure", "delta_t_ms=300"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("not verified: 0 cluster(s) with an observed update period"));
+
+  // Clusters 3 and 7 both update every 10 ms (paced sends, 60 ms): equal
+  // periods can be fair, so ΔT 40 ms and a smaller depth are accepted.
+  const auto send = [this](std::vector<std::pair<uint16_t, int>> clusters, int rounds) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < rounds; ++k) {
+      std::this_thread::sleep_until(start + std::chrono::milliseconds(10 * k));
+      for (const auto& [cluster, every] : clusters) {
+        if (k % every == 0) SendUpdate(cluster);
+      }
+    }
+  };
+  const auto wait_rx = [this](int n) {
+    const std::string want = absl::StrCat("\"updates_rx\":", n, ",");
+    for (int i = 0; i < 5000; ++i) {  // bounded: until the switch has read them
+      EXPECT_EQ(Cli({"show-stats", "--json"}), 0) << err_.str();
+      if (out_.str().find(want) != std::string::npos) return true;
+    }
+    return false;
+  };
+  send({{3, 1}, {7, 1}}, 6);
+  ASSERT_TRUE(wait_rx(12)) << out_.str();  // 6 rounds x 2 clusters
+  ASSERT_EQ(Cli({"configure", "delta_t_ms=40", "depth=4"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("last_change = applied; verified: can be fair"));
+  ASSERT_EQ(Cli({"show-stats"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("depth 4, delta_t 40.0 ms, tau 50.0 ms"));
+
+  // Cluster 9 joins, updating every 30 ms beside cluster 3's 10 ms (the OLAF
+  // paper's 100/300 ms example at a tenth of the time): on a link that never
+  // congests, cluster 3 would have to hold its updates ~20 ms to match, and
+  // the queue never holds one back. Refused, naming the core's families;
+  // nothing changed.
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {  // while the operator works; bounded: 10 s at most
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 1000 && !stop; ++k) {
+      std::this_thread::sleep_until(start + std::chrono::milliseconds(10 * k));
+      SendUpdate(3);
+      if (k % 3 == 0) SendUpdate(9);
+    }
+  });
+  struct Joiner {  // also when an assertion returns early
+    std::atomic<bool>* stop;
+    std::thread* t;
+    ~Joiner() {
+      *stop = true;
+      t->join();
+    }
+  } joiner{&stop, &traffic};
+  const std::regex offered9("\"cluster\":9,\"workers\":[0-9]+,\"offered\":([0-9]+)");
+  for (int i = 0; i < 20000; ++i) {  // bounded: until cluster 9 has a period (4 offers)
+    ASSERT_EQ(Cli({"show-stats", "--json"}), 0) << err_.str();
+    std::smatch m;
+    const std::string o = out_.str();
+    if (std::regex_search(o, m, offered9) && std::stoi(m[1]) >= 5) break;
+  }
+  EXPECT_EQ(Cli({"configure", "delta_t_ms=15"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("refused: OLAF configuration cannot be fair"));
+  EXPECT_THAT(err_.str(), ContainsRegex("fairness\\(c[37],c9\\)"));
+  EXPECT_THAT(err_.str(), HasSubstr("override=true"));
+  EXPECT_THAT(Config(), HasSubstr("delta_t_ms = 40\n"));
+  // The operator insists: applied, logged and said.
+  ASSERT_EQ(Cli({"configure", "delta_t_ms=15", "override=true"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("delta_t_ms = 15\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("last_change = applied with override; "));
+  stop = true;
+
+  // Bad changes: one line each, all or nothing.
+  EXPECT_EQ(Cli({"configure", "depth=9", "delta_t_ms=100"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("must be in 1..8"));
+  EXPECT_EQ(Cli({"configure", "egress_rate_bps=1"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("fixed while inca-switchd runs"));
+  EXPECT_EQ(Cli({"configure", "colour=blue"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown key 'colour'"));
+  EXPECT_EQ(Cli({"configure", "delta_t_ms=abc"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("bad value 'abc' for delta_t_ms"));
+  EXPECT_EQ(Cli({"configure", "override=maybe"}), 1);
+  EXPECT_EQ(Cli({"configure", "nonsense"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("must be key=value"));
+  const std::string after = Config();
+  EXPECT_THAT(after, HasSubstr("delta_t_ms = 15\n"));
+  EXPECT_THAT(after, HasSubstr("depth = 4\n"));
 }
 
 TEST(OlafCliNoSwitchTest, UnreachableDeviceExitsThree) {

@@ -129,6 +129,15 @@ QueueConfig OlafSwitchConfig::queue() const {
   return q;
 }
 
+absl::Status OlafSwitch::SetRunTimeParams(dp::TimeNs delta_t_ns, dp::TimeNs tau_ns,
+                                          uint32_t depth) {
+  if (absl::Status s = queue_->SetRunTimeParams(delta_t_ns, tau_ns, depth); !s.ok()) return s;
+  config_.delta_t_ns = delta_t_ns;
+  config_.tau_ns = tau_ns;
+  config_.depth = depth;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<OlafSwitch>> OlafSwitch::Create(const OlafSwitchConfig& config) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<UpdateQueue>> q =

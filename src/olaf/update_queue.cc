@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<UpdateQueue>> UpdateQueue::Create(QueuePolicy pol
 UpdateQueue::UpdateQueue(QueuePolicy policy, const QueueConfig& config)
     : policy_(policy),
       config_(config),
+      capacity_(config.depth),
       stride_floats_((config.max_payload_bytes / 4 + 15) / 16 * 16),
       payloads_(size_t{config.depth} * stride_floats_),
       entries_(config.depth),
@@ -185,7 +186,35 @@ std::vector<uint16_t> UpdateQueue::Clusters() const {
 }
 
 uint32_t UpdateQueue::queue_util() const {
-  return static_cast<uint32_t>(totals_.occupancy * kQueueUtilOne / config_.depth);
+  // Above 1 only after a run-time depth cut, until the queue drains below it.
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(kQueueUtilOne, totals_.occupancy * kQueueUtilOne / config_.depth));
+}
+
+absl::Status UpdateQueue::SetRunTimeParams(TimeNs delta_t_ns, TimeNs tau_ns, uint32_t depth) {
+  if (depth < 1 || depth > capacity_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("depth ", depth, " must be in 1..", capacity_,
+                     " (the storage allocated at start; restart with a larger depth for more)"));
+  }
+  QueueConfig next = config_;
+  next.delta_t_ns = delta_t_ns;
+  next.tau_ns = tau_ns;
+  next.depth = depth;
+  if (absl::Status s = next.Validate(); !s.ok()) return s;
+  config_ = next;
+  return absl::OkStatus();
+}
+
+std::optional<double> UpdateQueue::MeanOfferIntervalNs(uint16_t cluster, TimeNs now) const {
+  const int c = FindCluster(cluster);
+  if (c < 0) return std::nullopt;
+  const Cluster& cs = clusters_[static_cast<size_t>(c)];
+  if (cs.counters.offered < kMinOffersForPeriod) return std::nullopt;
+  const double quiet =
+      std::max(static_cast<double>(config_.delta_t_ns), kQuietPeriods * cs.offer_interval_ns);
+  if (static_cast<double>(now - cs.last_offer_ns) > quiet) return std::nullopt;
+  return cs.offer_interval_ns;
 }
 
 uint32_t UpdateQueue::ActiveClusters(TimeNs now) const {
@@ -208,7 +237,14 @@ EnqueueResult UpdateQueue::Enqueue(const UpdateHeader& h, std::span<const uint8_
     return EnqueueResult::Dropped(QueueDropReason::kClustersExhausted);
   }
   const auto c = static_cast<uint32_t>(FindCluster(h.cluster_id));
-  clusters_[c].last_offer_ns = now;
+  Cluster& cs = clusters_[c];
+  if (cs.last_offer_ns != kNever) {
+    const auto gap = static_cast<double>(now - cs.last_offer_ns);
+    // The first gap seeds the average; later ones move it by 1/8.
+    cs.offer_interval_ns =
+        cs.counters.offered <= 1 ? gap : cs.offer_interval_ns + (gap - cs.offer_interval_ns) / 8;
+  }
+  cs.last_offer_ns = now;
   Count(c, &QueueCounters::offered);
   const EnqueueResult r = payload.size() > config_.max_payload_bytes
                               ? EnqueueResult::Dropped(QueueDropReason::kTooLarge)
@@ -298,14 +334,14 @@ FifoQueue::FifoQueue(const QueueConfig& config)
 EnqueueResult FifoQueue::DoEnqueue(const UpdateHeader& h, std::span<const uint8_t> payload,
                                    uint32_t cluster, TimeNs now) {
   if (occupancy() >= depth()) return EnqueueResult::Dropped(QueueDropReason::kQueueFull);
-  const size_t tail = (head_ + occupancy()) % depth();
+  const size_t tail = (head_ + occupancy()) % ring_.size();
   ring_[tail] = Store(h, payload, cluster, now);
   return EnqueueResult::Enqueued();
 }
 
 uint32_t FifoQueue::DoDequeue(TimeNs /*now*/) {
   const uint32_t e = ring_[head_];
-  head_ = (head_ + 1) % depth();
+  head_ = (head_ + 1) % ring_.size();
   return e;
 }
 

@@ -395,5 +395,76 @@ TEST(MergeKernelTest, MatchesScalarFormulaForEveryLength) {
   }
 }
 
+// Issue 20, item 6: ΔT, τ and depth change at run time; depth only within
+// the storage allocated at Create.
+TEST_F(QueueTest, RunTimeParamsChangeDepthWithinCapacityAndDeltaT) {
+  for (QueuePolicy policy : {QueuePolicy::kFifo, QueuePolicy::kOlaf}) {
+    SCOPED_TRACE(ToString(policy));
+    QueueConfig c;
+    c.depth = 4;
+    Make(policy, c);
+    EXPECT_EQ(q_->capacity(), 4u);
+    for (uint32_t i = 0; i < 3; ++i)
+      ASSERT_EQ(Offer(1, 0, {1.0f}, i).action, EnqueueAction::kEnqueued);
+    // A cut below the occupancy evicts nothing; new entries wait for room.
+    ASSERT_TRUE(q_->SetRunTimeParams(200 * dp::kNsPerMs, 50 * dp::kNsPerMs, 2).ok());
+    EXPECT_EQ(q_->occupancy(), 3u);
+    EXPECT_EQ(q_->queue_util(), kQueueUtilOne);  // clamped, not 1.5
+    // FIFO tail-drops; OLAF merges into the cluster's entries (no room).
+    EXPECT_EQ(Offer(1, 0, {1.0f}, 9).action,
+              policy == QueuePolicy::kFifo ? EnqueueAction::kDropped : EnqueueAction::kMerged);
+    EXPECT_EQ(q_->occupancy(), 3u);
+    EXPECT_EQ(q_->config().depth, 2u);
+    EXPECT_EQ(q_->config().delta_t_ns, 200 * dp::kNsPerMs);
+    // More than the storage, or invalid: refused, nothing changed.
+    EXPECT_EQ(q_->SetRunTimeParams(200 * dp::kNsPerMs, 50 * dp::kNsPerMs, 5).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(q_->SetRunTimeParams(0, 50 * dp::kNsPerMs, 3).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(q_->config().depth, 2u);
+    // Back up to the capacity: the FIFO ring (sized by capacity) wraps right.
+    ASSERT_TRUE(q_->SetRunTimeParams(200 * dp::kNsPerMs, 50 * dp::kNsPerMs, 4).ok());
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 10; i < 16; ++i) {
+      if (auto o = Take(1)) ids.push_back(o->header.update_id);
+      (void)Offer(1, 1, {1.0f}, i);
+    }
+    while (auto o = Take(2)) ids.push_back(o->header.update_id);
+    if (policy == QueuePolicy::kFifo) {
+      EXPECT_THAT(ids, ElementsAre(0, 1, 2, 10, 11, 12, 13, 14, 15));
+    }
+    EXPECT_TRUE(q_->empty());
+  }
+}
+
+TEST_F(QueueTest, RunTimeDeltaTGovernsEviction) {
+  QueueConfig c;
+  c.depth = 4;
+  Make(QueuePolicy::kOlaf, c);
+  ASSERT_EQ(Offer(1, 0).action, EnqueueAction::kEnqueued);
+  ASSERT_TRUE(q_->SetRunTimeParams(100 * dp::kNsPerMs, c.tau_ns, 4).ok());
+  q_->Expire(100 * dp::kNsPerMs);  // queued at 0, ΔT now 100 ms: stale
+  EXPECT_EQ(q_->totals().drops(QueueDropReason::kStaleEvicted), 1u);
+}
+
+TEST_F(QueueTest, MeanOfferIntervalIsTheClustersObservedPeriod) {
+  Make(QueuePolicy::kOlaf);
+  EXPECT_FALSE(q_->MeanOfferIntervalNs(1, 0).has_value());
+  for (int k = 0; k < 3; ++k) (void)Offer(1, k * 10 * dp::kNsPerMs);
+  EXPECT_FALSE(q_->MeanOfferIntervalNs(1, 20 * dp::kNsPerMs).has_value());  // 3: too few
+  (void)Offer(1, 30 * dp::kNsPerMs);
+  ASSERT_TRUE(q_->MeanOfferIntervalNs(1, 30 * dp::kNsPerMs).has_value());
+  EXPECT_NEAR(*q_->MeanOfferIntervalNs(1, 30 * dp::kNsPerMs), 10e6, 1);
+  // One long gap moves the average by 1/8 of the difference.
+  (void)Offer(1, 120 * dp::kNsPerMs);
+  const double mean = 10e6 + (90e6 - 10e6) / 8;
+  EXPECT_NEAR(*q_->MeanOfferIntervalNs(1, 120 * dp::kNsPerMs), mean, 1);
+  // Quiet for longer than max(ΔT 400 ms, 8 intervals): no current period.
+  EXPECT_TRUE(q_->MeanOfferIntervalNs(1, 520 * dp::kNsPerMs).has_value());
+  EXPECT_FALSE(q_->MeanOfferIntervalNs(1, 521 * dp::kNsPerMs).has_value());
+  while (Take(130 * dp::kNsPerMs)) {
+  }
+}
+
 }  // namespace
 }  // namespace inca::olaf

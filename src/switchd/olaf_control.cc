@@ -1,5 +1,8 @@
 #include "switchd/olaf_control.h"
 
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "switchd/string_compat.h"
 
@@ -39,33 +42,153 @@ absl::StatusOr<int> OlafControl::ReleasePort(uint16_t port) {
 
 absl::StatusOr<std::map<std::string, std::string>> OlafControl::GetConfig() {
   const OlafServerConfig& c = server_->config();
+  olaf::OlafSwitchConfig live;
+  server_->Execute([&](OlafServer::Control& x) { live = x.program.config(); });
+  std::lock_guard<std::mutex> lock(mu_);
   return std::map<std::string, std::string>{
-      {"program", std::string(olaf::ToString(c.program.policy))},
+      {"program", std::string(olaf::ToString(live.policy))},
       {"ps", c.ps},
-      {"depth", absl::StrCat(c.program.depth)},
-      {"delta_t_ms", absl::StrCat(static_cast<double>(c.program.delta_t_ns) / 1e6)},
-      {"tau_ms", absl::StrCat(static_cast<double>(c.program.tau_ns) / 1e6)},
-      {"egress_rate_bps", absl::StrCat(c.program.egress_rate_bps)},
-      {"max_payload_bytes", absl::StrCat(c.program.max_payload_bytes)},
-      {"max_workers", absl::StrCat(c.program.max_workers)},
-      {"max_clusters", absl::StrCat(c.program.max_clusters)},
+      {"depth", absl::StrCat(live.depth)},
+      {"delta_t_ms", absl::StrCat(static_cast<double>(live.delta_t_ns) / 1e6)},
+      {"tau_ms", absl::StrCat(static_cast<double>(live.tau_ns) / 1e6)},
+      {"egress_rate_bps", absl::StrCat(live.egress_rate_bps)},
+      {"max_payload_bytes", absl::StrCat(live.max_payload_bytes)},
+      {"max_workers", absl::StrCat(live.max_workers)},
+      {"max_clusters", absl::StrCat(live.max_clusters)},
       {"lease_ms", absl::StrCat(c.lease_ms)},
+      {"verify_epsilon", absl::StrCat(epsilon_)},
+      {"last_change", last_change_},
   };
 }
 
+namespace {
+
+constexpr const char* kOlafKeys =
+    "delta_t_ms, tau_ms, depth, verify_epsilon and override change at run time; program, ps, "
+    "egress_rate_bps, max_payload_bytes, max_workers, max_clusters, lease_ms are fixed";
+
+absl::Status BadValue(const std::string& key, const std::string& value, const char* range) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad value '", value, "' for ", key, ": must be ", range));
+}
+
+// One run-time key of an OLAF switch into `p` (and *override).
+absl::Status ParseOlafKey(const std::string& k, const std::string& v, OlafProposal* p,
+                          double* tau_ms, bool* override_change) {
+  double x = 0;
+  if (k == "override") {
+    if (v != "true" && v != "false") return BadValue(k, v, "true or false");
+    *override_change = v == "true";
+  } else if (k == "delta_t_ms" || k == "tau_ms") {
+    if (!absl::SimpleAtod(v, &x) || !(x > 0 && x <= 3.6e6)) return BadValue(k, v, "(0, 3600000]");
+    (k == "delta_t_ms" ? p->delta_t_ms : *tau_ms) = x;
+  } else if (k == "verify_epsilon") {
+    if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= 1)) return BadValue(k, v, "in [0, 1]");
+    p->epsilon = x;
+  } else if (k == "depth") {
+    uint32_t d = 0;
+    if (!absl::SimpleAtoi(v, &d) || d < 1 || d > 65536) return BadValue(k, v, "1..65536");
+    p->depth = d;
+  } else {
+    return absl::NotFoundError(k);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+OlafObserved OlafControl::Observe() {
+  OlafObserved o;
+  server_->Execute([&](OlafServer::Control& c) {
+    const olaf::UpdateQueue& q = c.program.queue();
+    for (uint16_t id : q.Clusters()) {
+      if (auto ns = q.MeanOfferIntervalNs(id, c.now))
+        o.cluster_periods_ms.emplace_back(id, *ns / 1e6);
+    }
+    const olaf::QueueCounters& t = q.totals();
+    if (t.dequeued > 0) {
+      o.mean_update_bytes =
+          static_cast<double>(t.dequeued_bytes) / static_cast<double>(t.dequeued) +
+          olaf::kOlafUpdateHeaderBytes;
+    }
+    const olaf::OlafSwitchConfig& cfg = c.program.config();
+    o.max_payload_bytes = cfg.max_payload_bytes;
+    o.egress_rate_bps = cfg.egress_rate_bps;
+    o.egress_overhead_bytes = cfg.egress_overhead_bytes;
+  });
+  return o;
+}
+
 absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& values) {
-  auto current = GetConfig();
+  absl::StatusOr<std::map<std::string, std::string>> current = GetConfig();
+  if (!current.ok()) return current.status();
+  OlafProposal p;
+  double tau_ms = 0;
+  bool override_change = false;
+  olaf::OlafSwitchConfig live;
+  uint32_t capacity = 0;
+  server_->Execute([&](OlafServer::Control& c) {
+    live = c.program.config();
+    capacity = c.program.queue().capacity();
+  });
+  p.delta_t_ms = static_cast<double>(live.delta_t_ns) / 1e6;
+  tau_ms = static_cast<double>(live.tau_ns) / 1e6;
+  p.depth = live.depth;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.epsilon = epsilon_;
+  }
+  // All-or-nothing: every key is checked before anything changes.
   for (const auto& [k, v] : values) {
-    if (current->count(k) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown key '", k,
-          "'; an OLAF switch has program, ps, depth, delta_t_ms, tau_ms, egress_rate_bps, "
-          "max_payload_bytes, max_workers, max_clusters, lease_ms"));
+    const absl::Status st = ParseOlafKey(k, v, &p, &tau_ms, &override_change);
+    if (st.ok()) continue;
+    if (!absl::IsNotFound(st)) return st;
+    const auto it = current->find(k);
+    if (it == current->end() || k == "last_change") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown key '", k, "'; ", kOlafKeys));
+    }
+    if (it->second != v) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          k, " is fixed while inca-switchd runs (restart it with the new value); ", kOlafKeys));
     }
   }
-  return absl::FailedPreconditionError(
-      "OLAF switch settings are fixed while it runs; restart inca-switchd with the new values "
-      "(the cluster table changes at run time: SetClusterMapping / olaf-cli clusters set)");
+  if (p.depth > capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("depth ", p.depth, " must be in 1..", capacity,
+                     " (the storage allocated at start; restart with a larger --depth for more)"));
+  }
+  // The verifier's question is about ΔT, the depth and ε; τ only shapes
+  // merges, which the model does not weigh. FIFO has no fairness to verify.
+  std::string note = "applied; not verified: only tau_ms changed";
+  const bool verify = live.policy == olaf::QueuePolicy::kOlaf &&
+                      (p.delta_t_ms * 1e6 != static_cast<double>(live.delta_t_ns) ||
+                       p.depth != live.depth || values.count("verify_epsilon") > 0);
+  if (live.policy != olaf::QueuePolicy::kOlaf) note = "applied; not verified: FIFO program";
+  if (verify) {
+    const OlafGateVerdict v = VerifyOlafChange(p, Observe());
+    if (!v.fair && !override_change) {
+      spdlog::warn("event=olaf_config_refused reason=\"{}\"", v.reason);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refused: ", v.reason, " (set override=true to apply it anyway; it will be logged)"));
+    }
+    note = !v.verified ? absl::StrCat("applied; ", v.reason)
+           : v.fair    ? "applied; verified: can be fair"
+                       : absl::StrCat("applied with override; ", v.reason);
+    if (!v.fair) spdlog::warn("event=olaf_config_override reason=\"{}\"", v.reason);
+  }
+  absl::Status applied;
+  server_->Execute([&](OlafServer::Control& c) {
+    applied = c.program.SetRunTimeParams(static_cast<dp::TimeNs>(p.delta_t_ms * 1e6),
+                                         static_cast<dp::TimeNs>(tau_ms * 1e6), p.depth);
+  });
+  if (!applied.ok()) return applied;
+  spdlog::info(
+      "event=olaf_config_set delta_t_ms={} tau_ms={} depth={} verify_epsilon={} note=\"{}\"",
+      p.delta_t_ms, tau_ms, p.depth, p.epsilon, note);
+  std::lock_guard<std::mutex> lock(mu_);
+  epsilon_ = p.epsilon;
+  last_change_ = note;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<control::Stats> OlafControl::GetStats() {

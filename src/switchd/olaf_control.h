@@ -1,15 +1,26 @@
 // OlafControl: the ControlPlane of an inca-switchd running the OLAF (or
 // FIFO) program. Cluster table and statistics calls run on the switch
 // thread (OlafServer::Execute); CAIS calls answer FailedPrecondition.
+//
+// SetConfig changes delta_t_ms, tau_ms and depth at run time (depth up to
+// the one the switch started with). A change of ΔT, depth or
+// verify_epsilon on the OLAF program is first put to olaf-verify's model
+// (olaf_gate.h) with the clusters' observed update periods, on the calling
+// thread: one the model proves cannot be ε-fair is refused
+// (FailedPrecondition naming the unsat core's constraint families) unless
+// the call also sets override=true, which applies it and logs a warning.
+// GetConfig's last_change says what the last change was.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "control/grpc_server.h"
 #include "inca/control/control_plane.h"
+#include "switchd/olaf_gate.h"
 #include "switchd/olaf_server.h"
 
 namespace inca::switchd {
@@ -43,7 +54,12 @@ class OlafControl final : public control::ControlPlane {
 
  private:
   absl::Status NotCais() const;
+  OlafObserved Observe();  // on the switch thread
+
   OlafServer* server_;
+  std::mutex mu_;  // epsilon_, last_change_
+  double epsilon_ = 0.1;
+  std::string last_change_ = "none";
 };
 
 struct OlafControlService {

@@ -169,6 +169,12 @@ class OlafSwitch final : public dp::Program {
   absl::Status SetPassthroughRoute(dp::PortId in, dp::PortId out);
   absl::Status ClearPassthroughRoute(dp::PortId in);
 
+  // Changes ΔT, τ and the queue depth at run time (UpdateQueue::
+  // SetRunTimeParams: depth up to the depth at Create). The control plane
+  // verifies the change first (switchd/olaf_control.cc); this only applies
+  // it. InvalidArgument (nothing changed) for values out of range.
+  absl::Status SetRunTimeParams(dp::TimeNs delta_t_ns, dp::TimeNs tau_ns, uint32_t depth);
+
   ClusterTable& cluster_table() { return cluster_table_; }
   const ClusterTable& cluster_table() const { return cluster_table_; }
 

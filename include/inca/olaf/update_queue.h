@@ -124,6 +124,23 @@ class UpdateQueue {
   // and max_clusters clusters exist already (or cluster == 0xFFFF).
   bool RegisterCluster(uint16_t cluster);
 
+  // Run-time changes (the control plane: OlafSwitch::SetRunTimeParams).
+  // ΔT and τ take effect from the next call. depth may be 1..capacity()
+  // (the storage allocated at Create): a smaller depth evicts nothing, it
+  // refuses new entries until occupancy is below it. InvalidArgument naming
+  // the field and range otherwise (nothing changed).
+  absl::Status SetRunTimeParams(dp::TimeNs delta_t_ns, dp::TimeNs tau_ns, uint32_t depth);
+  // Entries of storage: the depth the queue was created with.
+  uint32_t capacity() const { return capacity_; }
+  // The mean interval between offers of `cluster` (an EWMA of weight 1/8),
+  // once it has made kMinOffersForPeriod offers and while it is current:
+  // its last offer within max(ΔT, kQuietPeriods intervals) of `now`. nullopt
+  // otherwise (too few offers, gone quiet, never offered). What a control
+  // plane takes as the cluster's update period when it verifies a change.
+  static constexpr uint64_t kMinOffersForPeriod = 4;
+  static constexpr double kQuietPeriods = 8;
+  std::optional<double> MeanOfferIntervalNs(uint16_t cluster, dp::TimeNs now) const;
+
   QueuePolicy policy() const { return policy_; }
   const QueueConfig& config() const { return config_; }
   size_t occupancy() const { return totals_.occupancy; }
@@ -163,6 +180,7 @@ class UpdateQueue {
   struct Cluster {
     uint16_t id = 0;
     dp::TimeNs last_offer_ns = 0;
+    double offer_interval_ns = 0;         // EWMA (1/8) of the gaps between offers
     bool delivered = false;               // dequeued at least once
     dp::TimeNs freshest_gen = 0;          // u(t) at this queue's output, if delivered
     uint32_t head = kNone, tail = kNone;  // OLAF: FIFO list of this cluster's entries
@@ -200,7 +218,8 @@ class UpdateQueue {
   }
 
   QueuePolicy policy_;
-  QueueConfig config_;
+  QueueConfig config_;             // depth, delta_t_ns and tau_ns may change at run time
+  uint32_t capacity_;              // entries allocated: the depth at Create
   size_t stride_floats_;           // payload floats per entry (64-byte multiple)
   std::vector<float> payloads_;    // depth x stride_floats_, preallocated
   std::vector<Entry> entries_;     // depth
