@@ -201,8 +201,8 @@ def sweep_findings(runs, mean):
         "which FIFO drops one (a lost fragment loses the whole update; not modelled, since the "
         "sweep's updates are one frame). The paper's own AoM (model staleness, last column of "
         "the decomposition) is about one period under both policies here.",
-        "- **Not done**: the training comparison at the same ρ (`scripts/evaluate-drl.sh` still "
-        "runs at its own load).",
+        "- **Training at the same ρ**: `scripts/drl_at_rho.py` reruns the training comparison "
+        "with the egress at the workers' measured rate / 2.26 (section below the training one).",
     ])
 
 

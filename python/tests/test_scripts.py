@@ -1,7 +1,9 @@
 """The quick-start scripts: help comes before any set-up (issue 18)."""
 import os
+import re
 import shutil
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -214,3 +216,23 @@ def test_olaf_load_sweep_writes_every_load_both_loops_and_the_age_split(tmp_path
     assert len(rows) == 10
     for r in rows:
         assert abs(float(r[6]) - float(r[7])) <= 0.1 + 0.01 * float(r[7]), r
+
+
+def test_drl_at_rho_scales_the_egress_to_the_measured_offered_load(tmp_path):
+    """scripts/drl_at_rho.py: the egress is the workers' measured rate / ρ,
+    so each run's measured ρ is about the one asked for, and FIFO loses
+    about 1 - 1/ρ of the updates (a tail-drop queue at a saturated link)."""
+    doc = tmp_path / "EVAL.md"
+    doc.write_text("# x\n")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "drl_at_rho.py"),
+                        "--rho", "2", "--seeds", "1", "--duration", "20", "--probe-duration", "10",
+                        "--out", str(tmp_path / "out"), "--doc", str(doc)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = doc.read_text()
+    assert "<!-- drl-rho:begin -->" in text and "## Training at the load sweep's ρ = 2.00" in text
+    rho = [float(x.split(" ± ")[0]) for x in re.search(
+        r"\| ρ measured[^|]*\| ([^|]+) \| ([^|]+) \|", text).groups()]
+    assert all(1.7 < x < 2.3 for x in rho), rho
+    fifo_loss = float(re.search(r"\| update loss[^|]*\| ([0-9.]+) ±", text).group(1))
+    assert 35 < fifo_loss < 65, fifo_loss
