@@ -38,6 +38,7 @@ run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_D
 # simulator, the transport core, the reducer) the shorter tests of the same
 # binaries run under the sanitizers too. They run in the release stage.
 ASAN_LONG_MODEL_RUNS=(
+  OlafQueueDiffTest.ModelSchedulesReplayOnTheRealQueue
   TransportCoreSimTest.CompetitiveModeHoldsAShareBesideALossBasedSender
   TransportCoreSimTest.WindowShrinksWhenTheLinkSlowsAndStillFillsIt
   TransportCoreSimTest.AfterARateStepMidOperationTheWindowSettlesWithinTwentyRoundTrips

@@ -64,9 +64,11 @@ std::string JsonSchedule(const Schedule& s) {
     for (const UpdateRecord& r : t.updates) {
       ups.push_back(absl::StrCat(
           "{\"n\":", r.index, ",\"A_ms\":", JsonNumber(r.generated_ms),
+          ",\"E_ms\":", JsonNumber(r.arrived_ms.value_or(r.generated_ms)),
           ",\"D_ms\":", r.delivered_ms ? JsonNumber(*r.delivered_ms) : "null",
-          ",\"fate\":", JsonString(UpdateFateName(r.fate)), ",\"Q\":", r.queue_occupancy,
-          ",\"peak_aom_ms\":", JsonNumber(r.peak_aom_ms), "}"));
+          ",\"fate\":", JsonString(UpdateFateName(r.fate)),
+          ",\"merged_into\":", r.merged_into >= 0 ? absl::StrCat(r.merged_into) : "null",
+          ",\"Q\":", r.queue_occupancy, ",\"peak_aom_ms\":", JsonNumber(r.peak_aom_ms), "}"));
     }
     clusters.push_back(absl::StrCat("{\"name\":", JsonString(t.name),
                                     ",\"avg_peak_aom_ms\":", JsonNumber(t.avg_peak_aom_ms),
@@ -140,6 +142,11 @@ absl::Status Validate(const FairnessConfig& cfg) {
     return bad("horizon must be in [1, ", kMaxHorizon, "] updates of the slowest cluster (got ",
                cfg.horizon, ")");
   }
+  if (!std::isfinite(cfg.max_transit_ms) || cfg.max_transit_ms < 0 ||
+      cfg.max_transit_ms >= cfg.aom_threshold_ms) {
+    return bad("max_transit_ms must be in [0, ΔT = ", cfg.aom_threshold_ms, ") (got ",
+               cfg.max_transit_ms, ")");
+  }
   if (cfg.solver_timeout_ms < 0) {
     return bad("solver_timeout_ms must be >= 0, 0 = no limit (got ", cfg.solver_timeout_ms, ")");
   }
@@ -198,6 +205,8 @@ const char* UpdateFateName(UpdateFate f) {
     case UpdateFate::kDelivered: return "delivered";
     case UpdateFate::kEvicted: return "evicted";
     case UpdateFate::kTailDropped: return "tail-dropped";
+    case UpdateFate::kMerged: return "merged";
+    case UpdateFate::kDisplaced: return "displaced";
   }
   return "?";
 }
@@ -292,12 +301,16 @@ std::string FormatSchedule(const Schedule& s) {
   for (const ClusterTrace& t : s.clusters) {
     absl::StrAppendFormat(&out, "cluster %s: avg peak AoM %.3f ms over %d updates\n", t.name,
                           t.avg_peak_aom_ms, t.updates.size());
-    absl::StrAppendFormat(&out, "  %4s %12s %12s %4s  %-12s %12s\n", "n", "A(n) ms", "D(n) ms",
-                          "Q(n)", "fate", "peak AoM ms");
+    absl::StrAppendFormat(&out, "  %4s %12s %12s %12s %4s  %-12s %12s\n", "n", "A(n) ms", "E(n) ms",
+                          "D(n) ms", "Q(n)", "fate", "peak AoM ms");
     for (const UpdateRecord& r : t.updates) {
-      absl::StrAppendFormat(&out, "  %4d %12.3f %12s %4d  %-12s %12.3f\n", r.index, r.generated_ms,
-                            r.delivered_ms ? absl::StrFormat("%.3f", *r.delivered_ms) : "-",
-                            r.queue_occupancy, UpdateFateName(r.fate), r.peak_aom_ms);
+      absl::StrAppendFormat(
+          &out, "  %4d %12.3f %12.3f %12s %4d  %-12s %12.3f\n", r.index, r.generated_ms,
+          r.arrived_ms.value_or(r.generated_ms),
+          r.delivered_ms ? absl::StrFormat("%.3f", *r.delivered_ms) : "-", r.queue_occupancy,
+          r.merged_into >= 0 ? absl::StrCat(UpdateFateName(r.fate), "->", r.merged_into)
+                             : UpdateFateName(r.fate),
+          r.peak_aom_ms);
     }
   }
   for (const PairGap& g : s.gaps) {
@@ -318,11 +331,12 @@ std::string FormatConfig(const FairnessConfig& cfg) {
                                        counts[i]));
   }
   return absl::StrFormat(
-      "ΔT %g ms, C %g updates/ms (service %g ms), queue %d, ε %g (%s), horizon %d\nclusters: %s\n",
+      "ΔT %g ms, C %g updates/ms (service %g ms), queue %d, ε %g (%s), horizon %d, transit <= %g "
+      "ms\nclusters: %s\n",
       cfg.aom_threshold_ms, cfg.capacity_updates_per_ms, 1 / cfg.capacity_updates_per_ms,
       cfg.queue_size, cfg.epsilon,
       cfg.norm == FairnessNorm::kPairMean ? "of the pair mean" : "of ΔT", cfg.horizon,
-      absl::StrJoin(clusters, ", "));
+      cfg.max_transit_ms, absl::StrJoin(clusters, ", "));
 }
 
 namespace {
@@ -378,7 +392,8 @@ std::string ToJson(const FairnessConfig& cfg) {
       "],\"capacity_updates_per_ms\":", JsonNumber(cfg.capacity_updates_per_ms),
       ",\"queue_size\":", cfg.queue_size, ",\"epsilon\":", JsonNumber(cfg.epsilon),
       ",\"norm\":", cfg.norm == FairnessNorm::kPairMean ? "\"pair-mean\"" : "\"threshold\"",
-      ",\"horizon\":", cfg.horizon, ",\"solver_timeout_ms\":", cfg.solver_timeout_ms, "}");
+      ",\"horizon\":", cfg.horizon, ",\"max_transit_ms\":", JsonNumber(cfg.max_transit_ms),
+      ",\"solver_timeout_ms\":", cfg.solver_timeout_ms, "}");
 }
 
 std::string ToJson(const FeasibilityResult& r) {

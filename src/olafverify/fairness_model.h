@@ -1,26 +1,37 @@
 // olaf-verify: SMT (Z3) verification of OLAF's AoM fairness between clusters,
-// after section 3.2 of the OLAF paper (arXiv 2507.05876). The model, its
-// assumptions and the mapping of the paper's variables are in
-// docs/olaf-verify.md; in short, over a bounded horizon of updates:
+// after section 3.2 of the OLAF paper (arXiv 2507.05876), with the switch
+// queue modelled as the real OlafQueue (include/inca/olaf/update_queue.h)
+// behaves. The model, its assumptions and every place where it abstracts
+// the code are in docs/olaf-verify.md; in short, over a bounded horizon:
 //
 //   A(c,n)  generation time of update n of cluster c (free within the
-//           cluster's phase, period and jitter: A(n+1) >= A(n) + delta)
-//   D(c,n)  delivery time at the PS of a delivered update; one shared server
-//           of capacity C: D(n) >= A(n) + 1/C, departures >= 1/C apart
-//           (which implies the paper's D(n) >= A(n) + Q(n)/C); the queue may
-//           hold an update, so D is bounded below, not pinned
-//   Q(c,n)  updates in the switch when n arrives (tail drop at queue_size)
-//   ΔT      AoM threshold: delivered updates are at most ΔT old; the others
-//           are evicted when their age reaches ΔT (only while the server is
-//           saturated)
-//   Δp      peak AoM D(k) - A(l), l the cluster's previous delivered update
+//           cluster's phase, period and jitter), its gen_time
+//   E(c,n)  its arrival at the switch (queued_at): A + a transit delay in
+//           [0, max_transit_ms] (< ΔT, so never stale on arrival), FIFO
+//   arrival room = queue not full and the cluster below its cap
+//           max(1, floor(depth / N_active)) (or holding nothing): queued;
+//           no room and the cluster holds an entry: merged into its oldest
+//           entry (the entry keeps its queued time, takes the newest
+//           gen_time); no room and nothing queued for the cluster: the head
+//           of the cluster with most entries is displaced. No tail drops.
+//   S, D    a work-conserving link of capacity C: the queue is dequeued
+//           whenever the link is free (S = arrival or the end of the previous
+//           service), D = S + 1/C; the cluster with the largest AoM at the
+//           queue goes first (never delivered first, ties lowest index),
+//           FIFO within a cluster
+//   ΔT      entries are evicted when queued_at + ΔT <= now (time queued:
+//           with transit an update can reach the PS aged nearly 2ΔT; a
+//           merged entry carries the newest gen_time out)
+//   Δp      peak AoM D - freshest gen_time delivered before, per update
 //   fair    |avg Δp(u) - avg Δp(v)| <= ε × normaliser for every pair u, v
 //
-// Two questions: CheckFeasible (is there a schedule under which the
-// configuration is fair? witness or named conflicting constraints) and
-// CheckAlwaysFair (is every schedule fair? proof or counterexample).
-// CheckBeforeApply is the control-plane hook: refuse a configuration that
-// cannot be fair, with the reason.
+// The queue is deterministic given the generation and arrival times, so the
+// only freedom is in A and E. Two questions: CheckFeasible (are there generation times
+// under which the configuration is fair? witness or named conflicting
+// constraints) and CheckAlwaysFair (is every schedule fair? proof or
+// counterexample, which replays on OlafQueue). CheckBeforeApply is the
+// control-plane hook: refuse a configuration that cannot be fair, with the
+// reason.
 //
 // All functions are thread-compatible: each call builds and owns its own Z3
 // context, so concurrent calls on different threads are safe.
@@ -62,12 +73,19 @@ struct FairnessConfig {
   // the paper's 40 Gbit/s link and one 9000-byte jumbo frame per update
   // (CapacityFromLink(40, 9000), about 555.6).
   double capacity_updates_per_ms = 40e6 / (9000 * 8);
-  int queue_size = 8;    // updates the switch holds, waiting + in service; >= 1
+  int queue_size = 8;    // OlafQueue depth: entries queued (not counting the one in service); >= 1
   double epsilon = 0.1;  // in [0, 1]
   FairnessNorm norm = FairnessNorm::kPairMean;
   // Updates of the slowest cluster; cluster c gets
   // ceil(horizon × max_period / period_c) so all clusters span the same time.
   int horizon = 8;
+  // Transit from worker to switch: update n reaches the queue at E(n) in
+  // [A(n), A(n) + max_transit_ms], in generation order within a cluster
+  // (a FIFO path). OlafQueue ages entries from E (queued_at) but stamps
+  // them with A (gen_time), so with transit an update can reach the PS aged
+  // up to max_transit + ΔT + 1/C. In [0, ΔT): an update older than ΔT on
+  // arrival (dropped stale_on_arrival) is not modelled.
+  double max_transit_ms = 0;
   int solver_timeout_ms = 60000;  // per question, all solver calls together; 0 = no limit
   // Also assert the paper's aggregate D(n) >= A(n) + Q(n)/C per update. It is
   // implied by the per-pair single-server constraints (docs), so it never
@@ -89,17 +107,28 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& text);
 // Precondition: Validate(cfg).ok().
 std::vector<int> UpdatesPerCluster(const FairnessConfig& cfg);
 
-enum class UpdateFate { kDelivered, kEvicted, kTailDropped };
-const char* UpdateFateName(UpdateFate f);  // "delivered", "evicted", "tail-dropped"
+// kTailDropped is never produced by the OLAF queue model (an update without
+// room merges or displaces); it stays for reading older schedules and is
+// rejected by CheckSchedule.
+enum class UpdateFate { kDelivered, kEvicted, kTailDropped, kMerged, kDisplaced };
+// "delivered", "evicted", "tail-dropped", "merged", "displaced"
+const char* UpdateFateName(UpdateFate f);
 
 struct UpdateRecord {
   int index = 0;                       // n
   double generated_ms = 0;             // A(n)
+  std::optional<double> arrived_ms;    // E(n), its queued_at; unset: = A(n)
   std::optional<double> delivered_ms;  // D(n); set iff fate == kDelivered
   UpdateFate fate = UpdateFate::kDelivered;
-  int queue_occupancy = 0;  // Q(n): updates in the switch when n arrived
-  // Δp(n): D(n) - A(l) when delivered; A(n) + ΔT - A(l) when not (l: the
-  // previous delivered update of the cluster).
+  // kMerged: the index of the cluster's queued update it was merged into.
+  int merged_into = -1;
+  // Q(n): entries queued when n arrived (after evicting stale ones; the
+  // update in service is not counted).
+  int queue_occupancy = 0;
+  // Δp(n), F the freshest gen_time the PS has from the cluster before:
+  // delivered: D(n) - F; merged into an entry delivered at D: D - F (the
+  // same peak as the entry); otherwise (evicted, displaced, or merged into
+  // an entry that was) A(n) + ΔT - F. Before the horizon F = A(0) - period.
   double peak_aom_ms = 0;
 };
 
@@ -169,13 +198,16 @@ absl::StatusOr<RobustnessResult> CheckAlwaysFair(const FairnessConfig& cfg);
 absl::Status CheckBeforeApply(const FairnessConfig& cfg, bool require_always_fair = false);
 
 // Checks a schedule against the model without Z3: generation times (phase,
-// period, rate), each fate against the queue rules (tail drop iff the queue
-// was full, eviction only while the server was saturated), delivery within
-// [1/C, ΔT], single-server spacing, and the recorded Q(n), peaks and
-// averages. Fairness itself is in s.gaps. InvalidArgument naming the first
-// broken constraint, e.g. "threshold(c0,n=3): D - A = 401 ms > ΔT 400 ms".
-// Tests use it on every witness and counterexample; a control plane can run
-// it on a measured trace. Comparisons allow `tolerance_ms`.
+// period, rate), delivery bounds (service, threshold), then replays the
+// generation times through a reference implementation of OlafQueue's rules
+// on a work-conserving link (queue_sim.h) and compares every fate, merge
+// target, delivery time and Q(n), then the peaks and averages. Fairness
+// itself is in s.gaps. InvalidArgument naming the first broken constraint,
+// e.g. "threshold(c0,n=3): dequeued 401 ms after queueing >= ΔT 400 ms" or
+// "queue(c1,n=2): recorded delivered, the OLAF queue gives merged". Tests
+// use it on every witness and counterexample and on traces of the real
+// OlafQueue. Comparisons allow `tolerance_ms`; events closer than that
+// count as simultaneous.
 absl::Status CheckSchedule(const FairnessConfig& cfg, const Schedule& s,
                            double tolerance_ms = 1e-6);
 

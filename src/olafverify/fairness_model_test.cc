@@ -16,7 +16,6 @@ using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
 
@@ -65,20 +64,25 @@ bool AllFair(const Schedule& s) {
   return true;
 }
 
-TEST(OlafVerifyTest, SeedExampleCanBeFair) {
+TEST(OlafVerifyTest, SeedExampleCannotBeFairWithoutHoldingUpdates) {
+  // The only way to equalise would be to hold c0's updates ~200 ms; the
+  // OLAF queue is work-conserving and the link is nearly idle (a busy period
+  // lasts at most 3.6 us), so every update leaves at once: peak AoMs of
+  // about 100 and 300 ms. (The earlier model let the queue hold updates and
+  // answered yes here.)
   const FairnessConfig cfg = SeedExample();
   absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
   ASSERT_TRUE(r.ok()) << r.status();
   PrintTime("seed example, feasible, horizon 32", r->stats);
-  ASSERT_TRUE(r->feasible);
-  ASSERT_TRUE(r->witness.has_value());
-  EXPECT_THAT(r->conflicting_constraints, IsEmpty());
+  EXPECT_FALSE(r->feasible);
+  EXPECT_FALSE(r->witness.has_value());
   EXPECT_EQ(r->stats.encoded_updates, 96 + 32);
-  EXPECT_TRUE(CheckSchedule(cfg, *r->witness).ok()) << CheckSchedule(cfg, *r->witness);
-  EXPECT_TRUE(AllFair(*r->witness)) << FormatSchedule(*r->witness);
-  // The only way to equalise: c0's updates wait longer than c1's on average.
-  EXPECT_GT(r->witness->clusters[0].avg_peak_aom_ms, 200);
-  EXPECT_TRUE(CheckBeforeApply(cfg).ok());
+  const std::vector<std::string>& core = r->conflicting_constraints;
+  EXPECT_THAT(core, Contains("fairness(c0,c1)"));
+  EXPECT_TRUE(HasFamily(core, "rate(c0,")) << SummarizeConstraints(core);
+  EXPECT_THAT(r->static_facts, Contains(StartsWith("no eviction: a busy period")));
+  EXPECT_THAT(r->static_facts, Contains(StartsWith("no merge or displacement for c0")));
+  EXPECT_EQ(CheckBeforeApply(cfg).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(OlafVerifyTest, SeedExampleIsNotAlwaysFair) {
@@ -91,14 +95,21 @@ TEST(OlafVerifyTest, SeedExampleIsNotAlwaysFair) {
   EXPECT_TRUE(CheckSchedule(cfg, *r->counterexample).ok())
       << CheckSchedule(cfg, *r->counterexample);
   EXPECT_FALSE(AllFair(*r->counterexample));
+  // Every update is delivered within a busy period (at most two services
+  // here) plus its own service of its generation.
+  for (const ClusterTrace& t : r->counterexample->clusters) {
+    for (const UpdateRecord& u : t.updates) {
+      ASSERT_EQ(u.fate, UpdateFate::kDelivered);
+      EXPECT_LT(*u.delivered_ms - u.generated_ms, 3 / cfg.capacity_updates_per_ms);
+    }
+  }
   absl::Status s = CheckBeforeApply(cfg, /*require_always_fair=*/true);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("c0 vs c1"));
+  EXPECT_THAT(s.message(), HasSubstr("cannot be fair"));
 }
 
 TEST(OlafVerifyTest, SeedExampleWithSmallThresholdCannotBeFair) {
-  // c0 could only catch up with c1's AoM by holding its updates ~200 ms, but
-  // ΔT = 150 ms forbids that and there is no congestion to drop them.
+  // As at ΔT = 400: no congestion to hold or drop c0's updates.
   FairnessConfig cfg = SeedExample();
   cfg.aom_threshold_ms = 150;
   absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
@@ -108,16 +119,15 @@ TEST(OlafVerifyTest, SeedExampleWithSmallThresholdCannotBeFair) {
   EXPECT_FALSE(r->witness.has_value());
   const std::vector<std::string>& core = r->conflicting_constraints;
   EXPECT_THAT(core, Contains("fairness(c0,c1)"));
-  EXPECT_TRUE(HasFamily(core, "threshold(c0,")) << SummarizeConstraints(core);
   EXPECT_TRUE(HasFamily(core, "rate(c0,")) << SummarizeConstraints(core);
   EXPECT_FALSE(HasFamily(core, "threshold(c1,")) << SummarizeConstraints(core);
-  EXPECT_THAT(r->static_facts, Contains(StartsWith("no eviction for c0")));
-  EXPECT_THAT(r->static_facts, Contains(StartsWith("no tail drop for c1")));
+  EXPECT_THAT(r->static_facts, Contains(StartsWith("no eviction")));
+  EXPECT_THAT(r->static_facts, Contains(StartsWith("no merge or displacement for c1")));
 
   absl::Status s = CheckBeforeApply(cfg);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("cannot be fair"), HasSubstr("fairness(c0,c1)"),
-                                 HasSubstr("threshold(c0,n=")));
+                                 HasSubstr("rate(c0,n=")));
 }
 
 TEST(OlafVerifyTest, SymmetricClustersWithAmpleCapacityAreFair) {
@@ -146,18 +156,18 @@ TEST(OlafVerifyTest, TightThresholdMakesEqualClustersAlwaysFair) {
   EXPECT_TRUE(CheckBeforeApply(cfg, /*require_always_fair=*/true).ok());
 }
 
-TEST(OlafVerifyTest, LooseThresholdLetsEqualClustersDrift) {
-  // Same clusters with ΔT = 400 ms: holding one cluster's updates longer
-  // than the other's is within the model, so fairness is not guaranteed.
+TEST(OlafVerifyTest, LooseThresholdKeepsEqualClustersFair) {
+  // Same clusters with ΔT = 400 ms. The earlier model could hold one
+  // cluster's updates longer than the other's and found them drifting
+  // apart; the OLAF queue holds nothing back on an idle link, so they stay
+  // fair whatever the phases.
   FairnessConfig cfg;
   cfg.clusters = {{"left", 100, 0}, {"right", 100, 0}};
   cfg.horizon = 8;
   absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->always_fair);
-  ASSERT_TRUE(r->counterexample.has_value());
-  EXPECT_TRUE(CheckSchedule(cfg, *r->counterexample).ok());
-  EXPECT_FALSE(AllFair(*r->counterexample));
+  EXPECT_TRUE(r->always_fair);
+  EXPECT_FALSE(r->counterexample.has_value());
 }
 
 TEST(OlafVerifyTest, CongestedHeavyClusterCannotBeStarvedIntoFairness) {
@@ -172,16 +182,20 @@ TEST(OlafVerifyTest, CongestedHeavyClusterCannotBeStarvedIntoFairness) {
   EXPECT_FALSE(r->feasible);
   const std::vector<std::string>& core = r->conflicting_constraints;
   EXPECT_THAT(core, Contains("fairness(a,b)"));
-  for (const char* family : {"eviction(a,", "queue_capacity(a,", "threshold(a,", "rate(a,"}) {
-    EXPECT_TRUE(HasFamily(core, family))
-        << family << " missing from " << SummarizeConstraints(core);
+  // The queue's rules take part in the refutation (which ones survive core
+  // shrinking depends on the time budget).
+  int queue_families = 0;
+  for (const char* family :
+       {"cap(", "merge(", "displace(", "threshold(", "work_conserving(", "order(", "fifo("}) {
+    queue_families += HasFamily(core, family);
   }
-  EXPECT_THAT(CheckBeforeApply(cfg).message(), HasSubstr("eviction(a,n="));
+  EXPECT_GT(queue_families, 0) << SummarizeConstraints(core);
+  EXPECT_THAT(CheckBeforeApply(cfg).message(), HasSubstr("fairness(a,b)"));
 }
 
-TEST(OlafVerifyTest, CongestedCounterexampleDropsUpdates) {
-  // Under congestion the model drops updates; a counterexample shows them
-  // and still satisfies every queue rule.
+TEST(OlafVerifyTest, CongestedCounterexampleFollowsTheQueueRules) {
+  // Under congestion the queue merges, displaces or evicts; a
+  // counterexample satisfies every queue rule and never tail-drops.
   const FairnessConfig cfg = Congested();
   absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -189,38 +203,41 @@ TEST(OlafVerifyTest, CongestedCounterexampleDropsUpdates) {
   ASSERT_FALSE(r->always_fair);
   EXPECT_TRUE(CheckSchedule(cfg, *r->counterexample).ok())
       << CheckSchedule(cfg, *r->counterexample);
-  int dropped = 0;
   for (const ClusterTrace& t : r->counterexample->clusters) {
-    for (const UpdateRecord& u : t.updates) dropped += u.fate != UpdateFate::kDelivered;
+    for (const UpdateRecord& u : t.updates) EXPECT_NE(u.fate, UpdateFate::kTailDropped);
   }
-  EXPECT_GT(dropped, 0) << FormatSchedule(*r->counterexample);
+  EXPECT_FALSE(AllFair(*r->counterexample));
 }
 
 TEST(OlafVerifyTest, JitterAndThreeClusters) {
   FairnessConfig cfg;
   cfg.clusters = {{"a", 100, 10}, {"b", 200, 0}, {"c", 300, 20}};
   cfg.horizon = 6;
-  absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
+  // Nothing is held back (the earlier model found a fair witness by holding
+  // a's updates): a stays near 100 ms, c near 300 ms.
+  absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(r->feasible);
-  EXPECT_TRUE(CheckSchedule(cfg, *r->witness).ok()) << CheckSchedule(cfg, *r->witness);
-  EXPECT_EQ(r->witness->gaps.size(), 3u);
+  ASSERT_FALSE(r->always_fair);
+  EXPECT_TRUE(CheckSchedule(cfg, *r->counterexample).ok())
+      << CheckSchedule(cfg, *r->counterexample);
+  EXPECT_EQ(r->counterexample->gaps.size(), 3u);
 
-  cfg.aom_threshold_ms = 100;  // a cannot wait long enough to match c
+  // Every pair is unfair (100/200/300 ms), so the core names some pair.
+  cfg.aom_threshold_ms = 100;
   absl::StatusOr<FeasibilityResult> no = CheckFeasible(cfg);
   ASSERT_TRUE(no.ok()) << no.status();
   EXPECT_FALSE(no->feasible);
-  EXPECT_THAT(no->conflicting_constraints, Contains(StartsWith("fairness(a,")));
+  EXPECT_THAT(no->conflicting_constraints, Contains(StartsWith("fairness(")));
 }
 
 TEST(OlafVerifyTest, ThresholdNormaliser) {
-  // ε × ΔT = 0.1 × 400 = 40 ms: still reachable for the seed's clusters.
+  // ε × ΔT = 0.1 × 400 = 40 ms for every pair.
   FairnessConfig cfg = SeedExample(8);
   cfg.norm = FairnessNorm::kThreshold;
-  absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
+  absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(r->feasible);
-  for (const PairGap& g : r->witness->gaps) EXPECT_DOUBLE_EQ(g.bound_ms, 40);
+  ASSERT_TRUE(r->counterexample.has_value());
+  for (const PairGap& g : r->counterexample->gaps) EXPECT_DOUBLE_EQ(g.bound_ms, 40);
 }
 
 TEST(OlafVerifyTest, SeedQueueDynamicsIsRedundant) {
@@ -243,15 +260,26 @@ TEST(OlafVerifyTest, SeedQueueDynamicsIsRedundant) {
 
 TEST(OlafVerifyTest, CheckScheduleNamesTheBrokenConstraint) {
   const FairnessConfig cfg = SeedExample(4);
-  absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
-  ASSERT_TRUE(r.ok() && r->feasible);
-  Schedule s = *r->witness;
+  absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
+  ASSERT_TRUE(r.ok() && r->counterexample);
+  Schedule s = *r->counterexample;
   ASSERT_TRUE(CheckSchedule(cfg, s).ok());
   UpdateRecord& u = s.clusters[0].updates[2];
   *u.delivered_ms = u.generated_ms + 401;
   EXPECT_THAT(CheckSchedule(cfg, s).message(), HasSubstr("threshold(c0,n=2)"));
 
-  s = *r->witness;
+  // Held back without cause: the queue would have sent it at once.
+  s = *r->counterexample;
+  *s.clusters[0].updates[2].delivered_ms += 5;
+  EXPECT_THAT(CheckSchedule(cfg, s).message(), HasSubstr("work_conserving(c0,n=2)"));
+
+  // A fate the queue would not choose.
+  s = *r->counterexample;
+  s.clusters[1].updates[0].fate = UpdateFate::kEvicted;
+  s.clusters[1].updates[0].delivered_ms.reset();
+  EXPECT_THAT(CheckSchedule(cfg, s).message(), HasSubstr("queue(c1,n=0)"));
+
+  s = *r->counterexample;
   s.clusters[1].updates[1].generated_ms += 50;
   EXPECT_THAT(CheckSchedule(cfg, s).message(),
               AnyOf(HasSubstr("rate(c1,n=0)"), HasSubstr("period(c1,n=1)")));
@@ -351,6 +379,11 @@ TEST(OlafVerifyValidateTest, QueueCapacityThresholdJitterNames) {
   cfg = SeedExample();
   cfg.solver_timeout_ms = -5;
   ExpectRejected(cfg, "solver_timeout_ms must be >= 0");
+  cfg = SeedExample();
+  cfg.max_transit_ms = 400;  // an update that old is dropped stale on arrival: not modelled
+  ExpectRejected(cfg, "max_transit_ms must be in [0, ΔT = 400)");
+  cfg.max_transit_ms = -1;
+  ExpectRejected(cfg, "max_transit_ms must be in [0, ΔT = 400)");
 }
 
 TEST(OlafVerifyValidateTest, ParseClusterSpec) {
@@ -381,13 +414,17 @@ TEST(OlafVerifyFormatTest, CapacityFromLinkAndJson) {
   const FairnessConfig cfg = SeedExample(2);
   EXPECT_THAT(ToJson(cfg), AllOf(StartsWith("{\"aom_threshold_ms\":400.000000"),
                                  HasSubstr("\"name\":\"c1\""), HasSubstr("\"updates\":2")));
-  absl::StatusOr<FeasibilityResult> r = CheckFeasible(cfg);
+  absl::StatusOr<FeasibilityResult> f = CheckFeasible(cfg);
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(ToJson(*f), AllOf(StartsWith("{\"question\":\"feasible\",\"feasible\":false"),
+                                HasSubstr("\"conflicting_constraints\":[\"fairness(c0,c1)\"")));
+  absl::StatusOr<RobustnessResult> r = CheckAlwaysFair(cfg);
   ASSERT_TRUE(r.ok());
   const std::string j = ToJson(*r);
-  EXPECT_THAT(j, AllOf(StartsWith("{\"question\":\"feasible\",\"feasible\":true"),
+  EXPECT_THAT(j, AllOf(StartsWith("{\"question\":\"always\",\"always_fair\":false"),
                        HasSubstr("\"fate\":\"delivered\""), HasSubstr("\"solve_ms\":")));
   EXPECT_THAT(j, Not(HasSubstr("nan")));
-  EXPECT_THAT(FormatSchedule(*r->witness), HasSubstr("c0 vs c1: |avg gap|"));
+  EXPECT_THAT(FormatSchedule(*r->counterexample), HasSubstr("c0 vs c1: |avg gap|"));
 }
 
 }  // namespace

@@ -1,17 +1,19 @@
 // The Z3 encoding of the OLAF fairness model: linear real arithmetic plus
 // Booleans (QF_LRA with ite and pseudo-Boolean cardinality). Every
 // constraint is linear in the A and D variables. docs/olaf-verify.md has the
-// model; the constraint families below carry the names seen in unsat cores.
+// model; the constraint families carry the names seen in unsat cores. This
+// file holds the slots, generation timing, peaks, fairness and the solving;
+// the OlafQueue rules are in smt_queue.cc.
 //
-// Static bounds below round towards "more updates interact / fit", so an
+// Static bounds below round towards "more updates interact", so an
 // approximation can only keep a constraint that was not needed, never drop
 // one that was.
 //
-// Solving strategy (docs, "Performance"): static analysis first removes the
-// drop decisions that cannot happen; the question is then solved with every
-// constraint asserted plainly (fast); only an unsat answer to kFair is solved
-// again with each constraint behind a named assumption literal, and the core
-// is shrunk group by group within a time budget.
+// Solving strategy (docs, "Performance"): the question is solved with every
+// constraint asserted plainly (fast; single-server spacing lazily); only an
+// unsat answer to kFair is solved again with each constraint behind a named
+// assumption literal, and the core is shrunk group by group within a time
+// budget.
 #include "olafverify/smt_encoding.h"
 
 #include <z3++.h>
@@ -20,7 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <map>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,31 +32,20 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "olafverify/smt_encoder.h"
 
 namespace inca::olafverify::internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Margins for the static bounds: constants reach Z3 as 9-decimal rationals,
+// Margin for the static bounds: constants reach Z3 as 9-decimal rationals,
 // so doubles may be off by ~1e-9; the bounds lean conservative by more.
 constexpr double kSlackMs = 1e-6;
-constexpr double kSlackRatio = 1e-9;
 
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-// One update of one cluster, with static bounds on its generation time that
-// follow from phase in [0, p] and intervals in [p - j, p + j].
-struct Slot {
-  int cluster = 0;
-  int n = 0;
-  double a_lo = 0;
-  double a_hi = 0;
-  bool may_tail_drop = true;  // static analysis: can the queue be full at A(n)?
-  bool may_evict = true;      // static analysis: can the server be saturated for ΔT?
-};
 
 // The family(cluster) part of "family(cluster,n=K)", or the whole name.
 std::string GroupOf(const std::string& name) {
@@ -62,89 +53,17 @@ std::string GroupOf(const std::string& name) {
   return at == std::string::npos ? name : name.substr(0, at);
 }
 
-class Encoder {
- public:
-  Encoder(const FairnessConfig& cfg, z3::context& ctx) : cfg_(cfg), ctx_(ctx), violation_(ctx) {}
+}  // namespace
 
-  void Build(Question q);
-  absl::StatusOr<SolveOutcome> Run(Question q);
-
- private:
-  // Build's steps, called in the order that fixes the constraints' order.
-  void DeclareSlot(int i);
-  void RequireTiming(size_t c);
-  void RequireSlot(int i, const z3::expr& s, const z3::expr& dt);
-  void DefinePeaks(size_t c, const z3::expr& dt);
-  void RequireFairness(Question q);
-
-  z3::expr Real(double v) const {
-    // Exact decimal: Z3 parses "123.456000000" as a rational.
-    return ctx_.real_val(absl::StrFormat("%.9f", v).c_str());
+z3::expr Encoder::Or(const std::vector<z3::expr>& v) const {
+  z3::expr_vector terms(ctx_);
+  for (const z3::expr& e : v) {
+    if (e.is_true()) return ctx_.bool_val(true);
+    if (!e.is_false()) terms.push_back(e);
   }
-  const Slot& slot(int i) const { return slots_[static_cast<size_t>(i)]; }
-  const ClusterSpec& cluster(int c) const { return cfg_.clusters[static_cast<size_t>(c)]; }
-  double MinInterval(int c) const { return cluster(c).update_period_ms - cluster(c).jitter_ms; }
-  std::string Name(int i) const {
-    return absl::StrCat(cluster(slot(i).cluster).name, ",n=", slot(i).n);
-  }
-  // Constant-folding helpers: drop decisions removed by static analysis are
-  // the constant true, and the formula stays free of trivial ites.
-  z3::expr Ite(const z3::expr& c, const z3::expr& t, const z3::expr& e) const {
-    if (c.is_true()) return t;
-    if (c.is_false()) return e;
-    return z3::ite(c, t, e);
-  }
-  z3::expr Implies(const z3::expr& c, const z3::expr& e) const {
-    return c.is_true() ? e : z3::implies(c, e);
-  }
-  z3::expr And(const z3::expr& a, const z3::expr& b) const {
-    if (a.is_true()) return b;
-    if (b.is_true()) return a;
-    return a && b;
-  }
-  z3::expr Count(const std::vector<z3::expr>& conds) const;
-  // Cardinality constraints go to Z3's pseudo-Boolean support, which refutes
-  // them far faster than sums of ite(c, 1, 0) in arithmetic.
-  z3::expr AtMost(const std::vector<z3::expr>& conds, int k) const;
-  z3::expr AtLeast(const std::vector<z3::expr>& conds, double k) const;
-
-  void Analyse();
-  bool Interact(int i, int j) const;
-  int MaxFromCluster(int i, int d, double window_ms) const;
-  int MaxResident(int i) const;
-  z3::expr ArrivedBefore(int j, int i) const;
-  // A model constraint, named for unsat cores. `lazy` ones are left out of
-  // the first solve and added when a model violates them (docs).
-  void Require(const std::string& name, const z3::expr& e, bool lazy = false) {
-    tracked_.push_back(Tracked{name, e, lazy, !lazy});
-  }
-  void Define(const z3::expr& e) { definitions_.push_back(e); }
-  void Configure(z3::solver& s, double budget_ms) const;
-  double ModelValue(const z3::model& m, const z3::expr& e) const;
-  Schedule Extract(const z3::model& m) const;
-  void FindCore(double budget_ms, double trial_ms, SolveOutcome& out);
-
-  const FairnessConfig& cfg_;
-  z3::context& ctx_;
-  double service_ms_ = 0;
-  double m_busy_ = 0;  // departures within ΔT that prove the server saturated
-  std::vector<Slot> slots_;
-  std::vector<std::vector<int>> slots_of_cluster_;
-  std::vector<std::vector<int>> partners_;  // per slot: the slots it may interact with
-  std::vector<z3::expr> a_, d_, acc_, del_, peak_;
-  std::vector<z3::expr> avg_;  // per cluster
-  std::vector<z3::expr> definitions_;
-  struct Tracked {
-    std::string name;
-    z3::expr e;
-    bool lazy;
-    bool active;  // asserted in the current solve
-  };
-  std::vector<Tracked> tracked_;
-  std::vector<std::string> static_facts_;
-  z3::expr violation_;
-  double encode_ms_ = 0;
-};
+  if (terms.empty()) return ctx_.bool_val(false);
+  return terms.size() == 1 ? terms[0] : z3::mk_or(terms);
+}
 
 z3::expr Encoder::Count(const std::vector<z3::expr>& conds) const {
   z3::expr_vector terms(ctx_);
@@ -168,43 +87,32 @@ z3::expr Encoder::AtLeast(const std::vector<z3::expr>& conds, double k) const {
   return z3::atleast(v, static_cast<unsigned>(std::ceil(k)));
 }
 
-bool Encoder::Interact(int i, int j) const {
-  // Everything an update does (wait, delivery, eviction) happens within ΔT of
-  // its generation, and departures are >= 1/C after arrival, so two updates
-  // generated more than ΔT + 1/C apart never constrain each other (exact
-  // pruning, docs). Within a cluster the distance is known: |n - m|
-  // intervals of at least p - j; across clusters, the static bounds.
+bool Encoder::Interact(int i, int j, double reach) const {
+  // Two updates generated more than `reach` apart never constrain each
+  // other (exact pruning, docs). Within a cluster the distance is known:
+  // |n - m| intervals of at least p - j; across clusters, the static bounds.
   const Slot& x = slot(i);
   const Slot& y = slot(j);
-  const double reach = cfg_.aom_threshold_ms + service_ms_ + kSlackMs;
+  reach += kSlackMs;
   if (x.cluster == y.cluster) return std::abs(x.n - y.n) * MinInterval(x.cluster) <= reach;
   return y.a_lo <= x.a_hi + reach && x.a_lo <= y.a_hi + reach;
 }
 
-int Encoder::MaxFromCluster(int i, int d, double window_ms) const {
-  // Partners of i from cluster d that fit in a window of `window_ms`: at
-  // most ceil(window / min interval), and at most the partners there are.
-  const double by_rate = std::ceil(window_ms / MinInterval(d) + kSlackRatio);
-  int cands = 0;
-  for (int j : partners_[static_cast<size_t>(i)]) cands += slot(j).cluster == d;
-  return std::min(cands, static_cast<int>(by_rate));
-}
-
-int Encoder::MaxResident(int i) const {
-  // Resident at A(i): accepted, generated in (A(i) - ΔT, A(i)]. Own cluster:
-  // the earlier updates less than ΔT back; others: what fits in ΔT.
-  int total = 0;
-  for (size_t d = 0; d < cfg_.clusters.size(); ++d) {
-    const int dc = static_cast<int>(d);
-    if (dc == slot(i).cluster) {
-      const int back =
-          static_cast<int>(std::ceil(cfg_.aom_threshold_ms / MinInterval(dc) + kSlackRatio));
-      total += std::min(slot(i).n, back - 1);
-    } else {
-      total += MaxFromCluster(i, dc, cfg_.aom_threshold_ms);
-    }
-  }
-  return total;
+double BusyPeriodBound(const FairnessConfig& cfg) {
+  // A busy period of the link that starts at t0 serves only updates that
+  // arrive in [t0, t0 + L] (the queue was empty before, work conservation),
+  // at most floor(L / m_c) + 1 per cluster (m_c its minimum interval), each
+  // taking 1/C: L <= (K + L × sum 1/m_c) / C. With load rho = sum 1/(m_c C)
+  // < 1: L <= K / (C (1 - rho)). Infinite at rho >= 1.
+  double rate = 0;
+  for (const ClusterSpec& c : cfg.clusters) rate += 1.0 / (c.update_period_ms - c.jitter_ms);
+  const double rho = rate / cfg.capacity_updates_per_ms;
+  if (rho >= 1) return std::numeric_limits<double>::infinity();
+  // Transit (FIFO within a cluster) lets a cluster's updates that were
+  // generated up to max_transit earlier arrive in the busy period too:
+  // floor((L + transit) / m_c) + 1 per cluster.
+  return (static_cast<double>(cfg.clusters.size()) + cfg.max_transit_ms * rate) /
+         (cfg.capacity_updates_per_ms * (1 - rho));
 }
 
 void Encoder::Analyse() {
@@ -219,87 +127,94 @@ void Encoder::Analyse() {
       slots_.push_back(Slot{static_cast<int>(c), n, n * (p - j), p + n * (p + j)});
     }
   }
+  // An update waits at most a busy period (and less than ΔT): everything it
+  // does happens within that of its arrival, its delivery 1/C later.
+  const double busy = BusyPeriodBound(cfg_);
+  // Rounded up so that the stated bound stays implied.
+  busy_ms_ = busy * (1 + 1e-9) + kSlackMs;
+  const double wait = std::min(busy, cfg_.aom_threshold_ms);
+  const bool may_evict = busy >= cfg_.aom_threshold_ms;
   const int total = static_cast<int>(slots_.size());
   partners_.resize(static_cast<size_t>(total));
+  offers_.resize(static_cast<size_t>(total));
   for (int i = 0; i < total; ++i) {
     for (int j = 0; j < total; ++j) {
-      if (i != j && Interact(i, j)) partners_[static_cast<size_t>(i)].push_back(j);
+      if (i == j) continue;
+      if (Interact(i, j, cfg_.max_transit_ms + wait + service_ms_)) {
+        partners_[static_cast<size_t>(i)].push_back(j);
+      }
+      if (slot(j).cluster != slot(i).cluster &&
+          Interact(i, j, cfg_.max_transit_ms + cfg_.aom_threshold_ms)) {
+        offers_[static_cast<size_t>(i)].push_back(j);
+      }
     }
   }
-  // A tail drop needs queue_size residents; an eviction needs m_busy other
-  // departures in (A, A + ΔT], all generated within ΔT either side.
-  for (size_t c = 0; c < k; ++c) {
-    int max_res = 0, max_busy = 0, no_drop = 0, no_evict = 0;
-    for (int i : slots_of_cluster_[c]) {
-      Slot& s = slots_[static_cast<size_t>(i)];
-      const int res = MaxResident(i);
-      int busy = 0;
-      for (size_t d = 0; d < k; ++d) {
-        busy += MaxFromCluster(i, static_cast<int>(d), 2 * cfg_.aom_threshold_ms);
+  // Room is short only with `depth` entries queued or the cluster at its
+  // cap (at least depth / K); displacement only with the queue full.
+  const int cap_min = std::max(1, cfg_.queue_size / static_cast<int>(k));
+  std::vector<int> short_room(k, 0);
+  for (int i = 0; i < total; ++i) {
+    Slot& si = slots_[static_cast<size_t>(i)];
+    si.may_evict = may_evict;
+    int all = 0, own = 0;
+    for (int j : partners_[static_cast<size_t>(i)]) {
+      if (slot(j).cluster != si.cluster) ++all;
+      if (slot(j).cluster == si.cluster && slot(j).n < si.n) ++all, ++own;
+    }
+    si.may_displace = all >= cfg_.queue_size;
+    si.may_merge = own > 0 && (all >= cfg_.queue_size || own >= cap_min);
+    short_room[static_cast<size_t>(si.cluster)] += si.may_displace || si.may_merge;
+  }
+  for (int i = 0; i < total; ++i) {
+    for (int j : partners_[static_cast<size_t>(i)]) {
+      if (slot(j).cluster != slot(i).cluster && slot(j).may_displace) {
+        slots_[static_cast<size_t>(i)].may_be_displaced = true;
       }
-      s.may_tail_drop = res >= cfg_.queue_size;
-      s.may_evict = m_busy_ <= 0 || m_busy_ <= busy;
-      max_res = std::max(max_res, res);
-      max_busy = std::max(max_busy, busy);
-      no_drop += !s.may_tail_drop;
-      no_evict += !s.may_evict;
     }
-    const std::string& name = cfg_.clusters[c].name;
-    const int n = static_cast<int>(slots_of_cluster_[c].size());
-    if (no_drop == n) {
-      static_facts_.push_back(
-          absl::StrFormat("no tail drop for %s: at most %d updates can be in the switch when one "
-                          "arrives (< queue_size %d)",
-                          name, max_res, cfg_.queue_size));
-    }
-    if (no_evict == n) {
+  }
+  for (size_t c = 0; c < k; ++c) {
+    if (short_room[c] == 0) {
       static_facts_.push_back(absl::StrFormat(
-          "no eviction for %s: saturating the server for ΔT takes %.0f departures, at most %d "
-          "are possible",
-          name, m_busy_, max_busy));
+          "no merge or displacement for %s: too few entries can be queued when one arrives "
+          "(cap >= %d, depth %d)",
+          cfg_.clusters[c].name, cap_min, cfg_.queue_size));
     }
+  }
+  if (!may_evict) {
+    static_facts_.push_back(
+        absl::StrFormat("no eviction: a busy period of the link lasts at most %.4g ms < ΔT %g ms",
+                        busy, cfg_.aom_threshold_ms));
   }
 }
 
 z3::expr Encoder::ArrivedBefore(int j, int i) const {
   if (slot(j).cluster == slot(i).cluster) return ctx_.bool_val(slot(j).n < slot(i).n);
   // Ties between clusters break by cluster index: a strict total order.
-  const z3::expr& aj = a_[static_cast<size_t>(j)];
-  const z3::expr& ai = a_[static_cast<size_t>(i)];
+  const z3::expr& aj = E(j);
+  const z3::expr& ai = E(i);
   return slot(j).cluster < slot(i).cluster ? aj <= ai : aj < ai;
 }
 
 void Encoder::Build(Question q) {
   const auto t0 = Clock::now();
   service_ms_ = 1.0 / cfg_.capacity_updates_per_ms;
-  m_busy_ = SaturationDepartures(cfg_);
+  service_ = Real(service_ms_);
+  lazy_server_ = q == Question::kFair;
+  dt_ = Real(cfg_.aom_threshold_ms);
   Analyse();
-  const z3::expr s = Real(service_ms_);
-  const z3::expr dt = Real(cfg_.aom_threshold_ms);
   const int total = static_cast<int>(slots_.size());
+  const size_t k = cfg_.clusters.size();
   for (int i = 0; i < total; ++i) DeclareSlot(i);
-  for (size_t c = 0; c < cfg_.clusters.size(); ++c) RequireTiming(c);
-  for (int i = 0; i < total; ++i) RequireSlot(i, s, dt);
-  for (size_t c = 0; c < cfg_.clusters.size(); ++c) DefinePeaks(c, dt);
+  for (int i = 0; i < total; ++i) DeclareLinks(i);
+  for (size_t c = 0; c < k; ++c) DefineEntries(c);
+  for (size_t c = 0; c < k; ++c) RequireTiming(c);
+  for (int i = 0; i < total; ++i) DefineResidency(i);
+  for (int i = 0; i < total; ++i) RequireArrival(i);
+  for (int i = 0; i < total; ++i) RequireDeparture(i);
+  for (int i = 0; i < total; ++i) RequireLink(i);
+  for (size_t c = 0; c < k; ++c) DefinePeaks(c);
   RequireFairness(q);
   encode_ms_ = MsSince(t0);
-}
-
-// The slot's variables. accepted/delivered are constants where static
-// analysis rules the drop out.
-void Encoder::DeclareSlot(int i) {
-  const std::string nm = Name(i);
-  const Slot& si = slot(i);
-  a_.push_back(ctx_.real_const(absl::StrCat("A(", nm, ")").c_str()));
-  d_.push_back(ctx_.real_const(absl::StrCat("D(", nm, ")").c_str()));
-  acc_.push_back(si.may_tail_drop ? ctx_.bool_const(absl::StrCat("accepted(", nm, ")").c_str())
-                                  : ctx_.bool_val(true));
-  if (si.may_evict) {
-    del_.push_back(ctx_.bool_const(absl::StrCat("delivered(", nm, ")").c_str()));
-    Define(Implies(del_.back(), acc_.back()));
-  } else {
-    del_.push_back(acc_.back());
-  }
 }
 
 // Time progression (the paper's A(n+1) >= A(n) + delta) and the cluster's
@@ -316,95 +231,35 @@ void Encoder::RequireTiming(size_t c) {
     Require(absl::StrCat("rate(", cs.name, ",n=", n, ")"),
             gap <= Real(cs.update_period_ms + cs.jitter_ms));
   }
-}
-
-// The constraints on one update: service, threshold, server, queue and eviction.
-void Encoder::RequireSlot(int i, const z3::expr& s, const z3::expr& dt) {
-  const size_t ui = static_cast<size_t>(i);
-  const std::string nm = Name(i);
-  const z3::expr& ai = a_[ui];
-  const z3::expr& di = d_[ui];
-  const z3::expr& deli = del_[ui];
-  const std::vector<int>& part = partners_[ui];
-
-  Require(absl::StrCat("service(", nm, ")"), Implies(deli, di - ai >= s));
-  Require(absl::StrCat("threshold(", nm, ")"), Implies(deli, di - ai <= dt));
-
-  // One server: any two delivered updates leave >= 1/C apart, in either
-  // order across clusters (per-cluster queues); in generation order within
-  // a cluster. One lazy constraint per pair, all named after the earlier
-  // slot.
-  const std::string server = absl::StrCat("single_server(", nm, ")");
-  for (int j : part) {
-    if (j < i) continue;
-    const size_t uj = static_cast<size_t>(j);
-    const z3::expr both = And(deli, del_[uj]);
-    if (slot(j).cluster == slot(i).cluster) {
-      Require(server, Implies(both, d_[uj] - di >= s), /*lazy=*/true);
-    } else {
-      Require(server, Implies(both, d_[uj] - di >= s || di - d_[uj] >= s), /*lazy=*/true);
-    }
-  }
-
-  // Tail drop iff the switch already holds queue_size updates when n
-  // arrives (accepted, generated earlier, not yet delivered or evicted).
-  if (slot(i).may_tail_drop) {
-    std::vector<z3::expr> resident;
-    for (int j : part) {
-      const size_t uj = static_cast<size_t>(j);
-      if (slot(j).cluster == slot(i).cluster && slot(j).n > slot(i).n) continue;
-      const z3::expr leaves = Ite(del_[uj], d_[uj], a_[uj] + dt);
-      resident.push_back(And(And(acc_[uj], ArrivedBefore(j, i)), ai < leaves));
-    }
-    Require(absl::StrCat("queue_capacity(", nm, ")"),
-            acc_[ui] == AtMost(resident, cfg_.queue_size - 1));
-  }
-
-  // The paper's D(n) >= A(n) + Q(n)/C with Q(n) the updates delivered
-  // while n waits; implied by single_server + service, so optional.
-  if (cfg_.assert_queue_dynamics && !part.empty()) {
-    std::vector<z3::expr> ahead;
-    for (int j : part) {
-      const size_t uj = static_cast<size_t>(j);
-      ahead.push_back(And(del_[uj], d_[uj] > ai && d_[uj] < di));
-    }
-    Require(absl::StrCat("queue_dynamics(", nm, ")"), Implies(deli, di >= ai + Count(ahead) * s));
-  }
-
-  // Eviction only while the server is saturated: an accepted update still
-  // undelivered when its age reaches ΔT saw the server busy throughout
-  // [A, A + ΔT - 1/C] (SaturationDepartures).
-  if (slot(i).may_evict && m_busy_ > 0) {
-    std::vector<z3::expr> busy;
-    for (int j : part) {
-      const size_t uj = static_cast<size_t>(j);
-      busy.push_back(And(del_[uj], d_[uj] > ai && d_[uj] <= ai + dt));
-    }
-    Require(absl::StrCat("eviction(", nm, ")"),
-            z3::implies(acc_[ui] && !deli, AtLeast(busy, m_busy_)));
+  // Transit: E in [A, A + max_transit], FIFO within the cluster.
+  if (cfg_.max_transit_ms <= 0) return;
+  for (size_t n = 0; n < sl.size(); ++n) {
+    const int i = sl[n];
+    z3::expr t = E(i) >= A(i) && E(i) <= A(i) + Real(cfg_.max_transit_ms);
+    if (n > 0) t = t && E(i) >= E(sl[n - 1]);
+    Require(absl::StrCat("transit(", Name(i), ")"), t);
   }
 }
 
-// Peak AoM per update: R(n) - A(l), R = D if delivered else A + ΔT, l the
-// cluster's latest delivered update before n (a virtual one at A(0) - p
-// just before the horizon).
-void Encoder::DefinePeaks(size_t c, const z3::expr& dt) {
+// Peak AoM per update (UpdateRecord::peak_aom_ms): R - F, F the freshest
+// gen_time delivered from the cluster's earlier entries (A(0) - p before the
+// horizon), R the delivery of the update's own entry or of the entry it was
+// merged into, or A + ΔT when that entry never left the queue for the PS.
+void Encoder::DefinePeaks(size_t c) {
   const ClusterSpec& cs = cfg_.clusters[c];
   const std::vector<int>& sl = slots_of_cluster_[c];
-  z3::expr last = a_[static_cast<size_t>(sl[0])] - Real(cs.update_period_ms);
+  auto fresh = [&](int i) { return fresh_[static_cast<size_t>(i)]; };
   z3::expr_vector peaks(ctx_);
   for (int i : sl) {
     const size_t ui = static_cast<size_t>(i);
-    const std::string nm = Name(i);
-    peak_.push_back(Ite(del_[ui], d_[ui], a_[ui] + dt) - last);
-    peaks.push_back(peak_.back());
-    if (del_[ui].is_true()) {
-      last = a_[ui];
-    } else {
-      z3::expr l = ctx_.real_const(absl::StrCat("L(", nm, ")").c_str());
-      Define(l == z3::ite(del_[ui], a_[ui], last));
-      last = l;
+    const z3::expr lost = A(i) + dt_ - fresh(i);
+    z3::expr merged = ctx_.real_val(0);
+    for (const Link& l : into_[ui]) {
+      const size_t h = static_cast<size_t>(l.first);
+      merged = merged + Ite(l.second, Ite(del_[h], d_[h] - fresh(l.first), lost), ctx_.real_val(0));
     }
+    peak_.push_back(Ite(own_[ui], Ite(del_[ui], d_[ui] - fresh(i), lost), merged));
+    peaks.push_back(peak_.back());
   }
   avg_.push_back(ctx_.real_const(absl::StrCat("avg(", cs.name, ")").c_str()));
   Define(avg_.back() * Real(static_cast<double>(sl.size())) == z3::sum(peaks));
@@ -444,17 +299,6 @@ double Encoder::ModelValue(const z3::model& m, const z3::expr& e) const {
 }
 
 Schedule Encoder::Extract(const z3::model& m) const {
-  // Values first, then Q(n) recomputed from them with the model's definition
-  // (it is only in the formula where tail drops are possible).
-  const size_t total = slots_.size();
-  std::vector<double> a(total), d(total);
-  std::vector<bool> acc(total), del(total);
-  for (size_t i = 0; i < total; ++i) {
-    a[i] = ModelValue(m, a_[i]);
-    d[i] = ModelValue(m, d_[i]);
-    acc[i] = m.eval(acc_[i], true).is_true();
-    del[i] = m.eval(del_[i], true).is_true();
-  }
   Schedule out;
   for (size_t c = 0; c < cfg_.clusters.size(); ++c) {
     ClusterTrace t;
@@ -462,21 +306,23 @@ Schedule Encoder::Extract(const z3::model& m) const {
     double sum = 0;
     for (int i : slots_of_cluster_[c]) {
       const size_t ui = static_cast<size_t>(i);
+      auto is = [&](const z3::expr& e) { return m.eval(e, true).is_true(); };
       UpdateRecord r;
       r.index = slot(i).n;
-      r.generated_ms = a[ui];
-      r.fate = del[ui] ? UpdateFate::kDelivered
-                       : (acc[ui] ? UpdateFate::kEvicted : UpdateFate::kTailDropped);
-      if (del[ui]) r.delivered_ms = d[ui];
-      for (size_t j = 0; j < total; ++j) {
-        if (j == ui || !acc[j]) continue;
-        const bool before =
-            slots_[j].cluster == slot(i).cluster
-                ? slots_[j].n < slot(i).n
-                : (a[j] < a[ui] || (a[j] == a[ui] && slots_[j].cluster < slot(i).cluster));
-        const double leaves = del[j] ? d[j] : a[j] + cfg_.aom_threshold_ms;
-        r.queue_occupancy += before && a[ui] < leaves;
+      r.generated_ms = ModelValue(m, a_[ui]);
+      if (cfg_.max_transit_ms > 0) r.arrived_ms = ModelValue(m, e_[ui]);
+      if (!is(own_[ui])) {
+        r.fate = UpdateFate::kMerged;
+        for (const Link& l : into_[ui]) {
+          if (is(l.second)) r.merged_into = slot(l.first).n;
+        }
+      } else if (is(del_[ui])) {
+        r.fate = UpdateFate::kDelivered;
+        r.delivered_ms = ModelValue(m, d_[ui]);
+      } else {
+        r.fate = is(dis_[ui]) ? UpdateFate::kDisplaced : UpdateFate::kEvicted;
       }
+      r.queue_occupancy = static_cast<int>(std::lround(ModelValue(m, q_[ui])));
       r.peak_aom_ms = ModelValue(m, peak_[ui]);
       sum += r.peak_aom_ms;
       t.updates.push_back(r);
@@ -658,12 +504,6 @@ absl::StatusOr<SolveOutcome> Encoder::Run(Question q) {
     FindCore(core_budget, std::max(200.0, out.stats.solve_ms), out);
   }
   return out;
-}
-
-}  // namespace
-
-double SaturationDepartures(const FairnessConfig& cfg) {
-  return std::floor(cfg.aom_threshold_ms * cfg.capacity_updates_per_ms + 1e-9);
 }
 
 absl::StatusOr<SolveOutcome> Solve(const FairnessConfig& cfg, Question q) {

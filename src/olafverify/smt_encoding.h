@@ -27,11 +27,10 @@ struct SolveOutcome {
   SolveStats stats;
 };
 
-// Departures of other updates within (A, A + ΔT] that an evicted update must
-// have seen: a work-conserving server that never started it was busy
-// throughout [A, A + ΔT - 1/C], which takes floor(ΔT × C) services ending in
-// that window. 0 when ΔT < 1/C (nothing can be delivered in time anyway).
-double SaturationDepartures(const FairnessConfig& cfg);
+// Longest busy period of the work-conserving link (ms), infinite when the
+// clusters' peak load reaches C: no update waits longer (docs, static
+// analysis).
+double BusyPeriodBound(const FairnessConfig& cfg);
 
 // Precondition: Validate(cfg).ok(). DeadlineExceeded when Z3 answers
 // unknown because of solver_timeout_ms, Unknown when it gives up otherwise,

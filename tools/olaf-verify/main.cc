@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   std::string question = "both", norm = "pair-mean";
   bool json = false;
 
-  CLI::App app{"olaf-verify: SMT (Z3) check of OLAF AoM fairness between clusters"};
+  CLI::App app{
+      "olaf-verify: SMT (Z3) check of OLAF AoM fairness between clusters, the switch queue "
+      "modelled as OlafQueue (caps, merges, displacement, eviction by time queued)"};
   app.add_option("--threshold-ms", cfg.aom_threshold_ms, "AoM threshold ΔT (ms)")
       ->capture_default_str();
   app.add_option("--cluster", cluster_flags, "NAME:PERIOD_MS[:JITTER_MS], repeatable");
@@ -41,7 +43,12 @@ int main(int argc, char** argv) {
   app.add_option("--link-gbps", link_gbps, "PS link rate, with --update-bytes")
       ->capture_default_str();
   app.add_option("--update-bytes", update_bytes, "bytes per update")->capture_default_str();
-  app.add_option("--queue-size", cfg.queue_size, "updates the switch holds")->capture_default_str();
+  app.add_option("--queue-size", cfg.queue_size,
+                 "OlafQueue depth: entries queued, not counting the one in service")
+      ->capture_default_str();
+  app.add_option("--max-transit-ms", cfg.max_transit_ms,
+                 "worker-to-switch delay bound: updates queue at A + [0, this], < ΔT")
+      ->capture_default_str();
   app.add_option("--epsilon", cfg.epsilon, "fairness bound in [0, 1]")->capture_default_str();
   app.add_option("--norm", norm, "ε relative to: pair-mean or threshold")
       ->check(CLI::IsMember({"pair-mean", "threshold"}))
