@@ -230,12 +230,9 @@ int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
     if (!bad.empty()) {
       throw UsageError{absl::StrCat("'", bad, "' must be key=value, e.g. timeout_ms=80")};
     }
-    if (auto s = cp.SetConfig(values); !s.ok()) return Report(s, err);
+    return SetAndPrintConfig("cais-cli", values, a.json, cp, out, err);
   }
-  auto c = cp.GetConfig();
-  if (!c.ok()) return Report(c.status(), err);
-  PrintConfig(*c, a.json, out);
-  return kOk;
+  return SetAndPrintConfig("cais-cli", {}, a.json, cp, out, err);
 }
 
 int Groups(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {

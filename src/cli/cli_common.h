@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "inca/control/control_plane.h"
 
 namespace inca::cli {
 
@@ -64,15 +65,25 @@ inline std::map<std::string, std::string> ParseSettings(const std::vector<std::s
   return values;
 }
 
-// A switch's configuration as "key = value" lines, or one JSON object.
-inline void PrintConfig(const std::map<std::string, std::string>& c, bool json, std::ostream& out) {
+// configure: sets `values` (all or nothing; none: only shows), then prints
+// the switch's configuration as "key = value" lines or one JSON object.
+// kOk, or `tool`'s one-line error and its exit code.
+inline int SetAndPrintConfig(std::string_view tool,
+                             const std::map<std::string, std::string>& values, bool json,
+                             control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+  if (!values.empty()) {
+    if (absl::Status s = cp.SetConfig(values); !s.ok()) return Report(tool, s, err);
+  }
+  auto c = cp.GetConfig();
+  if (!c.ok()) return Report(tool, c.status(), err);
   if (json) {
     std::vector<std::string> items;
-    for (const auto& [k, v] : c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
+    for (const auto& [k, v] : *c) items.push_back(absl::StrCat("\"", k, "\":\"", v, "\""));
     out << "{" << absl::StrJoin(items, ",") << "}\n";
   } else {
-    for (const auto& [k, v] : c) out << k << " = " << v << "\n";
+    for (const auto& [k, v] : *c) out << k << " = " << v << "\n";
   }
+  return kOk;
 }
 
 }  // namespace inca::cli

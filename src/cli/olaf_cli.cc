@@ -177,14 +177,8 @@ int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
 // refused when it cannot be fair, unless override=true), then prints the
 // configuration.
 int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
-  if (!a.settings.empty()) {
-    std::string bad;
-    if (auto s = cp.SetConfig(ParseSettings(a.settings, &bad)); !s.ok()) return Report(s, err);
-  }
-  auto c = cp.GetConfig();
-  if (!c.ok()) return Report(c.status(), err);
-  PrintConfig(*c, a.json, out);
-  return kOk;
+  std::string bad;  // checked in CheckArgs
+  return SetAndPrintConfig("olaf-cli", ParseSettings(a.settings, &bad), a.json, cp, out, err);
 }
 
 }  // namespace
