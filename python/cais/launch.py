@@ -5,6 +5,7 @@ MASTER_ADDR, MASTER_PORT). Loopback only; every wait is bounded."""
 from __future__ import annotations
 
 import json
+import random
 import os
 import re
 import signal
@@ -30,7 +31,31 @@ def build_dir() -> str:
     return os.path.abspath(os.path.join(here, "..", "..", "build", "release"))
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port on 127.0.0.1 that was free a moment ago.
+
+    Chosen below the kernel's ephemeral range, as launch::FreeLoopbackPort
+    does: a port from bind(0) could be handed to any socket opened elsewhere
+    (connect(), an unbound sendto()) before the caller binds it."""
+    high = _ephemeral_low()
+    low = max(1024, high - 12000)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200 if high - low > 100 else 0):
+        port = rng.randrange(low, high)
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -28,12 +28,6 @@ def pump(ps, workers, done, timeout_s=10.0):
             w.poll(0)
 
 
-def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_straight_to_the_ps_numpy_and_torch():
     applied = []
     params = np.arange(3000, dtype=np.float32)
@@ -69,7 +63,7 @@ def test_through_inca_switchd_olaf():
     # workers' updates would leave both incomplete at a whole-update PS.
     params = np.zeros(2000, dtype=np.float32)
     ps = olaf.ParameterServer(applied.append, model=lambda: params)
-    ports = [free_udp_port() for _ in range(3)]
+    ports = [launch.free_port(socket.SOCK_DGRAM) for _ in range(3)]
     table = ["--cluster", f"{ports[0]}=0", "--cluster", f"{ports[1]}=0",
              "--cluster", f"{ports[2]}=1"]
     sw = launch.Switch(extra=["--program", "olaf", "--ps", ps.address] + table)

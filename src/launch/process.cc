@@ -10,6 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "client/switch_transport.h"
@@ -35,9 +39,47 @@ int BindLoopback(int type, uint16_t* port) {
   return fd;
 }
 
+namespace {
+
+// The low end of the kernel's ephemeral range (ports it hands to bind(0),
+// connect() and unbound sendto()); 32768 when it cannot be read.
+int EphemeralLow() {
+  int low = 32768;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (fscanf(f, "%d", &low) != 1) low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
+}  // namespace
+
+// A port below the ephemeral range: between this check and the caller's
+// bind, a port from bind(0) could be handed to any socket another test opens
+// (and under ctest -j2 something always does); a port outside that range can
+// only be taken by another FreeLoopbackPort, chosen at random from thousands.
 int FreeLoopbackPort(bool udp) {
+  const int type = udp ? SOCK_DGRAM : SOCK_STREAM;
+  const int high = EphemeralLow();
+  const int low = std::max(1024, high - 12000);
+  std::mt19937 rng(
+      static_cast<unsigned>(getpid()) ^
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::uniform_int_distribution<int> pick(low, high - 1);
+  for (int attempt = 0; attempt < 200 && high - low > 100; ++attempt) {
+    const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int port = pick(rng);
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+    close(fd);
+    if (ok) return port;
+  }
   uint16_t port = 0;
-  const int fd = BindLoopback(udp ? SOCK_DGRAM : SOCK_STREAM, &port);
+  const int fd = BindLoopback(type, &port);
   if (fd >= 0) close(fd);
   return port;
 }

@@ -14,7 +14,9 @@
 
 namespace inca::launch {
 
-// A UDP or TCP port on 127.0.0.1 that was free a moment ago.
+// A UDP or TCP port on 127.0.0.1 that was free a moment ago, chosen below
+// the kernel's ephemeral range so that bind(0) and connect() elsewhere do
+// not take it before the caller binds it.
 int FreeLoopbackPort(bool udp);
 
 // A socket (SOCK_DGRAM or SOCK_STREAM) bound to 127.0.0.1 on a free port,
