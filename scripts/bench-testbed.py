@@ -161,6 +161,40 @@ def machine_speed() -> dict:
     return {name: int(v) for name, v in big}
 
 
+def share_text(res: dict, title: str, second: str, extra: list, note: str) -> str:
+    """The paragraph for one shared-testbed run."""
+    sh = res["rows"][0]
+    fmt = lambda v: "n/a" if v is None else "%.2f" % v  # noqa: E731
+    other = "the second inca job" if second == "switch" else "Gloo"
+    head = ("### %s\n\n%sTwo 4-rank jobs, one rank of each per host, started together, 16 MiB "
+            "all-reduces, defaults everywhere%s. " % (
+                title, note, " but `cais-perf --no-competitive` for both jobs' ranks (Gloo's "
+                "ignore it)" if extra else ""))
+    spans = sh.get("spans_s")
+    if sh["overlap_s"] <= 0:
+        # No overlap says something too: one job's timed loop began only once
+        # the other's had ended (its warm-up was held back meanwhile).
+        when = ("" if not spans else
+                " (inca's from %.1f to %.1f s after the first began, %s's from %.1f to %.1f s)"
+                % (spans[0][0], spans[0][1], other, spans[1][0], spans[1][1]))
+        late = ("inca" if spans and spans[0][0] >= spans[1][1] else other) if spans else None
+        return head + (
+            "The two timed loops did not overlap%s%s, so there is no share to report. Each "
+            "alone: inca %.1f ms per operation, %s %.1f ms. Paths %s.\n" % (
+                when, "" if late is None else
+                ": %s's warm-up (3 operations and 1.5 s) did not end until the other's timed "
+                "loop had" % late,
+                sh["inca_us"] / 1e3, other, sh["second_us"] / 1e3, " and ".join(sh["paths"])))
+    return head + (
+        "Over the %.1f s both ran (%d and %d operations wholly inside it): inca %.1f ms per "
+        "operation, %s %.1f ms; inca got %s of the link (its switch bound alone over its "
+        "time), %s %s (its own bound alone: %s). Paths %s.\n" % (
+            sh["overlap_s"], sh["ops_in_overlap"][0], sh["ops_in_overlap"][1],
+            (sh["inca_overlap_us"] or 0) / 1e3, other, (sh["second_overlap_us"] or 0) / 1e3,
+            fmt(sh["inca_share"]), other, fmt(sh["second_share"]),
+            "the switch's" if second == "switch" else "the ring's", " and ".join(sh["paths"])))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -168,31 +202,64 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
     ap.add_argument("--from-json", action="store_true",
                     help="rewrite the docs from docs/eval/testbed.json, measuring nothing")
+    ap.add_argument("--only", default="",
+                    help="measure only these scenarios (comma-separated keys of "
+                         "docs/eval/testbed.json, e.g. share-gloo-1gbit-delay-only,rate_step); "
+                         "the others come from that file, and each rerun row says when")
     a = ap.parse_args()
+    only = set(k for k in a.only.split(",") if k)
     testbed.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
     saved = os.path.join(ROOT, "docs", "eval", "testbed.json")
     results = {}
     text = []
-    if a.from_json:
+    if a.from_json or only:
         with open(saved) as f:
             results = json.load(f)
-    else:
+        unknown = only - set(results) - {"rate_step"}
+        if unknown:
+            print("bench-testbed: --only: no scenario %s in %s" % (", ".join(sorted(unknown)),
+                                                                   saved), file=sys.stderr)
+            return 2
+    if not a.from_json:
         try:
             testbed.require_root()
         except testbed.TestbedError as e:
             print("bench-testbed: %s" % e, file=sys.stderr)
             return 2
-    if not a.from_json:
+    today = datetime.date.today().isoformat()
+    if not a.from_json and not only:
         results["machine"] = machine_speed()
+        results["date"] = today
+    elif only:
+        rerun_machine = machine_speed()
+
+    def measure(key: str) -> bool:
+        """Whether to measure `key` in this run."""
+        return not a.from_json and (not only or key in only)
+
+    def stamp(key: str) -> None:
+        """A scenario rerun with --only carries its own date and machine speed."""
+        if only and key in only:
+            results[key]["rerun"] = {"date": today, "machine": rerun_machine}
+
+    def rerun_note(key: str) -> str:
+        r = results.get(key, {}).get("rerun")
+        if not r:
+            return ""
+        m = r.get("machine", {})
+        return ("Rerun alone on %s (`--only`; `switchd-bench` then: plain forwarder %s pkt/s, "
+                "inca-switchd %s pkt/s).\n\n" % (r["date"], m.get("udp-forwarder", "?"),
+                                                  m.get("inca-switchd", "?")))
     for title, argv, key in scenarios(a.quick):
-        if not a.from_json:
+        if measure(key):
             print("=== %s" % title, flush=True)
             log = io.StringIO()
             res = testbed_perf.perf(testbed.perf_options(argv + ["--name", "bench"]), out=log)
             print("\n".join(l for l in log.getvalue().splitlines() if not l.startswith("{")),
                   flush=True)
             results[key] = res
-        text.append("### %s\n\n%s\n" % (title, table(results[key])))
+            stamp(key)
+        text.append("### %s\n\n%s%s\n" % (title, rerun_note(key), table(results[key])))
     text.append(r_star(results))
     shares = [("switch", "1gbit", "Two inca jobs sharing 4 x 1 Gbit/s", []),
               ("switch", "500mbit", "Two inca jobs sharing 4 x 500 Mbit/s", []),
@@ -201,7 +268,7 @@ def main() -> int:
                "4 x 1 Gbit/s", ["--perf-arg=--no-competitive"])]
     for second, rate, title, extra in shares:
         key = "share-%s-%s%s" % (second, rate, "-delay-only" if extra else "")
-        if not a.from_json:
+        if measure(key):
             print("=== %s" % title, flush=True)
             # Each job times about 6 s per size (cais-perf --duration-ms), so
             # that the two overlap whatever their start-up; the shares are
@@ -211,25 +278,11 @@ def main() -> int:
                                          "--warmup-ms", "1500", "--duration-ms",
                                          "3000" if a.quick else "6000"] + extra)
             results[key] = testbed_perf.share(opts, second, out=io.StringIO())
+            stamp(key)
         if key not in results:
             continue
-        sh = results[key]["rows"][0]
-        fmt = lambda v: "n/a" if v is None else "%.2f" % v
-        other = "the second inca job" if second == "switch" else "Gloo"
-        text.append("### %s\n\n"
-                    "Two 4-rank jobs, one rank of each per host, started together, 16 MiB "
-                    "all-reduces, defaults everywhere%s. Over the %.1f s both ran (%d and %d "
-                    "operations wholly inside it): inca %.1f ms per operation, %s %.1f ms; "
-                    "inca got %s of the link (its switch bound alone over its time), %s %s (its "
-                    "own bound alone: %s). Paths %s.\n" % (
-                        title, " but `cais-perf --no-competitive` for both jobs' ranks (Gloo's "
-                        "ignore it)" if extra else "", sh["overlap_s"], sh["ops_in_overlap"][0], sh["ops_in_overlap"][1],
-                        (sh["inca_overlap_us"] or 0) / 1e3, other,
-                        (sh["second_overlap_us"] or 0) / 1e3, fmt(sh["inca_share"]), other,
-                        fmt(sh["second_share"]),
-                        "the switch's" if second == "switch" else "the ring's",
-                        " and ".join(sh["paths"])))
-    if not a.from_json:
+        text.append(share_text(results[key], title, second, extra, rerun_note(key)))
+    if measure("rate_step"):
         print("=== rate step 4 x 1 Gbit/s -> 250 Mbit/s", flush=True)
         opts = testbed.perf_options(["--name", "bench", "--hosts", "4", "--rate", "1gbit", "-b",
                                      "1M", "-e", "1M", "--iters", "5", "--warmup", "3",
@@ -241,6 +294,7 @@ def main() -> int:
         st.pop("window_trace", None)  # summarised above; tens of thousands of samples
         st["step_after_ms"] = opts.step_after_ms
         results["rate_step"] = st
+        stamp("rate_step")
     if "rate_step" in results:
         st = results["rate_step"]
         if a.from_json:  # every figure again from the stored timeline and queue samples
@@ -256,7 +310,7 @@ def main() -> int:
         b4 = b1 * 4
         fmt = lambda v, f="%.1f": "n/a" if v is None else f % v  # noqa: E731
         text.append(
-            "### Rate step: 4 x 1 Gbit/s to 250 Mbit/s mid-run\n\n"
+            "### Rate step: 4 x 1 Gbit/s to 250 Mbit/s mid-run\n\n" + rerun_note("rate_step") +
             "One inca job, 1 MiB all-reduces back to back (controller off: this is about the "
             "transport); %.1f s after launch every host link, both ways, drops to a quarter "
             "(`tc qdisc change`, the queues keep their packets). Median operation %.1f ms "
@@ -315,7 +369,7 @@ def main() -> int:
         "port unshaped). Bounds on wire bytes, headers included (docs/testbed.md): the "
         "switch's is 1.5x the ring's at 4 hosts, 1.75x at 8. Retransmitted: chunks sent again "
         "over chunks sent, all ranks.%s" % (
-            datetime.date.today().isoformat(), os.cpu_count(), cpu or "unknown CPU",
+            results.get("date", today), os.cpu_count(), cpu or "unknown CPU",
             (" Machine speed at the start of this run (`switchd-bench`, 8,952 B datagrams on "
              "loopback): plain forwarder %d pkt/s, inca-switchd %d pkt/s; the switch path is "
              "CPU-bound on this VM, so its rows follow these figures (quiet runs have measured "
@@ -407,7 +461,7 @@ def main() -> int:
         doc = doc.rstrip("\n") + "\n\n" + section + "\n"
     with open(DOC, "w") as f:
         f.write(doc)
-    if not a.from_json:
+    if not a.from_json:  # --only merges its reruns into the stored file
         with open(saved, "w") as f:
             json.dump(results, f, indent=1)
     print("wrote %s, %s" % (DOC, PLOT))

@@ -511,10 +511,14 @@ def share(a, second: str, out=sys.stdout) -> dict:
         b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size,
                         getattr(a, "ipv6", False))
         bound_b = b["switch_s"] if second == "switch" else b["ring_s"]
-        ov = overlap(ra.get("timeline_ns", []), rb.get("timeline_ns", []))
+        ta, tl = ra.get("timeline_ns", []), rb.get("timeline_ns", [])
+        ov = overlap(ta, tl)
         row = {"bytes": ra["bytes"], "inca_us": ra["time_us"], "second_us": rb["time_us"],
                "paths": [ra["path"], rb["path"]], "overlap_s": ov["overlap_s"],
                "ops_in_overlap": [ov["ops_a"], ov["ops_b"]],
+               # Each timed loop's start and end, s after the first start.
+               "spans_s": ([[(t[0] - min(ta[0], tl[0])) / 1e9, (t[-1] - min(ta[0], tl[0])) / 1e9]
+                            for t in (ta, tl)] if ta and tl else None),
                "competitive_entries": [ra.get("competitive_entries", 0),
                                        rb.get("competitive_entries", 0)],
                "retransmitted": [ra.get("chunks_retransmitted", 0),
