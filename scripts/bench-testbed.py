@@ -372,8 +372,10 @@ def main() -> int:
             results.get("date", today), os.cpu_count(), cpu or "unknown CPU",
             (" Machine speed at the start of this run (`switchd-bench`, 8,952 B datagrams on "
              "loopback): plain forwarder %d pkt/s, inca-switchd %d pkt/s; the switch path is "
-             "CPU-bound on this VM, so its rows follow these figures (quiet runs have measured "
-             "146,000-243,000 and 165,000-177,000)." % (
+             "CPU-bound on a 2-core machine, so its rows follow these figures (on 2026-12-03 "
+             "another VM measured 114,000-243,000 pkt/s for inca-switchd, and the same "
+             "scenarios read 0.53-0.94 of the switch's bound where this run reads 0.89-0.98)."
+             % (
                  results["machine"]["udp-forwarder"], results["machine"]["inca-switchd"]))
             if results.get("machine", {}).get("udp-forwarder") else ""),
         "",
@@ -385,8 +387,8 @@ def main() -> int:
         "- Below the tbf burst (256 KB) packets leave at veth speed, so neither bound applies "
         "and a fraction above 1 is no violation; the bounds hold from about 1 MiB up.",
         "- Gloo here is inca's host path (`cais-perf --backend gloo`: Gloo's ring through "
-        "inca's HostGroup). Below 1 MiB it has a floor of several ms per operation, on the "
-        "testbed and on loopback alike, and torch's own ProcessGroupGloo shows the same "
+        "inca's HostGroup). Below 1 MiB it has a floor of 1.7-2.1 ms per operation in this run "
+        "(6-8 ms on the VM of 2026-12-03), on the testbed and on loopback alike, and torch's own ProcessGroupGloo shows the same "
         "(4 ranks on loopback, 4 KiB: 5.0-6.4 ms; 2 ranks: 1.9 ms). What we measured: it "
         "is bimodal (the same 4 KiB 2-rank all-reduce took 0.36, 0.45 and 2.3 ms in three "
         "runs a minute apart), mostly kernel time, and TCP_NODELAY on Gloo's sockets (which "
