@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,15 +18,14 @@
 #include "absl/strings/str_join.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
+#include "spdlog/spdlog.h"
 #include "switchd/group_manager.h"
+#include "switchd/settings.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
 
 namespace {
-
-constexpr size_t kMaxSocketBufferBytes = size_t{1} << 30;
-constexpr uint32_t kMaxBatchSize = 1024;
 
 // Where a node came from, for error messages: " (line N)".
 std::string Where(const YAML::Node& n) {
@@ -84,21 +84,6 @@ class Reader {
     uint64_t v = 0;
     if (absl::Status s = Uint(n, key, lo, hi, &v); !s.ok()) return s;
     *out = static_cast<T>(v);
-    return absl::OkStatus();
-  }
-
-  // A finite number; `range` describes the accepted set for the message.
-  absl::Status Number(const YAML::Node& n, absl::string_view key,
-                      const std::function<bool(double)>& in_range, absl::string_view range,
-                      double* out) const {
-    double v = 0;
-    if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !std::isfinite(v)) {
-      return WrongType(source_, key, n, "a number");
-    }
-    if (!in_range(v)) {
-      return KeyError(source_, key, n, absl::StrCat("value ", v, " out of range ", range));
-    }
-    *out = v;
     return absl::OkStatus();
   }
 
@@ -280,164 +265,6 @@ absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais:
   return absl::OkStatus();
 }
 
-using Handler = Handlers::mapped_type;
-
-// Which of the two names of the payload size the file has given so far.
-struct PayloadKeys {
-  bool has_chunk_size = false;
-  bool has_max_payload = false;
-};
-
-// Milliseconds as the reducer's nanoseconds.
-dp::TimeNs MsToNs(double ms) {
-  return static_cast<dp::TimeNs>(std::llround(ms * 1e6));
-}
-
-// A handler for a number in [0, 1] stored in `*out`.
-Handler Probability(const Reader& r, double* out) {
-  return [&r, out](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 0 && x <= 1; }, "[0, 1]", out);
-  };
-}
-
-// A handler for a number in (0, 1000000] stored in `*out`.
-Handler Positive(const Reader& r, double* out) {
-  return [&r, out](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x > 0 && x <= 1e6; }, "(0, 1000000]", out);
-  };
-}
-
-// chunk_size or max_payload_bytes (one setting, two names) into `*c`.
-absl::Status ParsePayloadBytes(const Reader& r, const YAML::Node& v, const std::string& k,
-                               const PayloadKeys& pk, SwitchdConfig* c) {
-  if (pk.has_chunk_size && pk.has_max_payload) {
-    return KeyError(r.source(), k, v,
-                    "chunk_size and max_payload_bytes are the same setting; give one");
-  }
-  uint32_t bytes = 0;
-  if (absl::Status s = r.UintAs(v, k, 4, 65487, &bytes); !s.ok()) return s;
-  if (bytes % 4 != 0) {
-    return KeyError(r.source(), k, v, absl::StrCat("value ", bytes, " must be a multiple of 4"));
-  }
-  c->cais.max_payload_bytes = bytes;
-  return absl::OkStatus();
-}
-
-// The listen address and the reduction core's keys (CaisConfig).
-void AddCaisKeys(const Reader& r, SwitchdConfig* c, PayloadKeys* pk, Handlers* handlers) {
-  Handlers& h = *handlers;
-  h["listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (absl::Status s = r.String(v, k, &c->listen); !s.ok()) return s;
-    if (auto hp = net::SplitHostPort(c->listen); !hp.ok()) {
-      return KeyError(r.source(), k, v, hp.status().message());
-    }
-    return absl::OkStatus();
-  };
-  h["sram_bytes"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, 1, uint64_t{1} << 40, &c->cais.sram_bytes);
-  };
-  h["group_share"] = Probability(r, &c->cais.group_share);
-  h["sram_usage_limit"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x > 0 && x <= 1; }, "(0, 1]", &c->cais.sram_usage_limit);
-  };
-  h["max_pending_chunks"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, 1, uint32_t{1} << 24, &c->cais.max_pending_chunks);
-  };
-  h["max_payload_bytes"] = [&r, c, pk](const YAML::Node& v, const std::string& k) {
-    pk->has_max_payload = true;
-    return ParsePayloadBytes(r, v, k, *pk, c);
-  };
-  h["chunk_size"] = [&r, c, pk](const YAML::Node& v, const std::string& k) {
-    pk->has_chunk_size = true;
-    return ParsePayloadBytes(r, v, k, *pk, c);
-  };
-  h["timeout_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    double ms = 0;
-    if (absl::Status s = r.Number(
-            v, k, [](double x) { return x >= 0.001 && x <= 3.6e6; }, "[0.001, 3600000]", &ms);
-        !s.ok()) {
-      return s;
-    }
-    c->cais.timeout_ns = MsToNs(ms);
-    return absl::OkStatus();
-  };
-  h["result_hold_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    double ms = 0;
-    if (absl::Status s = r.Number(
-            v, k, [](double x) { return x >= 0 && x <= 3.6e6; }, "[0, 3600000]", &ms);
-        !s.ok()) {
-      return s;
-    }
-    c->cais.result_hold_ns = MsToNs(ms);
-    return absl::OkStatus();
-  };
-  h["deterministic"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Bool(v, k, &c->cais.deterministic);
-  };
-}
-
-// The static tables: ports (switch port -> endpoint) and rules.
-void AddTableKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
-  Handlers& h = *handlers;
-  h["ports"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {port, endpoint}");
-    c->ports.clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      StaticPort p;
-      if (absl::Status s = ParseStaticPort(r, v[i], i, &p); !s.ok()) return s;
-      c->ports.push_back(p);
-    }
-    return absl::OkStatus();
-  };
-  h["rules"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of rules");
-    c->rules.clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      cais::Rule rule;
-      if (absl::Status s = ParseRule(r, v[i], i, &rule); !s.ok()) return s;
-      c->rules.push_back(rule);
-    }
-    return absl::OkStatus();
-  };
-}
-
-// Socket I/O, loss injection, the log level and the data-plane program.
-void AddIoKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
-  Handlers& h = *handlers;
-  h["socket_buffer_bytes"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, 0, kMaxSocketBufferBytes, &c->socket_buffer_bytes);
-  };
-  h["batch_size"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, 1, kMaxBatchSize, &c->batch_size);
-  };
-  h["io"] = [&r, c](const YAML::Node& v, const std::string& k) { return r.String(v, k, &c->io); };
-  h["ingress_loss"] = Probability(r, &c->ingress_loss);
-  h["egress_loss"] = Probability(r, &c->egress_loss);
-  h["loss_seed"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Uint(v, k, 0, UINT64_MAX, &c->loss_seed);
-  };
-  h["log_level"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (absl::Status s = r.String(v, k, &c->log_level); !s.ok()) return s;
-    if (!IsValidLogLevel(c->log_level)) {
-      return KeyError(r.source(), k, v,
-                      absl::StrCat("unknown level '", c->log_level,
-                                   "'; use trace, debug, info, warn, error, critical or off"));
-    }
-    return absl::OkStatus();
-  };
-  h["program"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (absl::Status s = r.String(v, k, &c->program); !s.ok()) return s;
-    if (c->program != "cais" && c->program != "olaf" && c->program != "fifo") {
-      return KeyError(r.source(), k, v,
-                      absl::StrCat("unknown program '", c->program, "'; use cais, olaf or fifo"));
-    }
-    return absl::OkStatus();
-  };
-}
-
 // The olaf_clusters list (key `k`): {src_port, cluster} entries into `*out`.
 absl::Status ParseOlafClusters(const Reader& r, const YAML::Node& v, const std::string& k,
                                std::vector<std::pair<uint16_t, uint16_t>>* out) {
@@ -462,95 +289,46 @@ absl::Status ParseOlafClusters(const Reader& r, const YAML::Node& v, const std::
   return absl::OkStatus();
 }
 
-// The OLAF program's keys (olaf_*).
-void AddOlafKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
-  Handlers& h = *handlers;
-  h["olaf_ps"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.String(v, k, &c->olaf.ps);
-  };
-  h["olaf_depth"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, 1, 1u << 16, &c->olaf.depth);
-  };
-  h["olaf_delta_t_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.delta_t_ms);
-  };
-  h["olaf_tau_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x > 0 && x <= 3.6e6; }, "(0, 3600000]", &c->olaf.tau_ms);
-  };
-  h["olaf_egress_mbps"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]", &c->olaf.egress_mbps);
-  };
-  h["olaf_clusters"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return ParseOlafClusters(r, v, k, &c->olaf.clusters);
-  };
-}
-
-// The control API, the HTTP monitor, the offload controller, leases and stats.
-void AddControlKeys(const Reader& r, SwitchdConfig* c, Handlers* handlers) {
-  Handlers& h = *handlers;
-  h["control_listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.String(v, k, &c->control_listen);
-  };
-  h["http_listen"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.String(v, k, &c->http_listen);
-  };
-  h["offload_controller"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    if (absl::Status s = r.String(v, k, &c->offload_controller); !s.ok()) return s;
-    if (c->offload_controller != "embedded" && c->offload_controller != "external" &&
-        c->offload_controller != "off") {
-      return KeyError(r.source(), k, v,
-                      absl::StrCat("unknown mode '", c->offload_controller,
-                                   "'; use embedded, external or off"));
+// The top-level mapping into `*c`: the settings by their table
+// (switchd/settings.cc), the lists here. Keys absent keep their values.
+absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c) {
+  std::map<std::string, settings::YamlHandler> lists;
+  lists["ports"] = [&r, c](const YAML::Node& v, const std::string& k) {
+    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of {port, endpoint}");
+    c->ports.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      StaticPort p;
+      if (absl::Status s = ParseStaticPort(r, v[i], i, &p); !s.ok()) return s;
+      c->ports.push_back(p);
     }
     return absl::OkStatus();
   };
-  h["offload_host_gbps"] = Positive(r, &c->offload_host_gbps);
-  h["offload_switch_gbps"] = Positive(r, &c->offload_switch_gbps);
-  h["offload_host_latency_us"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 0 && x <= 1e7; }, "[0, 10000000]",
-        &c->offload_host_latency_us);
+  lists["rules"] = [&r, c](const YAML::Node& v, const std::string& k) {
+    if (!v.IsSequence()) return WrongType(r.source(), k, v, "a list of rules");
+    c->rules.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      cais::Rule rule;
+      if (absl::Status s = ParseRule(r, v[i], i, &rule); !s.ok()) return s;
+      c->rules.push_back(rule);
+    }
+    return absl::OkStatus();
   };
-  h["offload_measured"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Bool(v, k, &c->offload_measured);
+  lists["olaf_clusters"] = [&r, c](const YAML::Node& v, const std::string& k) {
+    return ParseOlafClusters(r, v, k, &c->olaf.clusters);
   };
-  h["offload_explore_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 1 && x <= 86400e3; }, "[1, 86400000]",
-        &c->offload_explore_ms);
-  };
-  h["lease_ms"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.UintAs(v, k, kMinLeaseMs, kMaxLeaseMs, &c->lease_ms);
-  };
-  h["stats_interval_s"] = [&r, c](const YAML::Node& v, const std::string& k) {
-    return r.Number(
-        v, k, [](double x) { return x >= 0 && x <= 86400; }, "[0, 86400]", &c->stats_interval_s);
-  };
-}
-
-// The top-level mapping into `*c`; keys absent keep their values.
-absl::Status ParseTop(const Reader& r, const YAML::Node& root, SwitchdConfig* c) {
-  PayloadKeys payload;
-  Handlers h;
-  AddCaisKeys(r, c, &payload, &h);
-  AddTableKeys(r, c, &h);
-  AddIoKeys(r, c, &h);
-  AddOlafKeys(r, c, &h);
-  AddControlKeys(r, c, &h);
-  return r.Map(root, "the top level", h);
+  std::vector<std::string> deprecated;
+  if (absl::Status s =
+          settings::ApplyYaml(SwitchdSettings(), root, r.source(), c, lists, &deprecated);
+      !s.ok()) {
+    return s;
+  }
+  for (const std::string& d : deprecated) {
+    spdlog::warn("{}: deprecated key {} (docs/settings.md)", std::string(r.source()), d);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
-
-bool IsValidLogLevel(std::string_view level) {
-  for (std::string_view l : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
-    if (level == l) return true;
-  }
-  return false;
-}
 
 absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name_sv) {
   const absl::string_view name = Av(name_sv);
@@ -564,52 +342,10 @@ absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name_sv
 }
 
 absl::Status SwitchdConfig::Validate() const {
-  if (offload_controller != "embedded" && offload_controller != "external" &&
-      offload_controller != "off") {
-    return absl::InvalidArgumentError(absl::StrCat("offload_controller '", offload_controller,
-                                                   "': use embedded, external or off"));
-  }
-  if (!(offload_host_gbps > 0) || !(offload_switch_gbps > 0) || !(offload_host_latency_us >= 0)) {
-    return absl::InvalidArgumentError(
-        "offload_host_gbps and offload_switch_gbps must be positive, offload_host_latency_us "
-        "at least 0");
-  }
-  if (!(offload_explore_ms >= 1 && offload_explore_ms <= 86400e3)) {
-    return absl::InvalidArgumentError("offload_explore_ms must be in [1, 86400000]");
-  }
-  if (auto hp = net::SplitHostPort(listen); !hp.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("listen: ", hp.status().message()));
-  }
+  // Every setting against its declaration (switchd/settings.cc), then what
+  // spans settings: the reducer's own checks, the static tables.
+  if (absl::Status s = settings::ValidateAll(SwitchdSettings(), *this); !s.ok()) return s;
   if (absl::Status s = cais.Validate(); !s.ok()) return s;
-  if (socket_buffer_bytes > kMaxSocketBufferBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("socket_buffer_bytes ", socket_buffer_bytes,
-                                                   " out of range [0, ", kMaxSocketBufferBytes,
-                                                   "]"));
-  }
-  if (auto mode = net::ParseIoMode(io); !mode.ok()) return mode.status();
-  if (batch_size < 1 || batch_size > kMaxBatchSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch_size ", batch_size, " out of range [1, ", kMaxBatchSize, "]"));
-  }
-  for (auto [name, p] : {std::pair<const char*, double>{"ingress_loss", ingress_loss},
-                         {"egress_loss", egress_loss}}) {
-    if (!(p >= 0 && p <= 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " ", p, " out of range [0, 1]"));
-    }
-  }
-  if (!IsValidLogLevel(log_level)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("log_level '", log_level,
-                     "' unknown; use trace, debug, info, warn, error, critical or off"));
-  }
-  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
-    return absl::InvalidArgumentError(absl::StrCat("lease_ms ", lease_ms, " out of range [",
-                                                   kMinLeaseMs, ", ", kMaxLeaseMs, "]"));
-  }
-  if (!(stats_interval_s >= 0 && stats_interval_s <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("stats_interval_s ", stats_interval_s, " out of range [0, 86400]"));
-  }
   absl::flat_hash_set<dp::PortId> port_numbers;
   absl::flat_hash_set<net::Endpoint> endpoints;
   for (size_t i = 0; i < ports.size(); ++i) {

@@ -1,5 +1,6 @@
 // inca-switchd configuration: defaults, YAML loading, validation.
-// Every key is documented in config/switchd.example.yaml and docs/switchd.md.
+// Each scalar setting is declared once, in switchd/settings.cc (its key,
+// flag, range, unit, default and doc); docs/settings.md is generated from it.
 #pragma once
 
 #include <cstddef>
@@ -108,8 +109,5 @@ absl::Status ApplySwitchdConfigYaml(std::string_view yaml, std::string_view sour
 // "allreduce", "allgather", "broadcast", "reducescatter" -> the op; "any" ->
 // nullopt. InvalidArgument otherwise.
 absl::StatusOr<std::optional<wire::CaisOp>> ParseOpType(std::string_view name);
-
-// Validates a log level name (see SwitchdConfig::log_level).
-bool IsValidLogLevel(std::string_view level);
 
 }  // namespace inca::switchd

@@ -176,7 +176,7 @@ TEST(SwitchdConfigTest, WrongTypesNameTheKey) {
   EXPECT_THAT(Error("timeout_ms: soon\n"), HasSubstr("key 'timeout_ms'"));
   EXPECT_THAT(Error("timeout_ms: soon\n"), HasSubstr("expected a number, got 'soon'"));
   EXPECT_THAT(Error("batch_size: 1.5\n"), HasSubstr("key 'batch_size'"));
-  EXPECT_THAT(Error("batch_size: -3\n"), HasSubstr("non-negative integer"));
+  EXPECT_THAT(Error("batch_size: -3\n"), HasSubstr("must not be negative"));
   EXPECT_THAT(Error("deterministic: maybe\n"), HasSubstr("key 'deterministic'"));
   EXPECT_THAT(Error("listen: [1, 2]\n"), HasSubstr("key 'listen'"));
   EXPECT_THAT(Error("listen: localhost\n"), HasSubstr("missing ':PORT'"));
@@ -194,7 +194,7 @@ TEST(SwitchdConfigTest, WrongTypesNameTheKey) {
   EXPECT_THAT(Error("rules:\n  - {group_id: 1, input_ports: [1], op_type: sum}\n"),
               HasSubstr("unknown op_type 'sum'"));
   EXPECT_THAT(Error("rules:\n  - {input_ports: [1]}\n"), HasSubstr("needs 'group_id'"));
-  EXPECT_THAT(Error("log_level: loud\n"), HasSubstr("unknown level 'loud'"));
+  EXPECT_THAT(Error("log_level: loud\n"), HasSubstr("unknown value 'loud'"));
   EXPECT_THAT(Error("- 1\n- 2\n"), HasSubstr("expected a mapping"));
   EXPECT_THAT(Error("sram_bytes: [\n"), HasSubstr("YAML error"));
   EXPECT_THAT(Error("timeout_ms:\n"), HasSubstr("got nothing"));

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "switchd/settings.h"
 
 namespace inca::switchd {
 
@@ -201,85 +202,80 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
   return out;
 }
 
+namespace {
+
+// The CAIS program's settings the control API shows: those it can change
+// while the switch runs, and those it cannot (they size memory or sockets).
+bool CaisRunTime(const settings::Spec& s) {
+  return s.runtime && s.key.rfind("olaf_", 0) != 0;
+}
+bool CaisFixed(const settings::Spec& s) {
+  return s.key == "chunk_size" || s.key == "sram_bytes" || s.key == "deterministic";
+}
+
+}  // namespace
+
 absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
-  cais::CaisConfig c;
-  dp::TimeNs lease = 0;
+  SwitchdConfig c;
   server_->Execute([&](SwitchServer::Control& ctl) {
-    c = ctl.reducer.config();
-    lease = ctl.groups.lease();
+    c = ctl.config;
+    c.cais = ctl.reducer.config();
+    c.lease_ms = static_cast<uint32_t>(ctl.groups.lease() / dp::kNsPerMs);
   });
   std::map<std::string, std::string> out;
-  out["lease_ms"] = absl::StrCat(lease / dp::kNsPerMs);
-  out["timeout_ms"] = Fmt(static_cast<double>(c.timeout_ns) / 1e6);
-  out["result_hold_ms"] = Fmt(static_cast<double>(c.result_hold_ns) / 1e6);
-  out["max_pending_chunks"] = absl::StrCat(c.max_pending_chunks);
-  out["sram_usage_limit"] = Fmt(c.sram_usage_limit);
-  out["group_share"] = Fmt(c.group_share);
-  out["chunk_size"] = absl::StrCat(c.max_payload_bytes);
-  out["sram_bytes"] = absl::StrCat(c.sram_bytes);
-  out["deterministic"] = c.deterministic ? "true" : "false";
+  for (const auto& s : SwitchdSettings()) {
+    if (CaisRunTime(s.spec) || CaisFixed(s.spec)) out[s.spec.key] = settings::Format(s.get(c));
+  }
   out["controller_port"] = absl::StrCat(controller_port_);
   out["offload_threshold"] = Fmt(offload_threshold());
   return out;
 }
 
 absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& values) {
-  cais::CaisConfig c;
-  server_->Execute([&](SwitchServer::Control& ctl) { c = ctl.reducer.config(); });
+  SwitchdConfig c;
+  server_->Execute([&](SwitchServer::Control& ctl) {
+    c = ctl.config;
+    c.cais = ctl.reducer.config();
+  });
+  const uint32_t lease_before = c.lease_ms;
   double threshold = offload_threshold();
-  std::optional<uint32_t> lease_ms;
+  std::vector<std::string> known;
+  for (const auto& s : SwitchdSettings()) {
+    if (CaisRunTime(s.spec)) known.push_back(s.spec.key);
+  }
+  known.push_back("offload_threshold");
+  // Every value is checked against its declaration before any is applied.
   for (const auto& [key, v] : values) {
-    double d = 0;
-    absl::Status s;
-    if (key == "timeout_ms") {
-      s = ParseDouble(key, v, 0.001, 3.6e6, &d);
-      c.timeout_ns = static_cast<dp::TimeNs>(d * 1e6);
-    } else if (key == "result_hold_ms") {
-      s = ParseDouble(key, v, 0, 3.6e6, &d);
-      c.result_hold_ns = static_cast<dp::TimeNs>(d * 1e6);
-    } else if (key == "max_pending_chunks") {
-      s = ParseDouble(key, v, 1, 1 << 24, &d);
-      if (s.ok() && d != static_cast<double>(static_cast<uint32_t>(d))) {
-        s = absl::InvalidArgumentError(absl::StrCat(key, "='", v, "' must be an integer"));
+    if (key == "offload_threshold") {
+      if (absl::Status s = ParseDouble(key, v, 0, 1e9, &threshold); !s.ok()) return s;
+      continue;
+    }
+    const auto* setting = FindSetting(key);
+    if (setting != nullptr && CaisRunTime(setting->spec)) {
+      auto parsed = settings::Parse(setting->spec, v);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(key, "='", v, "': ", parsed.status().message()));
       }
-      c.max_pending_chunks = static_cast<uint32_t>(d);
-    } else if (key == "sram_usage_limit") {
-      s = ParseDouble(key, v, 0, 1, &d);
-      c.sram_usage_limit = d;
-    } else if (key == "group_share") {
-      s = ParseDouble(key, v, 0, 1, &d);
-      c.group_share = d;
-    } else if (key == "offload_threshold") {
-      s = ParseDouble(key, v, 0, 1e9, &d);
-      threshold = d;
-    } else if (key == "lease_ms") {
-      s = ParseDouble(key, v, kMinLeaseMs, kMaxLeaseMs, &d);
-      if (s.ok() && d != static_cast<double>(static_cast<uint32_t>(d))) {
-        s = absl::InvalidArgumentError(absl::StrCat(key, "='", v, "' must be an integer"));
-      }
-      lease_ms = static_cast<uint32_t>(d);
-    } else if (key == "chunk_size" || key == "sram_bytes" || key == "deterministic" ||
-               key == "controller_port") {
-      s = absl::FailedPreconditionError(absl::StrCat(
+      setting->set(&c, *parsed);
+    } else if ((setting != nullptr && CaisFixed(setting->spec)) || key == "controller_port") {
+      return absl::FailedPreconditionError(absl::StrCat(
           key, " is fixed while the switch runs; restart inca-switchd with the new value"));
     } else {
-      s = absl::InvalidArgumentError(absl::StrCat(
-          "unknown key '", key,
-          "'; known: timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit, "
-          "group_share, offload_threshold, lease_ms (and read-only chunk_size, sram_bytes, "
-          "deterministic, "
-          "controller_port)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown key '", key, "'; known: ", absl::StrJoin(known, ", "),
+                       " (and read-only chunk_size, sram_bytes, deterministic, controller_port; "
+                       "docs/settings.md)"));
     }
-    if (!s.ok()) return s;
   }
   absl::Status s;
   server_->Execute([&](SwitchServer::Control& ctl) {
-    s = ctl.reducer.UpdateConfig(c);
+    s = ctl.reducer.UpdateConfig(c.cais);
     if (!s.ok()) return;
-    ctl.config.cais = c;
-    if (lease_ms) {
-      ctl.config.lease_ms = *lease_ms;
-      ctl.groups.set_lease(dp::TimeNs{*lease_ms} * dp::kNsPerMs);
+    ctl.config.cais = c.cais;
+    if (c.lease_ms != lease_before) {
+      ctl.config.lease_ms = c.lease_ms;
+      ctl.groups.set_lease(dp::TimeNs{c.lease_ms} * dp::kNsPerMs);
     }
   });
   if (!s.ok()) return s;

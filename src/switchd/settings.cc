@@ -1,0 +1,368 @@
+#include "switchd/settings.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "net/endpoint.h"
+#include "switchd/group_manager.h"
+
+namespace inca::switchd {
+
+namespace {
+
+using settings::Setting;
+using settings::Spec;
+using settings::Type;
+using settings::Value;
+using C = SwitchdConfig;
+
+// A setting on an unsigned field; `field` is a generic lambda returning a
+// reference to it.
+template <typename F>
+Setting<C> Uint(Spec s, F field) {
+  s.type = Type::kUint;
+  return {std::move(s), [field](const C& c) { return Value(static_cast<uint64_t>(field(c))); },
+          [field](C* c, const Value& v) {
+            using T = std::remove_reference_t<decltype(field(*c))>;
+            field(*c) = static_cast<T>(std::get<uint64_t>(v));
+          }};
+}
+
+template <typename F>
+Setting<C> Number(Spec s, F field) {
+  s.type = Type::kNumber;
+  return {std::move(s), [field](const C& c) { return Value(static_cast<double>(field(c))); },
+          [field](C* c, const Value& v) { field(*c) = std::get<double>(v); }};
+}
+
+// Milliseconds in the file and on the command line, nanoseconds in the core.
+template <typename F>
+Setting<C> Millis(Spec s, F field_ns) {
+  s.type = Type::kNumber;
+  s.unit = "ms";
+  return {std::move(s),
+          [field_ns](const C& c) { return Value(static_cast<double>(field_ns(c)) / 1e6); },
+          [field_ns](C* c, const Value& v) {
+            field_ns(*c) = static_cast<dp::TimeNs>(std::llround(std::get<double>(v) * 1e6));
+          }};
+}
+
+template <typename F>
+Setting<C> Bool(Spec s, F field) {
+  s.type = Type::kBool;
+  return {std::move(s), [field](const C& c) { return Value(static_cast<bool>(field(c))); },
+          [field](C* c, const Value& v) { field(*c) = std::get<bool>(v); }};
+}
+
+// kString, or kChoice when the spec lists choices.
+template <typename F>
+Setting<C> Text(Spec s, F field) {
+  s.type = s.choices.empty() ? Type::kString : Type::kChoice;
+  return {std::move(s), [field](const C& c) { return Value(std::string(field(c))); },
+          [field](C* c, const Value& v) { field(*c) = std::get<std::string>(v); }};
+}
+
+absl::Status HostPort(const Value& v) {
+  auto hp = net::SplitHostPort(std::get<std::string>(v));
+  return hp.ok() ? absl::OkStatus() : hp.status();
+}
+
+constexpr double kMaxMs = 3.6e6;  // an hour
+
+settings::Table<C> Cais() {
+  return {
+      Text(
+          {.key = "listen",
+           .doc = "HOST:PORT (or [IPV6]:PORT) the data plane listens on; port 0 picks one",
+           .check = HostPort},
+          [](auto& c) -> auto& { return c.listen; }),
+      Uint(
+          {.key = "sram_bytes",
+           .lo = 1,
+           .hi = static_cast<double>(uint64_t{1} << 40),
+           .unit = "bytes",
+           .doc = "slot memory for chunks being reduced and results kept for resends"},
+          [](auto& c) -> auto& { return c.cais.sram_bytes; }),
+      Number(
+          {.key = "sram_usage_limit",
+           .lo = 0,
+           .hi = 1,
+           .lo_open = true,
+           .runtime = true,
+           .doc = "admission stops when pending slot memory reaches this fraction"},
+          [](auto& c) -> auto& { return c.cais.sram_usage_limit; }),
+      Number(
+          {.key = "group_share",
+           .lo = 0,
+           .hi = 1,
+           .runtime = true,
+           .doc = "fraction of pending chunks and slot memory reserved, in equal parts, for "
+                  "the groups with rules"},
+          [](auto& c) -> auto& { return c.cais.group_share; }),
+      Uint(
+          {.key = "max_pending_chunks",
+           .lo = 1,
+           .hi = static_cast<double>(uint32_t{1} << 24),
+           .unit = "chunks",
+           .runtime = true,
+           .doc = "chunks aggregating at once, all groups together"},
+          [](auto& c) -> auto& { return c.cais.max_pending_chunks; }),
+      Uint(
+          {.key = "chunk_size",
+           .lo = 4,
+           .hi = 65487,
+           .multiple_of = 4,
+           .unit = "bytes",
+           .doc = "largest CAIS payload a datagram may carry (a multiple of 4)",
+           .aliases = {"max_payload_bytes"}},
+          [](auto& c) -> auto& { return c.cais.max_payload_bytes; }),
+      Millis(
+          {.key = "timeout_ms",
+           .lo = 0.001,
+           .hi = kMaxMs,
+           .runtime = true,
+           .doc = "a chunk that has not completed this long after its first contribution is "
+                  "handed back to the hosts (a fallback notice)"},
+          [](auto& c) -> auto& { return c.cais.timeout_ns; }),
+      Millis(
+          {.key = "result_hold_ms",
+           .lo = 0,
+           .hi = kMaxMs,
+           .runtime = true,
+           .doc = "how long a completed chunk's result is kept to answer resends"},
+          [](auto& c) -> auto& { return c.cais.result_hold_ns; }),
+      Bool(
+          {.key = "deterministic",
+           .doc = "reduce in rank order, so results are bitwise reproducible",
+           .bare_flag = true},
+          [](auto& c) -> auto& { return c.cais.deterministic; }),
+      Uint(
+          {.key = "lease_ms",
+           .lo = kMinLeaseMs,
+           .hi = kMaxLeaseMs,
+           .unit = "ms",
+           .runtime = true,
+           .doc = "a group member silent this long (no JOIN, PING, REPORT or data) loses its "
+                  "group; hosts PING every lease/4. OLAF: a peer silent this long loses its "
+                  "port"},
+          [](auto& c) -> auto& { return c.lease_ms; }),
+  };
+}
+
+settings::Table<C> Io() {
+  return {
+      Uint(
+          {.key = "socket_buffer_bytes",
+           .lo = 0,
+           .hi = static_cast<double>(size_t{1} << 30),
+           .unit = "bytes",
+           .doc = "SO_RCVBUF and SO_SNDBUF asked for (best effort; 0: the kernel's default); "
+                  "the sizes granted are logged"},
+          [](auto& c) -> auto& { return c.socket_buffer_bytes; }),
+      Uint(
+          {.key = "batch_size",
+           .lo = 1,
+           .hi = 1024,
+           .unit = "datagrams",
+           .doc = "datagrams per recvmmsg/sendmmsg call"},
+          [](auto& c) -> auto& { return c.batch_size; }),
+      Text(
+          {.key = "io",
+           .choices = {"gso", "mmsg"},
+           .doc = "socket path: gso (UDP GSO sends and GRO receives where the kernel has them) "
+                  "or mmsg (one datagram per message)"},
+          [](auto& c) -> auto& { return c.io; }),
+      Number(
+          {.key = "ingress_loss",
+           .lo = 0,
+           .hi = 1,
+           .doc = "probability that a CAIS data datagram is dropped on the way in (testing)"},
+          [](auto& c) -> auto& { return c.ingress_loss; }),
+      Number(
+          {.key = "egress_loss",
+           .lo = 0,
+           .hi = 1,
+           .doc = "probability that a CAIS data datagram is dropped on the way out (testing)"},
+          [](auto& c) -> auto& { return c.egress_loss; }),
+      Uint(
+          {.key = "loss_seed",
+           .lo = 0,
+           .hi = static_cast<double>(UINT64_MAX),
+           .doc = "seed of the loss injection (the same seed drops the same datagrams)"},
+          [](auto& c) -> auto& { return c.loss_seed; }),
+      Text(
+          {.key = "log_level",
+           .choices = {"trace", "debug", "info", "warn", "error", "critical", "off"},
+           .doc = "least severe log line written to stderr"},
+          [](auto& c) -> auto& { return c.log_level; }),
+      Number(
+          {.key = "stats_interval_s",
+           .lo = 0,
+           .hi = 86400,
+           .unit = "s",
+           .doc = "seconds between stats log lines; 0: none"},
+          [](auto& c) -> auto& { return c.stats_interval_s; }),
+  };
+}
+
+settings::Table<C> Control() {
+  return {
+      Text(
+          {.key = "control_listen", .doc = "gRPC control API HOST:PORT (port 0: any free), or off"},
+          [](auto& c) -> auto& { return c.control_listen; }),
+      Text(
+          {.key = "http_listen",
+           .doc = "HOST:PORT of /metrics, /stats.json and the dashboard, or off"},
+          [](auto& c) -> auto& { return c.http_listen; }),
+      Text(
+          {.key = "offload_controller",
+           .choices = {"embedded", "external", "off"},
+           .doc = "who decides what to offload: embedded (this process, every 100 ms), "
+                  "external (an inca-controller pushes decisions) or off (offload all)"},
+          [](auto& c) -> auto& { return c.offload_controller; }),
+      Number(
+          {.key = "offload_host_gbps",
+           .lo = 0,
+           .hi = 1e6,
+           .lo_open = true,
+           .unit = "Gbit/s",
+           .doc = "host path bandwidth the controller's model assumes"},
+          [](auto& c) -> auto& { return c.offload_host_gbps; }),
+      Number(
+          {.key = "offload_host_latency_us",
+           .lo = 0,
+           .hi = 1e7,
+           .unit = "us",
+           .doc = "fixed cost of one host collective the controller's model assumes"},
+          [](auto& c) -> auto& { return c.offload_host_latency_us; }),
+      Number(
+          {.key = "offload_switch_gbps",
+           .lo = 0,
+           .hi = 1e6,
+           .lo_open = true,
+           .unit = "Gbit/s",
+           .doc = "reduction rate the controller's model assumes"},
+          [](auto& c) -> auto& { return c.offload_switch_gbps; }),
+      Bool(
+          {.key = "offload_measured",
+           .doc = "judge from the operation times hosts report (true) or from the model alone"},
+          [](auto& c) -> auto& { return c.offload_measured; }),
+      Number(
+          {.key = "offload_explore_ms",
+           .lo = 1,
+           .hi = 86400e3,
+           .unit = "ms",
+           .doc = "the unused path of a measured size class is measured again this often"},
+          [](auto& c) -> auto& { return c.offload_explore_ms; }),
+  };
+}
+
+settings::Table<C> Olaf() {
+  return {
+      Text(
+          {.key = "program",
+           .choices = {"cais", "olaf", "fifo"},
+           .doc = "data-plane program: cais (in-switch reduction), olaf (AoM-aware queue for "
+                  "async DRL) or fifo (OLAF's baseline)"},
+          [](auto& c) -> auto& { return c.program; }),
+      Text(
+          {.key = "olaf_ps", .flag = "--ps", .doc = "OLAF: the parameter server's HOST:PORT"},
+          [](auto& c) -> auto& { return c.olaf.ps; }),
+      Uint(
+          {.key = "olaf_depth",
+           .flag = "--depth",
+           .lo = 1,
+           .hi = 1 << 16,
+           .unit = "updates",
+           .runtime = true,
+           .doc = "OLAF: queue depth (at run time: olaf-cli configure depth, at most the depth "
+                  "at start)"},
+          [](auto& c) -> auto& { return c.olaf.depth; }),
+      Number(
+          {.key = "olaf_delta_t_ms",
+           .flag = "--delta-t-ms",
+           .lo = 0,
+           .hi = kMaxMs,
+           .lo_open = true,
+           .unit = "ms",
+           .runtime = true,
+           .doc = "OLAF: the AoM threshold ΔT (at run time: olaf-cli configure delta_t_ms, "
+                  "gated by the verifier)"},
+          [](auto& c) -> auto& { return c.olaf.delta_t_ms; }),
+      Number(
+          {.key = "olaf_tau_ms",
+           .flag = "--tau-ms",
+           .lo = 0,
+           .hi = kMaxMs,
+           .lo_open = true,
+           .unit = "ms",
+           .runtime = true,
+           .doc = "OLAF: the merge decay constant τ (at run time: olaf-cli configure tau_ms)"},
+          [](auto& c) -> auto& { return c.olaf.tau_ms; }),
+      Number(
+          {.key = "olaf_egress_mbps",
+           .flag = "--egress-mbps",
+           .lo = 0,
+           .hi = 1e7,
+           .unit = "Mbit/s",
+           .doc = "OLAF: the PS-facing line rate the queue is paced at; 0: unpaced"},
+          [](auto& c) -> auto& { return c.olaf.egress_mbps; }),
+  };
+}
+
+}  // namespace
+
+const settings::Table<SwitchdConfig>& SwitchdSettings() {
+  static const settings::Table<SwitchdConfig>* const table = [] {
+    auto* t = new settings::Table<SwitchdConfig>();
+    for (auto part : {Cais(), Io(), Control(), Olaf()}) {
+      for (auto& s : part) t->push_back(std::move(s));
+    }
+    return t;
+  }();
+  return *table;
+}
+
+const settings::Setting<SwitchdConfig>* FindSetting(const std::string& key) {
+  for (const auto& s : SwitchdSettings()) {
+    if (s.spec.key == key) return &s;
+  }
+  return nullptr;
+}
+
+const std::vector<std::pair<std::string, std::string>>& StructuredKeys() {
+  static const auto* const keys = new std::vector<std::pair<std::string, std::string>>{
+      {"ports", "static ports: a list of {port: 0..1023, endpoint: \"HOST:PORT\"}, never released"},
+      {"rules",
+       "static rules: a list of {group_id, layer_id, chunk_id (an id or \"*\"), input_ports, "
+       "output_ports, op_type, host_path}; a group named here cannot be formed by JOIN"},
+      {"olaf_clusters",
+       "OLAF: the cluster table, a list of {src_port, cluster}; flag --cluster "
+       "SRC_PORT=CLUSTER, repeatable"},
+  };
+  return *keys;
+}
+
+std::string SettingsMarkdown() {
+  std::string out =
+      "# inca-switchd settings\n\n"
+      "Generated by `inca-switchd --settings-markdown` from `src/switchd/settings.cc`, the "
+      "one place each setting is declared; a test fails when this page is stale. Every key "
+      "is a YAML key of `--config` (config/switchd.example.yaml) and a flag; a flag given "
+      "wins over the file. Out-of-range values are refused with the key and its line. "
+      "\"Run time\": changeable while the switch runs (`cais-cli configure`, `olaf-cli "
+      "configure`, the control API's SetConfig; docs/control.md).\n\n";
+  out += settings::Markdown(SwitchdSettings(), SwitchdConfig{});
+  out += "\nLists and tables, YAML only unless a flag is named:\n\n";
+  for (const auto& [key, doc] : StructuredKeys()) {
+    absl::StrAppend(&out, "- `", key, "`: ", doc, ".\n");
+  }
+  out +=
+      "\nOnly on the command line: `--config FILE` (the YAML above) and `--control-token` "
+      "(env `INCA_TOKEN`, the bearer token the control API requires).\n";
+  return out;
+}
+
+}  // namespace inca::switchd
