@@ -27,23 +27,8 @@ namespace inca::switchd {
 
 namespace {
 
-// Where a node came from, for error messages: " (line N)".
-std::string Where(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.line < 0) return "";
-  return absl::StrCat(" (line ", m.line + 1, ")");
-}
-
-absl::string_view KindOf(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Undefined: break;
-  }
-  return "an undefined value";
-}
+using settings::KindOf;
+using settings::Where;
 
 absl::Status KeyError(absl::string_view source, absl::string_view key, const YAML::Node& n,
                       absl::string_view what) {

@@ -151,9 +151,7 @@ absl::StatusOr<Value> Parse(const Spec& spec, absl::string_view text) {
   return v;
 }
 
-namespace {
-
-std::string Line(const YAML::Node& n) {
+std::string Where(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   return m.line < 0 ? "" : absl::StrCat(" (line ", m.line + 1, ")");
 }
@@ -169,15 +167,13 @@ absl::string_view KindOf(const YAML::Node& n) {
   return "an undefined value";
 }
 
-}  // namespace
-
 absl::Status ApplyYamlMap(const YAML::Node& root, absl::string_view source,
                           const std::vector<const Spec*>& specs,
                           const std::function<void(size_t, const Value&)>& set,
                           const std::map<std::string, YamlHandler>& structured,
                           std::vector<std::string>* deprecated) {
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": the top level", Line(root),
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the top level", Where(root),
                                                    ": expected a mapping, got ", KindOf(root)));
   }
   std::map<std::string, size_t> by_name;  // key or alias -> index
@@ -193,16 +189,16 @@ absl::Status ApplyYamlMap(const YAML::Node& root, absl::string_view source,
     const YAML::Node n = kv.second;
     if (!k.IsScalar()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(source, ": the top level", Line(k), ": keys must be plain names"));
+          absl::StrCat(source, ": the top level", Where(k), ": keys must be plain names"));
     }
     const std::string name = k.Scalar();
     if (!seen_keys.insert(name).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat(source, ": duplicate key '", name, "' in the top level", Line(k)));
+          absl::StrCat(source, ": duplicate key '", name, "' in the top level", Where(k)));
     }
     auto key_error = [&](absl::string_view what) {
       return absl::InvalidArgumentError(
-          absl::StrCat(source, ": key '", name, "'", Line(n), ": ", what));
+          absl::StrCat(source, ": key '", name, "'", Where(n), ": ", what));
     };
     if (auto h = structured.find(name); h != structured.end()) {
       if (absl::Status s = h->second(n, name); !s.ok()) return s;
@@ -215,7 +211,7 @@ absl::Status ApplyYamlMap(const YAML::Node& root, absl::string_view source,
       for (const auto& [key, unused] : structured) known.push_back(key);
       std::sort(known.begin(), known.end());
       return absl::InvalidArgumentError(absl::StrCat(source, ": unknown key '", name,
-                                                     "' in the top level", Line(k),
+                                                     "' in the top level", Where(k),
                                                      "; known keys: ", absl::StrJoin(known, ", ")));
     }
     const Spec& spec = *specs[it->second];

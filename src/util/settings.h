@@ -96,6 +96,11 @@ absl::Status ValidateAll(const Table<Config>& table, const Config& c) {
   return absl::OkStatus();
 }
 
+// Where a YAML node came from, for error messages: " (line N)" or "".
+std::string Where(const YAML::Node& n);
+// "nothing", "a scalar", "a list", "a mapping".
+absl::string_view KindOf(const YAML::Node& n);
+
 // A YAML key that is not a setting (a list, a nested map): its handler gets
 // the node and the key as written.
 using YamlHandler = std::function<absl::Status(const YAML::Node&, const std::string&)>;
