@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "switchd/settings.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -79,16 +80,22 @@ absl::Status ParseOlafKey(const std::string& k, const std::string& v, OlafPropos
   if (k == "override") {
     if (v != "true" && v != "false") return BadValue(k, v, "true or false");
     *override_change = v == "true";
-  } else if (k == "delta_t_ms" || k == "tau_ms") {
-    if (!absl::SimpleAtod(v, &x) || !(x > 0 && x <= 3.6e6)) return BadValue(k, v, "(0, 3600000]");
-    (k == "delta_t_ms" ? p->delta_t_ms : *tau_ms) = x;
+  } else if (k == "delta_t_ms" || k == "tau_ms" || k == "depth") {
+    // Checked as the flag and the YAML key are: olaf_<key> in switchd/settings.cc.
+    const auto* setting = FindSetting("olaf_" + k);
+    auto parsed = settings::Parse(setting->spec, v);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad value '", v, "' for ", k, ": ", parsed.status().message()));
+    }
+    if (k == "depth") {
+      p->depth = static_cast<uint32_t>(std::get<uint64_t>(*parsed));
+    } else {
+      (k == "delta_t_ms" ? p->delta_t_ms : *tau_ms) = std::get<double>(*parsed);
+    }
   } else if (k == "verify_epsilon") {
     if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= 1)) return BadValue(k, v, "in [0, 1]");
     p->epsilon = x;
-  } else if (k == "depth") {
-    uint32_t d = 0;
-    if (!absl::SimpleAtoi(v, &d) || d < 1 || d > 65536) return BadValue(k, v, "1..65536");
-    p->depth = d;
   } else {
     return absl::NotFoundError(k);
   }
