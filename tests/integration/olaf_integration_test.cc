@@ -69,21 +69,33 @@ struct RunResult {
   std::string switch_json;
 };
 
-// One cluster's process: its workers send every kPeriod for kRun.
-int ClusterMain(int cluster, const std::string& switch_addr, const std::vector<uint16_t>& ports,
-                Shared* shared) {
-  std::vector<std::unique_ptr<olaf::OlafWorkerEndpoint>> workers;
-  for (int w = 0; w < kWorkersPerCluster; ++w) {
+// Every worker's endpoint, bound (to a port the kernel picks) before the
+// switch starts, so that its cluster table can name the ports and no other
+// test can take one in between; each cluster's process inherits its own.
+std::vector<std::unique_ptr<olaf::OlafWorkerEndpoint>> BindWorkers(const std::string& switch_addr) {
+  std::vector<std::unique_ptr<olaf::OlafWorkerEndpoint>> all;
+  for (int i = 0; i < kWorkers; ++i) {
     olaf::OlafWorkerEndpointOptions o;
-    o.bind =
-        absl::StrCat("127.0.0.1:", ports[static_cast<size_t>(cluster * kWorkersPerCluster + w)]);
+    o.bind = "127.0.0.1:0";
     o.peer = switch_addr;
-    o.worker.seed = static_cast<uint64_t>(cluster * 100 + w + 1);
+    o.worker.seed =
+        static_cast<uint64_t>((i / kWorkersPerCluster) * 100 + i % kWorkersPerCluster + 1);
     // The seed's FIFO-vs-OLAF comparison (4.1) has no worker send control.
     o.worker.send_control.mode = olaf::SendControlMode::kOff;
     auto e = olaf::OlafWorkerEndpoint::Create(o);
-    if (!e.ok()) return 10;
-    workers.push_back(std::move(*e));
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return {};
+    all.push_back(std::move(*e));
+  }
+  return all;
+}
+
+// One cluster's process: its workers send every kPeriod for kRun.
+int ClusterMain(int cluster, std::vector<std::unique_ptr<olaf::OlafWorkerEndpoint>>* all,
+                Shared* shared) {
+  std::vector<std::unique_ptr<olaf::OlafWorkerEndpoint>> workers;
+  for (int w = 0; w < kWorkersPerCluster; ++w) {
+    workers.push_back(std::move((*all)[static_cast<size_t>(cluster * kWorkersPerCluster + w)]));
   }
   std::vector<float> grad(kElements, 0.5f);
   std::mt19937 rng(static_cast<unsigned>(cluster));
@@ -136,7 +148,9 @@ RunResult RunPolicy(const std::string& program) {
   EXPECT_TRUE(ps.ok()) << ps.status();
   if (!ps.ok()) return out;
 
-  std::vector<uint16_t> ports;
+  const std::string switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+  auto workers = BindWorkers(switch_addr);
+  if (workers.size() != static_cast<size_t>(kWorkers)) return out;
   std::vector<std::string> args = {"--program",
                                    program,
                                    "--ps",
@@ -150,11 +164,10 @@ RunResult RunPolicy(const std::string& program) {
                                    "--http-listen",
                                    "off"};
   for (int i = 0; i < kWorkers; ++i) {
-    ports.push_back(static_cast<uint16_t>(launch::FreeLoopbackPort(true)));
+    const std::string local = workers[static_cast<size_t>(i)]->local_address();
     args.push_back("--cluster");
-    args.push_back(absl::StrCat(ports.back(), "=", i / kWorkersPerCluster));
+    args.push_back(absl::StrCat(local.substr(local.rfind(':') + 1), "=", i / kWorkersPerCluster));
   }
-  const std::string switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
   args.push_back("--listen");
   args.push_back(switch_addr);
   int out_pipe[2];
@@ -189,9 +202,10 @@ RunResult RunPolicy(const std::string& program) {
   std::vector<Process> clusters;
   for (int c = 0; c < kClusters; ++c) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(ClusterMain(c, switch_addr, ports, shared));
+    if (pid == 0) _exit(ClusterMain(c, &workers, shared));
     clusters.emplace_back(pid);
   }
+  workers.clear();  // the clusters' processes hold them now
   // The PS serves until every worker is done, then a little longer.
   const auto start = std::chrono::steady_clock::now();
   bool reset = false;
