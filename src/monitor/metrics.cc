@@ -71,51 +71,6 @@ constexpr CounterField kGroupCounterFields[] = {
      "DECLINED notices emitted."},
 };
 
-struct SwitchField {
-  std::string_view name;
-  uint64_t switchd::SwitchCounters::*field;
-  std::string_view help;
-};
-
-constexpr SwitchField kSwitchCounterFields[] = {
-    {"inca_switch_datagrams_received_total", &switchd::SwitchCounters::datagrams_rx,
-     "Datagrams read from the switch's UDP socket."},
-    {"inca_switch_mgmt_received_total", &switchd::SwitchCounters::mgmt_rx,
-     "Management datagrams received."},
-    {"inca_switch_mgmt_malformed_total", &switchd::SwitchCounters::mgmt_malformed,
-     "Management datagrams that did not parse (ignored)."},
-    {"inca_switch_mgmt_reports_total", &switchd::SwitchCounters::mgmt_reports,
-     "Operation time REPORTs kept for the offload controller."},
-    {"inca_switch_mgmt_reports_ignored_total", &switchd::SwitchCounters::mgmt_reports_ignored,
-     "REPORTs from endpoints that are not members of a formed group (ignored)."},
-    {"inca_switch_mgmt_reports_contended_total", &switchd::SwitchCounters::mgmt_reports_contended,
-     "REPORTs of operations that ran while another group sent data from the same hosts (kept "
-     "out of the offload controller's samples)."},
-    {"inca_switch_unknown_sender_total", &switchd::SwitchCounters::unknown_sender,
-     "CAIS datagrams dropped: source endpoint has no port."},
-    {"inca_switch_injected_ingress_loss_total", &switchd::SwitchCounters::injected_ingress_loss,
-     "CAIS datagrams dropped by ingress loss injection."},
-    {"inca_switch_rx_truncated_total", &switchd::SwitchCounters::rx_truncated,
-     "Datagrams longer than the receive slot (still handled)."},
-    {"inca_switch_injected_egress_loss_total", &switchd::SwitchCounters::injected_egress_loss,
-     "Reducer output dropped by egress loss injection."},
-    {"inca_switch_egress_unmapped_total", &switchd::SwitchCounters::egress_unmapped,
-     "Reducer output to a port with no endpoint."},
-    {"inca_switch_datagrams_sent_total", &switchd::SwitchCounters::datagrams_tx,
-     "Reducer output handed to the kernel."},
-    {"inca_switch_send_errors_total", &switchd::SwitchCounters::send_errors,
-     "Reducer output the kernel refused."},
-    {"inca_switch_mgmt_sent_total", &switchd::SwitchCounters::mgmt_tx, "Management replies sent."},
-    {"inca_switch_mgmt_send_errors_total", &switchd::SwitchCounters::mgmt_send_errors,
-     "Management replies the kernel refused."},
-    {"inca_switch_messages_received_total", &switchd::SwitchCounters::messages_rx,
-     "Socket messages the received datagrams came in (fewer than datagrams with UDP GRO)."},
-    {"inca_switch_messages_sent_total", &switchd::SwitchCounters::messages_tx,
-     "Socket messages the sent datagrams left in (fewer than datagrams with UDP GSO)."},
-    {"inca_switch_gso_fallbacks_total", &switchd::SwitchCounters::gso_fallbacks,
-     "Segmented sends the kernel refused (resent one datagram per message; GSO then off)."},
-};
-
 void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::string* out) {
   for (const CounterField& f : kGroupCounterFields) {
     internal::StrAppend(out, "\"", f.json, "\":", c.*f.field, ",");
@@ -203,10 +158,9 @@ namespace {
 
 // The UDP front end: socket counters, queue delay, groups and their leases.
 void WriteSwitchFamilies(const switchd::SwitchCounters& sw, PromWriter* w) {
-  for (const SwitchField& f : kSwitchCounterFields) {
-    w->Counter(f.name, f.help);
-    w->Sample("", sw.*f.field);
-  }
+  // The declared tables (switchd/program_host.h, switchd/switch_server.h).
+  WriteCounters<switchd::HostCounters>(switchd::kHostCounters, sw, w);
+  WriteCounters<switchd::SwitchCounters>(switchd::kSwitchCounters, sw, w);
   w->Gauge("inca_switch_io_offload",
            "1 when the socket uses the kernel offload (gso: UDP_SEGMENT sends, gro: UDP_GRO "
            "receives; --io).");
@@ -215,54 +169,9 @@ void WriteSwitchFamilies(const switchd::SwitchCounters& sw, PromWriter* w) {
   // Queue delay as the write-up means it (4.4, "over 50 us means overload"):
   // in the switch, kernel receive timestamp to the pipeline. A windowed mean
   // is rate(..._seconds_total) / rate(..._samples_total).
-  w->Counter("inca_switch_queue_delay_seconds_total",
-             "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
-             "pipeline).");
-  w->Sample("", static_cast<double>(sw.ingress_delay_ns_total) / 1e9);
-  w->Counter("inca_switch_queue_delay_samples_total",
-             "Datagrams whose in-switch queueing delay was measured.");
-  w->Sample("", sw.ingress_delay_samples);
   w->Gauge("inca_switch_queue_delay_seconds",
            "Mean in-switch queueing delay since start (kernel receive timestamp to the pipeline).");
   w->Sample("", QueueDelayUs(sw) / 1e6);
-  w->Gauge("inca_switch_ports_bound", "Switch ports bound to an endpoint.");
-  w->Sample("", sw.ports_bound);
-  w->Gauge("inca_switch_groups_formed", "Reduction groups formed by JOIN.");
-  w->Sample("", sw.groups_formed);
-  w->Gauge("inca_switch_groups_forming", "Reduction groups still waiting for members.");
-  w->Sample("", sw.groups_forming);
-  // Group lifetimes (docs/switchd.md, "Leases" and "Floods").
-  const struct {
-    const char* name;
-    const char* help;
-    uint64_t value;
-  } lifetimes[] = {
-      {"inca_switch_groups_expired_total",
-       "Forming groups dropped after a lease without a JOIN or PING from any member.",
-       sw.groups_expired},
-      {"inca_switch_leases_expired_total",
-       "Formed groups dissolved because a member was silent (no JOIN, PING, REPORT or data) "
-       "for a lease.",
-       sw.leases_expired},
-      {"inca_switch_groups_replaced_total",
-       "Groups whose members were all silent, taken over by a JOIN of another job (a re-run "
-       "after a crash).",
-       sw.groups_replaced},
-      {"inca_switch_groups_destroyed_total",
-       "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).",
-       sw.groups_destroyed},
-      {"inca_switch_ports_reclaimed_total",
-       "Ports taken back from groups still forming, for a JOIN that found none free (the source "
-       "holding the most forming ports gives its earliest).",
-       sw.ports_reclaimed},
-  };
-  for (const auto& c : lifetimes) {
-    w->Counter(c.name, c.help);
-    w->Sample("", c.value);
-  }
-  w->Gauge("inca_switch_lease_seconds",
-           "Lease period: a group member silent for this long loses its group.");
-  w->Sample("", static_cast<double>(sw.lease_ms) / 1e3);
   w->Gauge("inca_switch_conserved", "1 when every packet is accounted for (conservation check).");
   w->Sample("", sw.Conserved());
 }

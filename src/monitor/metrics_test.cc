@@ -10,6 +10,7 @@
 
 #include "inca/wire/cais.h"
 #include "monitor/json_check.h"
+#include "monitor/prom_writer.h"
 #include "monitor/prometheus_text_check.h"
 #include "monitor/synthetic.h"
 
@@ -87,6 +88,44 @@ std::string Errors(const PromCheckResult& r) {
   std::string all;
   for (const auto& e : r.errors) all += e + "\n";
   return all;
+}
+
+// --- counters declared once (util/counters.h) ---------------------------------
+
+// A counter added to a fixture table turns up in Prometheus (with its kind
+// and scale), in the JSON fields and in the docs rows.
+struct FixtureCounters {
+  uint64_t widgets = 0;
+  uint64_t wait_ns = 0;
+  uint64_t depth = 0;
+};
+constexpr counters::Counter<FixtureCounters> kFixture[] = {
+    {"widgets", "inca_fixture_widgets_total", counters::Kind::kCounter, 1, "Widgets made.",
+     &FixtureCounters::widgets},
+    {"wait_ns", "inca_fixture_wait_seconds_total", counters::Kind::kCounter, 1e-9, "Time waited.",
+     &FixtureCounters::wait_ns},
+    {"depth", "inca_fixture_depth", counters::Kind::kGauge, 1, "Queue depth | now.",
+     &FixtureCounters::depth},
+};
+
+TEST(DeclaredCounters, OneEntryReachesPrometheusJsonAndDocs) {
+  const FixtureCounters v{7, 2'500'000'000, 3};
+  internal::PromWriter w;
+  internal::WriteCounters<FixtureCounters>(kFixture, v, &w);
+  const auto r = CheckPrometheusText(w.Take());
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_fixture_widgets_total"), Optional(7.0));
+  EXPECT_EQ(r.Type("inca_fixture_widgets_total"), "counter");
+  EXPECT_THAT(r.Value("inca_fixture_wait_seconds_total"), Optional(2.5));
+  EXPECT_THAT(r.Value("inca_fixture_depth"), Optional(3.0));
+  EXPECT_EQ(r.Type("inca_fixture_depth"), "gauge");
+  const std::string json = counters::JsonFields<FixtureCounters>(kFixture, v);
+  EXPECT_EQ(json, "\"widgets\":7,\"wait_ns\":2500000000,\"depth\":3");
+  EXPECT_EQ(CheckJson("{" + json + "}"), "");
+  EXPECT_EQ(counters::MarkdownRows<FixtureCounters>(kFixture),
+            "| `inca_fixture_widgets_total` | counter | Widgets made. (JSON `widgets`) |\n"
+            "| `inca_fixture_wait_seconds_total` | counter | Time waited. (JSON `wait_ns`) |\n"
+            "| `inca_fixture_depth` | gauge | Queue depth \\| now. (JSON `depth`) |\n");
 }
 
 // --- the checker itself -----------------------------------------------------

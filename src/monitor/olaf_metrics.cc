@@ -41,20 +41,8 @@ constexpr ClusterCounter kClusterCounters[] = {
 std::string RenderOlafPrometheus(const control::OlafStats& s,
                                  const switchd::OlafServerCounters& server) {
   PromWriter w;
-  w.Counter("inca_switch_datagrams_received_total", "Datagrams read from the switch's socket.");
-  w.Sample("", server.datagrams_rx);
-  w.Counter("inca_switch_datagrams_sent_total", "Datagrams handed to the kernel.");
-  w.Sample("", server.datagrams_tx);
-  w.Counter("inca_switch_ports_exhausted_total", "Datagrams dropped: no free port for the sender.");
-  w.Sample("", server.ports_exhausted);
-  w.Counter("inca_switch_peers_expired_total",
-            "Peer ports released after a lease (lease_ms) without a datagram.");
-  w.Sample("", server.peers_expired);
-  w.Counter("inca_switch_peers_evicted_total",
-            "Peer ports taken, the longest-silent first, for an operator-mapped peer.");
-  w.Sample("", server.peers_evicted);
-  w.Gauge("inca_switch_lease_ms", "The lease period of peer ports.");
-  w.Sample("", server.lease_ms);
+  WriteCounters<switchd::HostCounters>(switchd::kHostCounters, server, &w);
+  WriteCounters<switchd::OlafServerCounters>(switchd::kOlafServerCounters, server, &w);
   w.Counter("inca_olaf_updates_received_total", "UPDATE packets that parsed.");
   w.Sample("", s.updates_rx);
   w.Counter("inca_olaf_updates_sent_total", "UPDATE packets sent toward the PS.");

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "monitor/str_cat.h"
+#include "util/counters.h"
 
 namespace inca::monitor::internal {
 
@@ -58,5 +59,22 @@ class PromWriter {
   std::string out_;
   std::string name_;
 };
+
+// One family per entry of a declared counters table (util/counters.h).
+template <typename T>
+void WriteCounters(counters::Table<T> table, const T& v, PromWriter* w) {
+  for (const counters::Counter<T>& c : table) {
+    if (c.kind == counters::Kind::kCounter) {
+      w->Counter(c.prom, c.help);
+    } else {
+      w->Gauge(c.prom, c.help);
+    }
+    if (c.prom_scale == 1) {
+      w->Sample("", v.*c.field);
+    } else {
+      w->Sample("", static_cast<double>(v.*c.field) * c.prom_scale);
+    }
+  }
+}
 
 }  // namespace inca::monitor::internal

@@ -47,9 +47,9 @@ bool OlafServerCounters::Conserved() const {
 }
 
 std::string OlafServerCounters::ToJson() const {
-  std::string s = absl::StrCat("{", JsonFields(), ",\"ports_exhausted\":", ports_exhausted);
-  absl::StrAppend(&s, ",\"peers_expired\":", peers_expired, ",\"peers_evicted\":", peers_evicted,
-                  ",\"lease_ms\":", lease_ms, ",\"program\":{\"rx_packets\":", program.rx_packets,
+  std::string s = absl::StrCat(
+      "{", JsonFields(), ",", counters::JsonFields<OlafServerCounters>(kOlafServerCounters, *this));
+  absl::StrAppend(&s, ",\"program\":{\"rx_packets\":", program.rx_packets,
                   ",\"aggregated\":", program.aggregated, ",\"forwarded\":", program.forwarded,
                   ",\"dropped\":", program.dropped, ",\"tx_packets\":", program.tx_packets,
                   "},\"olaf\":{\"updates_rx\":", olaf.updates_rx,

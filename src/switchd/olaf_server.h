@@ -79,6 +79,21 @@ struct OlafServerCounters : HostCounters {
   std::string ToJson() const;
 };
 
+// OlafServerCounters' own figures, declared once (util/counters.h), after
+// kHostCounters in the JSON, /metrics and docs/monitoring.md.
+inline constexpr counters::Counter<OlafServerCounters> kOlafServerCounters[] = {
+    {"ports_exhausted", "inca_switch_ports_exhausted_total", counters::Kind::kCounter, 1,
+     "Datagrams dropped: no free port for the sender.", &OlafServerCounters::ports_exhausted},
+    {"peers_expired", "inca_switch_peers_expired_total", counters::Kind::kCounter, 1,
+     "Peer ports released after a lease (lease_ms) without a datagram.",
+     &OlafServerCounters::peers_expired},
+    {"peers_evicted", "inca_switch_peers_evicted_total", counters::Kind::kCounter, 1,
+     "Peer ports taken, the longest-silent first, for an operator-mapped peer.",
+     &OlafServerCounters::peers_evicted},
+    {"lease_ms", "inca_switch_lease_seconds", counters::Kind::kGauge, 1e-3,
+     "Lease period: a peer silent for this long loses its port.", &OlafServerCounters::lease_ms},
+};
+
 class OlafServer final : private ProgramHost::Hooks {
  public:
   // InvalidArgument for bad configuration, Unavailable when the socket

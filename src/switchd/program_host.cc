@@ -13,14 +13,9 @@
 namespace inca::switchd {
 
 std::string HostCounters::JsonFields() const {
-  return absl::StrCat(
-      "\"datagrams_rx\":", datagrams_rx, ",\"rx_truncated\":", rx_truncated,
-      ",\"messages_rx\":", messages_rx, ",\"ingress_delay_ns_total\":", ingress_delay_ns_total,
-      ",\"ingress_delay_samples\":", ingress_delay_samples,
-      ",\"egress_unmapped\":", egress_unmapped, ",\"datagrams_tx\":", datagrams_tx,
-      ",\"send_errors\":", send_errors, ",\"messages_tx\":", messages_tx,
-      ",\"gso_fallbacks\":", gso_fallbacks, ",\"io_gso\":", io_gso ? "true" : "false",
-      ",\"io_gro\":", io_gro ? "true" : "false", ",\"ports_bound\":", ports_bound);
+  return absl::StrCat(counters::JsonFields<HostCounters>(kHostCounters, *this),
+                      ",\"io_gso\":", io_gso ? "true" : "false",
+                      ",\"io_gro\":", io_gro ? "true" : "false");
 }
 
 absl::StatusOr<std::unique_ptr<ProgramHost>> ProgramHost::Create(const ProgramHostOptions& options,

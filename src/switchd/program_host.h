@@ -43,6 +43,7 @@
 #include "net/endpoint.h"
 #include "net/udp.h"
 #include "switchd/port_table.h"
+#include "util/counters.h"
 
 namespace inca::switchd {
 
@@ -70,6 +71,41 @@ struct HostCounters {
 
   // `"datagrams_rx":N,...,"ports_bound":N`: every field, for a JSON object.
   std::string JsonFields() const;
+};
+
+// HostCounters' figures, declared once (util/counters.h): the JSON above,
+// /metrics for both programs and docs/monitoring.md come from this table
+// (io_gso and io_gro, flags, are written by hand).
+inline constexpr counters::Counter<HostCounters> kHostCounters[] = {
+    {"datagrams_rx", "inca_switch_datagrams_received_total", counters::Kind::kCounter, 1,
+     "Datagrams read from the switch's UDP socket.", &HostCounters::datagrams_rx},
+    {"rx_truncated", "inca_switch_rx_truncated_total", counters::Kind::kCounter, 1,
+     "Datagrams longer than the receive slot (still handled).", &HostCounters::rx_truncated},
+    {"messages_rx", "inca_switch_messages_received_total", counters::Kind::kCounter, 1,
+     "Socket messages the received datagrams came in (fewer than datagrams with UDP GRO).",
+     &HostCounters::messages_rx},
+    {"ingress_delay_ns_total", "inca_switch_queue_delay_seconds_total", counters::Kind::kCounter,
+     1e-9,
+     "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
+     "pipeline).",
+     &HostCounters::ingress_delay_ns_total},
+    {"ingress_delay_samples", "inca_switch_queue_delay_samples_total", counters::Kind::kCounter, 1,
+     "Datagrams whose in-switch queueing delay was measured.",
+     &HostCounters::ingress_delay_samples},
+    {"egress_unmapped", "inca_switch_egress_unmapped_total", counters::Kind::kCounter, 1,
+     "Program output to a port with no endpoint.", &HostCounters::egress_unmapped},
+    {"datagrams_tx", "inca_switch_datagrams_sent_total", counters::Kind::kCounter, 1,
+     "Program output handed to the kernel.", &HostCounters::datagrams_tx},
+    {"send_errors", "inca_switch_send_errors_total", counters::Kind::kCounter, 1,
+     "Program output the kernel refused.", &HostCounters::send_errors},
+    {"messages_tx", "inca_switch_messages_sent_total", counters::Kind::kCounter, 1,
+     "Socket messages the sent datagrams left in (fewer than datagrams with UDP GSO).",
+     &HostCounters::messages_tx},
+    {"gso_fallbacks", "inca_switch_gso_fallbacks_total", counters::Kind::kCounter, 1,
+     "Segmented sends the kernel refused (resent one datagram per message; GSO then off).",
+     &HostCounters::gso_fallbacks},
+    {"ports_bound", "inca_switch_ports_bound", counters::Kind::kGauge, 1,
+     "Switch ports bound to an endpoint.", &HostCounters::ports_bound},
 };
 
 struct ProgramHostOptions {

@@ -25,4 +25,9 @@ const std::vector<std::pair<std::string, std::string>>& StructuredKeys();
 // docs/settings.md: the generated reference (inca-switchd --settings-markdown).
 std::string SettingsMarkdown();
 
+// The switch front end's counter tables (kHostCounters, kSwitchCounters,
+// kOlafServerCounters) as the rows docs/monitoring.md shows between its
+// "counters" markers (inca-switchd --counters-markdown).
+std::string CountersMarkdown();
+
 }  // namespace inca::switchd

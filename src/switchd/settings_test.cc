@@ -22,6 +22,16 @@ TEST(SwitchdSettingsTest, DocsSettingsMdIsTheGeneratedReference) {
          "docs/settings.md";
 }
 
+TEST(SwitchdSettingsTest, DocsMonitoringMdHasTheGeneratedCounterRows) {
+  std::ifstream in(INCA_MONITORING_DOC);
+  ASSERT_TRUE(in) << INCA_MONITORING_DOC;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find(CountersMarkdown()), std::string::npos)
+      << "docs/monitoring.md's counter rows are stale: replace the block between the "
+         "counters markers with build/release/bin/inca-switchd --counters-markdown";
+}
+
 TEST(SwitchdSettingsTest, EveryDefaultIsValidAndRoundTripsThroughText) {
   const SwitchdConfig defaults;
   ASSERT_TRUE(defaults.Validate().ok()) << defaults.Validate();

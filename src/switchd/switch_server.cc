@@ -24,17 +24,8 @@ bool SwitchCounters::Conserved() const {
 }
 
 std::string SwitchCounters::ToJson() const {
-  std::string s = absl::StrCat(
-      "{", JsonFields(), ",\"mgmt_rx\":", mgmt_rx, ",\"mgmt_malformed\":", mgmt_malformed,
-      ",\"mgmt_reports\":", mgmt_reports, ",\"mgmt_reports_ignored\":", mgmt_reports_ignored,
-      ",\"mgmt_reports_contended\":", mgmt_reports_contended,
-      ",\"unknown_sender\":", unknown_sender, ",\"injected_ingress_loss\":", injected_ingress_loss,
-      ",\"injected_egress_loss\":", injected_egress_loss, ",\"mgmt_tx\":", mgmt_tx,
-      ",\"mgmt_send_errors\":", mgmt_send_errors, ",\"groups_formed\":", groups_formed,
-      ",\"groups_forming\":", groups_forming, ",\"groups_expired\":", groups_expired,
-      ",\"leases_expired\":", leases_expired, ",\"groups_replaced\":", groups_replaced,
-      ",\"groups_destroyed\":", groups_destroyed, ",\"ports_reclaimed\":", ports_reclaimed,
-      ",\"lease_ms\":", lease_ms);
+  std::string s = absl::StrCat("{", JsonFields(), ",",
+                               counters::JsonFields<SwitchCounters>(kSwitchCounters, *this));
   absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
                   ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
                   ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       "every setting: docs/settings.md)"};
   std::string config_path, control_token;
   std::vector<std::string> cluster_args;
-  bool markdown = false;
+  bool markdown = false, counters_markdown = false;
   app.add_option("--config", config_path, "YAML config file (config/switchd.example.yaml)");
   inca::settings::FlagSet flags;
   flags.Add(app, SwitchdSettings(), c);
@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
       "--cluster", cluster_args, "OLAF: cluster table entry SRC_PORT=CLUSTER (repeatable)");
   app.add_flag("--settings-markdown", markdown,
                "print the settings reference (docs/settings.md) and exit");
+  app.add_flag("--counters-markdown", counters_markdown,
+               "print the front end's counter rows of docs/monitoring.md and exit");
   inca::util::RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
@@ -63,8 +65,8 @@ int main(int argc, char** argv) {
     std::cerr << "inca-switchd: " << e.what() << "\n";
     return 2;
   }
-  if (markdown) {
-    std::cout << inca::switchd::SettingsMarkdown();
+  if (markdown || counters_markdown) {
+    std::cout << (markdown ? inca::switchd::SettingsMarkdown() : inca::switchd::CountersMarkdown());
     return 0;
   }
 
