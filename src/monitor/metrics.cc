@@ -33,48 +33,8 @@ std::string ReasonLabel(size_t r) {
   return internal::StrCat("reason=\"", dp::ToString(static_cast<dp::DropReason>(r)), "\"");
 }
 
-struct CounterField {
-  std::string_view suffix;  // after inca_cais_ / inca_cais_group_
-  uint64_t GroupCounters::*field;
-  std::string_view json;  // key in /stats.json
-  std::string_view help;
-};
-
-constexpr CounterField kGroupCounterFields[] = {
-    {"received_packets_total", &GroupCounters::rx_packets, "rx_packets",
-     "CAIS packets that parsed and named the group."},
-    {"contributions_total", &GroupCounters::contributions, "contributions",
-     "Contributions aggregated into a slot."},
-    {"completed_chunks_total", &GroupCounters::completed_chunks, "completed_chunks",
-     "Reductions finished and emitted (chunks)."},
-    {"reduced_bytes_total", &GroupCounters::reduced_bytes, "reduced_bytes",
-     "Payload bytes folded into reductions."},
-    {"replicated_packets_total", &GroupCounters::replicated, "replicated",
-     "AllGather/Broadcast packets replicated."},
-    {"results_resent_total", &GroupCounters::results_resent, "results_resent",
-     "Results re-sent after completion."},
-    {"pending_answers_total", &GroupCounters::pending_answers, "pending_answers",
-     "PENDING answers to result requests for chunks not complete (clients' tail probes)."},
-    {"timeouts_total", &GroupCounters::timeouts, "timeouts",
-     "Chunks released by timeout (their ports got a fallback notice)."},
-    {"fallback_notices_total", &GroupCounters::fallback_notices, "fallback_notices",
-     "Fallback notices emitted."},
-    {"evicted_results_total", &GroupCounters::evicted_results, "evicted_results",
-     "Retained results dropped for memory or age."},
-    {"offload_accepted_operations_total", &GroupCounters::offload_accepted_ops,
-     "offload_accepted_ops", "Operations the offload policy let into the switch."},
-    {"offload_declined_operations_total", &GroupCounters::offload_declined_ops,
-     "offload_declined_ops", "Operations the offload policy sent to the host path."},
-    {"offload_explored_operations_total", &GroupCounters::offload_explored_ops,
-     "offload_explored_ops", "Operations sent the other way once so that path is measured."},
-    {"declined_notices_total", &GroupCounters::declined_notices, "declined_notices",
-     "DECLINED notices emitted."},
-};
-
 void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::string* out) {
-  for (const CounterField& f : kGroupCounterFields) {
-    internal::StrAppend(out, "\"", f.json, "\":", c.*f.field, ",");
-  }
+  internal::StrAppend(out, counters::JsonFields<GroupCounters>(cais::kGroupCounters, c), ",");
   internal::StrAppend(
       out, "\"dropped\":", c.dropped, ",\"chunk_closed\":", c.drops_by_reason[kChunkClosed],
       ",\"sram_bytes\":", c.sram_cells * cell_bytes,
@@ -202,10 +162,10 @@ void WriteReducerFamilies(const dp::ProgramCounters& rc, PromWriter* w) {
 void WriteCaisFamilies(const MetricsSnapshot& s, PromWriter* w) {
   const switchd::SwitchCounters& sw = s.switch_counters;
   const cais::SramUsage& sram = sw.sram;
-  for (const CounterField& f : kGroupCounterFields) {
-    w->Counter(internal::StrCat("inca_cais_", f.suffix), internal::StrCat(f.help, " All groups."));
+  for (const counters::Counter<GroupCounters>& f : cais::kGroupCounters) {
+    w->Counter(internal::StrCat("inca_cais_", f.prom), internal::StrCat(f.help, " All groups."));
     w->Sample("", sw.cais.*f.field);
-    w->Counter(internal::StrCat("inca_cais_group_", f.suffix),
+    w->Counter(internal::StrCat("inca_cais_group_", f.prom),
                internal::StrCat(f.help, " Per group."));
     for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.counters.*f.field);
   }

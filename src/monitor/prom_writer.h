@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "monitor/str_cat.h"
-#include "util/counters.h"
+#include "inca/util/counters.h"
 
 namespace inca::monitor::internal {
 

@@ -43,7 +43,7 @@
 #include "net/endpoint.h"
 #include "net/udp.h"
 #include "switchd/port_table.h"
-#include "util/counters.h"
+#include "inca/util/counters.h"
 
 namespace inca::switchd {
 

@@ -5,11 +5,11 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "inca/util/counters.h"
 #include "net/endpoint.h"
 #include "switchd/group_manager.h"
 #include "switchd/olaf_server.h"
 #include "switchd/switch_server.h"
-#include "util/counters.h"
 
 namespace inca::switchd {
 
@@ -378,7 +378,12 @@ std::string CountersMarkdown() {
       "\nThe CAIS program's front end (`SwitchCounters`, `kSwitchCounters`):\n\n", head,
       counters::MarkdownRows<SwitchCounters>(kSwitchCounters),
       "\nThe OLAF program's front end (`OlafServerCounters`, `kOlafServerCounters`):\n\n", head,
-      counters::MarkdownRows<OlafServerCounters>(kOlafServerCounters), "\n<!-- counters:end -->\n");
+      counters::MarkdownRows<OlafServerCounters>(kOlafServerCounters),
+      "\nThe reduction core's (`GroupCounters`, `cais::kGroupCounters`), each as "
+      "`inca_cais_X` (all groups, no labels) and `inca_cais_group_X{group}`:\n\n"
+      "| X | type | meaning |\n|---|---|---|\n",
+      counters::MarkdownRows<cais::GroupCounters>(cais::kGroupCounters),
+      "\n<!-- counters:end -->\n");
 }
 
 }  // namespace inca::switchd

@@ -38,12 +38,8 @@ std::string SwitchCounters::ToJson() const {
                     "\":", reducer.drops_by_reason[r]);
     first = false;
   }
-  absl::StrAppend(&s, "}},\"cais\":{\"contributions\":", cais.contributions,
-                  ",\"completed_chunks\":", cais.completed_chunks,
-                  ",\"reduced_bytes\":", cais.reduced_bytes, ",\"replicated\":", cais.replicated,
-                  ",\"results_resent\":", cais.results_resent, ",\"timeouts\":", cais.timeouts,
-                  ",\"fallback_notices\":", cais.fallback_notices,
-                  ",\"evicted_results\":", cais.evicted_results, "}");
+  absl::StrAppend(&s, "}},\"cais\":{",
+                  counters::JsonFields<cais::GroupCounters>(cais::kGroupCounters, cais), "}");
   absl::StrAppend(
       &s, ",\"sram\":{\"sram_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
       ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "inca/cais/rule_table.h"
 #include "inca/dataplane/program.h"
+#include "inca/util/counters.h"
 #include "inca/wire/cais.h"
 
 namespace inca::cais {
@@ -180,6 +181,42 @@ struct GroupCounters {
   uint64_t sram_cells = 0;
 };
 
+// GroupCounters' counters, declared once (inca/util/counters.h): the stop
+// line's and /stats.json's JSON, /metrics (as inca_cais_<prom> switch-wide
+// and inca_cais_group_<prom>{group} per group) and docs/monitoring.md's rows
+// come from this table. `prom` is the family's suffix here.
+inline constexpr counters::Counter<GroupCounters> kGroupCounters[] = {
+    {"rx_packets", "received_packets_total", counters::Kind::kCounter, 1,
+     "CAIS packets that parsed and named the group.", &GroupCounters::rx_packets},
+    {"contributions", "contributions_total", counters::Kind::kCounter, 1,
+     "Contributions aggregated into a slot.", &GroupCounters::contributions},
+    {"completed_chunks", "completed_chunks_total", counters::Kind::kCounter, 1,
+     "Reductions finished and emitted (chunks).", &GroupCounters::completed_chunks},
+    {"reduced_bytes", "reduced_bytes_total", counters::Kind::kCounter, 1,
+     "Payload bytes folded into reductions.", &GroupCounters::reduced_bytes},
+    {"replicated", "replicated_packets_total", counters::Kind::kCounter, 1,
+     "AllGather/Broadcast packets replicated.", &GroupCounters::replicated},
+    {"results_resent", "results_resent_total", counters::Kind::kCounter, 1,
+     "Results re-sent after completion.", &GroupCounters::results_resent},
+    {"pending_answers", "pending_answers_total", counters::Kind::kCounter, 1,
+     "PENDING answers to result requests for chunks not complete (clients' tail probes).",
+     &GroupCounters::pending_answers},
+    {"timeouts", "timeouts_total", counters::Kind::kCounter, 1,
+     "Chunks released by timeout (their ports got a fallback notice).", &GroupCounters::timeouts},
+    {"fallback_notices", "fallback_notices_total", counters::Kind::kCounter, 1,
+     "Fallback notices emitted.", &GroupCounters::fallback_notices},
+    {"evicted_results", "evicted_results_total", counters::Kind::kCounter, 1,
+     "Retained results dropped for memory or age.", &GroupCounters::evicted_results},
+    {"offload_accepted_ops", "offload_accepted_operations_total", counters::Kind::kCounter, 1,
+     "Operations the offload policy let into the switch.", &GroupCounters::offload_accepted_ops},
+    {"offload_declined_ops", "offload_declined_operations_total", counters::Kind::kCounter, 1,
+     "Operations the offload policy sent to the host path.", &GroupCounters::offload_declined_ops},
+    {"offload_explored_ops", "offload_explored_operations_total", counters::Kind::kCounter, 1,
+     "Operations sent the other way once so that path is measured.",
+     &GroupCounters::offload_explored_ops},
+    {"declined_notices", "declined_notices_total", counters::Kind::kCounter, 1,
+     "DECLINED notices emitted.", &GroupCounters::declined_notices},
+};
 // Throughput over the last complete measurement window (rate_window_ns of
 // injected time). All zero until one window has passed.
 struct CaisRates {
