@@ -43,16 +43,7 @@ std::string RenderOlafPrometheus(const control::OlafStats& s,
   PromWriter w;
   WriteCounters<switchd::HostCounters>(switchd::kHostCounters, server, &w);
   WriteCounters<switchd::OlafServerCounters>(switchd::kOlafServerCounters, server, &w);
-  w.Counter("inca_olaf_updates_received_total", "UPDATE packets that parsed.");
-  w.Sample("", s.updates_rx);
-  w.Counter("inca_olaf_updates_sent_total", "UPDATE packets sent toward the PS.");
-  w.Sample("", s.updates_tx);
-  w.Counter("inca_olaf_acks_forwarded_total", "ACKs stamped and forwarded to workers.");
-  w.Sample("", s.acks_forwarded);
-  w.Counter("inca_olaf_model_copies_sent_total", "MODEL copies multicast to workers.");
-  w.Sample("", s.model_copies_tx);
-  w.Counter("inca_olaf_passthrough_total", "Non-OLAF packets forwarded untouched.");
-  w.Sample("", s.passthrough);
+  WriteCounters<olaf::OlafCounters>(olaf::kOlafCounters, server.olaf, &w);
   w.Counter("inca_olaf_dropped_packets_total", "Packets dropped, by reason.");
   for (const auto& [reason, n] : s.drops) {
     w.Sample(internal::StrCat("reason=\"", reason, "\""), n);

@@ -52,13 +52,9 @@ std::string OlafServerCounters::ToJson() const {
   absl::StrAppend(&s, ",\"program\":{\"rx_packets\":", program.rx_packets,
                   ",\"aggregated\":", program.aggregated, ",\"forwarded\":", program.forwarded,
                   ",\"dropped\":", program.dropped, ",\"tx_packets\":", program.tx_packets,
-                  "},\"olaf\":{\"updates_rx\":", olaf.updates_rx,
-                  ",\"updates_absorbed\":", olaf.updates_absorbed,
-                  ",\"updates_cut_through\":", olaf.updates_cut_through,
-                  ",\"updates_tx\":", olaf.updates_tx, ",\"acks_forwarded\":", olaf.acks_forwarded,
-                  ",\"models_rx\":", olaf.models_rx, ",\"model_copies_tx\":", olaf.model_copies_tx,
-                  ",\"passthrough\":", olaf.passthrough, ",\"dropped\":", olaf.dropped,
-                  ",\"drops\":{");
+                  "},\"olaf\":{",
+                  counters::JsonFields<olaf::OlafCounters>(olaf::kOlafCounters, olaf),
+                  ",\"dropped\":", olaf.dropped, ",\"drops\":{");
   bool first = true;
   for (size_t r = 0; r < olaf::kOlafDropReasonCount; ++r) {
     if (olaf.drops[r] == 0) continue;

@@ -379,6 +379,8 @@ std::string CountersMarkdown() {
       counters::MarkdownRows<SwitchCounters>(kSwitchCounters),
       "\nThe OLAF program's front end (`OlafServerCounters`, `kOlafServerCounters`):\n\n", head,
       counters::MarkdownRows<OlafServerCounters>(kOlafServerCounters),
+      "\nThe OLAF program's (`OlafCounters`, `olaf::kOlafCounters`):\n\n", head,
+      counters::MarkdownRows<olaf::OlafCounters>(olaf::kOlafCounters),
       "\nThe reduction core's (`GroupCounters`, `cais::kGroupCounters`), each as "
       "`inca_cais_X` (all groups, no labels) and `inca_cais_group_X{group}`:\n\n"
       "| X | type | meaning |\n|---|---|---|\n",

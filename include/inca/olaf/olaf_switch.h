@@ -48,6 +48,7 @@
 #include "inca/olaf/update_queue.h"
 #include "inca/olaf/wire.h"
 #include "inca/olaf/worker_id.h"
+#include "inca/util/counters.h"
 
 namespace inca::olaf {
 
@@ -119,6 +120,31 @@ struct OlafCounters {
   uint64_t dropped = 0;
   std::array<uint64_t, kOlafDropReasonCount> drops{};
   uint64_t drops_of(OlafDropReason r) const { return drops[static_cast<size_t>(r)]; }
+};
+
+// OlafCounters' counters, declared once (inca/util/counters.h): the stop
+// line's JSON, /metrics and docs/monitoring.md's rows come from this table
+// (drops, by reason, are written by hand).
+inline constexpr counters::Counter<OlafCounters> kOlafCounters[] = {
+    {"updates_rx", "inca_olaf_updates_received_total", counters::Kind::kCounter, 1,
+     "UPDATE packets that parsed.", &OlafCounters::updates_rx},
+    {"updates_absorbed", "inca_olaf_updates_absorbed_total", counters::Kind::kCounter, 1,
+     "UPDATEs queued or merged into a queued one.", &OlafCounters::updates_absorbed},
+    {"updates_cut_through", "inca_olaf_updates_cut_through_total", counters::Kind::kCounter, 1,
+     "UPDATEs sent on at once (the queue was empty and the link free).",
+     &OlafCounters::updates_cut_through},
+    {"updates_tx", "inca_olaf_updates_sent_total", counters::Kind::kCounter, 1,
+     "UPDATE packets sent toward the PS.", &OlafCounters::updates_tx},
+    {"acks_forwarded", "inca_olaf_acks_forwarded_total", counters::Kind::kCounter, 1,
+     "ACKs stamped and forwarded to workers.", &OlafCounters::acks_forwarded},
+    {"acks_restamped", "inca_olaf_acks_restamped_total", counters::Kind::kCounter, 1,
+     "ACKs whose queue state this switch replaced.", &OlafCounters::acks_restamped},
+    {"models_rx", "inca_olaf_models_received_total", counters::Kind::kCounter, 1,
+     "MODEL packets from the PS.", &OlafCounters::models_rx},
+    {"model_copies_tx", "inca_olaf_model_copies_sent_total", counters::Kind::kCounter, 1,
+     "MODEL copies multicast to workers.", &OlafCounters::model_copies_tx},
+    {"passthrough", "inca_olaf_passthrough_total", counters::Kind::kCounter, 1,
+     "Non-OLAF packets forwarded untouched.", &OlafCounters::passthrough},
 };
 
 // Where a learned worker lives.
