@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "monitor/str_cat.h"
 #include "inca/util/counters.h"
+#include "monitor/str_cat.h"
 
 namespace inca::monitor::internal {
 

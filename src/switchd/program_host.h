@@ -39,11 +39,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
+#include "inca/util/counters.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
 #include "switchd/port_table.h"
-#include "inca/util/counters.h"
 
 namespace inca::switchd {
 
