@@ -1,54 +1,18 @@
 #include "inca/dataplane/program.h"
 
 #include <numeric>
+#include <string>
 
 namespace inca::dp {
 
-std::string_view ToString(DropReason reason) {
-  switch (reason) {
-    case DropReason::kNone: return "none";
-    case DropReason::kTooShort: return "too_short";
-    case DropReason::kBadVersion: return "bad_version";
-    case DropReason::kUnknownOp: return "unknown_op";
-    case DropReason::kUnknownReduceOp: return "unknown_reduce_op";
-    case DropReason::kUnknownDType: return "unknown_dtype";
-    case DropReason::kUnknownFlags: return "unknown_flags";
-    case DropReason::kPayloadLenMismatch: return "payload_len_mismatch";
-    case DropReason::kChunkOutOfRange: return "chunk_out_of_range";
-    case DropReason::kPayloadMisaligned: return "payload_misaligned";
-    case DropReason::kEmptyPayload: return "empty_payload";
-    case DropReason::kBadIngressPort: return "bad_ingress_port";
-    case DropReason::kSwitchOriginated: return "switch_originated";
-    case DropReason::kNoRule: return "no_rule";
-    case DropReason::kPortNotInRule: return "port_not_in_rule";
-    case DropReason::kOpMismatch: return "op_mismatch";
-    case DropReason::kPayloadTooLarge: return "payload_too_large";
-    case DropReason::kShapeMismatch: return "shape_mismatch";
-    case DropReason::kDuplicate: return "duplicate";
-    case DropReason::kSlotsExhausted: return "slots_exhausted";
-    case DropReason::kSramLimit: return "sram_limit";
-    case DropReason::kChunkClosed: return "chunk_closed";
-    case DropReason::kNotContributor: return "not_contributor";
-    case DropReason::kNotReady: return "not_ready";
-    case DropReason::kOffloadDeclined: return "offload_declined";
-    case DropReason::kUnknownType: return "unknown_type";
-    case DropReason::kFragmentOutOfRange: return "fragment_out_of_range";
-    case DropReason::kZeroMergedCount: return "zero_merged_count";
-    case DropReason::kWrongDirection: return "wrong_direction";
-    case DropReason::kUnboundPort: return "unbound_port";
-    case DropReason::kUnknownCluster: return "unknown_cluster";
-    case DropReason::kUnknownWorker: return "unknown_worker";
-    case DropReason::kNoRoute: return "no_route";
-    case DropReason::kQueueFull: return "queue_full";
-    case DropReason::kClusterCap: return "cluster_cap";
-    case DropReason::kStaleOnArrival: return "stale_on_arrival";
-    case DropReason::kWorkersExhausted: return "workers_exhausted";
-    case DropReason::kClustersExhausted: return "clusters_exhausted";
-    case DropReason::kResendLimit: return "resend_limit";
-    case DropReason::kGroupShare: return "group_share";
-    case DropReason::kCount: break;
+std::string DropReasonsMarkdown() {
+  std::string out = "| reason | where | meaning |\n|---|---|---|\n";
+  for (size_t i = 1; i < kDropReasonCount; ++i) {
+    const DropReasonInfo& r = kDropReasons[i];
+    out.append("| `").append(r.name).append("` | ").append(r.where).append(" | ");
+    out.append(r.help).append(" |\n");
   }
-  return "unknown";
+  return out;
 }
 
 std::string_view ToString(Verdict verdict) {

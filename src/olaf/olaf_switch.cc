@@ -11,87 +11,21 @@ using dp::Outcome;
 using dp::PortId;
 using dp::TimeNs;
 
-std::string_view ToString(OlafDropReason r) {
-  switch (r) {
-    case OlafDropReason::kTooShort: return "too_short";
-    case OlafDropReason::kBadVersion: return "bad_version";
-    case OlafDropReason::kUnknownType: return "unknown_type";
-    case OlafDropReason::kUnknownFlags: return "unknown_flags";
-    case OlafDropReason::kPayloadLenMismatch: return "payload_len_mismatch";
-    case OlafDropReason::kPayloadMisaligned: return "payload_misaligned";
-    case OlafDropReason::kEmptyPayload: return "empty_payload";
-    case OlafDropReason::kFragmentOutOfRange: return "fragment_out_of_range";
-    case OlafDropReason::kZeroMergedCount: return "zero_merged_count";
-    case OlafDropReason::kBadIngressPort: return "bad_ingress_port";
-    case OlafDropReason::kWrongDirection: return "wrong_direction";
-    case OlafDropReason::kUnboundPort: return "unbound_port";
-    case OlafDropReason::kUnknownCluster: return "unknown_cluster";
-    case OlafDropReason::kWorkersExhausted: return "workers_exhausted";
-    case OlafDropReason::kUnknownWorker: return "unknown_worker";
-    case OlafDropReason::kNoRoute: return "no_route";
-    case OlafDropReason::kQueueFull: return "queue_full";
-    case OlafDropReason::kClusterCap: return "cluster_cap";
-    case OlafDropReason::kStaleOnArrival: return "stale_on_arrival";
-    case OlafDropReason::kTooLarge: return "too_large";
-    case OlafDropReason::kClustersExhausted: return "clusters_exhausted";
-    case OlafDropReason::kCount: break;
-  }
-  return "unknown";
-}
-
-DropReason ToDpReason(OlafDropReason r) {
-  switch (r) {
-    case OlafDropReason::kTooShort: return DropReason::kTooShort;
-    case OlafDropReason::kBadVersion: return DropReason::kBadVersion;
-    case OlafDropReason::kUnknownType: return DropReason::kUnknownType;
-    case OlafDropReason::kUnknownFlags: return DropReason::kUnknownFlags;
-    case OlafDropReason::kPayloadLenMismatch: return DropReason::kPayloadLenMismatch;
-    case OlafDropReason::kPayloadMisaligned: return DropReason::kPayloadMisaligned;
-    case OlafDropReason::kEmptyPayload: return DropReason::kEmptyPayload;
-    case OlafDropReason::kFragmentOutOfRange: return DropReason::kFragmentOutOfRange;
-    case OlafDropReason::kZeroMergedCount: return DropReason::kZeroMergedCount;
-    case OlafDropReason::kBadIngressPort: return DropReason::kBadIngressPort;
-    case OlafDropReason::kWrongDirection: return DropReason::kWrongDirection;
-    case OlafDropReason::kUnboundPort: return DropReason::kUnboundPort;
-    case OlafDropReason::kUnknownCluster: return DropReason::kUnknownCluster;
-    case OlafDropReason::kUnknownWorker: return DropReason::kUnknownWorker;
-    case OlafDropReason::kNoRoute: return DropReason::kNoRoute;
-    case OlafDropReason::kWorkersExhausted: return DropReason::kWorkersExhausted;
-    case OlafDropReason::kQueueFull: return DropReason::kQueueFull;
-    case OlafDropReason::kClusterCap: return DropReason::kClusterCap;
-    case OlafDropReason::kClustersExhausted: return DropReason::kClustersExhausted;
-    case OlafDropReason::kStaleOnArrival: return DropReason::kStaleOnArrival;
-    case OlafDropReason::kTooLarge: return DropReason::kPayloadTooLarge;
-    case OlafDropReason::kCount: break;
-  }
-  return DropReason::kNone;  // makes Conserved() fail: a bug
-}
-
-OlafDropReason FromParseError(OlafParseError e) {
+DropReason FromParseError(OlafParseError e) {
   switch (e) {
     case OlafParseError::kOk:
     case OlafParseError::kNotOlaf:
-    case OlafParseError::kTooShort: return OlafDropReason::kTooShort;
-    case OlafParseError::kBadVersion: return OlafDropReason::kBadVersion;
-    case OlafParseError::kUnknownType: return OlafDropReason::kUnknownType;
-    case OlafParseError::kUnknownFlags: return OlafDropReason::kUnknownFlags;
-    case OlafParseError::kPayloadLenMismatch: return OlafDropReason::kPayloadLenMismatch;
-    case OlafParseError::kPayloadMisaligned: return OlafDropReason::kPayloadMisaligned;
-    case OlafParseError::kEmptyPayload: return OlafDropReason::kEmptyPayload;
-    case OlafParseError::kFragmentOutOfRange: return OlafDropReason::kFragmentOutOfRange;
-    case OlafParseError::kZeroMergedCount: return OlafDropReason::kZeroMergedCount;
+    case OlafParseError::kTooShort: return DropReason::kTooShort;
+    case OlafParseError::kBadVersion: return DropReason::kBadVersion;
+    case OlafParseError::kUnknownType: return DropReason::kUnknownType;
+    case OlafParseError::kUnknownFlags: return DropReason::kUnknownFlags;
+    case OlafParseError::kPayloadLenMismatch: return DropReason::kPayloadLenMismatch;
+    case OlafParseError::kPayloadMisaligned: return DropReason::kPayloadMisaligned;
+    case OlafParseError::kEmptyPayload: return DropReason::kEmptyPayload;
+    case OlafParseError::kFragmentOutOfRange: return DropReason::kFragmentOutOfRange;
+    case OlafParseError::kZeroMergedCount: return DropReason::kZeroMergedCount;
   }
-  return OlafDropReason::kTooShort;
-}
-
-OlafDropReason FromQueueDrop(QueueDropReason r) {
-  switch (r) {
-    case QueueDropReason::kClusterCap: return OlafDropReason::kClusterCap;
-    case QueueDropReason::kStaleOnArrival: return OlafDropReason::kStaleOnArrival;
-    case QueueDropReason::kTooLarge: return OlafDropReason::kTooLarge;
-    case QueueDropReason::kClustersExhausted: return OlafDropReason::kClustersExhausted;
-    default: return OlafDropReason::kQueueFull;
-  }
+  return DropReason::kTooShort;
 }
 
 absl::Status OlafSwitchConfig::Validate() const {
@@ -247,10 +181,10 @@ void OlafSwitch::ClearWorkers() {
   all_ports_.fill(0);
 }
 
-Outcome OlafSwitch::Drop(OlafDropReason r) {
+Outcome OlafSwitch::Drop(DropReason r) {
   ++totals_.dropped;
   ++totals_.drops[static_cast<size_t>(r)];
-  return Outcome::Dropped(ToDpReason(r));
+  return Outcome::Dropped(r);
 }
 
 void OlafSwitch::PortCount(uint16_t cluster_id, PortId port, int delta) {
@@ -308,7 +242,7 @@ void OlafSwitch::DoAdvance(TimeNs now, dp::PacketSink& out) {
 Outcome OlafSwitch::DoProcess(std::span<const uint8_t> packet, PortId ingress, TimeNs now,
                               dp::PacketSink& out) {
   Pump(now, out);
-  if (ingress >= dp::kMaxPorts) return Drop(OlafDropReason::kBadIngressPort);
+  if (ingress >= dp::kMaxPorts) return Drop(DropReason::kBadIngressPort);
   if (!HasOlafMagic(packet)) return Passthrough(packet, ingress, out);
   OlafPacket p;
   if (const OlafParseError e = ParseOlaf(packet, &p); e != OlafParseError::kOk) {
@@ -317,16 +251,16 @@ Outcome OlafSwitch::DoProcess(std::span<const uint8_t> packet, PortId ingress, T
   const bool from_ps = ingress == config_.ps_port;
   switch (p.type) {
     case OlafType::kUpdate:
-      if (from_ps) return Drop(OlafDropReason::kWrongDirection);
+      if (from_ps) return Drop(DropReason::kWrongDirection);
       return OnUpdate(p, ingress, now, out);
     case OlafType::kAck:
-      if (!from_ps) return Drop(OlafDropReason::kWrongDirection);
+      if (!from_ps) return Drop(DropReason::kWrongDirection);
       return OnAck(p, now, out);
     case OlafType::kModel:
-      if (!from_ps) return Drop(OlafDropReason::kWrongDirection);
+      if (!from_ps) return Drop(DropReason::kWrongDirection);
       return OnModel(packet, p, now, out);
   }
-  return Drop(OlafDropReason::kUnknownType);
+  return Drop(DropReason::kUnknownType);
 }
 
 Outcome OlafSwitch::OnUpdate(const OlafPacket& p, PortId ingress, TimeNs now, dp::PacketSink& out) {
@@ -334,20 +268,20 @@ Outcome OlafSwitch::OnUpdate(const OlafPacket& p, PortId ingress, TimeNs now, dp
   UpdateHeader h = p.update;
   const std::optional<FlowKey>& flow = flows_[ingress];
   if (h.worker_id == kUnstampedWorker) {
-    if (!flow.has_value()) return Drop(OlafDropReason::kUnboundPort);
+    if (!flow.has_value()) return Drop(DropReason::kUnboundPort);
     h.worker_id = WorkerIdOf(*flow);
   }
   if (const auto c = flow.has_value() ? cluster_table_.Lookup(flow->src_port) : std::nullopt) {
     h.cluster_id = *c;
   } else if (h.cluster_id == kUnassignedCluster) {
-    return Drop(OlafDropReason::kUnknownCluster);
+    return Drop(DropReason::kUnknownCluster);
   }
-  if (!queue_->RegisterCluster(h.cluster_id)) return Drop(OlafDropReason::kClustersExhausted);
-  if (!Learn(h.worker_id, ingress, h.cluster_id)) return Drop(OlafDropReason::kWorkersExhausted);
+  if (!queue_->RegisterCluster(h.cluster_id)) return Drop(DropReason::kClustersExhausted);
+  if (!Learn(h.worker_id, ingress, h.cluster_id)) return Drop(DropReason::kWorkersExhausted);
 
   const bool cut_through = queue_->empty() && link_free_ns_ <= now;
   const EnqueueResult r = queue_->Enqueue(h, p.payload, now);
-  if (r.action == EnqueueAction::kDropped) return Drop(FromQueueDrop(r.reason));
+  if (r.action == EnqueueAction::kDropped) return Drop(r.reason);
   if (cut_through) {
     const size_t n = queue_->Dequeue(now, out_buf_);
     Transmit(now, n, out);
@@ -360,7 +294,7 @@ Outcome OlafSwitch::OnUpdate(const OlafPacket& p, PortId ingress, TimeNs now, dp
 
 Outcome OlafSwitch::OnAck(const OlafPacket& p, TimeNs now, dp::PacketSink& out) {
   const auto it = workers_.find(p.ack.worker_id);
-  if (it == workers_.end()) return Drop(OlafDropReason::kUnknownWorker);
+  if (it == workers_.end()) return Drop(DropReason::kUnknownWorker);
   AckHeader a = p.ack;
   const uint32_t mine = queue_->queue_util();
   if (mine > a.queue_util) {
@@ -384,7 +318,7 @@ Outcome OlafSwitch::OnModel(std::span<const uint8_t> packet, const OlafPacket& p
   const std::array<uint32_t, dp::kMaxPorts>* ports = &all_ports_;
   if (p.model.cluster_id != kAllClusters) {
     const auto it = cluster_ports_.find(p.model.cluster_id);
-    if (it == cluster_ports_.end()) return Drop(OlafDropReason::kNoRoute);
+    if (it == cluster_ports_.end()) return Drop(DropReason::kNoRoute);
     ports = &it->second;
   }
   uint64_t copies = 0;
@@ -393,7 +327,7 @@ Outcome OlafSwitch::OnModel(std::span<const uint8_t> packet, const OlafPacket& p
     out.Emit(port, packet);
     ++copies;
   }
-  if (copies == 0) return Drop(OlafDropReason::kNoRoute);
+  if (copies == 0) return Drop(DropReason::kNoRoute);
   totals_.model_copies_tx += copies;
   return Outcome::Forwarded();
 }
@@ -402,7 +336,7 @@ Outcome OlafSwitch::Passthrough(std::span<const uint8_t> packet, PortId ingress,
                                 dp::PacketSink& out) {
   int egress = routes_[ingress];
   if (egress < 0 && ingress != config_.ps_port) egress = config_.ps_port;
-  if (egress < 0) return Drop(OlafDropReason::kNoRoute);
+  if (egress < 0) return Drop(DropReason::kNoRoute);
   out.Emit(static_cast<PortId>(egress), packet);
   ++totals_.passthrough;
   return Outcome::Forwarded();

@@ -183,7 +183,7 @@ TEST_F(SwitchTest, ClusterResolution) {
   auto o = Send(Update(), 1, 0);
   EXPECT_EQ(o.verdict, Verdict::kDropped);
   EXPECT_EQ(o.reason, DropReason::kUnknownCluster);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kUnknownCluster), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kUnknownCluster), 1u);
   // No table hit: the header's cluster is kept.
   EXPECT_EQ(Send(Update(3), 1, 0).verdict, Verdict::kForwarded);
   EXPECT_EQ(MustParse(sink_.Take().at(0).bytes).update.cluster_id, 3);
@@ -200,7 +200,7 @@ TEST_F(SwitchTest, UnboundPortsAndPrestampedWorkers) {
   Make();
   auto o = Send(Update(1), 2, 0);
   EXPECT_EQ(o.verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kUnboundPort), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kUnboundPort), 1u);
   // Stamped by an upstream switch: kept as is.
   EXPECT_EQ(Send(Update(1, 0xBEEF), 2, 0).verdict, Verdict::kForwarded);
   EXPECT_EQ(MustParse(sink_.Take().at(0).bytes).update.worker_id, 0xBEEFu);
@@ -281,7 +281,7 @@ TEST_F(SwitchTest, QueueFullAndMergeVerdicts) {
   const auto o = Send(BuildUpdate(h, F32({1.0f})), 1, 0);
   EXPECT_EQ(o.verdict, Verdict::kDropped);
   EXPECT_EQ(o.reason, DropReason::kQueueFull);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kQueueFull), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kQueueFull), 1u);
 }
 
 TEST_F(SwitchTest, FifoPolicyTailDrops) {
@@ -293,7 +293,7 @@ TEST_F(SwitchTest, FifoPolicyTailDrops) {
   for (int i = 0; i < 5; ++i) v.push_back(Send(Update(1, 1, 0), 1, 0).verdict);
   EXPECT_THAT(v, ElementsAre(Verdict::kForwarded, Verdict::kAggregated, Verdict::kAggregated,
                              Verdict::kDropped, Verdict::kDropped));
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kQueueFull), 2u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kQueueFull), 2u);
 }
 
 TEST_F(SwitchTest, StaleUpdatesDropped) {
@@ -302,7 +302,7 @@ TEST_F(SwitchTest, StaleUpdatesDropped) {
   Make(c);
   const auto o = Send(Update(1, 1, 0), 1, 1000);
   EXPECT_EQ(o.reason, DropReason::kStaleOnArrival);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kStaleOnArrival), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kStaleOnArrival), 1u);
 }
 
 TEST_F(SwitchTest, AckStampingMostCongestedSwitchWins) {
@@ -366,13 +366,13 @@ TEST_F(SwitchTest, AckRoutingErrors) {
   Make();
   auto o = Send(Ack(12345), 0, 0);
   EXPECT_EQ(o.verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kUnknownWorker), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kUnknownWorker), 1u);
   Send(Update(1, 12345), 3, 0);
   sink_.Take();
   // From a worker port: wrong direction; so is an UPDATE from the PS port.
   EXPECT_EQ(Send(Ack(12345), 3, 0).verdict, Verdict::kDropped);
   EXPECT_EQ(Send(Update(1, 12345), 0, 0).verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kWrongDirection), 2u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kWrongDirection), 2u);
   EXPECT_EQ(Send(Ack(12345), 0, 0).verdict, Verdict::kForwarded);
   EXPECT_EQ(sink_.Take().at(0).port, 3);
 }
@@ -450,7 +450,7 @@ TEST_F(SwitchTest, PassthroughIsByteIdentical) {
   // From the PS port there is no default route.
   auto o = Send(other, 0, 0);
   EXPECT_EQ(o.verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kNoRoute), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kNoRoute), 1u);
   ASSERT_TRUE(sw_->SetPassthroughRoute(0, 5).ok());
   ASSERT_TRUE(sw_->SetPassthroughRoute(5, 6).ok());
   EXPECT_EQ(Send(other, 0, 0).verdict, Verdict::kForwarded);
@@ -478,9 +478,9 @@ TEST_F(SwitchTest, MalformedOlafDroppedWithParseReason) {
   d = Update(1, 1);
   d.pop_back();
   EXPECT_EQ(Send(d, 1, 0).reason, DropReason::kPayloadLenMismatch);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kBadVersion), 1u);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kTooShort), 1u);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kPayloadLenMismatch), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kBadVersion), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kTooShort), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kPayloadLenMismatch), 1u);
   EXPECT_EQ(Send(Update(1, 1), dp::kMaxPorts, 0).reason, DropReason::kBadIngressPort);
   EXPECT_TRUE(sink_.got.empty());
 }
@@ -493,24 +493,30 @@ TEST_F(SwitchTest, BoundedWorkersAndClusters) {
   EXPECT_EQ(Send(Update(1, 1), 1, 0).verdict, Verdict::kForwarded);
   EXPECT_EQ(Send(Update(2, 2), 1, 1000).verdict, Verdict::kForwarded);
   EXPECT_EQ(Send(Update(2, 3), 1, 2000).verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kWorkersExhausted), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kWorkersExhausted), 1u);
   EXPECT_EQ(Send(Update(3, 1), 1, 3000).verdict, Verdict::kDropped);
-  EXPECT_EQ(sw_->totals().drops_of(OlafDropReason::kClustersExhausted), 1u);
+  EXPECT_EQ(sw_->totals().drops_of(dp::DropReason::kClustersExhausted), 1u);
   EXPECT_EQ(sw_->worker_count(), 2u);
 }
 
-TEST(OlafDropReasonTest, EveryReasonHasANameAndADpReason) {
-  for (size_t r = 0; r < kOlafDropReasonCount; ++r) {
-    const auto reason = static_cast<OlafDropReason>(r);
-    EXPECT_NE(ToString(reason), "unknown") << r;
-    EXPECT_NE(ToDpReason(reason), DropReason::kNone) << ToString(reason);
-    // One-to-one, same name (too_large is the CAIS payload_too_large).
-    if (reason != OlafDropReason::kTooLarge) {
-      EXPECT_EQ(dp::ToString(ToDpReason(reason)), ToString(reason));
-    }
+TEST(OlafDropReasonTest, QueueReasonsAreDistinctNamedReasonsOfTheOneEnum) {
+  for (size_t i = 0; i < kQueueDropReasonCount; ++i) {
+    const dp::DropReason r = kQueueDropReasons[i];
+    EXPECT_NE(r, DropReason::kNone);
+    EXPECT_EQ(QueueDropIndex(r), i) << dp::ToString(r);
+    EXPECT_EQ(dp::DropReasonByName(dp::ToString(r)), r);
   }
-  for (size_t r = 0; r < kQueueDropReasonCount; ++r) {
-    EXPECT_NE(ToString(static_cast<QueueDropReason>(r)), "unknown") << r;
+  EXPECT_EQ(QueueDropIndex(DropReason::kNoRule), kQueueDropReasonCount);
+  // Every parse error the switch can see maps to a parse-stage reason.
+  for (OlafParseError e :
+       {OlafParseError::kTooShort, OlafParseError::kBadVersion, OlafParseError::kUnknownType,
+        OlafParseError::kUnknownFlags, OlafParseError::kPayloadLenMismatch,
+        OlafParseError::kPayloadMisaligned, OlafParseError::kEmptyPayload,
+        OlafParseError::kFragmentOutOfRange, OlafParseError::kZeroMergedCount}) {
+    const DropReason r = FromParseError(e);
+    EXPECT_EQ(std::string_view(dp::kDropReasons[static_cast<size_t>(r)].where).substr(0, 5),
+              "parse")
+        << dp::ToString(r);
   }
 }
 

@@ -51,30 +51,16 @@ std::optional<QueuePolicy> ParseQueuePolicy(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view ToString(QueueDropReason r) {
-  switch (r) {
-    case QueueDropReason::kQueueFull: return "queue_full";
-    case QueueDropReason::kClusterCap: return "cluster_cap";
-    case QueueDropReason::kStaleOnArrival: return "stale_on_arrival";
-    case QueueDropReason::kTooLarge: return "too_large";
-    case QueueDropReason::kClustersExhausted: return "clusters_exhausted";
-    case QueueDropReason::kStaleEvicted: return "stale_evicted";
-    case QueueDropReason::kDisplaced: return "displaced";
-    case QueueDropReason::kCount: break;
-  }
-  return "unknown";
-}
-
 uint64_t QueueCounters::arrival_drops() const {
   uint64_t n = 0;
   for (size_t r = 0; r < kQueueDropReasonCount; ++r) {
-    if (!IsEviction(static_cast<QueueDropReason>(r))) n += dropped[r];
+    if (!IsEviction(kQueueDropReasons[r])) n += dropped[r];
   }
   return n;
 }
 
 uint64_t QueueCounters::evictions() const {
-  return drops(QueueDropReason::kStaleEvicted) + drops(QueueDropReason::kDisplaced);
+  return drops(dp::DropReason::kStaleEvicted) + drops(dp::DropReason::kDisplaced);
 }
 
 bool QueueCounters::Conserved() const {
@@ -233,8 +219,8 @@ EnqueueResult UpdateQueue::Enqueue(const UpdateHeader& h, std::span<const uint8_
   DoExpire(now);
   if (!RegisterCluster(h.cluster_id)) {
     ++totals_.offered;
-    ++totals_.dropped[static_cast<size_t>(QueueDropReason::kClustersExhausted)];
-    return EnqueueResult::Dropped(QueueDropReason::kClustersExhausted);
+    ++totals_.dropped[QueueDropIndex(dp::DropReason::kClustersExhausted)];
+    return EnqueueResult::Dropped(dp::DropReason::kClustersExhausted);
   }
   const auto c = static_cast<uint32_t>(FindCluster(h.cluster_id));
   Cluster& cs = clusters_[c];
@@ -247,11 +233,11 @@ EnqueueResult UpdateQueue::Enqueue(const UpdateHeader& h, std::span<const uint8_
   cs.last_offer_ns = now;
   Count(c, &QueueCounters::offered);
   const EnqueueResult r = payload.size() > config_.max_payload_bytes
-                              ? EnqueueResult::Dropped(QueueDropReason::kTooLarge)
+                              ? EnqueueResult::Dropped(dp::DropReason::kPayloadTooLarge)
                               : DoEnqueue(h, payload, c, now);
   if (r.action == EnqueueAction::kDropped) {
-    clusters_[c].counters.dropped[static_cast<size_t>(r.reason)]++;
-    totals_.dropped[static_cast<size_t>(r.reason)]++;
+    clusters_[c].counters.dropped[QueueDropIndex(r.reason)]++;
+    totals_.dropped[QueueDropIndex(r.reason)]++;
   }
   return r;
 }
@@ -317,10 +303,10 @@ void UpdateQueue::Merge(uint32_t e, const UpdateHeader& h, std::span<const uint8
   Count(x.cluster, &QueueCounters::merged);
 }
 
-void UpdateQueue::Evict(uint32_t e, QueueDropReason reason) {
+void UpdateQueue::Evict(uint32_t e, dp::DropReason reason) {
   const uint32_t c = entries_[e].cluster;
-  clusters_[c].counters.dropped[static_cast<size_t>(reason)]++;
-  totals_.dropped[static_cast<size_t>(reason)]++;
+  clusters_[c].counters.dropped[QueueDropIndex(reason)]++;
+  totals_.dropped[QueueDropIndex(reason)]++;
   --clusters_[c].counters.occupancy;
   --totals_.occupancy;
   free_.push_back(e);
@@ -333,7 +319,7 @@ FifoQueue::FifoQueue(const QueueConfig& config)
 
 EnqueueResult FifoQueue::DoEnqueue(const UpdateHeader& h, std::span<const uint8_t> payload,
                                    uint32_t cluster, TimeNs now) {
-  if (occupancy() >= depth()) return EnqueueResult::Dropped(QueueDropReason::kQueueFull);
+  if (occupancy() >= depth()) return EnqueueResult::Dropped(dp::DropReason::kQueueFull);
   const size_t tail = (head_ + occupancy()) % ring_.size();
   ring_[tail] = Store(h, payload, cluster, now);
   return EnqueueResult::Enqueued();
@@ -386,7 +372,7 @@ void OlafQueue::DoExpire(TimeNs now) {
   for (size_t i = busy_.size(); i-- > 0;) {
     const uint32_t c = busy_[i];
     while (cluster_state(c).head != kNone && entry(cluster_state(c).head).queued_at + dt <= now) {
-      Evict(PopHead(c), QueueDropReason::kStaleEvicted);
+      Evict(PopHead(c), dp::DropReason::kStaleEvicted);
     }
   }
 }
@@ -394,7 +380,7 @@ void OlafQueue::DoExpire(TimeNs now) {
 EnqueueResult OlafQueue::DoEnqueue(const UpdateHeader& h, std::span<const uint8_t> payload,
                                    uint32_t c, TimeNs now) {
   if (now - GenOnOurClock(h, now) >= config().delta_t_ns) {
-    return EnqueueResult::Dropped(QueueDropReason::kStaleOnArrival);
+    return EnqueueResult::Dropped(dp::DropReason::kStaleOnArrival);
   }
   const Cluster& cs = cluster_state(c);
   const bool full = occupancy() >= depth();
@@ -432,10 +418,9 @@ EnqueueResult OlafQueue::DoEnqueue(const UpdateHeader& h, std::span<const uint8_
         victim = v;
       }
     }
-    Evict(PopHead(victim), QueueDropReason::kDisplaced);
+    Evict(PopHead(victim), dp::DropReason::kDisplaced);
   } else if (!room) {
-    return EnqueueResult::Dropped(full ? QueueDropReason::kQueueFull
-                                       : QueueDropReason::kClusterCap);
+    return EnqueueResult::Dropped(full ? dp::DropReason::kQueueFull : dp::DropReason::kClusterCap);
   }
   Push(c, Store(h, payload, c, now));
   return EnqueueResult::Enqueued();

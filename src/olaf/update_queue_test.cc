@@ -118,10 +118,10 @@ TEST_F(QueueTest, FifoTailDropsAndKeepsArrivalOrder) {
     const auto r = Offer(static_cast<uint16_t>(i % 2), 10, {static_cast<float>(i)}, i);
     EXPECT_EQ(r.action, i < 3 ? EnqueueAction::kEnqueued : EnqueueAction::kDropped) << i;
     if (i >= 3) {
-      EXPECT_EQ(r.reason, QueueDropReason::kQueueFull);
+      EXPECT_EQ(r.reason, dp::DropReason::kQueueFull);
     }
   }
-  EXPECT_EQ(q_->totals().drops(QueueDropReason::kQueueFull), 2u);
+  EXPECT_EQ(q_->totals().drops(dp::DropReason::kQueueFull), 2u);
   EXPECT_EQ(q_->totals().merged, 0u);
   EXPECT_EQ(q_->queue_util(), kQueueUtilOne);
   std::vector<uint32_t> ids;
@@ -191,8 +191,8 @@ TEST_F(QueueTest, MergeUsesEnqueueTimeAndMatchesFragmentAndLength) {
   ASSERT_EQ(Offer(1, 50, {40.0f}, 2, 50, 1, 2).action, EnqueueAction::kMerged);
   ASSERT_EQ(Offer(1, 100, {80.0f}, 3, 100, 1, 2).action, EnqueueAction::kMerged);
   // A different length or fragment shape has nothing to merge with.
-  EXPECT_EQ(Offer(1, 100, {1.0f, 2.0f}, 4, 100, 1, 2).reason, QueueDropReason::kQueueFull);
-  EXPECT_EQ(Offer(1, 100, {1.0f}, 4, 100, 0, 3).reason, QueueDropReason::kQueueFull);
+  EXPECT_EQ(Offer(1, 100, {1.0f, 2.0f}, 4, 100, 1, 2).reason, dp::DropReason::kQueueFull);
+  EXPECT_EQ(Offer(1, 100, {1.0f}, 4, 100, 0, 3).reason, dp::DropReason::kQueueFull);
   const float a1 = static_cast<float>(std::exp(-0.5));
   const float a2 = static_cast<float>(std::exp(-1.0));
   const float want = a2 * (a1 * 20.0f + (1.0f - a1) * 40.0f) + (1.0f - a2) * 80.0f;
@@ -217,11 +217,11 @@ TEST_F(QueueTest, StaleEntriesAreEvictedLazily) {
   auto o = Take(100);
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->header.cluster_id, 2);
-  EXPECT_EQ(q_->cluster(1)->drops(QueueDropReason::kStaleEvicted), 1u);
+  EXPECT_EQ(q_->cluster(1)->drops(dp::DropReason::kStaleEvicted), 1u);
   // Eviction on arrival too.
   ASSERT_EQ(Offer(3, 200).action, EnqueueAction::kEnqueued);
   ASSERT_EQ(Offer(4, 300).action, EnqueueAction::kEnqueued);
-  EXPECT_EQ(q_->cluster(3)->drops(QueueDropReason::kStaleEvicted), 1u);
+  EXPECT_EQ(q_->cluster(3)->drops(dp::DropReason::kStaleEvicted), 1u);
   EXPECT_EQ(q_->occupancy(), 1u);
   EXPECT_EQ(q_->totals().evictions(), 2u);
 }
@@ -230,11 +230,11 @@ TEST_F(QueueTest, StaleOnArrival) {
   QueueConfig c;
   c.delta_t_ns = 100;
   Make(QueuePolicy::kOlaf, c);
-  EXPECT_EQ(Offer(1, 1000, {1.0f}, 0, 900).reason, QueueDropReason::kStaleOnArrival);
+  EXPECT_EQ(Offer(1, 1000, {1.0f}, 0, 900).reason, dp::DropReason::kStaleOnArrival);
   EXPECT_EQ(Offer(1, 1000, {1.0f}, 0, 901).action, EnqueueAction::kEnqueued);
   // A generation time in the future (clock skew) has age 0.
   EXPECT_EQ(Offer(1, 1000, {1.0f}, 0, 5000).action, EnqueueAction::kEnqueued);
-  EXPECT_EQ(q_->cluster(1)->drops(QueueDropReason::kStaleOnArrival), 1u);
+  EXPECT_EQ(q_->cluster(1)->drops(dp::DropReason::kStaleOnArrival), 1u);
   // FIFO has no staleness rule.
   Make(QueuePolicy::kFifo, c);
   EXPECT_EQ(Offer(1, 1000, {1.0f}, 0, 0).action, EnqueueAction::kEnqueued);
@@ -256,7 +256,7 @@ TEST_F(QueueTest, PerClusterCapFollowsActiveClusters) {
     ASSERT_EQ(Offer(1, 0, {1.0f}, 0, 0, f, 8).action, EnqueueAction::kEnqueued) << f;
   }
   // A fifth entry exceeds the cap: no matching fragment -> cluster_cap.
-  EXPECT_EQ(Offer(1, 0, {1.0f}, 0, 0, 4, 8).reason, QueueDropReason::kClusterCap);
+  EXPECT_EQ(Offer(1, 0, {1.0f}, 0, 0, 4, 8).reason, dp::DropReason::kClusterCap);
   // A matching fragment merges instead.
   EXPECT_EQ(Offer(1, 0, {1.0f}, 0, 0, 3, 8).action, EnqueueAction::kMerged);
   EXPECT_EQ(q_->cluster(1)->occupancy, 4u);
@@ -275,8 +275,8 @@ TEST_F(QueueTest, NewClusterDisplacesTheLargestCluster) {
   ASSERT_EQ(Offer(1, 0, {1.0f}, 10).action, EnqueueAction::kEnqueued);
   ASSERT_EQ(Offer(1, 1, {1.0f}, 11, kGenIsNow, 0, 2).action, EnqueueAction::kEnqueued);
   ASSERT_EQ(Offer(2, 2, {1.0f}, 20).action, EnqueueAction::kEnqueued);
-  EXPECT_EQ(q_->cluster(1)->drops(QueueDropReason::kDisplaced), 1u);
-  EXPECT_EQ(q_->totals().drops(QueueDropReason::kDisplaced), 1u);
+  EXPECT_EQ(q_->cluster(1)->drops(dp::DropReason::kDisplaced), 1u);
+  EXPECT_EQ(q_->totals().drops(dp::DropReason::kDisplaced), 1u);
   // The oldest entry of cluster 1 went; its newer one stays.
   auto a = Take(3);
   auto b = Take(3);
@@ -297,8 +297,8 @@ TEST_F(QueueTest, DisplacementTieBreaksOnSmallestAom) {
   Offer(1, 200);
   Offer(2, 200);
   ASSERT_EQ(Offer(3, 200).action, EnqueueAction::kEnqueued);
-  EXPECT_EQ(q_->cluster(1)->drops(QueueDropReason::kDisplaced), 1u);
-  EXPECT_EQ(q_->cluster(2)->drops(QueueDropReason::kDisplaced), 0u);
+  EXPECT_EQ(q_->cluster(1)->drops(dp::DropReason::kDisplaced), 1u);
+  EXPECT_EQ(q_->cluster(2)->drops(dp::DropReason::kDisplaced), 0u);
 }
 
 TEST_F(QueueTest, DequeueServesLargestAomThenLowestIdFifoWithinCluster) {
@@ -330,13 +330,13 @@ TEST_F(QueueTest, RejectsTooLargeAndTooManyClusters) {
   c.max_payload_bytes = 8;
   c.max_clusters = 2;
   Make(QueuePolicy::kOlaf, c);
-  EXPECT_EQ(Offer(1, 0, {1, 2, 3}).reason, QueueDropReason::kTooLarge);
+  EXPECT_EQ(Offer(1, 0, {1, 2, 3}).reason, dp::DropReason::kPayloadTooLarge);
   EXPECT_EQ(Offer(1, 0, {1, 2}).action, EnqueueAction::kEnqueued);
   EXPECT_EQ(Offer(2, 0).action, EnqueueAction::kEnqueued);
-  EXPECT_EQ(Offer(3, 0).reason, QueueDropReason::kClustersExhausted);
-  EXPECT_EQ(Offer(kUnassignedCluster, 0).reason, QueueDropReason::kClustersExhausted);
+  EXPECT_EQ(Offer(3, 0).reason, dp::DropReason::kClustersExhausted);
+  EXPECT_EQ(Offer(kUnassignedCluster, 0).reason, dp::DropReason::kClustersExhausted);
   EXPECT_EQ(q_->cluster(3), nullptr);
-  EXPECT_EQ(q_->totals().drops(QueueDropReason::kClustersExhausted), 2u);
+  EXPECT_EQ(q_->totals().drops(dp::DropReason::kClustersExhausted), 2u);
 }
 
 // Seed 4.1 shape: depth 8 < 9 clusters. Cluster 0 floods (5 updates per
@@ -444,7 +444,7 @@ TEST_F(QueueTest, RunTimeDeltaTGovernsEviction) {
   ASSERT_EQ(Offer(1, 0).action, EnqueueAction::kEnqueued);
   ASSERT_TRUE(q_->SetRunTimeParams(100 * dp::kNsPerMs, c.tau_ns, 4).ok());
   q_->Expire(100 * dp::kNsPerMs);  // queued at 0, ΔT now 100 ms: stale
-  EXPECT_EQ(q_->totals().drops(QueueDropReason::kStaleEvicted), 1u);
+  EXPECT_EQ(q_->totals().drops(dp::DropReason::kStaleEvicted), 1u);
 }
 
 TEST_F(QueueTest, MeanOfferIntervalIsTheClustersObservedPeriod) {

@@ -26,7 +26,6 @@ namespace inca::olafverify {
 namespace {
 
 using olaf::EnqueueAction;
-using olaf::QueueDropReason;
 
 struct Arrival {
   int cluster = 0;
@@ -62,12 +61,12 @@ std::vector<Observed> DriveOlafQueue(const FairnessConfig& cfg, int64_t svc_ns,
   std::vector<Observed> out(arrivals.size());
   std::vector<std::deque<int>> shadow(k);
   auto id = [](size_t c) { return static_cast<uint16_t>(c + 1); };
-  auto drops = [&](size_t c, QueueDropReason r) -> uint64_t {
+  auto drops = [&](size_t c, dp::DropReason r) -> uint64_t {
     const olaf::QueueCounters* cc = q.cluster(id(c));
     return cc == nullptr ? 0 : cc->drops(r);
   };
   // Pops the heads that the counters say left by `r` since `before`.
-  auto attribute = [&](const std::vector<uint64_t>& before, QueueDropReason r, UpdateFate f) {
+  auto attribute = [&](const std::vector<uint64_t>& before, dp::DropReason r, UpdateFate f) {
     for (size_t c = 0; c < k; ++c) {
       for (uint64_t n = before[c]; n < drops(c, r); ++n) {
         EXPECT_FALSE(shadow[c].empty());
@@ -77,7 +76,7 @@ std::vector<Observed> DriveOlafQueue(const FairnessConfig& cfg, int64_t svc_ns,
       }
     }
   };
-  auto snapshot = [&](QueueDropReason r) {
+  auto snapshot = [&](dp::DropReason r) {
     std::vector<uint64_t> v(k);
     for (size_t c = 0; c < k; ++c) v[c] = drops(c, r);
     return v;
@@ -102,11 +101,11 @@ std::vector<Observed> DriveOlafQueue(const FairnessConfig& cfg, int64_t svc_ns,
       while (next < order.size() && arrivals[order[next]].e_ns == t) {
         const size_t i = order[next++];
         const size_t c = static_cast<size_t>(arrivals[i].cluster);
-        const std::vector<uint64_t> stale = snapshot(QueueDropReason::kStaleEvicted);
+        const std::vector<uint64_t> stale = snapshot(dp::DropReason::kStaleEvicted);
         q.Expire(t);
-        attribute(stale, QueueDropReason::kStaleEvicted, UpdateFate::kEvicted);
+        attribute(stale, dp::DropReason::kStaleEvicted, UpdateFate::kEvicted);
         out[i].queued = static_cast<int>(q.occupancy());
-        const std::vector<uint64_t> displaced = snapshot(QueueDropReason::kDisplaced);
+        const std::vector<uint64_t> displaced = snapshot(dp::DropReason::kDisplaced);
         olaf::UpdateHeader h;
         h.cluster_id = id(c);
         h.worker_id = 1;
@@ -114,24 +113,24 @@ std::vector<Observed> DriveOlafQueue(const FairnessConfig& cfg, int64_t svc_ns,
         h.gen_time_ns = static_cast<uint64_t>(arrivals[i].a_ns);
         h.payload_len = 4;
         const olaf::EnqueueResult r = q.Enqueue(h, payload, t);
-        attribute(displaced, QueueDropReason::kDisplaced, UpdateFate::kDisplaced);
+        attribute(displaced, dp::DropReason::kDisplaced, UpdateFate::kDisplaced);
         if (r.action == EnqueueAction::kEnqueued) {
           shadow[c].push_back(static_cast<int>(i));
         } else if (r.action == EnqueueAction::kMerged) {
           out[i].fate = UpdateFate::kMerged;
           out[i].merged_into = shadow[c].empty() ? -2 : shadow[c].front();
         } else {
-          ADD_FAILURE() << "OlafQueue dropped on arrival: " << olaf::ToString(r.reason);
+          ADD_FAILURE() << "OlafQueue dropped on arrival: " << dp::ToString(r.reason);
         }
       }
       last = t;
       continue;
     }
     last = t_deq;
-    const std::vector<uint64_t> stale = snapshot(QueueDropReason::kStaleEvicted);
+    const std::vector<uint64_t> stale = snapshot(dp::DropReason::kStaleEvicted);
     olaf::UpdateHeader h;
     const size_t bytes = q.Dequeue(t_deq, buf, &h);
-    attribute(stale, QueueDropReason::kStaleEvicted, UpdateFate::kEvicted);
+    attribute(stale, dp::DropReason::kStaleEvicted, UpdateFate::kEvicted);
     if (bytes == 0) continue;
     link_free = t_deq + svc_ns;
     const size_t i = h.update_id - 1;

@@ -261,9 +261,9 @@ absl::StatusOr<control::OlafStats> OlafControl::GetOlafStats() {
     st.model_copies_tx = t.model_copies_tx;
     st.passthrough = t.passthrough;
     st.dropped = t.dropped;
-    for (size_t r = 0; r < olaf::kOlafDropReasonCount; ++r) {
+    for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
       if (t.drops[r] != 0) {
-        st.drops[std::string(olaf::ToString(static_cast<olaf::OlafDropReason>(r)))] = t.drops[r];
+        st.drops[std::string(dp::ToString(static_cast<dp::DropReason>(r)))] = t.drops[r];
       }
     }
     st.conserved = p.counters().Conserved() && p.queue().totals().Conserved();
@@ -282,8 +282,7 @@ absl::StatusOr<control::OlafStats> OlafControl::GetOlafStats() {
       for (size_t r = 0; r < olaf::kQueueDropReasonCount; ++r) {
         if (cs->queue.dropped[r] != 0) {
           o.dropped += cs->queue.dropped[r];
-          o.drops[std::string(olaf::ToString(static_cast<olaf::QueueDropReason>(r)))] =
-              cs->queue.dropped[r];
+          o.drops[std::string(dp::ToString(olaf::kQueueDropReasons[r]))] = cs->queue.dropped[r];
         }
       }
       if (cs->aom) {

@@ -56,10 +56,10 @@ std::string OlafServerCounters::ToJson() const {
                   counters::JsonFields<olaf::OlafCounters>(olaf::kOlafCounters, olaf),
                   ",\"dropped\":", olaf.dropped, ",\"drops\":{");
   bool first = true;
-  for (size_t r = 0; r < olaf::kOlafDropReasonCount; ++r) {
+  for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
     if (olaf.drops[r] == 0) continue;
-    absl::StrAppend(&s, first ? "" : ",", "\"",
-                    Av(olaf::ToString(static_cast<olaf::OlafDropReason>(r))), "\":", olaf.drops[r]);
+    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
+                    "\":", olaf.drops[r]);
     first = false;
   }
   absl::StrAppend(&s, "}},\"queue\":{\"occupancy\":", queue.occupancy, ",\"depth\":", queue.depth,

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "inca/dataplane/drop_reason.h"
 #include "inca/util/counters.h"
 #include "net/endpoint.h"
 #include "switchd/group_manager.h"
@@ -385,7 +386,10 @@ std::string CountersMarkdown() {
       "`inca_cais_X` (all groups, no labels) and `inca_cais_group_X{group}`:\n\n"
       "| X | type | meaning |\n|---|---|---|\n",
       counters::MarkdownRows<cais::GroupCounters>(cais::kGroupCounters),
-      "\n<!-- counters:end -->\n");
+      "\nDrop reasons (`dp::DropReason`, declared once in "
+      "include/inca/dataplane/drop_reason.h), the `reason` label of every "
+      "`*_dropped_packets_total` and the keys of every JSON `drops` object:\n\n",
+      dp::DropReasonsMarkdown(), "\n<!-- counters:end -->\n");
 }
 
 }  // namespace inca::switchd

@@ -19,6 +19,8 @@
 #include <span>
 #include <string_view>
 
+#include "inca/dataplane/drop_reason.h"
+
 namespace inca::dp {
 
 // Switch port number. Ports are small integers assigned by the driver (the
@@ -44,60 +46,6 @@ enum class Verdict : uint8_t {
   kDropped,     // discarded; see DropReason
 };
 
-// Why a packet was dropped. One namespace for all programs so drivers and
-// metrics can report them uniformly. Append only: values are exported.
-enum class DropReason : uint8_t {
-  kNone = 0,
-  // Parse failures (wire format).
-  kTooShort,
-  kBadVersion,
-  kUnknownOp,
-  kUnknownReduceOp,
-  kUnknownDType,
-  kUnknownFlags,
-  kPayloadLenMismatch,
-  kChunkOutOfRange,
-  kPayloadMisaligned,
-  kEmptyPayload,
-  // Ingress checks.
-  kBadIngressPort,    // ingress port >= kMaxPorts
-  kSwitchOriginated,  // RESULT/FALLBACK flag on a packet arriving from a host
-  // Match-action lookup.
-  kNoRule,
-  kPortNotInRule,
-  kOpMismatch,
-  // Slot state.
-  kPayloadTooLarge,  // larger than a slot cell
-  kShapeMismatch,    // disagrees with the chunk's first contribution
-  kDuplicate,        // port already contributed to this pending chunk
-  kSlotsExhausted,   // max_pending_chunks reached
-  kSramLimit,        // sram_usage_limit reached
-  kChunkClosed,      // chunk timed out / result evicted: fallback notice sent
-  kNotContributor,   // AllGather/Broadcast data from a port that does not own the chunk
-  kNotReady,         // result request for a chunk the switch has not completed yet
-  kOffloadDeclined,  // the offload policy declined the operation: DECLINED notice sent
-  // OLAF (include/inca/olaf/olaf_switch.h; parse failures shared above).
-  kUnknownType,         // OLAF type byte not UPDATE/ACK/MODEL
-  kFragmentOutOfRange,  // frag_index >= frag_count, or frag_count 0
-  kZeroMergedCount,     // an UPDATE claiming to carry no worker update
-  kWrongDirection,      // UPDATE from the PS port, ACK/MODEL from a worker port
-  kUnboundPort,         // unstamped UPDATE from a port with no bound flow
-  kUnknownCluster,      // no cluster table entry and no cluster in the header
-  kUnknownWorker,       // ACK for a worker the switch never saw
-  kNoRoute,             // nowhere to send it (MODEL without workers, passthrough)
-  kQueueFull,           // the update queue had no room
-  kClusterCap,          // the cluster holds its fair share of the queue
-  kStaleOnArrival,      // the update was already older than the AoM threshold
-  kWorkersExhausted,    // worker table full
-  kClustersExhausted,   // cluster table of the queue full
-  // CAIS, added later (kept last so that earlier values do not move).
-  kResendLimit,  // result resend beyond the port's credit (CaisConfig::resend_credit_*)
-  kGroupShare,   // the group is over its share and the rest is reserved (CaisConfig::group_share)
-  kCount,
-};
-inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
-
-std::string_view ToString(DropReason reason);
 std::string_view ToString(Verdict verdict);
 
 struct Outcome {

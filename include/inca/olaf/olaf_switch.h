@@ -27,8 +27,8 @@
 //  MODEL    (from ps_port) one copy, byte-identical, per distinct port with
 //           workers of the cluster (0xFFFF: every port with workers), in
 //           ascending port order; no_route when there is none.
-// Every packet gets one Verdict; OLAF-specific reasons are counted in
-// OlafCounters (OlafDropReason) and mapped to the closest dp::DropReason.
+// Every packet gets one Verdict; a drop's dp::DropReason (the one enum every
+// program shares) is also counted in OlafCounters::drops.
 #pragma once
 
 #include <array>
@@ -52,40 +52,8 @@
 
 namespace inca::olaf {
 
-// OLAF-specific outcomes (append only: exported as metric labels).
-enum class OlafDropReason : uint8_t {
-  // Parse errors (OlafParseError, same order).
-  kTooShort,
-  kBadVersion,
-  kUnknownType,
-  kUnknownFlags,
-  kPayloadLenMismatch,
-  kPayloadMisaligned,
-  kEmptyPayload,
-  kFragmentOutOfRange,
-  kZeroMergedCount,
-  // Switch.
-  kBadIngressPort,    // ingress >= dp::kMaxPorts
-  kWrongDirection,    // UPDATE from ps_port, or ACK/MODEL from another port
-  kUnboundPort,       // unstamped UPDATE from a port with no bound flow
-  kUnknownCluster,    // no cluster table hit and cluster_id 0xFFFF
-  kWorkersExhausted,  // worker table full (max_workers)
-  kUnknownWorker,     // ACK for a worker_id never seen
-  kNoRoute,           // MODEL with no worker ports; passthrough without a route
-  // Queue (QueueDropReason arrival drops).
-  kQueueFull,
-  kClusterCap,
-  kStaleOnArrival,
-  kTooLarge,
-  kClustersExhausted,
-  kCount,
-};
-inline constexpr size_t kOlafDropReasonCount = static_cast<size_t>(OlafDropReason::kCount);
-std::string_view ToString(OlafDropReason r);
-// The closest existing dp::DropReason (see docs/design/olaf-core.md).
-dp::DropReason ToDpReason(OlafDropReason r);
-OlafDropReason FromParseError(OlafParseError e);  // e != kOk, kNotOlaf
-OlafDropReason FromQueueDrop(QueueDropReason r);  // arrival drops only
+// The drop reason for a parse error (e != kOk, kNotOlaf).
+dp::DropReason FromParseError(OlafParseError e);
 
 struct OlafSwitchConfig {
   QueuePolicy policy = QueuePolicy::kOlaf;
@@ -118,8 +86,8 @@ struct OlafCounters {
   uint64_t model_copies_tx = 0;
   uint64_t passthrough = 0;  // non-OLAF packets forwarded untouched
   uint64_t dropped = 0;
-  std::array<uint64_t, kOlafDropReasonCount> drops{};
-  uint64_t drops_of(OlafDropReason r) const { return drops[static_cast<size_t>(r)]; }
+  std::array<uint64_t, dp::kDropReasonCount> drops{};  // by dp::DropReason
+  uint64_t drops_of(dp::DropReason r) const { return drops[static_cast<size_t>(r)]; }
 };
 
 // OlafCounters' counters, declared once (inca/util/counters.h): the stop
@@ -228,7 +196,7 @@ class OlafSwitch final : public dp::Program {
                         dp::PacketSink& out) override;
   void DoAdvance(dp::TimeNs now, dp::PacketSink& out) override;
 
-  dp::Outcome Drop(OlafDropReason r);
+  dp::Outcome Drop(dp::DropReason r);
   dp::Outcome OnUpdate(const OlafPacket& p, dp::PortId ingress, dp::TimeNs now,
                        dp::PacketSink& out);
   dp::Outcome OnAck(const OlafPacket& p, dp::TimeNs now, dp::PacketSink& out);

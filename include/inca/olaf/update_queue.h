@@ -41,23 +41,30 @@ enum class QueuePolicy : uint8_t { kFifo, kOlaf };
 std::string_view ToString(QueuePolicy p);  // "fifo", "olaf"
 std::optional<QueuePolicy> ParseQueuePolicy(std::string_view s);
 
-// Why an update left without being dequeued. The first five happen on
-// arrival (the update is never queued); the last two to queued entries.
-enum class QueueDropReason : uint8_t {
-  kQueueFull,          // no room, nothing to merge with, nothing to displace
-  kClusterCap,         // OLAF: the cluster holds cap entries, none to merge with
-  kStaleOnArrival,     // OLAF: now − gen_time >= delta_t
-  kTooLarge,           // payload_len > max_payload_bytes
-  kClustersExhausted,  // a new cluster beyond max_clusters
-  kStaleEvicted,       // OLAF: queued_at + delta_t <= now
-  kDisplaced,          // OLAF: removed to give a cluster without entries a slot
-  kCount,
+// Why an update left without being dequeued: the subset of dp::DropReason
+// the queue gives. The first five happen on arrival (the update is never
+// queued); the last two to queued entries. QueueCounters count them in this
+// order, so that a cluster's counters stay small.
+inline constexpr std::array<dp::DropReason, 7> kQueueDropReasons = {
+    dp::DropReason::kQueueFull,          // no room, nothing to merge with, nothing to displace
+    dp::DropReason::kClusterCap,         // OLAF: the cluster holds cap entries, none to merge with
+    dp::DropReason::kStaleOnArrival,     // OLAF: now − gen_time >= delta_t
+    dp::DropReason::kPayloadTooLarge,    // payload_len > max_payload_bytes
+    dp::DropReason::kClustersExhausted,  // a new cluster beyond max_clusters
+    dp::DropReason::kStaleEvicted,       // OLAF: queued_at + delta_t <= now
+    dp::DropReason::kDisplaced,          // OLAF: removed to give a cluster without entries a slot
 };
-inline constexpr size_t kQueueDropReasonCount = static_cast<size_t>(QueueDropReason::kCount);
-std::string_view ToString(QueueDropReason r);
+inline constexpr size_t kQueueDropReasonCount = kQueueDropReasons.size();
+// The index of `r` in kQueueDropReasons; kQueueDropReasonCount if the queue never gives it.
+constexpr size_t QueueDropIndex(dp::DropReason r) {
+  for (size_t i = 0; i < kQueueDropReasonCount; ++i) {
+    if (kQueueDropReasons[i] == r) return i;
+  }
+  return kQueueDropReasonCount;
+}
 // True for kStaleEvicted and kDisplaced (entries removed after being queued).
-constexpr bool IsEviction(QueueDropReason r) {
-  return r == QueueDropReason::kStaleEvicted || r == QueueDropReason::kDisplaced;
+constexpr bool IsEviction(dp::DropReason r) {
+  return r == dp::DropReason::kStaleEvicted || r == dp::DropReason::kDisplaced;
 }
 
 struct QueueCounters {
@@ -67,10 +74,13 @@ struct QueueCounters {
   uint64_t dequeued = 0;                 // entries handed to the link
   uint64_t dequeued_bytes = 0;           // payload bytes dequeued
   uint64_t dequeued_worker_updates = 0;  // sum of merged_count over dequeued entries
-  std::array<uint64_t, kQueueDropReasonCount> dropped{};
-  uint64_t occupancy = 0;  // gauge: entries queued now
+  std::array<uint64_t, kQueueDropReasonCount> dropped{};  // in kQueueDropReasons' order
+  uint64_t occupancy = 0;                                 // gauge: entries queued now
 
-  uint64_t drops(QueueDropReason r) const { return dropped[static_cast<size_t>(r)]; }
+  uint64_t drops(dp::DropReason r) const {
+    const size_t i = QueueDropIndex(r);
+    return i < kQueueDropReasonCount ? dropped[i] : 0;
+  }
   uint64_t arrival_drops() const;
   uint64_t evictions() const;
   bool Conserved() const;
@@ -92,10 +102,10 @@ struct QueueConfig {
 enum class EnqueueAction : uint8_t { kEnqueued, kMerged, kDropped };
 struct EnqueueResult {
   EnqueueAction action = EnqueueAction::kDropped;
-  QueueDropReason reason = QueueDropReason::kQueueFull;  // meaningful when kDropped
+  dp::DropReason reason = dp::DropReason::kNone;  // one of kQueueDropReasons when kDropped
   static constexpr EnqueueResult Enqueued() { return {EnqueueAction::kEnqueued, {}}; }
   static constexpr EnqueueResult Merged() { return {EnqueueAction::kMerged, {}}; }
-  static constexpr EnqueueResult Dropped(QueueDropReason r) { return {EnqueueAction::kDropped, r}; }
+  static constexpr EnqueueResult Dropped(dp::DropReason r) { return {EnqueueAction::kDropped, r}; }
 };
 
 class UpdateQueue {
@@ -195,7 +205,7 @@ class UpdateQueue {
   // Merges the update into queued entry `e` (seed 3.1), see OlafQueue.
   void Merge(uint32_t e, const UpdateHeader& h, std::span<const uint8_t> payload, dp::TimeNs now);
   // Counts and frees entry `e`, which the policy has already unlinked.
-  void Evict(uint32_t e, QueueDropReason reason);
+  void Evict(uint32_t e, dp::DropReason reason);
 
   Entry& entry(uint32_t e) { return entries_[e]; }
   Cluster& cluster_state(uint32_t c) { return clusters_[c]; }
