@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "control/stats_reflection.h"
 
 namespace inca::control {
 
@@ -133,74 +134,17 @@ GroupInfo FromProto(const pb::Group& g) {
 }
 
 void ToProto(const Stats& s, pb::Stats* out) {
-  out->set_sram_usage(s.sram_usage);
-  out->set_sram_pending_usage(s.sram_pending_usage);
-  out->set_sram_usage_limit(s.sram_usage_limit);
-  out->set_sram_bytes(s.sram_bytes);
-  out->set_reductions_per_s(s.reductions_per_s);
-  out->set_reduced_bytes_per_s(s.reduced_bytes_per_s);
-  out->set_completed_chunks(s.completed_chunks);
-  out->set_timeouts(s.timeouts);
-  out->set_fallback_notices(s.fallback_notices);
-  out->set_fallback_ratio(s.fallback_ratio);
-  out->set_slot_holding_avg_us(s.slot_holding_avg_us);
-  out->set_rx_packets(s.rx_packets);
-  out->set_tx_packets(s.tx_packets);
-  out->set_unknown_sender(s.unknown_sender);
-  out->set_conserved(s.conserved);
-  out->set_ingress_delay_ns_total(s.ingress_delay_ns_total);
-  out->set_ingress_delay_samples(s.ingress_delay_samples);
-  out->set_ingress_queue_delay_us(s.ingress_queue_delay_us);
-  for (const auto& [k, v] : s.drops) (*out->mutable_drops())[k] = v;
-  for (const auto& g : s.groups) {
-    pb::GroupStats* o = out->add_groups();
-    o->set_group_id(g.group_id);
-    o->set_rx_packets(g.rx_packets);
-    o->set_completed_chunks(g.completed_chunks);
-    o->set_reduced_bytes(g.reduced_bytes);
-    o->set_timeouts(g.timeouts);
-    o->set_fallback_notices(g.fallback_notices);
-    o->set_dropped(g.dropped);
-    o->set_sram_cells(g.sram_cells);
-    o->set_offload_accepted_ops(g.offload_accepted_ops);
-    o->set_offload_declined_ops(g.offload_declined_ops);
+  stats_internal::FieldsToProto<Stats>(kStatsFields, s, out);
+  for (const GroupStats& g : s.groups) {
+    stats_internal::FieldsToProto<GroupStats>(kGroupStatsFields, g, out->add_groups());
   }
 }
 
 Stats FromProto(const pb::Stats& s) {
   Stats out;
-  out.sram_usage = s.sram_usage();
-  out.sram_pending_usage = s.sram_pending_usage();
-  out.sram_usage_limit = s.sram_usage_limit();
-  out.sram_bytes = s.sram_bytes();
-  out.reductions_per_s = s.reductions_per_s();
-  out.reduced_bytes_per_s = s.reduced_bytes_per_s();
-  out.completed_chunks = s.completed_chunks();
-  out.timeouts = s.timeouts();
-  out.fallback_notices = s.fallback_notices();
-  out.fallback_ratio = s.fallback_ratio();
-  out.slot_holding_avg_us = s.slot_holding_avg_us();
-  out.rx_packets = s.rx_packets();
-  out.tx_packets = s.tx_packets();
-  out.unknown_sender = s.unknown_sender();
-  out.conserved = s.conserved();
-  out.ingress_delay_ns_total = s.ingress_delay_ns_total();
-  out.ingress_delay_samples = s.ingress_delay_samples();
-  out.ingress_queue_delay_us = s.ingress_queue_delay_us();
-  for (const auto& [k, v] : s.drops()) out.drops[k] = v;
-  for (const auto& g : s.groups()) {
-    GroupStats o;
-    o.group_id = static_cast<uint8_t>(g.group_id());
-    o.rx_packets = g.rx_packets();
-    o.completed_chunks = g.completed_chunks();
-    o.reduced_bytes = g.reduced_bytes();
-    o.timeouts = g.timeouts();
-    o.fallback_notices = g.fallback_notices();
-    o.dropped = g.dropped();
-    o.sram_cells = g.sram_cells();
-    o.offload_accepted_ops = g.offload_accepted_ops();
-    o.offload_declined_ops = g.offload_declined_ops();
-    out.groups.push_back(o);
+  stats_internal::FieldsFromProto<Stats>(kStatsFields, s, &out);
+  for (const pb::GroupStats& g : s.groups()) {
+    stats_internal::FieldsFromProto<GroupStats>(kGroupStatsFields, g, &out.groups.emplace_back());
   }
   return out;
 }
@@ -271,82 +215,18 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
 }
 
 void ToProto(const OlafStats& s, pb::OlafStats* out) {
-  out->set_policy(s.policy);
-  out->set_depth(s.depth);
-  out->set_occupancy(s.occupancy);
-  out->set_queue_util(s.queue_util);
-  out->set_active_clusters(s.active_clusters);
-  out->set_egress_rate_bps(s.egress_rate_bps);
-  out->set_delta_t_ms(s.delta_t_ms);
-  out->set_tau_ms(s.tau_ms);
-  out->set_updates_rx(s.updates_rx);
-  out->set_updates_absorbed(s.updates_absorbed);
-  out->set_updates_cut_through(s.updates_cut_through);
-  out->set_updates_tx(s.updates_tx);
-  out->set_acks_forwarded(s.acks_forwarded);
-  out->set_models_rx(s.models_rx);
-  out->set_model_copies_tx(s.model_copies_tx);
-  out->set_passthrough(s.passthrough);
-  out->set_dropped(s.dropped);
-  out->set_conserved(s.conserved);
-  for (const auto& [k, v] : s.drops) (*out->mutable_drops())[k] = v;
+  stats_internal::FieldsToProto<OlafStats>(kOlafStatsFields, s, out);
   for (const OlafClusterInfo& c : s.clusters) {
-    pb::OlafClusterStats* o = out->add_clusters();
-    o->set_cluster_id(c.cluster_id);
-    o->set_workers(c.workers);
-    o->set_offered(c.offered);
-    o->set_enqueued(c.enqueued);
-    o->set_merged(c.merged);
-    o->set_dequeued(c.dequeued);
-    o->set_dequeued_worker_updates(c.dequeued_worker_updates);
-    o->set_dropped(c.dropped);
-    o->set_occupancy(c.occupancy);
-    o->set_aom_valid(c.aom_valid);
-    o->set_aom_current_ms(c.aom_current_ms);
-    o->set_aom_peak_ms(c.aom_peak_ms);
-    o->set_aom_average_ms(c.aom_average_ms);
-    for (const auto& [k, v] : c.drops) (*o->mutable_drops())[k] = v;
+    stats_internal::FieldsToProto<OlafClusterInfo>(kOlafClusterFields, c, out->add_clusters());
   }
 }
 
 OlafStats FromProto(const pb::OlafStats& s) {
   OlafStats out;
-  out.policy = s.policy();
-  out.depth = s.depth();
-  out.occupancy = s.occupancy();
-  out.queue_util = s.queue_util();
-  out.active_clusters = s.active_clusters();
-  out.egress_rate_bps = s.egress_rate_bps();
-  out.delta_t_ms = s.delta_t_ms();
-  out.tau_ms = s.tau_ms();
-  out.updates_rx = s.updates_rx();
-  out.updates_absorbed = s.updates_absorbed();
-  out.updates_cut_through = s.updates_cut_through();
-  out.updates_tx = s.updates_tx();
-  out.acks_forwarded = s.acks_forwarded();
-  out.models_rx = s.models_rx();
-  out.model_copies_tx = s.model_copies_tx();
-  out.passthrough = s.passthrough();
-  out.dropped = s.dropped();
-  out.conserved = s.conserved();
-  for (const auto& [k, v] : s.drops()) out.drops[k] = v;
+  stats_internal::FieldsFromProto<OlafStats>(kOlafStatsFields, s, &out);
   for (const pb::OlafClusterStats& c : s.clusters()) {
-    OlafClusterInfo o;
-    o.cluster_id = static_cast<uint16_t>(c.cluster_id());
-    o.workers = c.workers();
-    o.offered = c.offered();
-    o.enqueued = c.enqueued();
-    o.merged = c.merged();
-    o.dequeued = c.dequeued();
-    o.dequeued_worker_updates = c.dequeued_worker_updates();
-    o.dropped = c.dropped();
-    o.occupancy = c.occupancy();
-    o.aom_valid = c.aom_valid();
-    o.aom_current_ms = c.aom_current_ms();
-    o.aom_peak_ms = c.aom_peak_ms();
-    o.aom_average_ms = c.aom_average_ms();
-    for (const auto& [k, v] : c.drops()) o.drops[k] = v;
-    out.clusters.push_back(std::move(o));
+    stats_internal::FieldsFromProto<OlafClusterInfo>(kOlafClusterFields, c,
+                                                     &out.clusters.emplace_back());
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/cais/rule_table.h"
+#include "inca/control/stats.h"
 
 namespace inca::control {
 
@@ -58,19 +59,6 @@ struct GroupInfo {
   bool contended = false;
 };
 
-struct GroupStats {
-  uint8_t group_id = 0;
-  uint64_t rx_packets = 0;
-  uint64_t completed_chunks = 0;
-  uint64_t reduced_bytes = 0;
-  uint64_t timeouts = 0;
-  uint64_t fallback_notices = 0;
-  uint64_t dropped = 0;
-  uint64_t sram_cells = 0;
-  uint64_t offload_accepted_ops = 0;
-  uint64_t offload_declined_ops = 0;
-};
-
 // The offload decision for one group, as applied by the switch.
 struct GroupOffload {
   uint8_t group_id = 0;
@@ -104,69 +92,11 @@ struct OffloadPolicy {
   int64_t updated_unix_ms = 0;  // set by the switch when applied; 0: never
 };
 
-// The figures of the CAIS write-up's `cais-cli show-stats` (4.4) and more.
-struct Stats {
-  double sram_usage = 0;          // pending + retained, fraction of sram_bytes
-  double sram_pending_usage = 0;  // pending only (what admission checks)
-  double sram_usage_limit = 0;    // admission stops when pending usage reaches this
-  uint64_t sram_bytes = 0;
-  double reductions_per_s = 0;
-  double reduced_bytes_per_s = 0;
-  uint64_t completed_chunks = 0;
-  uint64_t timeouts = 0;
-  uint64_t fallback_notices = 0;
-  double fallback_ratio = 0;  // (timeouts + chunk_closed drops) / (completed + timeouts)
-  // Mean slot-holding time (first contribution to completion: the wait for
-  // the other ranks); the queue delay is ingress_queue_delay_us.
-  double slot_holding_avg_us = 0;
-  // Ingress queueing: kernel receive timestamp to processing, summed over
-  // samples (controllers difference two snapshots for a windowed mean).
-  uint64_t ingress_delay_ns_total = 0;
-  uint64_t ingress_delay_samples = 0;
-  double ingress_queue_delay_us = 0;  // mean since start
-  uint64_t rx_packets = 0;
-  uint64_t tx_packets = 0;
-  uint64_t unknown_sender = 0;
-  std::map<std::string, uint64_t> drops;  // by reason name, non-zero only
-  std::vector<GroupStats> groups;         // groups with traffic
-  bool conserved = true;
-};
-
 // OLAF (OLAF paper, arXiv 2507.05876, 5.2): the cluster_mapping table, keyed
 // by the worker's UDP source port.
 struct ClusterMapping {
   uint16_t src_port = 0;
   uint16_t cluster_id = 0;
-};
-
-// One OLAF cluster as the switch sees it (AoM at the switch's PS-facing
-// output; docs/design/olaf-core.md has the definitions).
-struct OlafClusterInfo {
-  uint16_t cluster_id = 0;
-  uint32_t workers = 0;
-  uint64_t offered = 0, enqueued = 0, merged = 0, dequeued = 0;
-  uint64_t dequeued_worker_updates = 0;  // worker updates carried by what left the queue
-  uint64_t dropped = 0;                  // arrival drops and evictions
-  uint64_t occupancy = 0;
-  bool aom_valid = false;  // false until the cluster's first update left the switch
-  double aom_current_ms = 0, aom_peak_ms = 0, aom_average_ms = 0;
-  std::map<std::string, uint64_t> drops;  // by queue drop reason, non-zero only
-};
-
-struct OlafStats {
-  std::string policy;  // "olaf" or "fifo"
-  uint32_t depth = 0;
-  uint64_t occupancy = 0;
-  double queue_util = 0;  // occupancy / depth, as stamped into ACKs
-  uint32_t active_clusters = 0;
-  uint64_t egress_rate_bps = 0;
-  double delta_t_ms = 0, tau_ms = 0;
-  uint64_t updates_rx = 0, updates_absorbed = 0, updates_cut_through = 0, updates_tx = 0;
-  uint64_t acks_forwarded = 0, models_rx = 0, model_copies_tx = 0, passthrough = 0;
-  uint64_t dropped = 0;
-  std::map<std::string, uint64_t> drops;  // by OLAF drop reason, non-zero only
-  std::vector<OlafClusterInfo> clusters;
-  bool conserved = true;
 };
 
 // Configuration keys (GetConfig/SetConfig), the CAIS write-up's names:
