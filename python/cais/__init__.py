@@ -26,6 +26,7 @@ import collections
 import contextlib
 import datetime
 import enum
+import json
 import os
 import sys
 import threading
@@ -71,8 +72,23 @@ DEFAULT_SWITCH_PORT = 9410
 # write-up says (docs/python.md), plus inca's own client_window.
 _CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window",
                 "competitive"}
-_SWITCH_KEYS = {"offload_threshold", "sram_usage_limit", "timeout_ms", "max_pending_chunks",
-                "group_share"}
+
+
+def _switch_settings() -> Dict[str, Dict[str, Any]]:
+    """The CAIS switch's run-time settings as declared in
+    src/switchd/settings.cc (the build writes them to _switch_settings.json
+    with `inca-switchd --settings-json`), plus offload_threshold, a key of
+    the control API's own (docs/control.md)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_switch_settings.json")
+    with open(path, encoding="utf-8") as f:
+        declared = json.load(f)
+    out = {s["key"]: s for s in declared if s["runtime"] and not s["key"].startswith("olaf_")}
+    out["offload_threshold"] = {"key": "offload_threshold", "type": "number", "runtime": True}
+    return out
+
+
+_SWITCH_SETTINGS = _switch_settings()
+_SWITCH_KEYS = set(_SWITCH_SETTINGS)
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
 # CAIS header, rounded down to whole 4-byte elements).
@@ -564,8 +580,9 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         jumbo frame) and at 65472; the write-up's 65536 becomes the cap, with
         a CaisWarning, and the returned dict says what is used. Client side,
         for groups created from now on.
-    offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks, group_share: the
-        switch's, set at once through the controller (init(controller_addr=...));
+    offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks, group_share,
+        result_hold_ms, lease_ms: the switch's run-time settings (docs/settings.md,
+        "run time"), set at once through the controller (init(controller_addr=...));
         offload_threshold 1 sends every job to the host path.
     switch_timeout_ms, join_timeout_ms, client_window (chunks in flight per
         rank): inca's client settings, for groups created from now on.
@@ -622,7 +639,8 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         cfg = _state.controller.get_config()
         for k in _SWITCH_KEYS:
             if k in cfg:
-                effective[k] = int(cfg[k]) if k == "max_pending_chunks" else float(cfg[k])
+                integer = _SWITCH_SETTINGS[k]["type"] == "integer"
+                effective[k] = int(cfg[k]) if integer else float(cfg[k])
     return effective
 
 

@@ -1,8 +1,13 @@
 """`import cais`: the write-up's API on numpy arrays and torch tensors through inca-switchd."""
+import json
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
 import cais
+from cais import launch
 from conftest import run
 
 
@@ -23,6 +28,22 @@ def test_errors_say_what_to_do():
         cais.configure({"offload_threshold": 0.2})
     with pytest.raises(ValueError, match="controller_addr"):
         cais.configure({"max_pending_chunks": 128})  # the switch's, as in the write-up
+
+
+def test_switch_keys_are_the_settings_the_switch_declares_run_time():
+    # configure() keeps no list of its own: its switch keys are the CAIS
+    # settings src/switchd/settings.cc marks run time, as the binary prints them.
+    out = subprocess.run([os.path.join(launch.build_dir(), "bin", "inca-switchd"),
+                          "--settings-json"], capture_output=True, text=True, check=True).stdout
+    declared = {s["key"]: s for s in json.loads(out)}
+    runtime = {k for k, s in declared.items() if s["runtime"] and not k.startswith("olaf_")}
+    assert cais._SWITCH_KEYS == runtime | {"offload_threshold"}
+    assert {"timeout_ms", "lease_ms", "result_hold_ms"} <= runtime
+    assert "sram_bytes" in declared and "sram_bytes" not in cais._SWITCH_KEYS  # fixed at start
+    with pytest.raises(ValueError, match="controller_addr"):
+        cais.configure({"lease_ms": 5000})
+    with pytest.raises(ValueError, match="unknown key"):
+        cais.configure({"sram_bytes": 1 << 20})
 
 
 def test_chunk_size_beyond_one_datagram_is_capped_with_a_warning():

@@ -349,6 +349,10 @@ const std::vector<std::pair<std::string, std::string>>& StructuredKeys() {
   return *keys;
 }
 
+std::string SettingsJson() {
+  return settings::Json(SwitchdSettings());
+}
+
 std::string SettingsMarkdown() {
   std::string out =
       "# inca-switchd settings\n\n"

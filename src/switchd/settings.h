@@ -25,6 +25,10 @@ const std::vector<std::pair<std::string, std::string>>& StructuredKeys();
 // docs/settings.md: the generated reference (inca-switchd --settings-markdown).
 std::string SettingsMarkdown();
 
+// The scalar settings as JSON (settings::Json), for the Python package
+// (inca-switchd --settings-json; the build writes it into cais/).
+std::string SettingsJson();
+
 // The switch front end's counter tables (kHostCounters, kSwitchCounters,
 // kOlafServerCounters) as the rows docs/monitoring.md shows between its
 // "counters" markers (inca-switchd --counters-markdown).

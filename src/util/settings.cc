@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 
@@ -268,6 +269,23 @@ absl::StatusOr<std::optional<Value>> FlagSet::Given(size_t i) const {
         absl::StrCat(FlagName(*e.spec), " ", e.text, ": ", v.status().message()));
   }
   return std::optional<Value>(*v);
+}
+
+std::string JsonObject(const Spec& spec) {
+  // Keys, type names and units are identifiers and short unit words: no
+  // character needs escaping (a test checks that the output parses).
+  std::string out =
+      absl::StrCat("{\"key\":\"", spec.key, "\",\"type\":\"", TypeName(spec.type), "\",\"unit\":\"",
+                   spec.unit, "\",\"runtime\":", spec.runtime ? "true" : "false");
+  if (spec.type == Type::kUint || spec.type == Type::kNumber) {
+    absl::StrAppend(&out, ",\"lo\":", absl::StrFormat("%.17g", spec.lo),
+                    ",\"hi\":", absl::StrFormat("%.17g", spec.hi),
+                    ",\"lo_open\":", spec.lo_open ? "true" : "false");
+  }
+  if (spec.type == Type::kChoice) {
+    absl::StrAppend(&out, ",\"choices\":[\"", absl::StrJoin(spec.choices, "\",\""), "\"]");
+  }
+  return out + "}";
 }
 
 std::string MarkdownHeader() {

@@ -172,6 +172,17 @@ std::string Markdown(const Table<Config>& table, const Config& defaults);
 std::string MarkdownRow(const Spec& spec, const std::string& default_text);
 std::string MarkdownHeader();
 
+std::string JsonObject(const Spec& spec);
+// The table as a JSON array, for programs outside C++ (the Python package):
+// one object per setting with key, type, range (lo, hi, lo_open), unit and
+// runtime. Keys and units are plain text; docs are left to the reference.
+template <typename Config>
+std::string Json(const Table<Config>& table) {
+  std::string out = "[";
+  for (const Setting<Config>& s : table) out += (out.size() > 1 ? ",\n " : "") + JsonObject(s.spec);
+  return out + "]\n";
+}
+
 template <typename Config>
 std::string Markdown(const Table<Config>& table, const Config& defaults) {
   std::string out = MarkdownHeader();

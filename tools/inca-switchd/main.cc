@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       "every setting: docs/settings.md)"};
   std::string config_path, control_token;
   std::vector<std::string> cluster_args;
-  bool markdown = false, counters_markdown = false, stats_proto = false;
+  bool markdown = false, counters_markdown = false, stats_proto = false, json = false;
   app.add_option("--config", config_path, "YAML config file (config/switchd.example.yaml)");
   inca::settings::FlagSet flags;
   flags.Add(app, SwitchdSettings(), c);
@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
                "print the settings reference (docs/settings.md) and exit");
   app.add_flag("--counters-markdown", counters_markdown,
                "print the front end's counter rows of docs/monitoring.md and exit");
+  app.add_flag("--settings-json", json,
+               "print the settings' keys, types, ranges and run-time flags as JSON and exit");
   app.add_flag("--stats-proto", stats_proto,
                "print the control API's proto/inca/control/v1/stats.proto and exit");
   inca::util::RejectNegativeUnsigned(app);
@@ -68,9 +70,10 @@ int main(int argc, char** argv) {
     std::cerr << "inca-switchd: " << e.what() << "\n";
     return 2;
   }
-  if (markdown || counters_markdown || stats_proto) {
+  if (markdown || counters_markdown || stats_proto || json) {
     std::cout << (markdown            ? inca::switchd::SettingsMarkdown()
                   : counters_markdown ? inca::switchd::CountersMarkdown()
+                  : json              ? inca::switchd::SettingsJson()
                                       : inca::control::StatsProto());
     return 0;
   }
