@@ -103,7 +103,7 @@ uint8_t GroupId(const std::string& group) {
 // One function per verb: the switch's answer on `out`, or a one-line error
 // on `err`; the exit code (kOk, 1 refused, 3 unreachable). UsageError for
 // bad flags.
-int AddRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int AddRule(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   cais::Rule r;
   r.key = {GroupId(a.group), ParseIdOrWildcard(a.layer, "--layer-id"),
            ParseIdOrWildcard(a.chunk, "--chunk-id")};
@@ -125,7 +125,7 @@ int AddRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::os
   return Report(s, err);
 }
 
-int DelRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int DelRule(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   const cais::RuleKey k{GroupId(a.group), ParseIdOrWildcard(a.layer, "--layer-id"),
                         ParseIdOrWildcard(a.chunk, "--chunk-id")};
   const absl::Status s = cp.DeleteRule(k);
@@ -133,7 +133,7 @@ int DelRule(const Args& a, control::ControlPlane& cp, std::ostream& out, std::os
   return Report(s, err);
 }
 
-int DumpRules(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int DumpRules(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   auto rules = cp.DumpRules();
   if (!rules.ok()) return Report(rules.status(), err);
   if (a.json) {
@@ -160,7 +160,7 @@ int DumpRules(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
   return kOk;
 }
 
-int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   auto st = cp.GetStats();
   if (!st.ok()) return Report(st.status(), err);
   // The controller's windowed figures, when one has spoken (else the
@@ -223,7 +223,7 @@ int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
   return kOk;
 }
 
-int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Configure(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   if (!a.settings.empty()) {
     std::string bad;
     const std::map<std::string, std::string> values = ParseSettings(a.settings, &bad);
@@ -235,7 +235,7 @@ int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
   return SetAndPrintConfig("cais-cli", {}, a.json, cp, out, err);
 }
 
-int Groups(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Groups(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   if (a.gaction == "create") {
     auto g = cp.CreateGroup(GroupId(a.group), ParsePorts(a.gports, "--ports"));
     if (!g.ok()) return Report(g.status(), err);
@@ -289,7 +289,7 @@ int Groups(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ost
   return kOk;
 }
 
-int Ports(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   if (a.paction == "register" || a.paction == "release") {
     uint32_t p = 0;
     if (!absl::SimpleAtoi(a.port_s, &p) || p >= dp::kMaxPorts) {
@@ -314,7 +314,7 @@ int Ports(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostr
   return kOk;
 }
 
-int Offload(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Offload(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   auto p = cp.GetOffloadPolicy();
   if (!p.ok()) return Report(p.status(), err);
   auto bytes = [](uint64_t b) { return b == UINT64_MAX ? std::string("inf") : absl::StrCat(b); };
@@ -366,7 +366,7 @@ int Offload(const Args& a, control::ControlPlane& cp, std::ostream& out, std::os
   return kOk;
 }
 
-int Health(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Health(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   const absl::Status s = cp.Health();
   if (s.ok()) out << (a.json ? "{\"status\":\"serving\"}" : "serving") << "\n";
   return Report(s, err);
@@ -431,7 +431,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   }
 
   try {
-    using Verb = int (*)(const Args&, control::ControlPlane&, std::ostream&, std::ostream&);
+    using Verb = int (*)(const Args&, control::ControlClient&, std::ostream&, std::ostream&);
     const std::pair<CLI::App*, Verb> verbs[] = {
         {add, AddRule},   {del, DelRule}, {dump, DumpRules},  {stats, ShowStats}, {conf, Configure},
         {groups, Groups}, {ports, Ports}, {offload, Offload}, {health, Health}};

@@ -63,7 +63,7 @@ int CheckArgs(const Args& a, const CLI::App& clusters, const CLI::App& ports, st
 
 // One function per verb: the switch's answer on `out`, or a one-line error
 // on `err`; the exit code (kOk, 1 refused, 3 unreachable).
-int Clusters(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Clusters(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   if (a.action == "set") {
     const absl::Status s =
         cp.SetClusterMapping(static_cast<uint16_t>(a.src_port), static_cast<uint16_t>(a.cluster));
@@ -98,7 +98,7 @@ int Clusters(const Args& a, control::ControlPlane& cp, std::ostream& out, std::o
   return kOk;
 }
 
-int Ports(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   if (a.paction == "release") {
     auto n = cp.ReleasePort(static_cast<uint16_t>(a.port));
     if (!n.ok()) return Report(n.status(), err);
@@ -161,7 +161,7 @@ void PrintStatsText(const std::string& device, const control::OlafStats& st, std
   }
 }
 
-int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   auto st = cp.GetOlafStats();
   if (!st.ok()) return Report(st.status(), err);
   if (a.json) {
@@ -176,7 +176,7 @@ int ShowStats(const Args& a, control::ControlPlane& cp, std::ostream& out, std::
 // delta_t_ms, depth or verify_epsilon is verified by the switch first and
 // refused when it cannot be fair, unless override=true), then prints the
 // configuration.
-int Configure(const Args& a, control::ControlPlane& cp, std::ostream& out, std::ostream& err) {
+int Configure(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
   std::string bad;  // checked in CheckArgs
   return SetAndPrintConfig("olaf-cli", ParseSettings(a.settings, &bad), a.json, cp, out, err);
 }
@@ -222,7 +222,7 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   auto plane = control::ConnectControl(Device(a.device), token, timeout_ms);
   if (!plane.ok()) return Report(plane.status(), err);
 
-  using Verb = int (*)(const Args&, control::ControlPlane&, std::ostream&, std::ostream&);
+  using Verb = int (*)(const Args&, control::ControlClient&, std::ostream&, std::ostream&);
   const std::pair<CLI::App*, Verb> verbs[] = {
       {clusters, Clusters}, {ports, Ports}, {stats, ShowStats}, {conf, Configure}};
   for (const auto& [command, verb] : verbs) {

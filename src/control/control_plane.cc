@@ -1,4 +1,4 @@
-// Defaults of the ControlPlane's program-specific calls.
+// WrongProgram and the ControlPlane's default ReleasePort.
 #include "inca/control/control_plane.h"
 
 #include "absl/strings/str_cat.h"
@@ -14,19 +14,6 @@ absl::Status WrongProgram(std::string_view running, std::string_view needed) {
 
 absl::StatusOr<int> ControlPlane::ReleasePort(uint16_t) {
   return absl::FailedPreconditionError("this control plane cannot release ports");
-}
-
-absl::Status ControlPlane::SetClusterMapping(uint16_t, uint16_t) {
-  return WrongProgram("cais", "olaf");
-}
-absl::Status ControlPlane::DeleteClusterMapping(uint16_t) {
-  return WrongProgram("cais", "olaf");
-}
-absl::StatusOr<std::vector<ClusterMapping>> ControlPlane::ListClusterMappings() {
-  return WrongProgram("cais", "olaf");
-}
-absl::StatusOr<OlafStats> ControlPlane::GetOlafStats() {
-  return WrongProgram("cais", "olaf");
 }
 
 }  // namespace inca::control

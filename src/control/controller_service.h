@@ -41,7 +41,7 @@ class ControllerService {
  private:
   struct Managed {
     std::string target;
-    std::unique_ptr<ControlPlane> plane;
+    std::unique_ptr<ControlClient> plane;
     std::unique_ptr<OffloadLoop> loop;
     OffloadPolicy last;
   };

@@ -48,21 +48,27 @@ class Service final : public pb::Control::Service {
   grpc::Status AddRule(grpc::ServerContext* ctx, const pb::AddRuleRequest* req,
                        pb::AddRuleResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     cais::Rule rule;
     if (auto s = FromProto(req->rule(), &rule); !s.ok()) return ToGrpc(s);
-    return ToGrpc(plane_->AddRule(rule));
+    return ToGrpc(cais->AddRule(rule));
   }
   grpc::Status DeleteRule(grpc::ServerContext* ctx, const pb::DeleteRuleRequest* req,
                           pb::DeleteRuleResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     cais::RuleKey key;
     if (auto s = FromProto(req->key(), &key); !s.ok()) return ToGrpc(s);
-    return ToGrpc(plane_->DeleteRule(key));
+    return ToGrpc(cais->DeleteRule(key));
   }
   grpc::Status DumpRules(grpc::ServerContext* ctx, const pb::DumpRulesRequest*,
                          pb::DumpRulesResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
-    auto rules = plane_->DumpRules();
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
+    auto rules = cais->DumpRules();
     if (!rules.ok()) return ToGrpc(rules.status());
     for (const auto& r : *rules) ToProto(r, resp->add_rules());
     return grpc::Status::OK;
@@ -94,15 +100,19 @@ class Service final : public pb::Control::Service {
   grpc::Status RegisterPort(grpc::ServerContext* ctx, const pb::RegisterPortRequest* req,
                             pb::RegisterPortResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     if (req->port() >= dp::kMaxPorts) {
       return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
           "port ", req->port(), " is out of range; ports are 0..", dp::kMaxPorts - 1)));
     }
-    return ToGrpc(plane_->RegisterPort(static_cast<uint16_t>(req->port()), req->endpoint()));
+    return ToGrpc(cais->RegisterPort(static_cast<uint16_t>(req->port()), req->endpoint()));
   }
   grpc::Status CreateGroup(grpc::ServerContext* ctx, const pb::CreateGroupRequest* req,
                            pb::CreateGroupResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     if (req->group_id() > 255) {
       return ToGrpc(absl::InvalidArgumentError(
           absl::StrCat("group_id ", req->group_id(), " is out of range; groups are 0..255")));
@@ -115,7 +125,7 @@ class Service final : public pb::Control::Service {
       }
       ports.push_back(static_cast<uint16_t>(p));
     }
-    auto g = plane_->CreateGroup(static_cast<uint8_t>(req->group_id()), ports);
+    auto g = cais->CreateGroup(static_cast<uint8_t>(req->group_id()), ports);
     if (!g.ok()) return ToGrpc(g.status());
     ToProto(*g, resp->mutable_group());
     return grpc::Status::OK;
@@ -123,15 +133,19 @@ class Service final : public pb::Control::Service {
   grpc::Status DestroyGroup(grpc::ServerContext* ctx, const pb::DestroyGroupRequest* req,
                             pb::DestroyGroupResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     if (req->group_id() > 255) {
       return ToGrpc(absl::InvalidArgumentError("group_id is out of range; groups are 0..255"));
     }
-    return ToGrpc(plane_->DestroyGroup(static_cast<uint8_t>(req->group_id())));
+    return ToGrpc(cais->DestroyGroup(static_cast<uint8_t>(req->group_id())));
   }
   grpc::Status ListGroups(grpc::ServerContext* ctx, const pb::ListGroupsRequest*,
                           pb::ListGroupsResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
-    auto groups = plane_->ListGroups();
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
+    auto groups = cais->ListGroups();
     if (!groups.ok()) return ToGrpc(groups.status());
     for (const auto& g : *groups) ToProto(g, resp->add_groups());
     return grpc::Status::OK;
@@ -202,14 +216,18 @@ class Service final : public pb::Control::Service {
   grpc::Status SetOffloadPolicy(grpc::ServerContext* ctx, const pb::OffloadPolicy* req,
                                 pb::SetOffloadPolicyResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
     OffloadPolicy p;
     if (auto s = FromProto(*req, &p); !s.ok()) return ToGrpc(s);
-    return ToGrpc(plane_->SetOffloadPolicy(p));
+    return ToGrpc(cais->SetOffloadPolicy(p));
   }
   grpc::Status GetOffloadPolicy(grpc::ServerContext* ctx, const pb::GetOffloadPolicyRequest*,
                                 pb::OffloadPolicy* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
-    auto p = plane_->GetOffloadPolicy();
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
+    auto p = cais->GetOffloadPolicy();
     if (!p.ok()) return ToGrpc(p.status());
     ToProto(*p, resp);
     return grpc::Status::OK;
@@ -217,28 +235,34 @@ class Service final : public pb::Control::Service {
   grpc::Status SetClusterMapping(grpc::ServerContext* ctx, const pb::ClusterMapping* req,
                                  pb::SetClusterMappingResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    OlafControlPlane* olaf = plane_->olaf();
+    if (olaf == nullptr) return NotServed("olaf");
     if (req->src_port() > 65535 || req->cluster_id() > 65535) {
       return ToGrpc(
           absl::InvalidArgumentError(absl::StrCat("src_port ", req->src_port(), " and cluster_id ",
                                                   req->cluster_id(), " must be in [0, 65535]")));
     }
-    return ToGrpc(plane_->SetClusterMapping(static_cast<uint16_t>(req->src_port()),
-                                            static_cast<uint16_t>(req->cluster_id())));
+    return ToGrpc(olaf->SetClusterMapping(static_cast<uint16_t>(req->src_port()),
+                                          static_cast<uint16_t>(req->cluster_id())));
   }
   grpc::Status DeleteClusterMapping(grpc::ServerContext* ctx,
                                     const pb::DeleteClusterMappingRequest* req,
                                     pb::DeleteClusterMappingResponse*) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
+    OlafControlPlane* olaf = plane_->olaf();
+    if (olaf == nullptr) return NotServed("olaf");
     if (req->src_port() > 65535) {
       return ToGrpc(absl::InvalidArgumentError(
           absl::StrCat("src_port ", req->src_port(), " must be in [0, 65535]")));
     }
-    return ToGrpc(plane_->DeleteClusterMapping(static_cast<uint16_t>(req->src_port())));
+    return ToGrpc(olaf->DeleteClusterMapping(static_cast<uint16_t>(req->src_port())));
   }
   grpc::Status ListClusterMappings(grpc::ServerContext* ctx, const pb::ListClusterMappingsRequest*,
                                    pb::ListClusterMappingsResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
-    auto m = plane_->ListClusterMappings();
+    OlafControlPlane* olaf = plane_->olaf();
+    if (olaf == nullptr) return NotServed("olaf");
+    auto m = olaf->ListClusterMappings();
     if (!m.ok()) return ToGrpc(m.status());
     for (const ClusterMapping& c : *m) {
       pb::ClusterMapping* o = resp->add_mappings();
@@ -250,7 +274,9 @@ class Service final : public pb::Control::Service {
   grpc::Status GetOlafStats(grpc::ServerContext* ctx, const pb::GetOlafStatsRequest*,
                             pb::OlafStats* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;
-    auto s = plane_->GetOlafStats();
+    OlafControlPlane* olaf = plane_->olaf();
+    if (olaf == nullptr) return NotServed("olaf");
+    auto s = olaf->GetOlafStats();
     if (!s.ok()) return ToGrpc(s.status());
     ToProto(*s, resp);
     return grpc::Status::OK;
@@ -265,6 +291,10 @@ class Service final : public pb::Control::Service {
   }
 
  private:
+  // The FailedPrecondition for a call of a program the switch does not run.
+  grpc::Status NotServed(std::string_view needed) const {
+    return ToGrpc(WrongProgram(plane_->program(), needed));
+  }
   grpc::Status Authorize(grpc::ServerContext* ctx) const {
     if (token_.empty()) return grpc::Status::OK;
     const auto& md = ctx->client_metadata();

@@ -17,9 +17,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// An in-memory ControlPlane: just a rule table and a config map.
-class FakePlane final : public ControlPlane {
+// An in-memory CAIS control plane: just a rule table and a config map.
+class FakePlane final : public ControlPlane, public CaisControlPlane {
  public:
+  std::string program() const override { return "cais"; }
+  CaisControlPlane* cais() override { return this; }
   absl::Status AddRule(const cais::Rule& r) override { return rules_.Add(r); }
   absl::Status DeleteRule(const cais::RuleKey& k) override { return rules_.Delete(k); }
   absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return rules_.Dump(); }
@@ -103,7 +105,7 @@ class FakePlane final : public ControlPlane {
 struct Served {
   FakePlane plane;
   std::unique_ptr<ControlServer> server;
-  std::unique_ptr<ControlPlane> client;
+  std::unique_ptr<ControlClient> client;
   explicit Served(std::string token = "", std::string client_token = "") {
     ControlServerOptions o;
     o.listen = "127.0.0.1:0";
@@ -222,6 +224,16 @@ TEST(ControlGrpcTest, OversizedRequestsAndBurstsAreRefusedNotQueued) {
   EXPECT_LE(sv.plane.max_in_health(), limit);
   EXPECT_EQ(ok.load() + refused.load(), kCalls);
   EXPECT_TRUE(sv.client->Health().ok());
+}
+
+TEST(ControlGrpcTest, TheOtherProgramsCallsAreFailedPreconditionNamingBoth) {
+  Served sv;  // a plane with the CAIS facet only
+  const absl::Status s = sv.client->SetClusterMapping(7000, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("runs the cais program"));
+  EXPECT_THAT(s.message(), HasSubstr("--program olaf"));
+  EXPECT_EQ(sv.client->GetOlafStats().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(sv.client->ListGroups().ok());  // its own facet answers
 }
 
 TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {

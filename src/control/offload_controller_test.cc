@@ -451,8 +451,10 @@ TEST(OffloadControllerTest, SramPressureAndTheModelOnlyModeStillApply) {
 }
 
 // A switch as the loop sees it: synthetic stats, two groups, a recorded policy.
-class ScriptedSwitch final : public ControlPlane {
+class ScriptedSwitch final : public ControlPlane, public CaisControlPlane {
  public:
+  std::string program() const override { return "cais"; }
+  CaisControlPlane* cais() override { return this; }
   Stats stats;
   std::map<std::string, std::string> config{{"offload_threshold", "0.2"}};
   OffloadPolicy applied;
@@ -492,6 +494,29 @@ class ScriptedSwitch final : public ControlPlane {
   }
   absl::StatusOr<OffloadPolicy> GetOffloadPolicy() override { return applied; }
 };
+
+// A plane without the CAIS facet (an OLAF switch's).
+class NoCaisPlane final : public ControlPlane {
+ public:
+  std::string program() const override { return "olaf"; }
+  absl::StatusOr<std::vector<PortInfo>> ListPorts() override { return std::vector<PortInfo>{}; }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override {
+    return std::map<std::string, std::string>{};
+  }
+  absl::Status SetConfig(const std::map<std::string, std::string>&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Stats> GetStats() override { return Stats{}; }
+  absl::Status Health() override { return absl::OkStatus(); }
+};
+
+TEST(OffloadLoopTest, APlaneWithoutTheCaisFacetIsAFailedPreconditionNotACrash) {
+  NoCaisPlane plane;
+  OffloadLoop loop(&plane, OffloadLoopOptions{});
+  const auto p = loop.Tick(0);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(p.status().message().find("runs the olaf program"), std::string::npos) << p.status();
+}
 
 TEST(OffloadLoopTest, PushesOneRangePerFormedGroupOncePerPeriod) {
   ScriptedSwitch sw;

@@ -15,6 +15,8 @@ OffloadLoop::OffloadLoop(ControlPlane* plane, const OffloadLoopOptions& options)
       controller_(std::make_unique<OffloadController>(options.controller)) {}
 
 absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
+  CaisControlPlane* cais = plane_->cais();
+  if (cais == nullptr) return WrongProgram(plane_->program(), "cais");
   if (options_.follow_config_threshold) {
     auto config = plane_->GetConfig();
     if (!config.ok()) return config.status();
@@ -28,7 +30,7 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
   auto stats = plane_->GetStats();
   if (!stats.ok()) return stats.status();
   if (!controller_->Observe(*stats, now)) return last_;
-  auto groups = plane_->ListGroups();
+  auto groups = cais->ListGroups();
   if (!groups.ok()) return groups.status();
   OffloadPolicy p;
   p.controller = options_.name;
@@ -69,7 +71,7 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
           n.group_id, n.measured_bins, n.offload_bins, n.explore_bins, n.min_bytes, n.max_bytes);
     }
   }
-  if (auto s = plane_->SetOffloadPolicy(p); !s.ok()) return s;
+  if (auto s = cais->SetOffloadPolicy(p); !s.ok()) return s;
   last_ = p;
   return p;
 }

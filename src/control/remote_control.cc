@@ -13,7 +13,7 @@ namespace inca::control {
 
 namespace {
 
-class RemoteControl final : public ControlPlane {
+class RemoteControl final : public ControlClient {
  public:
   RemoteControl(std::string target, std::string token, int timeout_ms)
       : target_(std::move(target)),
@@ -21,6 +21,8 @@ class RemoteControl final : public ControlPlane {
         timeout_ms_(timeout_ms),
         stub_(pb::Control::NewStub(
             grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()))) {}
+
+  std::string program() const override { return "remote"; }
 
   absl::Status AddRule(const cais::Rule& rule) override {
     pb::AddRuleRequest req;
@@ -217,15 +219,15 @@ class RemoteControl final : public ControlPlane {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ControlPlane>> ConnectControl(const std::string& target,
-                                                             const std::string& token,
-                                                             int timeout_ms) {
+absl::StatusOr<std::unique_ptr<ControlClient>> ConnectControl(const std::string& target,
+                                                              const std::string& token,
+                                                              int timeout_ms) {
   auto split = net::SplitHostPort(target);
   if (!split.ok() || split->second == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device '", target, "' must be HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:50051"));
   }
-  return std::unique_ptr<ControlPlane>(new RemoteControl(target, token, timeout_ms));
+  return std::unique_ptr<ControlClient>(new RemoteControl(target, token, timeout_ms));
 }
 
 }  // namespace inca::control

@@ -218,7 +218,7 @@ std::unique_ptr<PyCommunicator> Create(const py::dict& options) {
 class PyControl {
  public:
   PyControl(const std::string& target, const std::string& token, int timeout_ms) {
-    absl::StatusOr<std::unique_ptr<control::ControlPlane>> c;
+    absl::StatusOr<std::unique_ptr<control::ControlClient>> c;
     {
       py::gil_scoped_release nogil;
       c = control::ConnectControl(target, token, timeout_ms);
@@ -281,7 +281,7 @@ class PyControl {
   const std::string& target() const { return target_; }
 
  private:
-  std::unique_ptr<control::ControlPlane> c_;
+  std::unique_ptr<control::ControlClient> c_;
   std::string target_;
 };
 

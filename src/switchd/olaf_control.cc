@@ -9,9 +9,8 @@
 
 namespace inca::switchd {
 
-absl::Status OlafControl::NotCais() const {
-  return control::WrongProgram(
-      server_->config().program.policy == olaf::QueuePolicy::kFifo ? "fifo" : "olaf", "cais");
+std::string OlafControl::program() const {
+  return server_->config().program.policy == olaf::QueuePolicy::kFifo ? "fifo" : "olaf";
 }
 
 absl::StatusOr<std::vector<control::PortInfo>> OlafControl::ListPorts() {

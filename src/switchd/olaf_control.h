@@ -1,6 +1,7 @@
 // OlafControl: the ControlPlane of an inca-switchd running the OLAF (or
-// FIFO) program. Cluster table and statistics calls run on the switch
-// thread (OlafServer::Execute); CAIS calls answer FailedPrecondition.
+// FIFO) program: the common calls and the OLAF facet (no CAIS facet: the
+// gRPC service answers CAIS calls FailedPrecondition). Cluster table and
+// statistics calls run on the switch thread (OlafServer::Execute).
 //
 // SetConfig changes delta_t_ms, tau_ms and depth at run time (depth up to
 // the one the switch started with). A change of ΔT, depth or
@@ -25,27 +26,20 @@
 
 namespace inca::switchd {
 
-class OlafControl final : public control::ControlPlane {
+class OlafControl final : public control::ControlPlane, public control::OlafControlPlane {
  public:
   explicit OlafControl(OlafServer* server) : server_(server) {}
 
-  absl::Status AddRule(const cais::Rule&) override { return NotCais(); }
-  absl::Status DeleteRule(const cais::RuleKey&) override { return NotCais(); }
-  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return NotCais(); }
+  // "olaf" or "fifo", the queue policy it runs.
+  std::string program() const override;
+  control::OlafControlPlane* olaf() override { return this; }
+
   absl::StatusOr<std::vector<control::PortInfo>> ListPorts() override;
-  absl::Status RegisterPort(uint16_t, const std::string&) override { return NotCais(); }
   absl::StatusOr<int> ReleasePort(uint16_t port) override;
-  absl::StatusOr<control::GroupInfo> CreateGroup(uint8_t, const std::vector<uint16_t>&) override {
-    return NotCais();
-  }
-  absl::Status DestroyGroup(uint8_t) override { return NotCais(); }
-  absl::StatusOr<std::vector<control::GroupInfo>> ListGroups() override { return NotCais(); }
   absl::StatusOr<std::map<std::string, std::string>> GetConfig() override;
   absl::Status SetConfig(const std::map<std::string, std::string>& values) override;
   absl::StatusOr<control::Stats> GetStats() override;
   absl::Status Health() override { return absl::OkStatus(); }
-  absl::Status SetOffloadPolicy(const control::OffloadPolicy&) override { return NotCais(); }
-  absl::StatusOr<control::OffloadPolicy> GetOffloadPolicy() override { return NotCais(); }
 
   absl::Status SetClusterMapping(uint16_t src_port, uint16_t cluster_id) override;
   absl::Status DeleteClusterMapping(uint16_t src_port) override;
@@ -53,7 +47,6 @@ class OlafControl final : public control::ControlPlane {
   absl::StatusOr<control::OlafStats> GetOlafStats() override;
 
  private:
-  absl::Status NotCais() const;
   OlafObserved Observe();  // on the switch thread
 
   OlafServer* server_;

@@ -14,11 +14,14 @@
 
 namespace inca::switchd {
 
-class SwitchControl final : public control::ControlPlane {
+class SwitchControl final : public control::ControlPlane, public control::CaisControlPlane {
  public:
   // `server` must outlive this object. `controller_port` is reported as the
   // read-only config key of that name.
   SwitchControl(SwitchServer* server, int controller_port);
+
+  std::string program() const override { return "cais"; }
+  control::CaisControlPlane* cais() override { return this; }
 
   absl::Status AddRule(const cais::Rule& rule) override;
   absl::Status DeleteRule(const cais::RuleKey& key) override;

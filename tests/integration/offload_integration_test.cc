@@ -146,7 +146,7 @@ int RankMain(const Switch& sw, int rank, int n, int store_port, int progress_fd)
 // (true) or 5 s pass (false). Each read is one control RPC, so the poll is
 // paced by the round trip; the controller re-evaluates every 100 ms.
 template <typename Pred>
-bool PolicyShows(control::ControlPlane& plane, Pred pred) {
+bool PolicyShows(control::ControlClient& plane, Pred pred) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     auto p = plane.GetOffloadPolicy();
@@ -160,7 +160,7 @@ bool PolicyShows(control::ControlPlane& plane, Pred pred) {
 
 // Fills the switch's memory from group 1: chunks of an operation whose
 // second member never sends, so they stay pending until they time out.
-void Hog(control::ControlPlane& plane, const std::string& switch_addr) {
+void Hog(control::ControlClient& plane, const std::string& switch_addr) {
   uint16_t my_port = 0;
   const int fd = launch::BindLoopback(SOCK_DGRAM, &my_port);
   ASSERT_GE(fd, 0);
@@ -304,7 +304,7 @@ int MeasuredRankMain(const Switch& sw, int rank, int store_port, int stop_fd, in
 }
 
 // The switch's timings for group 0's 1 MiB class (bin 20), if it has any.
-std::optional<control::OffloadTiming> MibTiming(control::ControlPlane& plane) {
+std::optional<control::OffloadTiming> MibTiming(control::ControlClient& plane) {
   auto groups = plane.ListGroups();
   if (!groups.ok()) return std::nullopt;
   for (const auto& g : *groups) {
@@ -424,7 +424,7 @@ TEST(IncaControllerTest, OneControllerManagesSeveralSwitchesAndSurvivesAnUnreach
                       "--name", "test-ctl", "--duration-s", "3", "--log-level", "error"},
                      /*quiet_stdout=*/true);
   // Threads (gRPC) only after the forks above.
-  std::vector<std::unique_ptr<control::ControlPlane>> planes;
+  std::vector<std::unique_ptr<control::ControlClient>> planes;
   for (const auto& c : controls) {
     auto p = control::ConnectControl(c, "");
     ASSERT_TRUE(p.ok()) << p.status();

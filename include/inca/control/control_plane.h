@@ -1,7 +1,10 @@
-// The control API of an inca switch: one C++ interface returning status
-// values. The gRPC service (proto/inca/control/v1/control.proto), cais-cli
-// and the dashboard are thin adapters over it; RemoteControl implements it
-// over gRPC, so tools drive a local or a remote switch the same way.
+// The control API of an inca switch: C++ interfaces returning status values.
+// ControlPlane holds what every program serves; CaisControlPlane and
+// OlafControlPlane are the programs' facets (ControlPlane::cais()/olaf()).
+// The gRPC service (proto/inca/control/v1/control.proto), cais-cli, olaf-cli
+// and the dashboard are thin adapters over them; ConnectControl's
+// ControlClient implements all three over gRPC, so tools drive a local or a
+// remote switch the same way.
 //
 // Thread-safety: implementations are safe to call from any thread.
 #pragma once
@@ -99,27 +102,56 @@ struct ClusterMapping {
   uint16_t cluster_id = 0;
 };
 
-// Configuration keys (GetConfig/SetConfig), the CAIS write-up's names:
-//   timeout_ms, result_hold_ms, max_pending_chunks, sram_usage_limit,
-//   group_share, offload_threshold, lease_ms -- changeable at run time
-//   chunk_size, sram_bytes, deterministic, controller_port -- read-only
-//   (they size memory or sockets; restart the switch to change them)
+class CaisControlPlane;
+class OlafControlPlane;
+
+// The calls every switch program serves, and its program's facet.
+//
+// Configuration keys (GetConfig/SetConfig) of the CAIS program, the
+// write-up's names: timeout_ms, result_hold_ms, max_pending_chunks,
+// sram_usage_limit, group_share, offload_threshold, lease_ms -- changeable at
+// run time; chunk_size, sram_bytes, deterministic, controller_port --
+// read-only (they size memory or sockets; restart the switch to change
+// them). docs/settings.md lists them; the OLAF program's are in olaf_control.h.
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
 
-  virtual absl::Status AddRule(const cais::Rule& rule) = 0;
-  virtual absl::Status DeleteRule(const cais::RuleKey& key) = 0;
-  virtual absl::StatusOr<std::vector<cais::Rule>> DumpRules() = 0;
+  // "cais", "olaf" or "fifo" for a switch's own plane; "remote" for a client.
+  virtual std::string program() const = 0;
+  // The program's own calls: non-null when this plane serves them. A client
+  // (ConnectControl) has both; the switch answers FailedPrecondition for the
+  // program it does not run.
+  virtual CaisControlPlane* cais() { return nullptr; }
+  virtual OlafControlPlane* olaf() { return nullptr; }
 
   virtual absl::StatusOr<std::vector<PortInfo>> ListPorts() = 0;
-  // Binds a switch port to a host endpoint ("ip:port") statically.
-  virtual absl::Status RegisterPort(uint16_t port, const std::string& endpoint) = 0;
   // Unbinds a port, static or dynamic. CAIS: every JOIN-formed or forming
   // group with a member on it is dissolved first; returns how many. OLAF:
   // the port's worker or PS binding is forgotten; returns 0. NotFound for
   // an unbound port. The default answers FailedPrecondition.
   virtual absl::StatusOr<int> ReleasePort(uint16_t port);
+
+  virtual absl::StatusOr<std::map<std::string, std::string>> GetConfig() = 0;
+  // All-or-nothing: every key is validated before any is applied.
+  virtual absl::Status SetConfig(const std::map<std::string, std::string>& values) = 0;
+
+  // The front end's figures (the OLAF program fills packets and drops).
+  virtual absl::StatusOr<Stats> GetStats() = 0;
+  virtual absl::Status Health() = 0;
+};
+
+// The CAIS program's facet: rules, static ports, groups and offload policy.
+class CaisControlPlane {
+ public:
+  virtual ~CaisControlPlane() = default;
+
+  virtual absl::Status AddRule(const cais::Rule& rule) = 0;
+  virtual absl::Status DeleteRule(const cais::RuleKey& key) = 0;
+  virtual absl::StatusOr<std::vector<cais::Rule>> DumpRules() = 0;
+
+  // Binds a switch port to a host endpoint ("ip:port") statically.
+  virtual absl::Status RegisterPort(uint16_t port, const std::string& endpoint) = 0;
 
   // Installs the rule (group, *, *) over `ports` for every op.
   virtual absl::StatusOr<GroupInfo> CreateGroup(uint8_t group_id,
@@ -127,26 +159,31 @@ class ControlPlane {
   virtual absl::Status DestroyGroup(uint8_t group_id) = 0;
   virtual absl::StatusOr<std::vector<GroupInfo>> ListGroups() = 0;
 
-  virtual absl::StatusOr<std::map<std::string, std::string>> GetConfig() = 0;
-  // All-or-nothing: every key is validated before any is applied.
-  virtual absl::Status SetConfig(const std::map<std::string, std::string>& values) = 0;
-
-  virtual absl::StatusOr<Stats> GetStats() = 0;
-
   // Applies an offload controller's decisions: each listed group's size
   // range (groups not listed keep theirs; a group that has not formed yet
   // gets it when it does). InvalidArgument when a group is listed twice.
   virtual absl::Status SetOffloadPolicy(const OffloadPolicy& policy) = 0;
   // The policy last applied (updated_unix_ms 0 when none was).
   virtual absl::StatusOr<OffloadPolicy> GetOffloadPolicy() = 0;
-  virtual absl::Status Health() = 0;
+};
 
-  // OLAF switches only; others answer FailedPrecondition.
+// The OLAF program's facet (OLAF and FIFO queues).
+class OlafControlPlane {
+ public:
+  virtual ~OlafControlPlane() = default;
+
   // InvalidArgument for cluster 0xFFFF, ResourceExhausted when the table is full.
-  virtual absl::Status SetClusterMapping(uint16_t src_port, uint16_t cluster_id);
-  virtual absl::Status DeleteClusterMapping(uint16_t src_port);  // NotFound if absent
-  virtual absl::StatusOr<std::vector<ClusterMapping>> ListClusterMappings();
-  virtual absl::StatusOr<OlafStats> GetOlafStats();
+  virtual absl::Status SetClusterMapping(uint16_t src_port, uint16_t cluster_id) = 0;
+  virtual absl::Status DeleteClusterMapping(uint16_t src_port) = 0;  // NotFound if absent
+  virtual absl::StatusOr<std::vector<ClusterMapping>> ListClusterMappings() = 0;
+  virtual absl::StatusOr<OlafStats> GetOlafStats() = 0;
+};
+
+// What ConnectControl returns: every call of every program, over gRPC.
+class ControlClient : public ControlPlane, public CaisControlPlane, public OlafControlPlane {
+ public:
+  CaisControlPlane* cais() override { return this; }
+  OlafControlPlane* olaf() override { return this; }
 };
 
 // The FailedPrecondition a switch gives for calls its program does not serve.
@@ -154,8 +191,8 @@ absl::Status WrongProgram(std::string_view running, std::string_view needed);
 
 // A ControlPlane that talks to a switch's gRPC control service at `target`
 // ("host:port"). `token` is sent as a bearer token when non-empty.
-absl::StatusOr<std::unique_ptr<ControlPlane>> ConnectControl(const std::string& target,
-                                                             const std::string& token,
-                                                             int timeout_ms = 3000);
+absl::StatusOr<std::unique_ptr<ControlClient>> ConnectControl(const std::string& target,
+                                                              const std::string& token,
+                                                              int timeout_ms = 3000);
 
 }  // namespace inca::control
