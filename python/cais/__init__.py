@@ -75,14 +75,12 @@ _CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_wi
 
 
 def _switch_settings() -> Dict[str, Dict[str, Any]]:
-    """The CAIS switch's run-time settings as declared in
-    src/switchd/settings.cc (the build writes them to _switch_settings.json
-    with `inca-switchd --settings-json`), plus offload_threshold, a key of
-    the control API's own (docs/control.md)."""
+    """Run-time CAIS switch settings as src/switchd/settings.cc declares them (the build's
+    _switch_settings.json), plus the control API's own offload_threshold."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_switch_settings.json")
     with open(path, encoding="utf-8") as f:
-        declared = json.load(f)
-    out = {s["key"]: s for s in declared if s["runtime"] and not s["key"].startswith("olaf_")}
+        out = {s["key"]: s for s in json.load(f)
+               if s["runtime"] and not s["key"].startswith("olaf_")}
     out["offload_threshold"] = {"key": "offload_threshold", "type": "number", "runtime": True}
     return out
 
@@ -581,9 +579,8 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         a CaisWarning, and the returned dict says what is used. Client side,
         for groups created from now on.
     offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks, group_share,
-        result_hold_ms, lease_ms: the switch's run-time settings (docs/settings.md,
-        "run time"), set at once through the controller (init(controller_addr=...));
-        offload_threshold 1 sends every job to the host path.
+        result_hold_ms, lease_ms: the switch's run-time settings, set at once through the
+        controller (init(controller_addr=...)); offload_threshold 1: all on the host path.
     switch_timeout_ms, join_timeout_ms, client_window (chunks in flight per
         rank): inca's client settings, for groups created from now on.
     controller_port: the control API's port (default 50051), reconnects if needed.
@@ -639,8 +636,7 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         cfg = _state.controller.get_config()
         for k in _SWITCH_KEYS:
             if k in cfg:
-                integer = _SWITCH_SETTINGS[k]["type"] == "integer"
-                effective[k] = int(cfg[k]) if integer else float(cfg[k])
+                effective[k] = (int if _SWITCH_SETTINGS[k]["type"] == "integer" else float)(cfg[k])
     return effective
 
 
