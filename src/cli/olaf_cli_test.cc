@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/cais_cli.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 #include "switchd/olaf_control.h"
 #include "switchd/olaf_server.h"
 

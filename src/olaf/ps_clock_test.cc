@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 namespace {

@@ -1,6 +1,6 @@
 #include "inca/olaf/worker_id.h"
 
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::switchd {
 namespace {

@@ -40,7 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -46,9 +46,9 @@
 #include "inca/olaf/cluster_table.h"
 #include "inca/olaf/ps_clock.h"
 #include "inca/olaf/update_queue.h"
-#include "inca/olaf/wire.h"
 #include "inca/olaf/worker_id.h"
 #include "inca/util/counters.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -46,7 +46,7 @@
 #include "inca/dataplane/program.h"
 #include "inca/olaf/aom_tracker.h"
 #include "inca/olaf/fragment.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
 #include "inca/olaf/aom_tracker.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -24,7 +24,7 @@
 #include "inca/olaf/fragment.h"
 #include "inca/olaf/ps_clock.h"
 #include "inca/olaf/send_control.h"
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace inca::olaf {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 namespace {
 void Check(bool ok) {

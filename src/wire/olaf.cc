@@ -1,6 +1,6 @@
 // OLAF wire format: parsing, validation, serialisation and rendering of the
-// headers declared in include/inca/olaf/wire.h. Layout: docs/protocol.md, OLAF section.
-#include "inca/olaf/wire.h"
+// headers declared in include/inca/wire/olaf.h. Layout: docs/protocol.md, OLAF section.
+#include "inca/wire/olaf.h"
 
 #include <algorithm>
 #include <cstring>

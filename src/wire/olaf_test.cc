@@ -1,4 +1,4 @@
-#include "inca/olaf/wire.h"
+#include "inca/wire/olaf.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -262,7 +262,8 @@ TEST(OlafWireTest, ReservedByteRoundTrips) {
 }
 
 // Writes the seed corpora for olaf_wire_fuzz and olaf_switch_fuzz when
-// INCA_OLAF_WRITE_CORPUS names the source dir (src/olaf/corpus). Otherwise
+// INCA_OLAF_WRITE_CORPUS names the source tree's root (src/wire/corpus/olaf,
+// src/olaf/corpus/switch). Otherwise
 // only checks that the seeds have the intended parse results.
 void WriteFile(const std::filesystem::path& p, const std::vector<uint8_t>& b) {
   std::ofstream out(p, std::ios::binary);
@@ -342,10 +343,12 @@ TEST(OlafCorpus, SeedsParseAsIntended) {
   const char* dir = std::getenv("INCA_OLAF_WRITE_CORPUS");
   if (dir == nullptr) return;
   const std::filesystem::path root(dir);
-  std::filesystem::create_directories(root / "wire");
-  std::filesystem::create_directories(root / "switch");
-  for (const auto& [name, bytes] : wire) WriteFile(root / "wire" / name, bytes);
-  for (const auto& [name, bytes] : sw) WriteFile(root / "switch" / name, bytes);
+  const std::filesystem::path wire_dir = root / "src/wire/corpus/olaf";
+  const std::filesystem::path switch_dir = root / "src/olaf/corpus/switch";
+  std::filesystem::create_directories(wire_dir);
+  std::filesystem::create_directories(switch_dir);
+  for (const auto& [name, bytes] : wire) WriteFile(wire_dir / name, bytes);
+  for (const auto& [name, bytes] : sw) WriteFile(switch_dir / name, bytes);
 }
 
 }  // namespace
