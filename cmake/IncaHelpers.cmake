@@ -13,7 +13,8 @@
 #   inca_cc_binary(NAME inca-demo SRCS main.cc DEPS ...)
 #
 # Include paths are set per target only: the public tree (include/) is
-# exported by inca::headers; src/ is visible to the project's own targets.
+# exported by inca::headers; src/ (inca::internal_headers) is visible to the
+# project's own targets through the libraries they link.
 
 include_guard(GLOBAL)
 
@@ -32,11 +33,11 @@ function(inca_cc_library)
   set(_t inca_${L_NAME})
   if(L_SRCS)
     add_library(${_t} STATIC ${L_SRCS} ${L_HDRS})
-    target_link_libraries(${_t} PUBLIC inca::headers ${L_DEPS})
+    target_link_libraries(${_t} PUBLIC inca::internal_headers ${L_DEPS})
     target_compile_options(${_t} PRIVATE ${INCA_WARNING_FLAGS} ${L_COPTS})
   else()
     add_library(${_t} INTERFACE)
-    target_link_libraries(${_t} INTERFACE inca::headers ${L_DEPS})
+    target_link_libraries(${_t} INTERFACE inca::internal_headers ${L_DEPS})
   endif()
   add_library(inca::${L_NAME} ALIAS ${_t})
 endfunction()
