@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace inca::dp {
@@ -74,10 +77,30 @@ TEST(ProgramTest, UnnamedDropBreaksConservation) {
   EXPECT_FALSE(prog.counters().Conserved());
 }
 
-TEST(ProgramTest, EveryDropReasonHasAName) {
+TEST(ProgramTest, EveryDropReasonIsDeclaredOnceWithAUniqueNameAndHelp) {
+  std::set<std::string_view> names;
+  const std::string doc = DropReasonsMarkdown();
   for (size_t i = 0; i < kDropReasonCount; ++i) {
-    EXPECT_NE(ToString(static_cast<DropReason>(i)), "unknown") << i;
+    const auto r = static_cast<DropReason>(i);
+    const std::string_view name = ToString(r);
+    EXPECT_NE(name, "unknown") << i;
+    EXPECT_TRUE(names.insert(name).second) << name << " named twice";
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string_view::npos)
+        << name;
+    EXPECT_EQ(DropReasonByName(name), r);
+    EXPECT_GT(std::string_view(kDropReasons[i].help).size(), 5u) << name;
+    if (i > 0) {
+      EXPECT_NE(doc.find("| `" + std::string(name) + "` |"), std::string::npos) << name;
+    }
   }
+  EXPECT_EQ(DropReasonByName("no_such_reason"), DropReason::kCount);
+  EXPECT_EQ(ToString(DropReason::kCount), "unknown");
+  // Append only: values are exported (metrics labels by name, but also logs
+  // and saved traces by number).
+  EXPECT_EQ(static_cast<int>(DropReason::kTooShort), 1);
+  EXPECT_EQ(static_cast<int>(DropReason::kOffloadDeclined), 24);
+  EXPECT_EQ(static_cast<int>(DropReason::kGroupShare), 39);
+  EXPECT_EQ(static_cast<int>(DropReason::kDisplaced), 41);
 }
 
 }  // namespace
