@@ -102,6 +102,11 @@ def scenario_api():
     check(st["ops_switch"] > 0, "nothing went through the switch: %r" % st)
     sw = cais.switch_stats()
     check(sw["completed_chunks"] > 0 and sw["conserved"], "switch stats %r" % sw)
+    # Every counters table rides along, named by its declaration.
+    check(sw["cais"]["completed_chunks"] == sw["completed_chunks"]
+          and sw["program"]["rx_packets"] == sw["rx_packets"]
+          and sw["host"]["datagrams_rx"] >= sw["rx_packets"]
+          and "groups_formed" in sw["switch_counters"], "switch counters %r" % sw)
     cais.shutdown()
     return {"stats": st}
 

@@ -181,8 +181,10 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << ",\"fallback_ratio\":" << st->fallback_ratio << ",\"fallback_ratio_window\":"
         << (windowed ? absl::StrCat(policy->fallback_ratio) : std::string("null"))
         << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
-        << ",\"completed_chunks\":" << st->completed_chunks << ",\"timeouts\":" << st->timeouts
-        << ",\"rx_packets\":" << st->rx_packets << ",\"tx_packets\":" << st->tx_packets
+        << ",\"completed_chunks\":" << st->counters.cais.completed_chunks
+        << ",\"timeouts\":" << st->counters.cais.timeouts
+        << ",\"rx_packets\":" << st->counters.reducer.rx_packets
+        << ",\"tx_packets\":" << st->counters.reducer.tx_packets
         << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
         << absl::StrJoin(drops, ",") << "}}\n";
   } else {
@@ -215,8 +217,9 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
                       " s (since start ", absl::StrFormat("%.1f", 100 * st->fallback_ratio), "%)")
                 : std::string(" since start"))
         << (fallback > 0.10 ? "  (ALERT: above 10%, check links and loss)" : "") << "\n"
-        << "Packets: rx " << st->rx_packets << ", tx " << st->tx_packets << ", completed "
-        << st->completed_chunks << " chunks, " << st->timeouts << " timeouts"
+        << "Packets: rx " << st->counters.reducer.rx_packets << ", tx "
+        << st->counters.reducer.tx_packets << ", completed " << st->counters.cais.completed_chunks
+        << " chunks, " << st->counters.cais.timeouts << " timeouts"
         << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
     for (const auto& [k, v] : st->drops) out << "Dropped " << k << ": " << v << "\n";
   }

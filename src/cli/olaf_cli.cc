@@ -118,9 +118,9 @@ void PrintStatsJson(const std::string& device, const control::OlafStats& st, std
   out << "{\"device\":\"" << device << "\",\"program\":\"" << st.policy
       << "\",\"depth\":" << st.depth << ",\"occupancy\":" << st.occupancy
       << ",\"queue_util\":" << st.queue_util << ",\"active_clusters\":" << st.active_clusters
-      << ",\"updates_rx\":" << st.updates_rx << ",\"updates_tx\":" << st.updates_tx
-      << ",\"dropped\":" << st.dropped << ",\"conserved\":" << (st.conserved ? "true" : "false")
-      << ",\"clusters\":[";
+      << ",\"updates_rx\":" << st.server.olaf.updates_rx
+      << ",\"updates_tx\":" << st.server.olaf.updates_tx << ",\"dropped\":" << st.dropped
+      << ",\"conserved\":" << (st.conserved ? "true" : "false") << ",\"clusters\":[";
   for (size_t i = 0; i < st.clusters.size(); ++i) {
     const auto& c = st.clusters[i];
     out << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"workers\":" << c.workers
@@ -143,8 +143,8 @@ void PrintStatsText(const std::string& device, const control::OlafStats& st, std
       << " Mbit/s)\n"
       << "Queue: " << st.occupancy << "/" << st.depth << " (" << 100 * st.queue_util << "%), "
       << st.active_clusters << " active clusters\n"
-      << "Updates: rx " << st.updates_rx << ", tx " << st.updates_tx << ", dropped " << st.dropped
-      << (st.conserved ? "" : "  (counters do not add up!)") << "\n";
+      << "Updates: rx " << st.server.olaf.updates_rx << ", tx " << st.server.olaf.updates_tx
+      << ", dropped " << st.dropped << (st.conserved ? "" : "  (counters do not add up!)") << "\n";
   for (const auto& [k, v] : st.drops) out << "Dropped " << k << ": " << v << "\n";
   out << "CLUSTER  WORKERS  OFFERED  MERGED  DEQUEUED  DROPPED  AOM_MS  AVG_AOM_MS  "
          "PEAK_AOM_MS\n";

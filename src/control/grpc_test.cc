@@ -54,9 +54,14 @@ class FakePlane final : public ControlPlane, public CaisControlPlane {
   absl::StatusOr<Stats> GetStats() override {
     Stats s;
     s.sram_usage = 0.5;
-    s.completed_chunks = 42;
+    s.counters.cais.completed_chunks = 42;
     s.drops["duplicate"] = 3;
-    s.groups.push_back({7, 10, 9, 100, 1, 2, 3, 4});
+    GroupStats g;
+    g.group_id = 7;
+    g.counters.rx_packets = 10;
+    g.counters.completed_chunks = 9;
+    g.counters.sram_cells = 4;
+    s.groups.push_back(g);
     return s;
   }
   absl::Status Health() override {
@@ -152,10 +157,10 @@ TEST(ControlGrpcTest, StatsAndGroupsConvert) {
   Served sv;
   auto st = sv.client->GetStats();
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->completed_chunks, 42u);
+  EXPECT_EQ(st->counters.cais.completed_chunks, 42u);
   EXPECT_EQ(st->drops.at("duplicate"), 3u);
   ASSERT_EQ(st->groups.size(), 1u);
-  EXPECT_EQ(st->groups[0].sram_cells, 4u);
+  EXPECT_EQ(st->groups[0].counters.sram_cells, 4u);
   auto g = sv.client->CreateGroup(9, {4, 5, 6});
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->rank_ports, (std::vector<uint16_t>{4, 5, 6}));

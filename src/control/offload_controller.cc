@@ -53,15 +53,16 @@ OffloadController::OffloadController(const OffloadControllerConfig& config)
 bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   if (started_ && now - last_ < config_.period_ns) return false;
   // Ingress queueing delay over the period since the last evaluation.
-  if (stats.ingress_delay_samples > last_delay_samples_ &&
-      stats.ingress_delay_ns_total >= last_delay_ns_) {
-    queue_delay_s_ = static_cast<double>(stats.ingress_delay_ns_total - last_delay_ns_) /
-                     static_cast<double>(stats.ingress_delay_samples - last_delay_samples_) * 1e-9;
-  } else if (stats.ingress_delay_samples < last_delay_samples_) {
+  const switchd::HostCounters& host = stats.counters;
+  if (host.ingress_delay_samples > last_delay_samples_ &&
+      host.ingress_delay_ns_total >= last_delay_ns_) {
+    queue_delay_s_ = static_cast<double>(host.ingress_delay_ns_total - last_delay_ns_) /
+                     static_cast<double>(host.ingress_delay_samples - last_delay_samples_) * 1e-9;
+  } else if (host.ingress_delay_samples < last_delay_samples_) {
     queue_delay_s_ = 0;  // the switch restarted
   }
-  last_delay_ns_ = stats.ingress_delay_ns_total;
-  last_delay_samples_ = stats.ingress_delay_samples;
+  last_delay_ns_ = host.ingress_delay_ns_total;
+  last_delay_samples_ = host.ingress_delay_samples;
   started_ = true;
   last_ = now;
   utilisation_ = std::clamp(stats.reduced_bytes_per_s / config_.switch_rate_bps, 0.0, 0.95);
@@ -71,14 +72,15 @@ bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   // The fallback ratio over the window, switch-wide and per group.
   uint64_t closed = 0;
   if (auto it = stats.drops.find("chunk_closed"); it != stats.drops.end()) closed = it->second;
-  fallback_.Add(now, stats.timeouts + closed, stats.completed_chunks + stats.timeouts);
+  const cais::GroupCounters& totals = stats.counters.cais;
+  fallback_.Add(now, totals.timeouts + closed, totals.completed_chunks + totals.timeouts);
   alarm_ = fallback_ratio() > config_.fallback_alarm;
   std::map<uint8_t, WindowedRatio> groups;
   for (const GroupStats& g : stats.groups) {
     auto it = group_fallback_.find(g.group_id);
     WindowedRatio w = it != group_fallback_.end() ? std::move(it->second)
                                                   : WindowedRatio(config_.fallback_window_ns);
-    w.Add(now, g.timeouts, g.completed_chunks + g.timeouts);
+    w.Add(now, g.counters.timeouts, g.counters.completed_chunks + g.counters.timeouts);
     groups.emplace(g.group_id, std::move(w));
   }
   group_fallback_ = std::move(groups);

@@ -17,8 +17,8 @@ constexpr dp::TimeNs kPeriod = 100 * dp::kNsPerMs;
 Stats Sram(double usage, double delay_us = 0, double fallback = 0) {
   Stats s;
   s.sram_usage = usage;
-  s.ingress_delay_samples = 1000;
-  s.ingress_delay_ns_total = static_cast<uint64_t>(delay_us * 1e3 * 1000);
+  s.counters.ingress_delay_samples = 1000;
+  s.counters.ingress_delay_ns_total = static_cast<uint64_t>(delay_us * 1e3 * 1000);
   s.fallback_ratio = fallback;
   return s;
 }
@@ -78,8 +78,8 @@ TEST(OffloadControllerTest, TheQueueDelayIsMeasuredPerPeriod) {
   c.Observe(s, 0);
   EXPECT_NEAR(c.queue_delay_s(), 10e-6, 1e-12);
   // 1,000 more samples totalling 100 ms: the new period's mean is 100 us.
-  s.ingress_delay_samples += 1000;
-  s.ingress_delay_ns_total += 100'000'000;
+  s.counters.ingress_delay_samples += 1000;
+  s.counters.ingress_delay_ns_total += 100'000'000;
   c.Observe(s, kPeriod);
   EXPECT_NEAR(c.queue_delay_s(), 100e-6, 1e-12);
   // No new samples: the last figure stands.
@@ -175,13 +175,13 @@ TEST(OffloadControllerTest, ReevaluatesAtMostOncePerPeriod) {
 // Cumulative chunk outcomes, switch-wide and for `group` alone.
 Stats Outcomes(uint64_t completed, uint64_t timeouts, uint64_t closed = 0, uint8_t group = 3) {
   Stats s = Sram(0.1);
-  s.completed_chunks = completed;
-  s.timeouts = timeouts;
+  s.counters.cais.completed_chunks = completed;
+  s.counters.cais.timeouts = timeouts;
   if (closed > 0) s.drops["chunk_closed"] = closed;
   GroupStats g;
   g.group_id = group;
-  g.completed_chunks = completed;
-  g.timeouts = timeouts;
+  g.counters.completed_chunks = completed;
+  g.counters.timeouts = timeouts;
   s.groups.push_back(g);
   return s;
 }

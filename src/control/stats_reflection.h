@@ -1,7 +1,9 @@
 // Converts a stats struct to and from its proto message by protobuf
 // reflection over the struct's StatField table (inca/control/stats.h), so
-// that no figure is spelled again in the gRPC adapter. Repeated
-// sub-messages (Repeated entries) are left to the caller, element by element.
+// that no figure is spelled again in the gRPC adapter. Counters blocks
+// (Block entries) are converted row by row, by the rows' field numbers;
+// repeated sub-messages (Repeated entries) are left to the caller, element
+// by element.
 #pragma once
 
 #include <algorithm>
@@ -39,8 +41,18 @@ inline bool TypeMatches(size_t alternative, const google::protobuf::FieldDescrip
     case 7:
       return fd->is_map() && fd->message_type()->map_key()->cpp_type() == FD::CPPTYPE_STRING &&
              fd->message_type()->map_value()->cpp_type() == FD::CPPTYPE_UINT64;
-    default: return fd->is_repeated() && !fd->is_map() && fd->cpp_type() == FD::CPPTYPE_MESSAGE;
+    case 8: return fd->is_repeated() && !fd->is_map() && fd->cpp_type() == FD::CPPTYPE_MESSAGE;
+    default: return !fd->is_repeated() && fd->cpp_type() == FD::CPPTYPE_MESSAGE;
   }
+}
+
+// A counters row's field in its block's message, or null when the message
+// has no uint64 field of that number (skipped, never a crash).
+inline const google::protobuf::FieldDescriptor* RowField(const google::protobuf::Message& sub,
+                                                         const counters::Row& row) {
+  using FD = google::protobuf::FieldDescriptor;
+  const FD* fd = sub.GetDescriptor()->FindFieldByNumber(row.number);
+  return fd != nullptr && !fd->is_repeated() && fd->cpp_type() == FD::CPPTYPE_UINT64 ? fd : nullptr;
 }
 
 template <typename S>
@@ -65,6 +77,14 @@ void FieldsToProto(StatTable<S> table, const S& s, google::protobuf::Message* m)
                      }
                    },
                    [](Repeated) {},
+                   [&](const counters::Block<S>& b) {
+                     google::protobuf::Message* sub = r->MutableMessage(m, fd);
+                     for (size_t i = 0; i < b.size; ++i) {
+                       if (const auto* rf = RowField(*sub, b.row(i))) {
+                         sub->GetReflection()->SetUInt64(sub, rf, b.get(s, i));
+                       }
+                     }
+                   },
                },
                f.member);
   }
@@ -96,6 +116,14 @@ void FieldsFromProto(StatTable<S> table, const google::protobuf::Message& m, S* 
                      }
                    },
                    [](Repeated) {},
+                   [&](const counters::Block<S>& b) {
+                     const google::protobuf::Message& sub = r->GetMessage(m, fd);
+                     for (size_t i = 0; i < b.size; ++i) {
+                       if (const auto* rf = RowField(sub, b.row(i))) {
+                         *b.at(*s, i) = sub.GetReflection()->GetUInt64(sub, rf);
+                       }
+                     }
+                   },
                },
                f.member);
   }

@@ -38,6 +38,22 @@ void ExpectTableIsMessage(StatTable<S> table, const gp::Descriptor* d) {
     if (const auto* rep = std::get_if<Repeated>(&f.member)) {
       EXPECT_EQ(fd->message_type()->name(), rep->message);
     }
+    // A counters block: its message has exactly the table's rows, uint64.
+    if (const auto* b = std::get_if<counters::Block<S>>(&f.member)) {
+      const gp::Descriptor* sub = fd->message_type();
+      EXPECT_EQ(sub->name(), b->message);
+      std::set<int> rows;
+      for (size_t i = 0; i < b->size; ++i) {
+        const counters::Row row = b->row(i);
+        SCOPED_TRACE(row.json);
+        EXPECT_TRUE(rows.insert(row.number).second) << "counter number used twice";
+        const gp::FieldDescriptor* rf = sub->FindFieldByNumber(row.number);
+        ASSERT_NE(rf, nullptr) << sub->name() << " has no field " << row.number;
+        EXPECT_EQ(rf->name(), row.json);
+        EXPECT_EQ(rf->cpp_type(), gp::FieldDescriptor::CPPTYPE_UINT64);
+      }
+      EXPECT_EQ(static_cast<size_t>(sub->field_count()), b->size) << sub->name();
+    }
   }
   EXPECT_EQ(static_cast<size_t>(d->field_count()), table.size()) << d->name();
 }
@@ -76,6 +92,11 @@ void FillAll(StatTable<S> table, S* s) {
                      s->*p = {{"no_rule", n}, {"queue_full", n + 1}};
                    },
                    [](Repeated) {},
+                   [&](const counters::Block<S>& b) {
+                     for (size_t i = 0; i < b.size; ++i) {
+                       *b.at(*s, i) = (n << 40) + (uint64_t(b.row(i).number) << 8) + 9;
+                     }
+                   },
                },
                f.member);
   }
@@ -85,7 +106,14 @@ void FillAll(StatTable<S> table, S* s) {
 template <typename S>
 void ExpectSame(StatTable<S> table, const S& a, const S& b) {
   for (const StatField<S>& f : table) {
-    std::visit(Overloaded{[&](Repeated) {}, [&](auto S::*p) { EXPECT_EQ(a.*p, b.*p) << f.name; }},
+    std::visit(Overloaded{[&](Repeated) {},
+                          [&](const counters::Block<S>& blk) {
+                            for (size_t i = 0; i < blk.size; ++i) {
+                              EXPECT_EQ(blk.get(a, i), blk.get(b, i))
+                                  << f.name << "." << blk.row(i).json;
+                            }
+                          },
+                          [&](auto S::*p) { EXPECT_EQ(a.*p, b.*p) << f.name; }},
                f.member);
   }
 }
@@ -104,7 +132,11 @@ TEST(ControlStatsTest, EveryFieldSurvivesTheGrpcConversion) {
   ExpectSame<Stats>(kStatsFields, s, back);
   ASSERT_EQ(back.groups.size(), 2u);
   ExpectSame<GroupStats>(kGroupStatsFields, s.groups[1], back.groups[1]);
-  EXPECT_EQ(p.ingress_delay_samples(), (uint64_t{18} << 40) + 7);
+  // host is field 21; ingress_delay_samples row 5 of switchd::kHostCounters.
+  EXPECT_EQ(p.host().ingress_delay_samples(), (uint64_t{21} << 40) + (5 << 8) + 9);
+  EXPECT_EQ(back.counters.ingress_delay_samples, (uint64_t{21} << 40) + (5 << 8) + 9);
+  EXPECT_EQ(p.cais().completed_chunks(), (uint64_t{24} << 40) + (3 << 8) + 9);
+  EXPECT_EQ(p.groups(1).counters().timeouts(), (uint64_t{11} << 40) + (8 << 8) + 9);
   EXPECT_EQ(p.drops().at("queue_full"), 14u);
   EXPECT_EQ(p.groups(1).group_id(), 4u);
   EXPECT_FALSE(p.conserved());
@@ -123,10 +155,25 @@ TEST(ControlStatsTest, EveryFieldSurvivesTheGrpcConversion) {
   ASSERT_EQ(oback.clusters.size(), 1u);
   ExpectSame<OlafClusterInfo>(kOlafClusterFields, o.clusters[0], oback.clusters[0]);
   EXPECT_EQ(q.policy(), "v1");
-  EXPECT_EQ(q.updates_cut_through(), (uint64_t{11} << 40) + 7);
+  // olaf is field 24; updates_cut_through row 3 of olaf::kOlafCounters.
+  EXPECT_EQ(q.olaf().updates_cut_through(), (uint64_t{24} << 40) + (3 << 8) + 9);
+  EXPECT_EQ(oback.server.olaf.updates_cut_through, (uint64_t{24} << 40) + (3 << 8) + 9);
   EXPECT_EQ(q.clusters(0).cluster_id(), 102u);
   EXPECT_TRUE(q.clusters(0).aom_valid());
 }
+
+// A counters struct with its table (inca/util/counters.h), as a program
+// declares its counters; `added` is the one a developer just added.
+struct FixtureCounters {
+  uint64_t seen = 0;
+  uint64_t added = 0;
+};
+constexpr counters::Counter<FixtureCounters> kFixtureCounters[] = {
+    {1, "seen", "inca_fixture_seen_total", counters::Kind::kCounter, 1, "Seen.",
+     &FixtureCounters::seen},
+    {2, "added", "inca_fixture_added_total", counters::Kind::kCounter, 1, "Just added.",
+     &FixtureCounters::added},
+};
 
 // A figure a developer adds: one member, one table entry.
 struct FixtureStats {
@@ -136,6 +183,7 @@ struct FixtureStats {
   std::string mode;
   DropMap drops;
   uint64_t added_counter = 0;  // the new one
+  FixtureCounters counters;    // a counters table, embedded
 };
 constexpr StatField<FixtureStats> kFixtureFields[] = {
     {"packets", 1, &FixtureStats::packets, "Packets."},
@@ -144,6 +192,11 @@ constexpr StatField<FixtureStats> kFixtureFields[] = {
     {"mode", 4, &FixtureStats::mode, "A mode."},
     {"drops", 5, &FixtureStats::drops, "By reason."},
     {"added_counter", 6, &FixtureStats::added_counter, "The counter just added."},
+    {"counters", 7,
+     counters::MakeBlock<FixtureStats, kFixtureCounters,
+                         [](FixtureStats& s) -> FixtureCounters& { return s.counters; }>(
+         "FixtureCounters"),
+     "The fixture's counters table."},
 };
 
 // The message the fixture's text declares, built the way protoc would.
@@ -152,6 +205,15 @@ const gp::Descriptor* DescribeFixture(gp::DescriptorPool* pool) {
   file.set_name("fixture.proto");
   file.set_package("fixture");
   file.set_syntax("proto3");
+  gp::DescriptorProto* counters_message = file.add_message_type();
+  counters_message->set_name("FixtureCounters");
+  for (const counters::Counter<FixtureCounters>& c : kFixtureCounters) {
+    gp::FieldDescriptorProto* fd = counters_message->add_field();
+    fd->set_name(c.json);
+    fd->set_number(c.number);
+    fd->set_label(gp::FieldDescriptorProto::LABEL_OPTIONAL);
+    fd->set_type(gp::FieldDescriptorProto::TYPE_UINT64);
+  }
   gp::DescriptorProto* m = file.add_message_type();
   m->set_name("FixtureStats");
   for (const StatField<FixtureStats>& f : kFixtureFields) {
@@ -159,7 +221,12 @@ const gp::Descriptor* DescribeFixture(gp::DescriptorPool* pool) {
     fd->set_name(f.name);
     fd->set_number(f.number);
     fd->set_label(gp::FieldDescriptorProto::LABEL_OPTIONAL);
-    const std::string type = stats_internal::ProtoType(f.member.index(), "");
+    const std::string type =
+        stats_internal::ProtoType(f.member.index(), stats_internal::SubMessage(f));
+    if (type == "FixtureCounters") {
+      fd->set_type(gp::FieldDescriptorProto::TYPE_MESSAGE);
+      fd->set_type_name(".fixture.FixtureCounters");
+    }
     if (type == "uint64") fd->set_type(gp::FieldDescriptorProto::TYPE_UINT64);
     if (type == "uint32") fd->set_type(gp::FieldDescriptorProto::TYPE_UINT32);
     if (type == "double") fd->set_type(gp::FieldDescriptorProto::TYPE_DOUBLE);
@@ -192,6 +259,13 @@ TEST(ControlStatsTest, AFigureAddedToAFixtureTableIsATypedProtoFieldTheConversio
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  map<string, uint64> drops = 5;\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  FixtureCounters counters = 7;\n"), std::string::npos) << text;
+  std::map<std::string, std::string> counters_messages;
+  CountersMessagesProto<FixtureStats>(kFixtureFields, &counters_messages);
+  ASSERT_EQ(counters_messages.count("FixtureCounters"), 1u);
+  EXPECT_NE(counters_messages["FixtureCounters"].find("  // Just added.\n  uint64 added = 2;\n"),
+            std::string::npos)
+      << counters_messages["FixtureCounters"];
 
   gp::DescriptorPool pool;
   const gp::Descriptor* d = DescribeFixture(&pool);
@@ -208,6 +282,9 @@ TEST(ControlStatsTest, AFigureAddedToAFixtureTableIsATypedProtoFieldTheConversio
   EXPECT_EQ(r->GetUInt32(*m, d->FindFieldByName("port")), 302u);
   EXPECT_EQ(r->GetString(*m, d->FindFieldByName("mode")), "v4");
   EXPECT_EQ(r->FieldSize(*m, d->FindFieldByName("drops")), 2);
+  const gp::Message& sub = r->GetMessage(*m, d->FindFieldByName("counters"));
+  EXPECT_EQ(sub.GetReflection()->GetUInt64(sub, sub.GetDescriptor()->FindFieldByName("added")),
+            (uint64_t{7} << 40) + (2 << 8) + 9);
 
   FixtureStats back;
   stats_internal::FieldsFromProto<FixtureStats>(kFixtureFields, *m, &back);
@@ -215,6 +292,7 @@ TEST(ControlStatsTest, AFigureAddedToAFixtureTableIsATypedProtoFieldTheConversio
   EXPECT_EQ(back.ratio, s.ratio);
   EXPECT_EQ(back.port, s.port);
   EXPECT_EQ(back.drops, s.drops);
+  EXPECT_EQ(back.counters.added, s.counters.added);
 }
 
 TEST(ControlStatsTest, AFieldWhoseProtoTypeDisagreesIsSkippedNotACrash) {

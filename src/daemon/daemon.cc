@@ -152,16 +152,15 @@ int RunOlaf(const switchd::SwitchdConfig& c, const std::string& token) {
   }
   std::unique_ptr<monitor::MonitorServer> mon;
   if (Enabled(c.http_listen)) {
-    switchd::OlafServer* sw = server->get();
     switchd::OlafControl* plane = control->plane.get();
     monitor::Renderers r;
-    r.metrics = [sw, plane] {
+    r.metrics = [plane] {
       auto st = plane->GetOlafStats();
-      return monitor::RenderOlafPrometheus(st.ok() ? *st : control::OlafStats{}, sw->counters());
+      return monitor::RenderOlafPrometheus(st.ok() ? *st : control::OlafStats{});
     };
-    r.stats_json = [sw, plane] {
+    r.stats_json = [plane] {
       auto st = plane->GetOlafStats();
-      return monitor::RenderOlafStatsJson(st.ok() ? *st : control::OlafStats{}, sw->counters());
+      return monitor::RenderOlafStatsJson(st.ok() ? *st : control::OlafStats{});
     };
     auto started = monitor::MonitorServer::Start(c.http_listen, std::move(r));
     if (!started.ok()) return Fail(started.status());

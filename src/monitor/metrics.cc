@@ -36,7 +36,7 @@ std::string ReasonLabel(size_t r) {
 void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::string* out) {
   internal::StrAppend(out, counters::JsonFields<GroupCounters>(cais::kGroupCounters, c), ",");
   internal::StrAppend(
-      out, "\"dropped\":", c.dropped, ",\"chunk_closed\":", c.drops_by_reason[kChunkClosed],
+      out, "\"chunk_closed\":", c.drops_by_reason[kChunkClosed],
       ",\"sram_bytes\":", c.sram_cells * cell_bytes,
       ",\"slot_holding_p50_us\":", JsonNumber(cais::HoldingQuantileUs(c.holding_us_log2, 0.5)),
       ",\"slot_holding_p99_us\":", JsonNumber(cais::HoldingQuantileUs(c.holding_us_log2, 0.99)),
@@ -136,26 +136,14 @@ void WriteSwitchFamilies(const switchd::SwitchCounters& sw, PromWriter* w) {
   w->Sample("", sw.Conserved());
 }
 
-// The reducer program: packets and bytes in, absorbed, forwarded, dropped and sent.
+// The reducer program: packets and bytes in, absorbed, forwarded, dropped
+// and sent (dp::kProgramCounters), and drops by reason.
 void WriteReducerFamilies(const dp::ProgramCounters& rc, PromWriter* w) {
-  w->Counter("inca_reducer_received_packets_total", "Packets handed to the reducer.");
-  w->Sample("", rc.rx_packets);
-  w->Counter("inca_reducer_received_bytes_total", "Bytes handed to the reducer.");
-  w->Sample("", rc.rx_bytes);
-  w->Counter("inca_reducer_aggregated_packets_total", "Packets absorbed into switch state.");
-  w->Sample("", rc.aggregated);
-  w->Counter("inca_reducer_forwarded_packets_total",
-             "Packets that caused emissions without being absorbed.");
-  w->Sample("", rc.forwarded);
+  WriteCounters<dp::ProgramCounters>(dp::kProgramCounters, rc, w, "inca_reducer_");
   w->Counter("inca_reducer_dropped_packets_total", "Packets the reducer dropped, by reason.");
   for (size_t r = 1; r < dp::kDropReasonCount; ++r) {
     w->Sample(ReasonLabel(r), rc.drops_by_reason[r]);
   }
-  w->Counter("inca_reducer_sent_packets_total",
-             "Packets the reducer emitted (a multicast counts once per port).");
-  w->Sample("", rc.tx_packets);
-  w->Counter("inca_reducer_sent_bytes_total", "Bytes the reducer emitted.");
-  w->Sample("", rc.tx_bytes);
 }
 
 // CAIS figures: switch-wide (no labels) and per group (group="G").
@@ -163,10 +151,9 @@ void WriteCaisFamilies(const MetricsSnapshot& s, PromWriter* w) {
   const switchd::SwitchCounters& sw = s.switch_counters;
   const cais::SramUsage& sram = sw.sram;
   for (const counters::Counter<GroupCounters>& f : cais::kGroupCounters) {
-    w->Counter(internal::StrCat("inca_cais_", f.prom), internal::StrCat(f.help, " All groups."));
+    CounterFamily(f, "inca_cais_", " All groups.", w);
     w->Sample("", sw.cais.*f.field);
-    w->Counter(internal::StrCat("inca_cais_group_", f.prom),
-               internal::StrCat(f.help, " Per group."));
+    CounterFamily(f, "inca_cais_group_", " Per group.", w);
     for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.counters.*f.field);
   }
   w->Counter("inca_cais_group_dropped_packets_total",

@@ -15,7 +15,7 @@
 
 #include "inca/cais/reducer.h"
 #include "inca/control/control_plane.h"
-#include "switchd/switch_server.h"
+#include "inca/switchd/counters.h"
 
 namespace inca::monitor {
 

@@ -100,11 +100,11 @@ struct FixtureCounters {
   uint64_t depth = 0;
 };
 constexpr counters::Counter<FixtureCounters> kFixture[] = {
-    {"widgets", "inca_fixture_widgets_total", counters::Kind::kCounter, 1, "Widgets made.",
+    {1, "widgets", "inca_fixture_widgets_total", counters::Kind::kCounter, 1, "Widgets made.",
      &FixtureCounters::widgets},
-    {"wait_ns", "inca_fixture_wait_seconds_total", counters::Kind::kCounter, 1e-9, "Time waited.",
-     &FixtureCounters::wait_ns},
-    {"depth", "inca_fixture_depth", counters::Kind::kGauge, 1, "Queue depth | now.",
+    {2, "wait_ns", "inca_fixture_wait_seconds_total", counters::Kind::kCounter, 1e-9,
+     "Time waited.", &FixtureCounters::wait_ns},
+    {3, "depth", "inca_fixture_depth", counters::Kind::kGauge, 1, "Queue depth | now.",
      &FixtureCounters::depth},
 };
 

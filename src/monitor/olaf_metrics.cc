@@ -38,8 +38,8 @@ constexpr ClusterCounter kClusterCounters[] = {
 
 }  // namespace
 
-std::string RenderOlafPrometheus(const control::OlafStats& s,
-                                 const switchd::OlafServerCounters& server) {
+std::string RenderOlafPrometheus(const control::OlafStats& s) {
+  const switchd::OlafServerCounters& server = s.server;
   PromWriter w;
   WriteCounters<switchd::HostCounters>(switchd::kHostCounters, server, &w);
   WriteCounters<switchd::OlafServerCounters>(switchd::kOlafServerCounters, server, &w);
@@ -85,14 +85,14 @@ std::string RenderOlafPrometheus(const control::OlafStats& s,
   return w.Take();
 }
 
-std::string RenderOlafStatsJson(const control::OlafStats& s,
-                                const switchd::OlafServerCounters& server) {
+std::string RenderOlafStatsJson(const control::OlafStats& s) {
+  const switchd::OlafServerCounters& server = s.server;
   std::string out = internal::StrCat(
       "{\"program\":\"", s.policy, "\",\"depth\":", s.depth, ",\"occupancy\":", s.occupancy,
       ",\"queue_util\":", JsonNumber(s.queue_util), ",\"active_clusters\":", s.active_clusters,
       ",\"egress_rate_bps\":", s.egress_rate_bps, ",\"delta_t_ms\":", JsonNumber(s.delta_t_ms),
-      ",\"tau_ms\":", JsonNumber(s.tau_ms), ",\"updates_rx\":", s.updates_rx,
-      ",\"updates_tx\":", s.updates_tx, ",\"passthrough\":", s.passthrough,
+      ",\"tau_ms\":", JsonNumber(s.tau_ms), ",\"updates_rx\":", server.olaf.updates_rx,
+      ",\"updates_tx\":", server.olaf.updates_tx, ",\"passthrough\":", server.olaf.passthrough,
       ",\"dropped\":", s.dropped, ",\"conserved\":", JsonBool(s.conserved), ",\"clusters\":[");
   for (size_t i = 0; i < s.clusters.size(); ++i) {
     const auto& c = s.clusters[i];

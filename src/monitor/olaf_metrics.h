@@ -5,14 +5,13 @@
 
 #include <string>
 
-#include "inca/control/control_plane.h"
-#include "switchd/olaf_server.h"
+#include "inca/control/stats.h"
 
 namespace inca::monitor {
 
-std::string RenderOlafPrometheus(const control::OlafStats& s,
-                                 const switchd::OlafServerCounters& server);
-std::string RenderOlafStatsJson(const control::OlafStats& s,
-                                const switchd::OlafServerCounters& server);
+// Both from the control API's GetOlafStats alone (its `server` counters
+// included), so the monitor reads what any control client reads.
+std::string RenderOlafPrometheus(const control::OlafStats& s);
+std::string RenderOlafStatsJson(const control::OlafStats& s);
 
 }  // namespace inca::monitor

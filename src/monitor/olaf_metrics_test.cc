@@ -21,9 +21,9 @@ control::OlafStats Sample() {
   s.queue_util = 0.75;
   s.active_clusters = 3;
   s.egress_rate_bps = 40'000'000'000;
-  s.updates_rx = 100;
-  s.updates_tx = 60;
-  s.passthrough = 2;
+  s.server.olaf.updates_rx = 100;
+  s.server.olaf.updates_tx = 60;
+  s.server.olaf.passthrough = 2;
   s.drops["queue_full"] = 7;
   control::OlafClusterInfo a;
   a.cluster_id = 4;
@@ -50,11 +50,11 @@ std::string Errors(const PromCheckResult& r) {
 }
 
 TEST(RenderOlafPrometheus, IsValidAndExact) {
-  switchd::OlafServerCounters server;
-  server.datagrams_rx = 5;
-  server.program.rx_packets = 5;
-  server.program.forwarded = 5;  // every packet accounted for
-  const auto r = CheckPrometheusText(RenderOlafPrometheus(Sample(), server));
+  control::OlafStats s = Sample();
+  s.server.datagrams_rx = 5;
+  s.server.program.rx_packets = 5;
+  s.server.program.forwarded = 5;  // every packet accounted for
+  const auto r = CheckPrometheusText(RenderOlafPrometheus(s));
   EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
   EXPECT_THAT(r.Value("inca_olaf_queue_utilisation_ratio"), Optional(0.75));
   EXPECT_THAT(r.Value("inca_olaf_dropped_packets_total{reason=\"queue_full\"}"), Optional(7.0));
@@ -67,17 +67,20 @@ TEST(RenderOlafPrometheus, IsValidAndExact) {
   EXPECT_EQ(r.Value("inca_olaf_cluster_aom_seconds{cluster=\"9\"}"), std::nullopt);
   EXPECT_THAT(r.Value("inca_olaf_conserved"), Optional(1.0));
   EXPECT_EQ(r.Type("inca_olaf_cluster_aom_seconds"), "gauge");
+  // The server's counters come with the control API's figures.
+  EXPECT_THAT(r.Value("inca_switch_datagrams_received_total"), Optional(5.0));
+  EXPECT_THAT(r.Value("inca_olaf_updates_received_total"), Optional(100.0));
 }
 
 TEST(RenderOlafPrometheus, ConservationFailureIsExported) {
-  switchd::OlafServerCounters server;
-  server.datagrams_rx = 5;  // the program saw none of them
-  const auto r = CheckPrometheusText(RenderOlafPrometheus(Sample(), server));
+  control::OlafStats s = Sample();
+  s.server.datagrams_rx = 5;  // the program saw none of them
+  const auto r = CheckPrometheusText(RenderOlafPrometheus(s));
   EXPECT_THAT(r.Value("inca_olaf_conserved"), Optional(0.0));
 }
 
 TEST(RenderOlafStatsJson, IsValidJsonWithEveryCluster) {
-  const std::string j = RenderOlafStatsJson(Sample(), switchd::OlafServerCounters{});
+  const std::string j = RenderOlafStatsJson(Sample());
   EXPECT_EQ(CheckJson(j), "") << j;
   EXPECT_THAT(j, HasSubstr("\"cluster\":4,\"workers\":28"));
   EXPECT_THAT(j, HasSubstr("\"aom_average_ms\":40"));

@@ -60,15 +60,26 @@ class PromWriter {
   std::string name_;
 };
 
+// Starts the family of a declared counter (util/counters.h): `prefix` +
+// its `prom`, its kind, its help (+ `help_suffix`).
+template <typename T>
+void CounterFamily(const counters::Counter<T>& c, std::string_view prefix,
+                   std::string_view help_suffix, PromWriter* w) {
+  const std::string name = internal::StrCat(prefix, c.prom);
+  const std::string help = internal::StrCat(c.help, help_suffix);
+  if (c.kind == counters::Kind::kCounter) {
+    w->Counter(name, help);
+  } else {
+    w->Gauge(name, help);
+  }
+}
+
 // One family per entry of a declared counters table (util/counters.h).
 template <typename T>
-void WriteCounters(counters::Table<T> table, const T& v, PromWriter* w) {
+void WriteCounters(counters::Table<T> table, const T& v, PromWriter* w,
+                   std::string_view prefix = {}) {
   for (const counters::Counter<T>& c : table) {
-    if (c.kind == counters::Kind::kCounter) {
-      w->Counter(c.prom, c.help);
-    } else {
-      w->Gauge(c.prom, c.help);
-    }
+    CounterFamily(c, prefix, "", w);
     if (c.prom_scale == 1) {
       w->Sample("", v.*c.field);
     } else {

@@ -266,16 +266,25 @@ class PyControl {
     py::dict d;
     d["sram_usage"] = r->sram_usage;
     d["reductions_per_s"] = r->reductions_per_s;
-    d["completed_chunks"] = r->completed_chunks;
-    d["timeouts"] = r->timeouts;
-    d["fallback_notices"] = r->fallback_notices;
+    d["completed_chunks"] = r->counters.cais.completed_chunks;
+    d["timeouts"] = r->counters.cais.timeouts;
+    d["fallback_notices"] = r->counters.cais.fallback_notices;
     d["fallback_ratio"] = r->fallback_ratio;
     d["avg_queue_delay_us"] = r->ingress_queue_delay_us;  // in the switch (write-up 4.4)
     d["slot_holding_avg_us"] = r->slot_holding_avg_us;
-    d["rx_packets"] = r->rx_packets;
-    d["tx_packets"] = r->tx_packets;
+    d["rx_packets"] = r->counters.reducer.rx_packets;
+    d["tx_packets"] = r->counters.reducer.tx_packets;
     d["drops"] = r->drops;
     d["conserved"] = r->conserved;
+    // Every counters table the control API carries, as {table: {counter: n}}
+    // (host, switch_counters, program, cais; names from the tables).
+    for (const control::StatField<control::Stats>& f : control::kStatsFields) {
+      const auto* b = std::get_if<counters::Block<control::Stats>>(&f.member);
+      if (b == nullptr) continue;
+      py::dict t;
+      for (size_t i = 0; i < b->size; ++i) t[b->row(i).json] = b->get(*r, i);
+      d[f.name] = t;
+    }
     return d;
   }
   const std::string& target() const { return target_; }

@@ -200,9 +200,8 @@ absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& va
 absl::StatusOr<control::Stats> OlafControl::GetStats() {
   const OlafServerCounters sc = server_->counters();
   control::Stats st;
-  st.rx_packets = sc.program.rx_packets;
-  st.tx_packets = sc.program.tx_packets;
-  st.unknown_sender = sc.ports_exhausted;
+  static_cast<HostCounters&>(st.counters) = sc;
+  st.counters.reducer = sc.program;
   st.conserved = sc.Conserved();
   for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
     if (sc.program.drops_by_reason[i] != 0) {
@@ -238,6 +237,7 @@ absl::StatusOr<std::vector<control::ClusterMapping>> OlafControl::ListClusterMap
 
 absl::StatusOr<control::OlafStats> OlafControl::GetOlafStats() {
   control::OlafStats st;
+  st.server = server_->counters();  // the published snapshot: host, program and OLAF counters
   server_->Execute([&](OlafServer::Control& c) {
     const olaf::OlafSwitch& p = c.program;
     const olaf::OlafSwitchConfig& cfg = p.config();
@@ -251,14 +251,6 @@ absl::StatusOr<control::OlafStats> OlafControl::GetOlafStats() {
     st.delta_t_ms = static_cast<double>(cfg.delta_t_ns) / 1e6;
     st.tau_ms = static_cast<double>(cfg.tau_ns) / 1e6;
     const olaf::OlafCounters& t = p.totals();
-    st.updates_rx = t.updates_rx;
-    st.updates_absorbed = t.updates_absorbed;
-    st.updates_cut_through = t.updates_cut_through;
-    st.updates_tx = t.updates_tx;
-    st.acks_forwarded = t.acks_forwarded;
-    st.models_rx = t.models_rx;
-    st.model_copies_tx = t.model_copies_tx;
-    st.passthrough = t.passthrough;
     st.dropped = t.dropped;
     for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
       if (t.drops[r] != 0) {

@@ -41,33 +41,6 @@ absl::Status OlafServerConfig::Validate() const {
   return program.Validate();
 }
 
-bool OlafServerCounters::Conserved() const {
-  return datagrams_rx == ports_exhausted + program.rx_packets &&
-         program.tx_packets == egress_unmapped + datagrams_tx + send_errors && program.Conserved();
-}
-
-std::string OlafServerCounters::ToJson() const {
-  std::string s = absl::StrCat(
-      "{", JsonFields(), ",", counters::JsonFields<OlafServerCounters>(kOlafServerCounters, *this));
-  absl::StrAppend(&s, ",\"program\":{\"rx_packets\":", program.rx_packets,
-                  ",\"aggregated\":", program.aggregated, ",\"forwarded\":", program.forwarded,
-                  ",\"dropped\":", program.dropped, ",\"tx_packets\":", program.tx_packets,
-                  "},\"olaf\":{",
-                  counters::JsonFields<olaf::OlafCounters>(olaf::kOlafCounters, olaf),
-                  ",\"dropped\":", olaf.dropped, ",\"drops\":{");
-  bool first = true;
-  for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
-    if (olaf.drops[r] == 0) continue;
-    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
-                    "\":", olaf.drops[r]);
-    first = false;
-  }
-  absl::StrAppend(&s, "}},\"queue\":{\"occupancy\":", queue.occupancy, ",\"depth\":", queue.depth,
-                  ",\"active_clusters\":", queue.active_clusters,
-                  "},\"conserved\":", Conserved() ? "true" : "false", "}");
-  return s;
-}
-
 absl::StatusOr<std::unique_ptr<OlafServer>> OlafServer::Create(const OlafServerConfig& config,
                                                                const net::TimeSource& clock) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "inca/olaf/olaf_switch.h"
+#include "inca/switchd/counters.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
@@ -63,35 +64,6 @@ struct OlafServerConfig {
   uint32_t batch_size = 64;
   uint32_t lease_ms = 10'000;  // [kMinLeaseMs, kMaxLeaseMs] of group_manager.h
   absl::Status Validate() const;
-};
-
-// The host's figures (datagrams_rx, egress_unmapped, datagrams_tx,
-// send_errors, ports_bound with the PS included, ...) and the OLAF ones.
-struct OlafServerCounters : HostCounters {
-  uint64_t ports_exhausted = 0;  // senders dropped: every port is bound
-  uint64_t peers_expired = 0;    // ports released: the peer was silent for a lease
-  uint64_t peers_evicted = 0;    // ports taken for an operator-mapped peer
-  uint64_t lease_ms = 0;         // the lease period
-  dp::ProgramCounters program;
-  olaf::OlafCounters olaf;
-  olaf::OlafQueueState queue;
-  bool Conserved() const;
-  std::string ToJson() const;
-};
-
-// OlafServerCounters' own figures, declared once (util/counters.h), after
-// kHostCounters in the JSON, /metrics and docs/monitoring.md.
-inline constexpr counters::Counter<OlafServerCounters> kOlafServerCounters[] = {
-    {"ports_exhausted", "inca_switch_ports_exhausted_total", counters::Kind::kCounter, 1,
-     "Datagrams dropped: no free port for the sender.", &OlafServerCounters::ports_exhausted},
-    {"peers_expired", "inca_switch_peers_expired_total", counters::Kind::kCounter, 1,
-     "Peer ports released after a lease (lease_ms) without a datagram.",
-     &OlafServerCounters::peers_expired},
-    {"peers_evicted", "inca_switch_peers_evicted_total", counters::Kind::kCounter, 1,
-     "Peer ports taken, the longest-silent first, for an operator-mapped peer.",
-     &OlafServerCounters::peers_evicted},
-    {"lease_ms", "inca_switch_lease_seconds", counters::Kind::kGauge, 1e-3,
-     "Lease period: a peer silent for this long loses its port.", &OlafServerCounters::lease_ms},
 };
 
 class OlafServer final : private ProgramHost::Hooks {

@@ -12,12 +12,6 @@
 
 namespace inca::switchd {
 
-std::string HostCounters::JsonFields() const {
-  return absl::StrCat(counters::JsonFields<HostCounters>(kHostCounters, *this),
-                      ",\"io_gso\":", io_gso ? "true" : "false",
-                      ",\"io_gro\":", io_gro ? "true" : "false");
-}
-
 absl::StatusOr<std::unique_ptr<ProgramHost>> ProgramHost::Create(const ProgramHostOptions& options,
                                                                  const net::TimeSource& clock) {
   auto socket =

@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
+#include "inca/switchd/counters.h"
 #include "inca/util/counters.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
@@ -46,67 +47,6 @@
 #include "switchd/port_table.h"
 
 namespace inca::switchd {
-
-// The host's own counters: the base of SwitchCounters and
-// OlafServerCounters, so that both servers report the same I/O figures
-// under the same names.
-struct HostCounters {
-  // Ingress.
-  uint64_t datagrams_rx = 0;  // datagrams read from the socket
-  uint64_t rx_truncated = 0;  // datagrams longer than the receive slot (still handled)
-  uint64_t messages_rx = 0;   // recvmmsg messages those datagrams came in (fewer with GRO)
-  // Ingress queueing: kernel receive timestamp to the start of processing.
-  uint64_t ingress_delay_ns_total = 0;
-  uint64_t ingress_delay_samples = 0;
-  // Egress.
-  uint64_t egress_unmapped = 0;  // program output to a port with no endpoint
-  uint64_t datagrams_tx = 0;     // program output handed to the kernel
-  uint64_t send_errors = 0;      // program output the kernel refused
-  uint64_t messages_tx = 0;      // sendmmsg messages datagrams_tx left in (fewer with GSO)
-  uint64_t gso_fallbacks = 0;    // segmented sends refused and resent one by one
-  // Gauges.
-  bool io_gso = false;       // the socket segments sends (UDP_SEGMENT)
-  bool io_gro = false;       // the socket coalesces receives (UDP_GRO)
-  uint64_t ports_bound = 0;  // set by the adapter when it publishes
-
-  // `"datagrams_rx":N,...,"ports_bound":N`: every field, for a JSON object.
-  std::string JsonFields() const;
-};
-
-// HostCounters' figures, declared once (util/counters.h): the JSON above,
-// /metrics for both programs and docs/monitoring.md come from this table
-// (io_gso and io_gro, flags, are written by hand).
-inline constexpr counters::Counter<HostCounters> kHostCounters[] = {
-    {"datagrams_rx", "inca_switch_datagrams_received_total", counters::Kind::kCounter, 1,
-     "Datagrams read from the switch's UDP socket.", &HostCounters::datagrams_rx},
-    {"rx_truncated", "inca_switch_rx_truncated_total", counters::Kind::kCounter, 1,
-     "Datagrams longer than the receive slot (still handled).", &HostCounters::rx_truncated},
-    {"messages_rx", "inca_switch_messages_received_total", counters::Kind::kCounter, 1,
-     "Socket messages the received datagrams came in (fewer than datagrams with UDP GRO).",
-     &HostCounters::messages_rx},
-    {"ingress_delay_ns_total", "inca_switch_queue_delay_seconds_total", counters::Kind::kCounter,
-     1e-9,
-     "Sum of the datagrams' in-switch queueing delays (kernel receive timestamp to the "
-     "pipeline).",
-     &HostCounters::ingress_delay_ns_total},
-    {"ingress_delay_samples", "inca_switch_queue_delay_samples_total", counters::Kind::kCounter, 1,
-     "Datagrams whose in-switch queueing delay was measured.",
-     &HostCounters::ingress_delay_samples},
-    {"egress_unmapped", "inca_switch_egress_unmapped_total", counters::Kind::kCounter, 1,
-     "Program output to a port with no endpoint.", &HostCounters::egress_unmapped},
-    {"datagrams_tx", "inca_switch_datagrams_sent_total", counters::Kind::kCounter, 1,
-     "Program output handed to the kernel.", &HostCounters::datagrams_tx},
-    {"send_errors", "inca_switch_send_errors_total", counters::Kind::kCounter, 1,
-     "Program output the kernel refused.", &HostCounters::send_errors},
-    {"messages_tx", "inca_switch_messages_sent_total", counters::Kind::kCounter, 1,
-     "Socket messages the sent datagrams left in (fewer than datagrams with UDP GSO).",
-     &HostCounters::messages_tx},
-    {"gso_fallbacks", "inca_switch_gso_fallbacks_total", counters::Kind::kCounter, 1,
-     "Segmented sends the kernel refused (resent one datagram per message; GSO then off).",
-     &HostCounters::gso_fallbacks},
-    {"ports_bound", "inca_switch_ports_bound", counters::Kind::kGauge, 1,
-     "Switch ports bound to an endpoint.", &HostCounters::ports_bound},
-};
 
 struct ProgramHostOptions {
   net::Endpoint listen;

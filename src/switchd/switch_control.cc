@@ -296,9 +296,6 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
     st.sram_bytes = u.sram_bytes;
     st.reductions_per_s = r.rates().reductions_per_s;
     st.reduced_bytes_per_s = r.rates().reduced_bytes_per_s;
-    st.completed_chunks = t.completed_chunks;
-    st.timeouts = t.timeouts;
-    st.fallback_notices = t.fallback_notices;
     // Same definition as the monitor's /metrics (docs/monitoring.md).
     const uint64_t decided = t.completed_chunks + t.timeouts;
     const uint64_t closed = t.drops_by_reason[static_cast<size_t>(dp::DropReason::kChunkClosed)];
@@ -309,8 +306,6 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
     st.slot_holding_avg_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
                                                       static_cast<double>(t.completed_chunks) / 1e3
                                                 : 0.0;
-    st.rx_packets = r.counters().rx_packets;
-    st.tx_packets = r.counters().tx_packets;
     st.conserved = r.counters().Conserved();
     for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
       if (t.drops_by_reason[i] != 0) {
@@ -320,15 +315,13 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
     for (int g = 0; g < 256; ++g) {
       const cais::GroupCounters& gc = r.group(static_cast<uint8_t>(g));
       if (gc.rx_packets == 0 && gc.sram_cells == 0) continue;
-      st.groups.push_back({static_cast<uint8_t>(g), gc.rx_packets, gc.completed_chunks,
-                           gc.reduced_bytes, gc.timeouts, gc.fallback_notices, gc.dropped,
-                           gc.sram_cells, gc.offload_accepted_ops, gc.offload_declined_ops});
+      st.groups.push_back({static_cast<uint8_t>(g), gc});
     }
   });
-  const SwitchCounters sc = server_->counters();
-  st.unknown_sender = sc.unknown_sender;
-  st.ingress_delay_ns_total = sc.ingress_delay_ns_total;
-  st.ingress_delay_samples = sc.ingress_delay_samples;
+  // The published counters (a snapshot of the switch thread's), so that
+  // host, reducer and CAIS figures are of one moment.
+  st.counters = server_->counters();
+  const SwitchCounters& sc = st.counters;
   st.ingress_queue_delay_us = sc.ingress_delay_samples
                                   ? static_cast<double>(sc.ingress_delay_ns_total) /
                                         static_cast<double>(sc.ingress_delay_samples) / 1e3

@@ -14,55 +14,6 @@
 
 namespace inca::switchd {
 
-bool SwitchCounters::Conserved() const {
-  const bool ingress =
-      datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets;
-  const bool egress =
-      reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors;
-  return ingress && egress && reducer.Conserved() &&
-         mgmt_malformed + mgmt_reports + mgmt_reports_ignored + mgmt_reports_contended <= mgmt_rx;
-}
-
-std::string SwitchCounters::ToJson() const {
-  std::string s = absl::StrCat("{", JsonFields(), ",",
-                               counters::JsonFields<SwitchCounters>(kSwitchCounters, *this));
-  absl::StrAppend(&s, ",\"reducer\":{\"rx_packets\":", reducer.rx_packets,
-                  ",\"rx_bytes\":", reducer.rx_bytes, ",\"aggregated\":", reducer.aggregated,
-                  ",\"forwarded\":", reducer.forwarded, ",\"dropped\":", reducer.dropped,
-                  ",\"tx_packets\":", reducer.tx_packets, ",\"tx_bytes\":", reducer.tx_bytes,
-                  ",\"drops\":{");
-  bool first = true;
-  for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
-    if (reducer.drops_by_reason[r] == 0) continue;
-    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
-                    "\":", reducer.drops_by_reason[r]);
-    first = false;
-  }
-  absl::StrAppend(&s, "}},\"cais\":{",
-                  counters::JsonFields<cais::GroupCounters>(cais::kGroupCounters, cais), "}");
-  absl::StrAppend(
-      &s, ",\"sram\":{\"sram_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
-      ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,
-      ",\"cells_retained\":", sram.cells_retained, ",\"pending_chunks\":", sram.pending_chunks,
-      ",\"retained_chunks\":", sram.retained_chunks, ",\"tombstones\":", sram.tombstones, "}");
-  absl::StrAppend(&s, ",\"conserved\":", Conserved() ? "true" : "false", "}");
-  return s;
-}
-
-std::string SwitchCounters::ToLogString() const {
-  return absl::StrCat(
-      "datagrams_rx=", datagrams_rx, " mgmt_rx=", mgmt_rx, " unknown_sender=", unknown_sender,
-      " injected_ingress_loss=", injected_ingress_loss, " reducer_rx=", reducer.rx_packets,
-      " aggregated=", reducer.aggregated, " forwarded=", reducer.forwarded,
-      " dropped=", reducer.dropped, " completed_chunks=", cais.completed_chunks,
-      " timeouts=", cais.timeouts, " fallback_notices=", cais.fallback_notices,
-      " reducer_tx=", reducer.tx_packets, " datagrams_tx=", datagrams_tx,
-      " injected_egress_loss=", injected_egress_loss, " egress_unmapped=", egress_unmapped,
-      " send_errors=", send_errors, " pending_chunks=", sram.pending_chunks,
-      " retained_chunks=", sram.retained_chunks, " groups_formed=", groups_formed,
-      " ports_bound=", ports_bound, " conserved=", Conserved() ? "true" : "false");
-}
-
 // Hands the reducer's output to SwitchServer::Egress (loss injection, then
 // the host).
 class SwitchServer::Sink final : public dp::PacketSink {

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "inca/cais/reducer.h"
+#include "inca/switchd/counters.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
@@ -50,100 +51,6 @@
 #include "switchd/task_queue.h"
 
 namespace inca::switchd {
-
-struct SwitchCounters : HostCounters {
-  // Ingress (datagrams_rx, rx_truncated, messages_rx and the ingress delay
-  // are the host's).
-  uint64_t mgmt_rx = 0;                 // management datagrams (all of them)
-  uint64_t mgmt_malformed = 0;          // of mgmt_rx: not parseable; ignored
-  uint64_t mgmt_reports = 0;            // of mgmt_rx: REPORTs kept for the offload controller
-  uint64_t mgmt_reports_ignored = 0;    // of mgmt_rx: REPORTs from non-members (ignored)
-  uint64_t mgmt_reports_contended = 0;  // of mgmt_rx: REPORTs of operations that shared hosts
-                                        // with another group's traffic (set aside)
-  uint64_t unknown_sender = 0;          // CAIS datagrams from an endpoint with no port
-  uint64_t injected_ingress_loss = 0;   // CAIS datagrams dropped by loss injection
-  // Egress (egress_unmapped, datagrams_tx, send_errors, messages_tx and
-  // gso_fallbacks are the host's).
-  uint64_t injected_egress_loss = 0;  // reducer output dropped by loss injection
-  uint64_t mgmt_tx = 0;               // management replies sent
-  uint64_t mgmt_send_errors = 0;      // management replies the kernel refused
-  // Gauges (io_gso, io_gro and ports_bound are the host's).
-  uint64_t groups_formed = 0;
-  uint64_t groups_forming = 0;
-  uint64_t groups_expired = 0;    // forming groups dropped after a lease of silence
-  uint64_t leases_expired = 0;    // formed groups dissolved: a member silent for a lease
-  uint64_t groups_replaced = 0;   // dead groups taken over by a re-run (another job)
-  uint64_t groups_destroyed = 0;  // JOIN-formed groups destroyed by an operator
-  uint64_t ports_reclaimed = 0;   // ports taken back from forming groups (JOIN floods)
-  uint64_t lease_ms = 0;          // the lease period
-  // The reduction core.
-  dp::ProgramCounters reducer;
-  cais::GroupCounters cais;  // switch-wide totals
-  cais::SramUsage sram;
-
-  // The three equations in the file comment.
-  bool Conserved() const;
-  // One JSON object on one line (non-zero drop reasons only).
-  std::string ToJson() const;
-  // key=value pairs for log lines.
-  std::string ToLogString() const;
-};
-
-// SwitchCounters' own figures, declared once (util/counters.h): the stop
-// line's JSON, /metrics and docs/monitoring.md iterate this table after
-// kHostCounters. The reducer, CAIS and SRAM sections have their own.
-inline constexpr counters::Counter<SwitchCounters> kSwitchCounters[] = {
-    {"mgmt_rx", "inca_switch_mgmt_received_total", counters::Kind::kCounter, 1,
-     "Management datagrams received.", &SwitchCounters::mgmt_rx},
-    {"mgmt_malformed", "inca_switch_mgmt_malformed_total", counters::Kind::kCounter, 1,
-     "Management datagrams that did not parse (ignored).", &SwitchCounters::mgmt_malformed},
-    {"mgmt_reports", "inca_switch_mgmt_reports_total", counters::Kind::kCounter, 1,
-     "Operation time REPORTs kept for the offload controller.", &SwitchCounters::mgmt_reports},
-    {"mgmt_reports_ignored", "inca_switch_mgmt_reports_ignored_total", counters::Kind::kCounter, 1,
-     "REPORTs from endpoints that are not members of a formed group (ignored).",
-     &SwitchCounters::mgmt_reports_ignored},
-    {"mgmt_reports_contended", "inca_switch_mgmt_reports_contended_total", counters::Kind::kCounter,
-     1,
-     "REPORTs of operations that ran while another group sent data from the same hosts (kept "
-     "out of the offload controller's samples).",
-     &SwitchCounters::mgmt_reports_contended},
-    {"unknown_sender", "inca_switch_unknown_sender_total", counters::Kind::kCounter, 1,
-     "CAIS datagrams dropped: source endpoint has no port.", &SwitchCounters::unknown_sender},
-    {"injected_ingress_loss", "inca_switch_injected_ingress_loss_total", counters::Kind::kCounter,
-     1, "CAIS datagrams dropped by ingress loss injection.",
-     &SwitchCounters::injected_ingress_loss},
-    {"injected_egress_loss", "inca_switch_injected_egress_loss_total", counters::Kind::kCounter, 1,
-     "Reducer output dropped by egress loss injection.", &SwitchCounters::injected_egress_loss},
-    {"mgmt_tx", "inca_switch_mgmt_sent_total", counters::Kind::kCounter, 1,
-     "Management replies sent.", &SwitchCounters::mgmt_tx},
-    {"mgmt_send_errors", "inca_switch_mgmt_send_errors_total", counters::Kind::kCounter, 1,
-     "Management replies the kernel refused.", &SwitchCounters::mgmt_send_errors},
-    {"groups_formed", "inca_switch_groups_formed", counters::Kind::kGauge, 1,
-     "Reduction groups formed by JOIN.", &SwitchCounters::groups_formed},
-    {"groups_forming", "inca_switch_groups_forming", counters::Kind::kGauge, 1,
-     "Reduction groups still waiting for members.", &SwitchCounters::groups_forming},
-    {"groups_expired", "inca_switch_groups_expired_total", counters::Kind::kCounter, 1,
-     "Forming groups dropped after a lease without a JOIN or PING from any member.",
-     &SwitchCounters::groups_expired},
-    {"leases_expired", "inca_switch_leases_expired_total", counters::Kind::kCounter, 1,
-     "Formed groups dissolved because a member was silent (no JOIN, PING, REPORT or data) for a "
-     "lease.",
-     &SwitchCounters::leases_expired},
-    {"groups_replaced", "inca_switch_groups_replaced_total", counters::Kind::kCounter, 1,
-     "Groups whose members were all silent, taken over by a JOIN of another job (a re-run after "
-     "a crash).",
-     &SwitchCounters::groups_replaced},
-    {"groups_destroyed", "inca_switch_groups_destroyed_total", counters::Kind::kCounter, 1,
-     "JOIN-formed groups destroyed by an operator (cais-cli groups destroy).",
-     &SwitchCounters::groups_destroyed},
-    {"ports_reclaimed", "inca_switch_ports_reclaimed_total", counters::Kind::kCounter, 1,
-     "Ports taken back from groups still forming, for a JOIN that found none free (the source "
-     "holding the most forming ports gives its earliest).",
-     &SwitchCounters::ports_reclaimed},
-    {"lease_ms", "inca_switch_lease_seconds", counters::Kind::kGauge, 1e-3,
-     "Lease period: a group member silent for this long loses its group.",
-     &SwitchCounters::lease_ms},
-};
 
 class SwitchServer final : private ProgramHost::Hooks {
  public:

@@ -230,13 +230,13 @@ TEST(OffloadIntegrationTest, SramPressureTurnsOffloadOffAndRecoveryTurnsItBackOn
   uint64_t declined = 0, accepted = 0;
   for (const auto& g : st->groups) {
     if (g.group_id == 0) {
-      declined = g.offload_declined_ops;
-      accepted = g.offload_accepted_ops;
+      declined = g.counters.offload_declined_ops;
+      accepted = g.counters.offload_accepted_ops;
     }
   }
   EXPECT_GT(declined, 0u);
   EXPECT_GT(accepted, 0u);
-  EXPECT_GT(st->ingress_delay_samples, 0u);  // the controller had its queue delay
+  EXPECT_GT(st->counters.ingress_delay_samples, 0u);  // the controller had its queue delay
 
   // The same decisions through /metrics.
   httplib::Client http(absl::StrCat("http://", sw.http_addr));

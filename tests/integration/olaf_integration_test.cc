@@ -366,7 +366,7 @@ TEST(OlafIntegrationTest, PassthroughIsIntactAndTheClusterTableChangesMidRun) {
   EXPECT_EQ((*m)[0].cluster_id, 6);
   auto st = (*plane)->GetOlafStats();
   ASSERT_TRUE(st.ok());
-  EXPECT_GE(st->passthrough, sent.size());
+  EXPECT_GE(st->server.olaf.passthrough, sent.size());
   EXPECT_TRUE(st->conserved);
   close(tx);
   close(ps_fd);

@@ -1,10 +1,14 @@
 // The control API's figures (GetStats, GetOlafStats), declared once (issue
 // 17): each field of a stats struct is one table entry beside the struct --
 // its proto name and stable field number, its type (from the member) and its
-// help. proto/inca/control/v1/stats.proto is generated from these tables
+// help. Counters are not listed again: a Block entry embeds a whole counters
+// table (inca/util/counters.h: HostCounters, SwitchCounters, GroupCounters,
+// ...) as a typed sub-message whose fields are the table's entries.
+// proto/inca/control/v1/stats.proto is generated from these tables
 // (`inca-switchd --stats-proto`; a test keeps the checked-in copy equal), and
 // the gRPC adapter converts by protobuf reflection over the same tables
-// (src/control/convert.cc), so a new figure is one member and one entry.
+// (src/control/convert.cc), so a new figure is one member and one entry, and
+// a new counter one entry in its counters table.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +19,9 @@
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "inca/switchd/counters.h"
+#include "inca/util/counters.h"
 
 namespace inca::control {
 
@@ -30,7 +37,7 @@ struct StatField {
   const char* name;  // proto field name (snake_case), also the JSON key
   int number;        // proto field number: stable, never reused
   std::variant<uint64_t S::*, uint32_t S::*, uint16_t S::*, uint8_t S::*, double S::*, bool S::*,
-               std::string S::*, DropMap S::*, Repeated>
+               std::string S::*, DropMap S::*, Repeated, counters::Block<S>>
       member;
   const char* help;
 };
@@ -39,31 +46,20 @@ using StatTable = std::span<const StatField<S>>;
 
 struct GroupStats {
   uint8_t group_id = 0;
-  uint64_t rx_packets = 0;
-  uint64_t completed_chunks = 0;
-  uint64_t reduced_bytes = 0;
-  uint64_t timeouts = 0;
-  uint64_t fallback_notices = 0;
-  uint64_t dropped = 0;
-  uint64_t sram_cells = 0;
-  uint64_t offload_accepted_ops = 0;
-  uint64_t offload_declined_ops = 0;
+  cais::GroupCounters counters;
 };
 
 inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
     {"group_id", 1, &GroupStats::group_id, "The group (0..255)."},
-    {"rx_packets", 2, &GroupStats::rx_packets, "Packets of the group received."},
-    {"completed_chunks", 3, &GroupStats::completed_chunks, "Chunks reduced to completion."},
-    {"reduced_bytes", 4, &GroupStats::reduced_bytes, "Payload bytes of completed chunks."},
-    {"timeouts", 5, &GroupStats::timeouts, "Chunks that timed out (fallback notices sent)."},
-    {"fallback_notices", 6, &GroupStats::fallback_notices, "FALLBACK notices sent."},
-    {"dropped", 7, &GroupStats::dropped, "Packets of the group dropped."},
-    {"sram_cells", 8, &GroupStats::sram_cells, "Slot cells the group holds now."},
-    {"offload_accepted_ops", 9, &GroupStats::offload_accepted_ops,
-     "Operations the offload policy sent to the switch."},
-    {"offload_declined_ops", 10, &GroupStats::offload_declined_ops,
-     "Operations the offload policy declined (DECLINED notices)."},
+    {"counters", 11,
+     counters::MakeBlock<GroupStats, cais::kGroupCounters,
+                         [](GroupStats& g) -> cais::GroupCounters& { return g.counters; }>(
+         "CaisGroupCounters"),
+     "The group's counters (cais::kGroupCounters)."},
 };
+// Numbers of removed fields (never reused): the flat copies of counters
+// that the counters sub-message carries now.
+inline constexpr int kGroupStatsReserved[] = {2, 3, 4, 5, 6, 7, 8, 9, 10};
 
 // The figures of the CAIS write-up's `cais-cli show-stats` (4.4) and more.
 struct Stats {
@@ -73,20 +69,16 @@ struct Stats {
   uint64_t sram_bytes = 0;
   double reductions_per_s = 0;
   double reduced_bytes_per_s = 0;
-  uint64_t completed_chunks = 0;
-  uint64_t timeouts = 0;
-  uint64_t fallback_notices = 0;
   double fallback_ratio = 0;
   double slot_holding_avg_us = 0;
-  uint64_t ingress_delay_ns_total = 0;
-  uint64_t ingress_delay_samples = 0;
   double ingress_queue_delay_us = 0;
-  uint64_t rx_packets = 0;
-  uint64_t tx_packets = 0;
-  uint64_t unknown_sender = 0;
   DropMap drops;
   std::vector<GroupStats> groups;  // groups with traffic
   bool conserved = true;
+  // The switch's counters: the UDP front end (HostCounters and, for CAIS,
+  // SwitchCounters' own), the program's (reducer) and the switch-wide CAIS
+  // totals (cais). The OLAF program fills the host and program parts.
+  switchd::SwitchCounters counters;
 };
 
 inline constexpr StatField<Stats> kStatsFields[] = {
@@ -98,31 +90,41 @@ inline constexpr StatField<Stats> kStatsFields[] = {
     {"reductions_per_s", 4, &Stats::reductions_per_s, "Chunks completed per second, recently."},
     {"reduced_bytes_per_s", 5, &Stats::reduced_bytes_per_s,
      "Payload bytes of completed chunks per second, recently."},
-    {"completed_chunks", 6, &Stats::completed_chunks, "Chunks reduced to completion."},
-    {"timeouts", 7, &Stats::timeouts, "Chunks that timed out."},
-    {"fallback_notices", 8, &Stats::fallback_notices, "FALLBACK notices sent."},
     {"fallback_ratio", 9, &Stats::fallback_ratio,
      "(timeouts + chunk_closed drops) / (completed + timeouts), since start."},
     {"slot_holding_avg_us", 10, &Stats::slot_holding_avg_us,
      "Mean slot-holding time, first contribution to completion (mostly rank skew), us. "
      "Not the queue delay (ingress_queue_delay_us); field 10 was avg_queue_delay_us."},
-    {"rx_packets", 11, &Stats::rx_packets, "Datagrams received."},
-    {"tx_packets", 12, &Stats::tx_packets, "Datagrams sent."},
     {"drops", 13, &Stats::drops, "Packets dropped, by reason name (non-zero only)."},
     {"groups", 14, Repeated{"GroupStats"}, "Groups with traffic."},
-    {"unknown_sender", 15, &Stats::unknown_sender,
-     "Datagrams from endpoints bound to no port (not given to the program)."},
     {"conserved", 16, &Stats::conserved,
      "Every packet is accounted for: rx = aggregated + forwarded + dropped."},
-    {"ingress_delay_ns_total", 17, &Stats::ingress_delay_ns_total,
-     "Ingress queueing (kernel receive timestamp to processing), summed over samples, ns."},
-    {"ingress_delay_samples", 18, &Stats::ingress_delay_samples,
-     "Samples in ingress_delay_ns_total (difference two snapshots for a windowed mean)."},
     {"ingress_queue_delay_us", 19, &Stats::ingress_queue_delay_us,
      "Mean ingress queueing delay since start, us."},
     {"sram_usage_limit", 20, &Stats::sram_usage_limit,
      "Admission stops when pending usage reaches this fraction."},
+    {"host", 21,
+     counters::MakeBlock<Stats, switchd::kHostCounters,
+                         [](Stats& s) -> switchd::HostCounters& { return s.counters; }>(
+         "HostCounters"),
+     "The switch's UDP front end (switchd::kHostCounters)."},
+    {"switch_counters", 22,
+     counters::MakeBlock<Stats, switchd::kSwitchCounters,
+                         [](Stats& s) -> switchd::SwitchCounters& { return s.counters; }>(
+         "SwitchCounters"),
+     "The CAIS front end: management, groups, leases (switchd::kSwitchCounters)."},
+    {"program", 23,
+     counters::MakeBlock<Stats, dp::kProgramCounters,
+                         [](Stats& s) -> dp::ProgramCounters& { return s.counters.reducer; }>(
+         "ProgramCounters"),
+     "The switch program's packets in and out (dp::kProgramCounters)."},
+    {"cais", 24,
+     counters::MakeBlock<Stats, cais::kGroupCounters,
+                         [](Stats& s) -> cais::GroupCounters& { return s.counters.cais; }>(
+         "CaisGroupCounters"),
+     "Switch-wide CAIS totals (cais::kGroupCounters)."},
 };
+inline constexpr int kStatsReserved[] = {6, 7, 8, 11, 12, 15, 17, 18};
 
 // One OLAF cluster as the switch sees it (AoM at the switch's PS-facing
 // output; docs/design/olaf-core.md has the definitions).
@@ -165,12 +167,13 @@ struct OlafStats {
   uint32_t active_clusters = 0;
   uint64_t egress_rate_bps = 0;
   double delta_t_ms = 0, tau_ms = 0;
-  uint64_t updates_rx = 0, updates_absorbed = 0, updates_cut_through = 0, updates_tx = 0;
-  uint64_t acks_forwarded = 0, models_rx = 0, model_copies_tx = 0, passthrough = 0;
   uint64_t dropped = 0;
   DropMap drops;
   std::vector<OlafClusterInfo> clusters;
   bool conserved = true;
+  // The switch's counters: its UDP front end, the program's packets and the
+  // OLAF figures (server.olaf).
+  switchd::OlafServerCounters server;
 };
 
 inline constexpr StatField<OlafStats> kOlafStatsFields[] = {
@@ -182,42 +185,79 @@ inline constexpr StatField<OlafStats> kOlafStatsFields[] = {
     {"egress_rate_bps", 6, &OlafStats::egress_rate_bps, "Paced egress to the PS; 0: unpaced."},
     {"delta_t_ms", 7, &OlafStats::delta_t_ms, "The AoM threshold (delta T), ms."},
     {"tau_ms", 8, &OlafStats::tau_ms, "The merge time constant, ms."},
-    {"updates_rx", 9, &OlafStats::updates_rx, "UPDATE packets that parsed."},
-    {"updates_absorbed", 10, &OlafStats::updates_absorbed, "UPDATEs queued or merged."},
-    {"updates_cut_through", 11, &OlafStats::updates_cut_through, "UPDATEs sent on at once."},
-    {"updates_tx", 12, &OlafStats::updates_tx, "UPDATE packets sent to the PS."},
-    {"acks_forwarded", 13, &OlafStats::acks_forwarded, "ACKs routed to workers."},
-    {"models_rx", 14, &OlafStats::models_rx, "MODEL packets from the PS."},
-    {"model_copies_tx", 15, &OlafStats::model_copies_tx, "MODEL copies sent to worker ports."},
-    {"passthrough", 16, &OlafStats::passthrough, "Non-OLAF packets forwarded untouched."},
     {"dropped", 17, &OlafStats::dropped, "Packets dropped."},
     {"drops", 18, &OlafStats::drops, "Packets dropped, by reason name (non-zero only)."},
     {"clusters", 19, Repeated{"OlafClusterStats"}, "Clusters the queue knows."},
     {"conserved", 20, &OlafStats::conserved, "Every packet and queued update is accounted for."},
+    {"host", 21,
+     counters::MakeBlock<OlafStats, switchd::kHostCounters,
+                         [](OlafStats& s) -> switchd::HostCounters& { return s.server; }>(
+         "HostCounters"),
+     "The switch's UDP front end (switchd::kHostCounters)."},
+    {"server", 22,
+     counters::MakeBlock<OlafStats, switchd::kOlafServerCounters,
+                         [](OlafStats& s) -> switchd::OlafServerCounters& { return s.server; }>(
+         "OlafServerCounters"),
+     "The OLAF front end: peer ports and leases (switchd::kOlafServerCounters)."},
+    {"program", 23,
+     counters::MakeBlock<OlafStats, dp::kProgramCounters,
+                         [](OlafStats& s) -> dp::ProgramCounters& { return s.server.program; }>(
+         "ProgramCounters"),
+     "The program's packets in and out (dp::kProgramCounters)."},
+    {"olaf", 24,
+     counters::MakeBlock<OlafStats, olaf::kOlafCounters,
+                         [](OlafStats& s) -> olaf::OlafCounters& { return s.server.olaf; }>(
+         "OlafCounters"),
+     "UPDATE, ACK and MODEL figures (olaf::kOlafCounters)."},
 };
+inline constexpr int kOlafStatsReserved[] = {9, 10, 11, 12, 13, 14, 15, 16};
 
 namespace stats_internal {
-// The proto type of a member alternative (StatField::member's index).
-std::string ProtoType(size_t alternative, const char* repeated_message);
+// The proto type of a member alternative (StatField::member's index);
+// `message` names the element (Repeated) or sub-message (Block).
+std::string ProtoType(size_t alternative, const char* message);
 // `  // help\n  type name = number;\n`.
 std::string FieldText(const std::string& type, const char* name, int number, const char* help);
+// `  reserved 1, 2;\n`, or nothing.
+std::string ReservedText(std::span<const int> numbers);
+// The message a counters table becomes: one uint64 per row, by its number.
+std::string CountersMessageText(const char* message, size_t size, counters::Row (*row)(size_t));
+
+template <typename S>
+const char* SubMessage(const StatField<S>& f) {
+  if (const auto* rep = std::get_if<Repeated>(&f.member)) return rep->message;
+  if (const auto* b = std::get_if<counters::Block<S>>(&f.member)) return b->message;
+  return "";
+}
 }  // namespace stats_internal
 
 // One message of stats.proto, from a table (fields in number order).
 template <typename S>
-std::string StatsMessageProto(const char* message, StatTable<S> table) {
+std::string StatsMessageProto(const char* message, StatTable<S> table,
+                              std::span<const int> reserved = {}) {
   std::vector<const StatField<S>*> by_number;
   for (const StatField<S>& f : table) by_number.push_back(&f);
   std::sort(by_number.begin(), by_number.end(),
             [](const auto* a, const auto* b) { return a->number < b->number; });
-  std::string out = std::string("message ") + message + " {\n";
+  std::string out =
+      std::string("message ") + message + " {\n" + stats_internal::ReservedText(reserved);
   for (const StatField<S>* f : by_number) {
-    const auto* rep = std::get_if<Repeated>(&f->member);
     out += stats_internal::FieldText(
-        stats_internal::ProtoType(f->member.index(), rep ? rep->message : ""), f->name, f->number,
-        f->help);
+        stats_internal::ProtoType(f->member.index(), stats_internal::SubMessage(*f)), f->name,
+        f->number, f->help);
   }
   return out + "}\n";
+}
+
+// The messages of the counters tables a stats table embeds, by name (a
+// table embedded twice is written once).
+template <typename S>
+void CountersMessagesProto(StatTable<S> table, std::map<std::string, std::string>* out) {
+  for (const StatField<S>& f : table) {
+    if (const auto* b = std::get_if<counters::Block<S>>(&f.member)) {
+      (*out)[b->message] = stats_internal::CountersMessageText(b->message, b->size, b->row);
+    }
+  }
 }
 
 // The whole of proto/inca/control/v1/stats.proto.

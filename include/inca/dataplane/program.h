@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "inca/dataplane/drop_reason.h"
+#include "inca/util/counters.h"
 
 namespace inca::dp {
 
@@ -70,6 +71,27 @@ struct ProgramCounters {
 
   // rx == aggregated + forwarded + dropped, and the per-reason drops add up.
   bool Conserved() const;
+};
+
+// ProgramCounters' figures, declared once (inca/util/counters.h); `prom` is
+// the family's suffix (inca_reducer_<prom> for CAIS). Drops by reason are
+// written beside them (dp::DropReason's own table).
+inline constexpr counters::Counter<ProgramCounters> kProgramCounters[] = {
+    {1, "rx_packets", "received_packets_total", counters::Kind::kCounter, 1,
+     "Packets handed to the program.", &ProgramCounters::rx_packets},
+    {2, "rx_bytes", "received_bytes_total", counters::Kind::kCounter, 1,
+     "Bytes handed to the program.", &ProgramCounters::rx_bytes},
+    {3, "aggregated", "aggregated_packets_total", counters::Kind::kCounter, 1,
+     "Packets absorbed into switch state.", &ProgramCounters::aggregated},
+    {4, "forwarded", "forwarded_packets_total", counters::Kind::kCounter, 1,
+     "Packets that caused emissions without being absorbed.", &ProgramCounters::forwarded},
+    {5, "dropped", "dropped_total", counters::Kind::kCounter, 1, "Packets dropped (all reasons).",
+     &ProgramCounters::dropped},
+    {6, "tx_packets", "sent_packets_total", counters::Kind::kCounter, 1,
+     "Packets the program emitted (a multicast counts once per port).",
+     &ProgramCounters::tx_packets},
+    {7, "tx_bytes", "sent_bytes_total", counters::Kind::kCounter, 1, "Bytes the program emitted.",
+     &ProgramCounters::tx_bytes},
 };
 
 // Base of all data-plane programs (CAIS reducer, OLAF queue, FIFO, ...).

@@ -94,24 +94,24 @@ struct OlafCounters {
 // line's JSON, /metrics and docs/monitoring.md's rows come from this table
 // (drops, by reason, are written by hand).
 inline constexpr counters::Counter<OlafCounters> kOlafCounters[] = {
-    {"updates_rx", "inca_olaf_updates_received_total", counters::Kind::kCounter, 1,
+    {1, "updates_rx", "inca_olaf_updates_received_total", counters::Kind::kCounter, 1,
      "UPDATE packets that parsed.", &OlafCounters::updates_rx},
-    {"updates_absorbed", "inca_olaf_updates_absorbed_total", counters::Kind::kCounter, 1,
+    {2, "updates_absorbed", "inca_olaf_updates_absorbed_total", counters::Kind::kCounter, 1,
      "UPDATEs queued or merged into a queued one.", &OlafCounters::updates_absorbed},
-    {"updates_cut_through", "inca_olaf_updates_cut_through_total", counters::Kind::kCounter, 1,
+    {3, "updates_cut_through", "inca_olaf_updates_cut_through_total", counters::Kind::kCounter, 1,
      "UPDATEs sent on at once (the queue was empty and the link free).",
      &OlafCounters::updates_cut_through},
-    {"updates_tx", "inca_olaf_updates_sent_total", counters::Kind::kCounter, 1,
+    {4, "updates_tx", "inca_olaf_updates_sent_total", counters::Kind::kCounter, 1,
      "UPDATE packets sent toward the PS.", &OlafCounters::updates_tx},
-    {"acks_forwarded", "inca_olaf_acks_forwarded_total", counters::Kind::kCounter, 1,
+    {5, "acks_forwarded", "inca_olaf_acks_forwarded_total", counters::Kind::kCounter, 1,
      "ACKs stamped and forwarded to workers.", &OlafCounters::acks_forwarded},
-    {"acks_restamped", "inca_olaf_acks_restamped_total", counters::Kind::kCounter, 1,
+    {6, "acks_restamped", "inca_olaf_acks_restamped_total", counters::Kind::kCounter, 1,
      "ACKs whose queue state this switch replaced.", &OlafCounters::acks_restamped},
-    {"models_rx", "inca_olaf_models_received_total", counters::Kind::kCounter, 1,
+    {7, "models_rx", "inca_olaf_models_received_total", counters::Kind::kCounter, 1,
      "MODEL packets from the PS.", &OlafCounters::models_rx},
-    {"model_copies_tx", "inca_olaf_model_copies_sent_total", counters::Kind::kCounter, 1,
+    {8, "model_copies_tx", "inca_olaf_model_copies_sent_total", counters::Kind::kCounter, 1,
      "MODEL copies multicast to workers.", &OlafCounters::model_copies_tx},
-    {"passthrough", "inca_olaf_passthrough_total", counters::Kind::kCounter, 1,
+    {9, "passthrough", "inca_olaf_passthrough_total", counters::Kind::kCounter, 1,
      "Non-OLAF packets forwarded untouched.", &OlafCounters::passthrough},
 };
 

@@ -1,0 +1,78 @@
+#include "inca/switchd/counters.h"
+
+#include "absl/strings/str_cat.h"
+#include "switchd/string_compat.h"
+
+namespace inca::switchd {
+
+std::string DropsJson(const std::array<uint64_t, dp::kDropReasonCount>& drops) {
+  std::string s = "\"drops\":{";
+  bool first = true;
+  for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
+    if (drops[r] == 0) continue;
+    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
+                    "\":", drops[r]);
+    first = false;
+  }
+  return s + "}";
+}
+
+std::string HostCounters::JsonFields() const {
+  return absl::StrCat(counters::JsonFields<HostCounters>(kHostCounters, *this),
+                      ",\"io_gso\":", io_gso ? "true" : "false",
+                      ",\"io_gro\":", io_gro ? "true" : "false");
+}
+
+bool SwitchCounters::Conserved() const {
+  const bool ingress =
+      datagrams_rx == mgmt_rx + unknown_sender + injected_ingress_loss + reducer.rx_packets;
+  const bool egress =
+      reducer.tx_packets == egress_unmapped + injected_egress_loss + datagrams_tx + send_errors;
+  return ingress && egress && reducer.Conserved() &&
+         mgmt_malformed + mgmt_reports + mgmt_reports_ignored + mgmt_reports_contended <= mgmt_rx;
+}
+
+std::string SwitchCounters::ToJson() const {
+  return absl::StrCat(
+      "{", JsonFields(), ",", counters::JsonFields<SwitchCounters>(kSwitchCounters, *this),
+      ",\"reducer\":{", counters::JsonFields<dp::ProgramCounters>(dp::kProgramCounters, reducer),
+      ",", DropsJson(reducer.drops_by_reason), "},\"cais\":{",
+      counters::JsonFields<cais::GroupCounters>(cais::kGroupCounters, cais),
+      "},\"sram\":{\"sram_bytes\":", sram.sram_bytes, ",\"cell_bytes\":", sram.cell_bytes,
+      ",\"cells_total\":", sram.cells_total, ",\"cells_pending\":", sram.cells_pending,
+      ",\"cells_retained\":", sram.cells_retained, ",\"pending_chunks\":", sram.pending_chunks,
+      ",\"retained_chunks\":", sram.retained_chunks, ",\"tombstones\":", sram.tombstones,
+      "},\"conserved\":", Conserved() ? "true" : "false", "}");
+}
+
+std::string SwitchCounters::ToLogString() const {
+  return absl::StrCat(
+      "datagrams_rx=", datagrams_rx, " mgmt_rx=", mgmt_rx, " unknown_sender=", unknown_sender,
+      " injected_ingress_loss=", injected_ingress_loss, " reducer_rx=", reducer.rx_packets,
+      " aggregated=", reducer.aggregated, " forwarded=", reducer.forwarded,
+      " dropped=", reducer.dropped, " completed_chunks=", cais.completed_chunks,
+      " timeouts=", cais.timeouts, " fallback_notices=", cais.fallback_notices,
+      " reducer_tx=", reducer.tx_packets, " datagrams_tx=", datagrams_tx,
+      " injected_egress_loss=", injected_egress_loss, " egress_unmapped=", egress_unmapped,
+      " send_errors=", send_errors, " pending_chunks=", sram.pending_chunks,
+      " retained_chunks=", sram.retained_chunks, " groups_formed=", groups_formed,
+      " ports_bound=", ports_bound, " conserved=", Conserved() ? "true" : "false");
+}
+
+bool OlafServerCounters::Conserved() const {
+  return datagrams_rx == ports_exhausted + program.rx_packets &&
+         program.tx_packets == egress_unmapped + datagrams_tx + send_errors && program.Conserved();
+}
+
+std::string OlafServerCounters::ToJson() const {
+  return absl::StrCat(
+      "{", JsonFields(), ",", counters::JsonFields<OlafServerCounters>(kOlafServerCounters, *this),
+      ",\"program\":{", counters::JsonFields<dp::ProgramCounters>(dp::kProgramCounters, program),
+      "},\"olaf\":{", counters::JsonFields<olaf::OlafCounters>(olaf::kOlafCounters, olaf),
+      ",\"dropped\":", olaf.dropped, ",", DropsJson(olaf.drops),
+      "},\"queue\":{\"occupancy\":", queue.occupancy, ",\"depth\":", queue.depth,
+      ",\"active_clusters\":", queue.active_clusters,
+      "},\"conserved\":", Conserved() ? "true" : "false", "}");
+}
+
+}  // namespace inca::switchd
