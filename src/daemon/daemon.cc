@@ -99,16 +99,14 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
   }
   std::unique_ptr<monitor::MonitorServer> mon;
   if (Enabled(c.http_listen)) {
-    switchd::SwitchServer* sw = server->get();
-    switchd::SwitchControl* plane = control.plane.get();
-    auto started = monitor::MonitorServer::Start(c.http_listen, [sw, plane] {
-      monitor::MetricsSnapshot s;
-      sw->Execute(
-          [&](switchd::SwitchServer::Control& ctl) { monitor::CollectReducer(ctl.reducer, &s); });
-      s.switch_counters = sw->counters();
-      s.taken_at = std::chrono::system_clock::now();
-      monitor::ApplyOffloadPolicy(*plane->GetOffloadPolicy(), &s);
-      return s;
+    // The monitor reads the control API, as any control client does.
+    control::ControlPlane* plane = control.plane.get();
+    auto started = monitor::MonitorServer::Start(c.http_listen, [plane] {
+      const auto stats = plane->GetStats();
+      const auto policy = plane->cais()->GetOffloadPolicy();
+      return monitor::FromControl(stats.ok() ? *stats : control::Stats{},
+                                  policy.ok() ? *policy : control::OffloadPolicy{},
+                                  std::chrono::system_clock::now());
     });
     if (!started.ok()) return Fail(started.status());
     mon = std::move(*started);

@@ -54,38 +54,24 @@ void AppendGroupCountersJson(const GroupCounters& c, size_t cell_bytes, std::str
 
 }  // namespace
 
-double FallbackRatio(const GroupCounters& c) {
-  const double finished = static_cast<double>(c.completed_chunks + c.timeouts);
-  if (finished == 0) return 0;
-  const double fell_back = static_cast<double>(c.timeouts + c.drops_by_reason[kChunkClosed]);
-  return std::min(1.0, fell_back / finished);
-}
-
-void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out) {
-  out->rates = reducer.rates();
-  out->groups.clear();
-  for (unsigned g = 0; g < 256; ++g) {
-    const GroupCounters& c = reducer.group(static_cast<uint8_t>(g));
-    if (c.rx_packets == 0 && c.sram_cells == 0) continue;
+MetricsSnapshot FromControl(const control::Stats& stats, const control::OffloadPolicy& policy,
+                            std::chrono::system_clock::time_point taken_at) {
+  MetricsSnapshot s;
+  s.taken_at = taken_at;
+  s.switch_counters = stats.counters;
+  s.rates.reductions_per_s = stats.reductions_per_s;
+  s.rates.reduced_bytes_per_s = stats.reduced_bytes_per_s;
+  s.rates.packets_per_s = stats.packets_per_s;
+  s.rates.window_end_ns = static_cast<dp::TimeNs>(stats.rate_window_end_ns);
+  s.avg_pending_ms = stats.slot_holding_avg_us / 1e3;
+  for (const control::GroupStats& g : stats.groups) {
     GroupMetrics m;
-    m.group_id = static_cast<uint8_t>(g);
-    m.counters = c;
-    m.avg_pending_ms = c.completed_chunks ? static_cast<double>(c.pending_ns_total) /
-                                                static_cast<double>(c.completed_chunks) / 1e6
-                                          : 0.0;
-    m.offload_min_bytes = reducer.min_offload_bytes(m.group_id);
-    m.offload_max_bytes = reducer.max_offload_bytes(m.group_id);
-    m.active = reducer.rules().HasGroup(m.group_id);
-    const cais::GroupShare share = reducer.share(m.group_id);
-    m.pending_chunks = share.pending_chunks;
-    m.share_chunks = share.share_chunks;
-    m.offload_on = m.active && m.offload_min_bytes <= m.offload_max_bytes;
-    out->groups.push_back(m);
+    static_cast<control::GroupStats&>(m) = g;
+    m.offload_on = g.active && g.offload_min_bytes <= g.offload_max_bytes;
+    s.groups.push_back(m);
   }
-  const GroupCounters& t = reducer.totals();
-  out->avg_pending_ms = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
-                                                 static_cast<double>(t.completed_chunks) / 1e6
-                                           : 0.0;
+  ApplyOffloadPolicy(policy, &s);
+  return s;
 }
 
 double QueueDelayUs(const switchd::SwitchCounters& c) {
@@ -195,7 +181,9 @@ void WriteCaisFamilies(const MetricsSnapshot& s, PromWriter* w) {
   w->Sample("", s.avg_pending_ms / 1e3);
   w->Gauge("inca_cais_group_avg_pending_seconds",
            "Mean time the group's completed chunks spent pending.");
-  for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.avg_pending_ms / 1e3);
+  for (const GroupMetrics& g : s.groups) {
+    w->Sample(GroupLabel(g.group_id), g.slot_holding_avg_us / 1e6);
+  }
   for (const auto& [q, name] : {std::pair{0.5, "p50"}, std::pair{0.99, "p99"}}) {
     const std::string what = internal::StrCat(
         " slot-holding time (first contribution to completion; log2 buckets, since start).");
@@ -336,15 +324,16 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   out.append("},\"groups\":[");
   for (size_t i = 0; i < s.groups.size(); ++i) {
     const GroupMetrics& g = s.groups[i];
-    internal::StrAppend(
-        &out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
-        ",\"offload_on\":", JsonBool(g.offload_on),
-        ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
-        ",\"offload_min_bytes\":", g.offload_min_bytes,
-        ",\"offload_max_bytes\":", g.offload_max_bytes,
-        ",\"avg_pending_ms\":", JsonNumber(g.avg_pending_ms), ",\"active\":", JsonBool(g.active),
-        ",\"pending_chunks\":", g.pending_chunks, ",\"share_chunks\":", g.share_chunks,
-        ",\"fallback_hold\":", JsonBool(g.fallback_hold), ",");
+    internal::StrAppend(&out, i ? "," : "", "{\"group\":", unsigned{g.group_id},
+                        ",\"offload_on\":", JsonBool(g.offload_on),
+                        ",\"offload_threshold\":", JsonNumber(g.offload_threshold),
+                        ",\"offload_min_bytes\":", g.offload_min_bytes,
+                        ",\"offload_max_bytes\":", g.offload_max_bytes,
+                        ",\"avg_pending_ms\":", JsonNumber(g.slot_holding_avg_us / 1e3),
+                        ",\"active\":", JsonBool(g.active),
+                        ",\"pending_chunks\":", g.pending_chunks,
+                        ",\"share_chunks\":", g.share_chunks,
+                        ",\"fallback_hold\":", JsonBool(g.fallback_hold), ",");
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");
   }

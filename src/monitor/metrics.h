@@ -3,9 +3,11 @@
 // format 0.0.4 (/metrics) and JSON (/stats.json, read by the dashboard).
 // Metric names and meanings: docs/monitoring.md.
 //
-// Threading: a MetricsSnapshot is a value; the renderers are pure functions.
-// CollectReducer() reads a CaisReducer and so runs on the thread that owns
-// it (the switch thread: SwitchServer::Execute()).
+// The figures come through the control API (issue 17): FromControl() builds
+// a snapshot from GetStats and GetOffloadPolicy, so the monitor reads what
+// any control client reads and needs nothing of the switch's internals.
+//
+// Threading: a MetricsSnapshot is a value; the functions are pure.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 
 #include "inca/cais/reducer.h"
 #include "inca/control/control_plane.h"
+#include "inca/control/reducer_stats.h"
 #include "inca/switchd/counters.h"
 
 namespace inca::monitor {
@@ -27,29 +30,15 @@ inline constexpr double kSramPressureRatio = 0.80;
 // CAIS write-up 3.3: the default offload score threshold.
 inline constexpr double kDefaultOffloadThreshold = 0.2;
 
-// One reduction group's figures.
-struct GroupMetrics {
-  uint8_t group_id = 0;
-  cais::GroupCounters counters;
-  // Mean time, in milliseconds, that this group's completed chunks spent
-  // pending (first contribution to completion); 0 while not measured.
-  double avg_pending_ms = 0;
+// One reduction group's figures: the control API's (counters, share,
+// offload range, slot holding) and the offload decision on top.
+struct GroupMetrics : control::GroupStats {
   // The controller's offload decision for the group (CAIS write-up 3.3):
   // whether its collectives go to the switch, and the score threshold the
-  // decision used. Until a controller fills them: on, 0.2.
+  // decision used. Until a controller speaks: on while a rule names the
+  // group and its range is not empty; 0.2.
   bool offload_on = true;
-  // False once no rule names the group any more (dissolved, expired,
-  // destroyed): its counters stay, but it is not offloaded.
-  bool active = true;
-  // The group's pending chunks and its reserved share of them
-  // (CaisConfig::group_share; 0 for a group no rule names).
-  uint64_t pending_chunks = 0;
-  uint64_t share_chunks = 0;
   double offload_threshold = kDefaultOffloadThreshold;
-  // Operation sizes the switch accepts for the group (the reducer's
-  // SetOffloadRange); offload_on = min <= max.
-  uint64_t offload_min_bytes = 0;
-  uint64_t offload_max_bytes = UINT64_MAX;
   // The controller holds the group on the host path: its chunks fell back
   // more than 10 % of the time in the controller's window (docs/control.md).
   bool fallback_hold = false;
@@ -89,18 +78,13 @@ double QueueDelayUs(const switchd::SwitchCounters& c);
 // controller runs, else the since-start fallback ratio above 0.1.
 bool FallbackAlarm(const MetricsSnapshot& s);
 
-// Share of chunk outcomes that ended in a fallback to host collectives:
-//   (timeouts + drops_by_reason[chunk_closed]) / (completed_chunks + timeouts)
-// i.e. chunks released by timeout plus late packets answered with a fallback
-// notice, over chunks that finished either way. 0 when nothing finished;
-// capped at 1 (late packets can outnumber the chunks they belong to).
-double FallbackRatio(const cais::GroupCounters& c);
+// The since-start fallback ratio (inca/control/reducer_stats.h).
+using control::FallbackRatio;
 
-// Copies the reducer's rates and the counters of every group that received
-// a packet or holds SRAM, with the reducer's offload ranges (thresholds keep
-// their defaults: the reducer does not know them). Leaves
-// taken_at, switch_counters and avg_pending_ms alone. Owner thread only.
-void CollectReducer(const cais::CaisReducer& reducer, MetricsSnapshot* out);
+// The snapshot of what GetStats returned (and, when a controller has
+// spoken, its policy through ApplyOffloadPolicy), taken at `taken_at`.
+MetricsSnapshot FromControl(const control::Stats& stats, const control::OffloadPolicy& policy,
+                            std::chrono::system_clock::time_point taken_at);
 
 // Copies an offload controller's policy into the snapshot: the controller's
 // name and queue delay, and each listed group's threshold.

@@ -69,7 +69,7 @@ MetricsSnapshot Sample() {
   g0.counters.sram_cells = 50;
   g0.counters.drops_by_reason[R(dp::DropReason::kDuplicate)] = 20;
   g0.counters.dropped = 20;
-  g0.avg_pending_ms = 2;
+  g0.slot_holding_avg_us = 2000;
   GroupMetrics g7;
   g7.group_id = 7;
   g7.counters.rx_packets = 290;
@@ -345,14 +345,14 @@ TEST(FallbackRatio, FollowsTheDocumentedFormula) {
   EXPECT_EQ(FallbackRatio(late), 1.0);  // capped
 }
 
-// --- CollectReducer with a real reducer --------------------------------------
+// --- FromControl: what GetStats reports of a real reducer -----------------------
 
 struct NullSink final : dp::PacketSink {
   size_t emitted = 0;
   void Emit(dp::PortId, std::span<const uint8_t>) override { ++emitted; }
 };
 
-TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
+TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
   auto reducer = cais::CaisReducer::Create(cais::CaisConfig{});
   ASSERT_TRUE(reducer.ok()) << reducer.status();
   cais::CaisReducer& red = **reducer;
@@ -385,8 +385,12 @@ TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
   red.Process(packet(9, 0), 1, 1000, sink);  // no rule for group 9: dropped
   ASSERT_EQ(red.group(3).completed_chunks, 3u);
 
-  MetricsSnapshot s;
-  CollectReducer(red, &s);
+  control::Stats st;
+  control::CollectReducerStats(red, &st);
+  st.counters.cais = red.totals();
+  st.counters.sram = red.sram();
+  st.counters.reducer = red.counters();
+  MetricsSnapshot s = FromControl(st, control::OffloadPolicy{}, {});
   ASSERT_EQ(s.groups.size(), 2u);
   EXPECT_EQ(s.groups[0].group_id, 3);
   EXPECT_EQ(s.groups[0].counters.completed_chunks, 3u);
@@ -402,9 +406,6 @@ TEST(CollectReducer, CopiesGroupsWithTrafficOnly) {
   EXPECT_FALSE(s.groups[1].offload_on);
   EXPECT_EQ(s.groups[1].counters.drops_by_reason[R(dp::DropReason::kNoRule)], 1u);
 
-  s.switch_counters.cais = red.totals();
-  s.switch_counters.sram = red.sram();
-  s.switch_counters.reducer = red.counters();
   const auto r = CheckPrometheusText(RenderPrometheus(s));
   EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
   EXPECT_THAT(r.Value("inca_cais_group_completed_chunks_total{group=\"3\"}"), Optional(3.0));

@@ -103,8 +103,8 @@ MetricsSnapshot SyntheticMetrics::Next(std::chrono::milliseconds step) {
     cells_left -= cells;
     weight_left -= shape.chunks_per_s;
 
-    g.avg_pending_ms = (0.3 + 0.02 * static_cast<double>(shape.ports)) *
-                       (1 + 0.5 * std::sin(t / 5.0 + phase)) * (pressure ? 1.8 : 1.0);
+    g.slot_holding_avg_us = 1e3 * (0.3 + 0.02 * static_cast<double>(shape.ports)) *
+                            (1 + 0.5 * std::sin(t / 5.0 + phase)) * (pressure ? 1.8 : 1.0);
     // Offload decisions as the CAIS controller would take them: threshold
     // raised while SRAM is under pressure; group 2 off while its fallback
     // ratio is high; group 5 kept on the hosts.
@@ -134,7 +134,7 @@ MetricsSnapshot SyntheticMetrics::Next(std::chrono::milliseconds step) {
     for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
       totals.drops_by_reason[r] += c.drops_by_reason[r];
     }
-    pending_weighted += g.avg_pending_ms * static_cast<double>(c.completed_chunks);
+    pending_weighted += g.slot_holding_avg_us / 1e3 * static_cast<double>(c.completed_chunks);
   }
   // A little garbage that names no group: counted switch-wide only.
   const uint64_t too_short = Round(3 * dt);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "inca/control/reducer_stats.h"
 #include "switchd/settings.h"
 
 namespace inca::switchd {
@@ -286,38 +287,7 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
 
 absl::StatusOr<control::Stats> SwitchControl::GetStats() {
   control::Stats st;
-  server_->Execute([&](SwitchServer::Control& c) {
-    const cais::CaisReducer& r = c.reducer;
-    const cais::SramUsage u = r.sram();
-    const cais::GroupCounters& t = r.totals();
-    st.sram_usage = u.usage();
-    st.sram_pending_usage = u.pending_usage();
-    st.sram_usage_limit = u.usage_limit;
-    st.sram_bytes = u.sram_bytes;
-    st.reductions_per_s = r.rates().reductions_per_s;
-    st.reduced_bytes_per_s = r.rates().reduced_bytes_per_s;
-    // Same definition as the monitor's /metrics (docs/monitoring.md).
-    const uint64_t decided = t.completed_chunks + t.timeouts;
-    const uint64_t closed = t.drops_by_reason[static_cast<size_t>(dp::DropReason::kChunkClosed)];
-    st.fallback_ratio =
-        decided
-            ? std::min(1.0, static_cast<double>(t.timeouts + closed) / static_cast<double>(decided))
-            : 0.0;
-    st.slot_holding_avg_us = t.completed_chunks ? static_cast<double>(t.pending_ns_total) /
-                                                      static_cast<double>(t.completed_chunks) / 1e3
-                                                : 0.0;
-    st.conserved = r.counters().Conserved();
-    for (size_t i = 1; i < dp::kDropReasonCount; ++i) {
-      if (t.drops_by_reason[i] != 0) {
-        st.drops[std::string(dp::ToString(static_cast<dp::DropReason>(i)))] = t.drops_by_reason[i];
-      }
-    }
-    for (int g = 0; g < 256; ++g) {
-      const cais::GroupCounters& gc = r.group(static_cast<uint8_t>(g));
-      if (gc.rx_packets == 0 && gc.sram_cells == 0) continue;
-      st.groups.push_back({static_cast<uint8_t>(g), gc});
-    }
-  });
+  server_->Execute([&](SwitchServer::Control& c) { control::CollectReducerStats(c.reducer, &st); });
   // The published counters (a snapshot of the switch thread's), so that
   // host, reducer and CAIS figures are of one moment.
   st.counters = server_->counters();

@@ -47,6 +47,16 @@ using StatTable = std::span<const StatField<S>>;
 struct GroupStats {
   uint8_t group_id = 0;
   cais::GroupCounters counters;
+  // False once no rule names the group (dissolved, expired, destroyed): its
+  // counters stay, but it is not offloaded.
+  bool active = true;
+  uint64_t pending_chunks = 0;  // being aggregated now
+  uint64_t share_chunks = 0;    // reserved for it (CaisConfig::group_share)
+  // Operation sizes the switch accepts for the group (min > max: none).
+  uint64_t offload_min_bytes = 0;
+  uint64_t offload_max_bytes = UINT64_MAX;
+  double slot_holding_avg_us = 0;
+  double slot_holding_p50_us = 0, slot_holding_p99_us = 0;
 };
 
 inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
@@ -56,6 +66,21 @@ inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
                          [](GroupStats& g) -> cais::GroupCounters& { return g.counters; }>(
          "CaisGroupCounters"),
      "The group's counters (cais::kGroupCounters)."},
+    {"active", 12, &GroupStats::active,
+     "False once no rule names the group: its counters stay, it is not offloaded."},
+    {"pending_chunks", 13, &GroupStats::pending_chunks, "Chunks of the group being aggregated."},
+    {"share_chunks", 14, &GroupStats::share_chunks,
+     "Pending chunks reserved for the group (group_share); it may borrow beyond them."},
+    {"offload_min_bytes", 15, &GroupStats::offload_min_bytes,
+     "Smallest operation the switch accepts for the group."},
+    {"offload_max_bytes", 16, &GroupStats::offload_max_bytes,
+     "Largest operation the switch accepts for the group (min > max: none)."},
+    {"slot_holding_avg_us", 17, &GroupStats::slot_holding_avg_us,
+     "Mean slot-holding time of the group's completed chunks, us."},
+    {"slot_holding_p50_us", 18, &GroupStats::slot_holding_p50_us,
+     "Median slot-holding time (log2 buckets, interpolated), us."},
+    {"slot_holding_p99_us", 19, &GroupStats::slot_holding_p99_us,
+     "99th percentile slot-holding time (log2 buckets, interpolated), us."},
 };
 // Numbers of removed fields (never reused): the flat copies of counters
 // that the counters sub-message carries now.
@@ -69,8 +94,11 @@ struct Stats {
   uint64_t sram_bytes = 0;
   double reductions_per_s = 0;
   double reduced_bytes_per_s = 0;
+  double packets_per_s = 0;
+  uint64_t rate_window_end_ns = 0;
   double fallback_ratio = 0;
   double slot_holding_avg_us = 0;
+  double slot_holding_p50_us = 0, slot_holding_p99_us = 0;
   double ingress_queue_delay_us = 0;
   DropMap drops;
   std::vector<GroupStats> groups;  // groups with traffic
@@ -123,6 +151,13 @@ inline constexpr StatField<Stats> kStatsFields[] = {
                          [](Stats& s) -> cais::GroupCounters& { return s.counters.cais; }>(
          "CaisGroupCounters"),
      "Switch-wide CAIS totals (cais::kGroupCounters)."},
+    {"packets_per_s", 25, &Stats::packets_per_s, "CAIS packets received per second, recently."},
+    {"rate_window_end_ns", 26, &Stats::rate_window_end_ns,
+     "End of the rate window the per-second figures cover (switch time, ns)."},
+    {"slot_holding_p50_us", 27, &Stats::slot_holding_p50_us,
+     "Median slot-holding time (log2 buckets, interpolated), us."},
+    {"slot_holding_p99_us", 28, &Stats::slot_holding_p99_us,
+     "99th percentile slot-holding time (log2 buckets, interpolated), us."},
 };
 inline constexpr int kStatsReserved[] = {6, 7, 8, 11, 12, 15, 17, 18};
 
