@@ -1,6 +1,6 @@
-#include <algorithm>
-
 #include "inca/olaf/worker.h"
+
+#include <algorithm>
 
 namespace inca::olaf {
 

@@ -1,9 +1,10 @@
+#include "inca/olaf/ps.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "inca/olaf/ps.h"
 
 namespace inca::olaf {
 
