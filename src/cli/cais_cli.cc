@@ -178,6 +178,8 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << ",\"reduced_bytes_per_s\":" << st->reduced_bytes_per_s
         << ",\"avg_queue_delay_us\":" << st->ingress_queue_delay_us
         << ",\"slot_holding_avg_us\":" << st->slot_holding_avg_us
+        << ",\"slot_holding_p50_us\":" << st->slot_holding_p50_us
+        << ",\"slot_holding_p99_us\":" << st->slot_holding_p99_us
         << ",\"fallback_ratio\":" << st->fallback_ratio << ",\"fallback_ratio_window\":"
         << (windowed ? absl::StrCat(policy->fallback_ratio) : std::string("null"))
         << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
@@ -207,8 +209,9 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << rate(st->reduced_bytes_per_s) << "B/s)\n"
         << "Avg Queue Delay: " << st->ingress_queue_delay_us
         << "us (in the switch: kernel receive to pipeline)\n"
-        << "Slot Holding: " << st->slot_holding_avg_us
-        << "us avg (first contribution to completion: the wait for the other ranks)\n"
+        << "Slot Holding: " << st->slot_holding_avg_us << "us avg, p50 " << st->slot_holding_p50_us
+        << ", p99 " << st->slot_holding_p99_us
+        << "us (first contribution to completion: the wait for the other ranks)\n"
         << "Fallback Ratio: " << 100 * fallback << "%"
         << (windowed
                 ? absl::StrCat(

@@ -87,6 +87,7 @@ TEST_F(CaisCliTest, SeedCommandsWorkAsWritten) {
   // without a controller the fallback ratio is since start.
   EXPECT_THAT(out_.str(), HasSubstr("us (in the switch: kernel receive to pipeline)"));
   EXPECT_THAT(out_.str(), HasSubstr("% since start"));
+  EXPECT_THAT(out_.str(), HasSubstr("us avg, p50 0.0, p99 0.0us (first contribution"));
   // With a controller: its window, and the since-start figure beside it.
   control::OffloadPolicy p;
   p.controller = "unit";
@@ -99,6 +100,7 @@ TEST_F(CaisCliTest, SeedCommandsWorkAsWritten) {
   ASSERT_EQ(Cli({"show-stats", "--json"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("\"fallback_ratio_window\":0.25,\"fallback_alarm\":true"));
   EXPECT_THAT(out_.str(), HasSubstr("\"slot_holding_avg_us\":"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"slot_holding_p99_us\":"));
 }
 
 TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
