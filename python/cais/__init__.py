@@ -26,7 +26,6 @@ import collections
 import contextlib
 import datetime
 import enum
-import json
 import os
 import sys
 import threading
@@ -68,25 +67,11 @@ WORLD_GROUP_ID = 255
 DEFAULT_CONTROLLER_PORT = 50051
 DEFAULT_SWITCH_PORT = 9410
 
-# configure() keys: the write-up's 4.2 / 5.3 names, each meaning what the
-# write-up says (docs/python.md), plus inca's own client_window.
-_CLIENT_KEYS = {"chunk_size", "switch_timeout_ms", "join_timeout_ms", "client_window",
-                "competitive"}
+# configure()'s keys and their declarations (src/client/settings.cc,
+# src/switchd/settings.cc), read from the files the build writes.
+from ._settings import (_CLIENT_KEYS, _CLIENT_OPTION, _SWITCH_KEYS,  # noqa: E402
+                        _SWITCH_SETTINGS, _client_value)
 
-
-def _switch_settings() -> Dict[str, Dict[str, Any]]:
-    """Run-time CAIS switch settings as src/switchd/settings.cc declares them (the build's
-    _switch_settings.json), plus the control API's own offload_threshold."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_switch_settings.json")
-    with open(path, encoding="utf-8") as f:
-        out = {s["key"]: s for s in json.load(f)
-               if s["runtime"] and not s["key"].startswith("olaf_")}
-    out["offload_threshold"] = {"key": "offload_threshold", "type": "number", "runtime": True}
-    return out
-
-
-_SWITCH_SETTINGS = _switch_settings()
-_SWITCH_KEYS = set(_SWITCH_SETTINGS)
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
 # CAIS header, rounded down to whole 4-byte elements).
@@ -94,10 +79,6 @@ MAX_CHUNK_BYTES = 65472
 # inca-switchd's default max_payload_bytes: a 9000-byte jumbo frame less the
 # IPv4, UDP and CAIS headers.
 DEFAULT_SWITCH_PAYLOAD = 8952
-# Client settings (CommunicatorOptions fields) under their configure() names.
-_CLIENT_OPTION = {"chunk_size": "chunk_size", "switch_timeout_ms": "switch_timeout_ms",
-                  "join_timeout_ms": "join_timeout_ms", "client_window": "max_pending_chunks",
-                  "competitive": "competitive"}
 
 
 class _State:
@@ -592,17 +573,7 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
     if unknown:
         raise ValueError("cais.configure: unknown key(s) %s; known: %s"
                          % (", ".join(unknown), ", ".join(sorted(_ALL_KEYS))))
-    client = {}
-    for k in _CLIENT_KEYS & set(config):
-        v = config[k]
-        if k == "competitive":
-            if not isinstance(v, bool):
-                raise ValueError("cais.configure: competitive must be True or False, got %r" % (v,))
-            client[_CLIENT_OPTION[k]] = v
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError("cais.configure: %s must be a non-negative integer, got %r" % (k, v))
-        client[_CLIENT_OPTION[k]] = v
+    client = {_CLIENT_OPTION[k]: _client_value(k, config[k]) for k in _CLIENT_KEYS & set(config)}
     switch = {k: config[k] for k in _SWITCH_KEYS & set(config)}
     for k, v in switch.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):

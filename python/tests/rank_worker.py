@@ -100,6 +100,8 @@ def scenario_api():
     cais.synchronize()
     st = cais.stats(tp)
     check(st["ops_switch"] > 0, "nothing went through the switch: %r" % st)
+    # The dict is its declaration's (kCommunicatorStatsFields): same keys, in order.
+    check(list(st) == list(cais._cais.stats_help()), "stats keys %r" % list(st))
     sw = cais.switch_stats()
     check(sw["completed_chunks"] > 0 and sw["conserved"], "switch stats %r" % sw)
     # Every counters table rides along, named by its declaration.

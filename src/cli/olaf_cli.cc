@@ -123,9 +123,9 @@ void PrintStatsJson(const std::string& device, const control::OlafStats& st, std
       << ",\"conserved\":" << (st.conserved ? "true" : "false") << ",\"clusters\":[";
   for (size_t i = 0; i < st.clusters.size(); ++i) {
     const auto& c = st.clusters[i];
-    out << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"workers\":" << c.workers
-        << ",\"offered\":" << c.offered << ",\"merged\":" << c.merged
-        << ",\"dequeued\":" << c.dequeued << ",\"dropped\":" << c.dropped;
+    out << (i ? "," : "") << "{\"cluster\":" << c.cluster_id << ",\"workers\":" << c.workers << ","
+        << counters::JsonFields<olaf::QueueCounters>(olaf::kQueueCounters, c.queue)
+        << ",\"dropped\":" << c.dropped;
     if (c.aom_valid) {
       out << ",\"aom_ms\":" << c.aom_current_ms << ",\"aom_average_ms\":" << c.aom_average_ms
           << ",\"aom_peak_ms\":" << c.aom_peak_ms;
@@ -150,8 +150,8 @@ void PrintStatsText(const std::string& device, const control::OlafStats& st, std
          "PEAK_AOM_MS\n";
   for (const auto& c : st.clusters) {
     out << std::left << std::setw(9) << c.cluster_id << std::setw(9) << c.workers << std::setw(9)
-        << c.offered << std::setw(8) << c.merged << std::setw(10) << c.dequeued << std::setw(9)
-        << c.dropped;
+        << c.queue.offered << std::setw(8) << c.queue.merged << std::setw(10) << c.queue.dequeued
+        << std::setw(9) << c.dropped;
     if (c.aom_valid) {
       out << std::setw(8) << c.aom_current_ms << std::setw(12) << c.aom_average_ms << c.aom_peak_ms;
     } else {

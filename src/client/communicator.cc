@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/communicator_impl.h"
+#include "client/settings.h"
 #include "inca/cais/port_mask.h"
 #include "inca/dataplane/program.h"
 
@@ -24,29 +25,16 @@ absl::Status CommunicatorOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " must be in [0, world_size=", world_size, ")"));
   }
-  if (chunk_size < 4 || chunk_size % 4 != 0 || chunk_size > 65472) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk_size ", chunk_size,
-        " must be a multiple of 4 between 4 and 65472 (one UDP datagram with the 20-byte "
-        "CAIS header); 8952 fits a 9000-byte jumbo frame, 1452 a 1500-byte MTU"));
-  }
-  if (max_pending_chunks < 1 || max_pending_chunks > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_pending_chunks ", max_pending_chunks, " must be 1..65535"));
-  }
-  if (io != "gso" && io != "mmsg") {
-    return absl::InvalidArgumentError(absl::StrCat("io '", io, "' must be gso or mmsg"));
-  }
+  // Each setting's range, as client/settings.cc declares it.
+  if (absl::Status s = settings::ValidateAll(client::ClientSettings(), *this); !s.ok()) return s;
   if (switch_port < -1 || switch_port >= dp::kMaxPorts) {
     return absl::InvalidArgumentError(
         absl::StrCat("switch_port ", switch_port, " must be -1 (any) or 0..", dp::kMaxPorts - 1));
   }
-  if (retransmit_timeout_ms < 1 || max_retransmit_timeout_ms < retransmit_timeout_ms ||
-      switch_timeout_ms < 1 || join_timeout_ms < 0 || rejoin_interval_ms < 1 ||
-      host_timeout_ms <= switch_timeout_ms) {
+  // What no single setting's range can say.
+  if (max_retransmit_timeout_ms < retransmit_timeout_ms || host_timeout_ms <= switch_timeout_ms) {
     return absl::InvalidArgumentError(
-        "timeouts: need 1 <= retransmit_timeout_ms <= max_retransmit_timeout_ms, "
-        "switch_timeout_ms >= 1, join_timeout_ms >= 0, rejoin_interval_ms >= 1 and "
+        "timeouts: need retransmit_timeout_ms <= max_retransmit_timeout_ms and "
         "host_timeout_ms > switch_timeout_ms");
   }
   return absl::OkStatus();

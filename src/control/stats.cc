@@ -53,6 +53,7 @@ std::string StatsProto() {
   CountersMessagesProto<GroupStats>(kGroupStatsFields, &counters_messages);
   CountersMessagesProto<Stats>(kStatsFields, &counters_messages);
   CountersMessagesProto<OlafStats>(kOlafStatsFields, &counters_messages);
+  CountersMessagesProto<OlafClusterInfo>(kOlafClusterFields, &counters_messages);
   std::string counters_text;
   for (const auto& [name, text] : counters_messages) absl::StrAppend(&counters_text, text, "\n");
   return absl::StrCat(
@@ -64,8 +65,9 @@ std::string StatsProto() {
       "// Counters tables (inca/util/counters.h), one message each.\n\n", counters_text,
       StatsMessageProto<GroupStats>("GroupStats", kGroupStatsFields, kGroupStatsReserved), "\n",
       StatsMessageProto<Stats>("Stats", kStatsFields, kStatsReserved), "\n",
-      StatsMessageProto<OlafClusterInfo>("OlafClusterStats", kOlafClusterFields), "\n",
-      StatsMessageProto<OlafStats>("OlafStats", kOlafStatsFields, kOlafStatsReserved));
+      StatsMessageProto<OlafClusterInfo>("OlafClusterStats", kOlafClusterFields,
+                                         kOlafClusterReserved),
+      "\n", StatsMessageProto<OlafStats>("OlafStats", kOlafStatsFields, kOlafStatsReserved));
 }
 
 }  // namespace inca::control

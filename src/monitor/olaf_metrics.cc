@@ -15,27 +15,6 @@ std::string ClusterLabel(uint16_t c) {
   return internal::StrCat("cluster=\"", c, "\"");
 }
 
-struct ClusterCounter {
-  std::string_view name;
-  uint64_t control::OlafClusterInfo::*field;
-  std::string_view help;
-};
-constexpr ClusterCounter kClusterCounters[] = {
-    {"inca_olaf_cluster_offered_total", &control::OlafClusterInfo::offered,
-     "Updates of the cluster offered to the queue."},
-    {"inca_olaf_cluster_enqueued_total", &control::OlafClusterInfo::enqueued,
-     "Updates that took a queue entry of their own."},
-    {"inca_olaf_cluster_merged_total", &control::OlafClusterInfo::merged,
-     "Updates merged into a queued update of the cluster (OLAF 3.1)."},
-    {"inca_olaf_cluster_dequeued_total", &control::OlafClusterInfo::dequeued,
-     "Queue entries sent toward the PS."},
-    {"inca_olaf_cluster_dequeued_worker_updates_total",
-     &control::OlafClusterInfo::dequeued_worker_updates,
-     "Worker updates carried by the entries sent toward the PS."},
-    {"inca_olaf_cluster_dropped_total", &control::OlafClusterInfo::dropped,
-     "Updates dropped on arrival or evicted from the queue."},
-};
-
 }  // namespace
 
 std::string RenderOlafPrometheus(const control::OlafStats& s) {
@@ -60,14 +39,15 @@ std::string RenderOlafPrometheus(const control::OlafStats& s) {
   w.Sample("", s.egress_rate_bps);
   w.Gauge("inca_olaf_conserved", "1 when every packet is accounted for.");
   w.Sample("", s.conserved && server.Conserved());
-  for (const ClusterCounter& f : kClusterCounters) {
-    w.Counter(f.name, f.help);
-    for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.*f.field);
+  for (const counters::Counter<olaf::QueueCounters>& f : olaf::kQueueCounters) {
+    CounterFamily(f, "inca_olaf_cluster_", "", &w);
+    for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.queue.*f.field);
   }
+  w.Counter("inca_olaf_cluster_dropped_total",
+            "Updates of the cluster dropped on arrival or evicted from the queue.");
+  for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.dropped);
   w.Gauge("inca_olaf_cluster_workers", "Workers of the cluster the switch has learned.");
   for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), uint64_t{c.workers});
-  w.Gauge("inca_olaf_cluster_queue_occupancy", "The cluster's queued updates.");
-  for (const auto& c : s.clusters) w.Sample(ClusterLabel(c.cluster_id), c.occupancy);
   w.Gauge("inca_olaf_cluster_aom_seconds",
           "Age of Model at the switch's output: now minus the generation time of the "
           "cluster's freshest update sent toward the PS.");
@@ -96,11 +76,10 @@ std::string RenderOlafStatsJson(const control::OlafStats& s) {
       ",\"dropped\":", s.dropped, ",\"conserved\":", JsonBool(s.conserved), ",\"clusters\":[");
   for (size_t i = 0; i < s.clusters.size(); ++i) {
     const auto& c = s.clusters[i];
-    internal::StrAppend(
-        &out, i ? "," : "", "{\"cluster\":", c.cluster_id, ",\"workers\":", c.workers,
-        ",\"offered\":", c.offered, ",\"enqueued\":", c.enqueued, ",\"merged\":", c.merged,
-        ",\"dequeued\":", c.dequeued, ",\"dequeued_worker_updates\":", c.dequeued_worker_updates,
-        ",\"dropped\":", c.dropped, ",\"occupancy\":", c.occupancy);
+    internal::StrAppend(&out, i ? "," : "", "{\"cluster\":", c.cluster_id,
+                        ",\"workers\":", c.workers, ",",
+                        counters::JsonFields<olaf::QueueCounters>(olaf::kQueueCounters, c.queue),
+                        ",\"dropped\":", c.dropped);
     if (c.aom_valid) {
       internal::StrAppend(&out, ",\"aom_ms\":", JsonNumber(c.aom_current_ms),
                           ",\"aom_peak_ms\":", JsonNumber(c.aom_peak_ms),

@@ -28,17 +28,17 @@ control::OlafStats Sample() {
   control::OlafClusterInfo a;
   a.cluster_id = 4;
   a.workers = 28;
-  a.offered = 50;
-  a.merged = 20;
-  a.dequeued = 30;
-  a.dequeued_worker_updates = 49;
+  a.queue.offered = 50;
+  a.queue.merged = 20;
+  a.queue.dequeued = 30;
+  a.queue.dequeued_worker_updates = 49;
   a.aom_valid = true;
   a.aom_current_ms = 12.5;
   a.aom_average_ms = 40;
   a.aom_peak_ms = 98;
   control::OlafClusterInfo b;  // nothing delivered yet: no AoM series
   b.cluster_id = 9;
-  b.offered = 3;
+  b.queue.offered = 3;
   s.clusters = {a, b};
   return s;
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/settings.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
@@ -118,15 +119,9 @@ struct Timing {
 // This rank's communicator options: `base` plus the perf options.
 CommunicatorOptions RankOptions(const PerfOptions& o, int rank, const CommunicatorOptions& base) {
   CommunicatorOptions co = base;
+  for (const auto& s : client::ClientSettings()) s.set(&co, s.get(o.client));
   co.rank = rank;
   co.world_size = o.ranks;
-  co.chunk_size = o.chunk_size;
-  co.max_pending_chunks = o.window;
-  co.competitive = o.competitive;
-  co.window_trace_samples = o.window_trace;
-  co.pacing_gain = o.pacing_gain;
-  co.io = o.io;
-  co.group_id = o.group_id;
   co.switch_port = rank;
   return co;
 }
@@ -354,8 +349,9 @@ void PrintHeader(const PerfOptions& o, const std::string& backend, std::ostream&
                         : o.op == Collective::kReduceScatter ? "reducescatter"
                                                              : "broadcast";
   out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend " << backend << ", "
-      << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk " << o.chunk_size
-      << " B, window " << o.window << ", iters " << o.iters << "\n"
+      << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk "
+      << o.client.chunk_size << " B, window " << o.client.max_pending_chunks << ", iters "
+      << o.iters << "\n"
       << "#\n"
       << "#        size        count   type  redop      time    algbw    busbw  #wrong  path\n"
       << "#         (B)   (elements)                    (us)   (GB/s)   (GB/s)\n";
@@ -437,7 +433,7 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
         row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
         row.competitive_entries = static_cast<uint64_t>(counts[4]);
         row.timeline_ns = timeline;
-        if (o.rank == 0 && o.window_trace > 0) row.window_trace = c.window_trace();
+        if (o.rank == 0 && o.client.window_trace_samples > 0) row.window_trace = c.window_trace();
         if (o.rank == 0) PrintRow(o, row, out);
         rows.push_back(row);
         return true;

@@ -43,13 +43,11 @@ struct PerfOptions {
   std::string switch_address;             // empty: start inca-switchd
   std::string switchd_path;               // inca-switchd binary (default: beside cais-perf)
   std::vector<std::string> switchd_args;  // extra flags for a started switch
-  uint32_t chunk_size = CommunicatorOptions{}.chunk_size;
-  uint32_t window = CommunicatorOptions{}.max_pending_chunks;  // the client's default cap
-  bool competitive = true;  // the transport's competitive mode (--no-competitive: off)
-  size_t window_trace = 0;  // window samples rank 0 reports (one-rank mode)
-  double pacing_gain = 0;   // the transport's pacing (0: off)
-  std::string io = "gso";   // the switch socket's I/O path (gso or mmsg)
-  uint8_t group_id = 0;     // the switch group (jobs sharing a switch need their own)
+  // Every client setting (chunk size, window, competitive mode, pacing, I/O
+  // path, group, timeouts, ...), as client/settings.cc declares them; the
+  // ranks' communicators take these. window_trace_samples: the window
+  // samples rank 0 reports (one-rank mode).
+  CommunicatorOptions client;
   bool check = true;
   int timeout_s = 600;
   bool json = false;  // also one JSON line with every row

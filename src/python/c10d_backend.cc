@@ -37,6 +37,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
+#include "python/options.h"
 #include "python/stats_dict.h"
 
 namespace py = pybind11;
@@ -492,34 +493,10 @@ c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& 
   o.world_size = size;
   for (auto [k, v] : options) {
     const auto key = k.cast<std::string>();
-    if (key == "group_id")
-      o.group_id = v.cast<uint8_t>();
-    else if (key == "switch_address")
-      o.switch_address = v.cast<std::string>();
-    else if (key == "store_address")
-      o.store_address = v.cast<std::string>();
-    else if (key == "bind_ip")
-      o.bind_ip = v.cast<std::string>();
-    else if (key == "io")
-      o.io = v.cast<std::string>();
-    else if (key == "offload")
-      o.offload = v.cast<bool>();
-    else if (key == "chunk_size")
-      o.chunk_size = v.cast<uint32_t>();
-    else if (key == "max_pending_chunks")
-      o.max_pending_chunks = v.cast<uint32_t>();
-    else if (key == "competitive")
-      o.competitive = v.cast<bool>();
-    else if (key == "switch_timeout_ms")
-      o.switch_timeout_ms = v.cast<int>();
-    else if (key == "join_timeout_ms")
-      o.join_timeout_ms = v.cast<int>();
-    else if (key == "host_timeout_ms")
-      o.host_timeout_ms = v.cast<int>();
-    else if (key == "require_switch")
-      o.require_switch = v.cast<bool>();
-    else
+    // Who the rank is comes from torch.distributed.
+    if (key == "rank" || key == "world_size" || !SetOption(&o, key, v)) {
       throw py::value_error(absl::StrCat("unknown cais backend option '", key, "'"));
+    }
   }
   if (auto s = o.Validate(); !s.ok()) throw py::value_error(std::string(s.message()));
   absl::StatusOr<std::unique_ptr<Communicator>> c;

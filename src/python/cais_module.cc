@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
 #include "inca/control/control_plane.h"
+#include "python/options.h"
 #include "python/stats_dict.h"
 
 namespace py = pybind11;
@@ -75,50 +76,9 @@ CommunicatorOptions ParseOptions(const py::dict& d) {
   CommunicatorOptions o;
   for (auto [k, v] : d) {
     const auto key = k.cast<std::string>();
-    if (key == "rank")
-      o.rank = v.cast<int>();
-    else if (key == "world_size")
-      o.world_size = v.cast<int>();
-    else if (key == "group_id")
-      o.group_id = v.cast<uint8_t>();
-    else if (key == "switch_address")
-      o.switch_address = v.cast<std::string>();
-    else if (key == "store_address")
-      o.store_address = v.cast<std::string>();
-    else if (key == "serve_store")
-      o.serve_store = v.cast<bool>();
-    else if (key == "switch_port")
-      o.switch_port = v.cast<int>();
-    else if (key == "offload")
-      o.offload = v.cast<bool>();
-    else if (key == "bind_ip")
-      o.bind_ip = v.cast<std::string>();
-    else if (key == "io")
-      o.io = v.cast<std::string>();
-    else if (key == "chunk_size")
-      o.chunk_size = v.cast<uint32_t>();
-    else if (key == "max_pending_chunks")
-      o.max_pending_chunks = v.cast<uint32_t>();
-    else if (key == "competitive")
-      o.competitive = v.cast<bool>();
-    else if (key == "retransmit_timeout_ms")
-      o.retransmit_timeout_ms = v.cast<int>();
-    else if (key == "max_retransmit_timeout_ms")
-      o.max_retransmit_timeout_ms = v.cast<int>();
-    else if (key == "switch_timeout_ms")
-      o.switch_timeout_ms = v.cast<int>();
-    else if (key == "join_timeout_ms")
-      o.join_timeout_ms = v.cast<int>();
-    else if (key == "rejoin_interval_ms")
-      o.rejoin_interval_ms = v.cast<int>();
-    else if (key == "host_timeout_ms")
-      o.host_timeout_ms = v.cast<int>();
-    else if (key == "require_switch")
-      o.require_switch = v.cast<bool>();
-    else if (key == "recovery_cache_bytes")
-      o.recovery_cache_bytes = v.cast<size_t>();
-    else
+    if (!SetOption(&o, key, v)) {
       throw py::value_error(absl::StrCat("unknown communicator option '", key, "'"));
+    }
   }
   return o;
 }
@@ -331,6 +291,7 @@ PYBIND11_MODULE(_cais, m) {
       .def("close", &PyCommunicator::Close)
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("world_size", &PyCommunicator::world_size);
+  m.def("stats_help", &StatsHelp, "{key: help} of stats()'s dict, from its declaration");
   m.def("create", &Create, py::arg("options"),
         "Creates a communicator from a dict of CommunicatorOptions fields; every rank calls it");
 

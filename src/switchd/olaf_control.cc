@@ -264,12 +264,7 @@ absl::StatusOr<control::OlafStats> OlafControl::GetOlafStats() {
       control::OlafClusterInfo o;
       o.cluster_id = id;
       o.workers = cs->workers;
-      o.offered = cs->queue.offered;
-      o.enqueued = cs->queue.enqueued;
-      o.merged = cs->queue.merged;
-      o.dequeued = cs->queue.dequeued;
-      o.dequeued_worker_updates = cs->queue.dequeued_worker_updates;
-      o.occupancy = cs->queue.occupancy;
+      o.queue = cs->queue;
       for (size_t r = 0; r < olaf::kQueueDropReasonCount; ++r) {
         if (cs->queue.dropped[r] != 0) {
           o.dropped += cs->queue.dropped[r];

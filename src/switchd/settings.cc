@@ -22,23 +22,13 @@ using settings::Type;
 using settings::Value;
 using C = SwitchdConfig;
 
-// A setting on an unsigned field; `field` is a generic lambda returning a
-// reference to it.
 template <typename F>
 Setting<C> Uint(Spec s, F field) {
-  s.type = Type::kUint;
-  return {std::move(s), [field](const C& c) { return Value(static_cast<uint64_t>(field(c))); },
-          [field](C* c, const Value& v) {
-            using T = std::remove_reference_t<decltype(field(*c))>;
-            field(*c) = static_cast<T>(std::get<uint64_t>(v));
-          }};
+  return settings::UintField<C>(std::move(s), field);
 }
-
 template <typename F>
 Setting<C> Number(Spec s, F field) {
-  s.type = Type::kNumber;
-  return {std::move(s), [field](const C& c) { return Value(static_cast<double>(field(c))); },
-          [field](C* c, const Value& v) { field(*c) = std::get<double>(v); }};
+  return settings::NumberField<C>(std::move(s), field);
 }
 
 // Milliseconds in the file and on the command line, nanoseconds in the core.
@@ -55,17 +45,11 @@ Setting<C> Millis(Spec s, F field_ns) {
 
 template <typename F>
 Setting<C> Bool(Spec s, F field) {
-  s.type = Type::kBool;
-  return {std::move(s), [field](const C& c) { return Value(static_cast<bool>(field(c))); },
-          [field](C* c, const Value& v) { field(*c) = std::get<bool>(v); }};
+  return settings::BoolField<C>(std::move(s), field);
 }
-
-// kString, or kChoice when the spec lists choices.
 template <typename F>
 Setting<C> Text(Spec s, F field) {
-  s.type = s.choices.empty() ? Type::kString : Type::kChoice;
-  return {std::move(s), [field](const C& c) { return Value(std::string(field(c))); },
-          [field](C* c, const Value& v) { field(*c) = std::get<std::string>(v); }};
+  return settings::TextField<C>(std::move(s), field);
 }
 
 absl::Status HostPort(const Value& v) {
@@ -361,7 +345,8 @@ std::string SettingsMarkdown() {
       "is a YAML key of `--config` (config/switchd.example.yaml) and a flag; a flag given "
       "wins over the file. Out-of-range values are refused with the key and its line. "
       "\"Run time\": changeable while the switch runs (`cais-cli configure`, `olaf-cli "
-      "configure`, the control API's SetConfig; docs/control.md).\n\n";
+      "configure`, the control API's SetConfig; docs/control.md). The client's settings are "
+      "in docs/client-settings.md.\n\n";
   out += settings::Markdown(SwitchdSettings(), SwitchdConfig{});
   out += "\nLists and tables, YAML only unless a flag is named:\n\n";
   for (const auto& [key, doc] : StructuredKeys()) {
@@ -387,6 +372,9 @@ std::string CountersMarkdown() {
       counters::MarkdownRows<OlafServerCounters>(kOlafServerCounters),
       "\nThe OLAF program's (`OlafCounters`, `olaf::kOlafCounters`):\n\n", head,
       counters::MarkdownRows<olaf::OlafCounters>(olaf::kOlafCounters),
+      "\nThe OLAF queue's, per cluster (`QueueCounters`, `olaf::kQueueCounters`), each as "
+      "`inca_olaf_cluster_X{cluster}`:\n\n| X | type | meaning |\n|---|---|---|\n",
+      counters::MarkdownRows<olaf::QueueCounters>(olaf::kQueueCounters),
       "\nEvery program's packets (`ProgramCounters`, `dp::kProgramCounters`), the CAIS "
       "reducer's as `inca_reducer_X`:\n\n| X | type | meaning |\n|---|---|---|\n",
       counters::MarkdownRows<dp::ProgramCounters>(dp::kProgramCounters),

@@ -282,9 +282,13 @@ std::string JsonObject(const Spec& spec) {
                     ",\"hi\":", absl::StrFormat("%.17g", spec.hi),
                     ",\"lo_open\":", spec.lo_open ? "true" : "false");
   }
+  if (spec.multiple_of > 0) absl::StrAppend(&out, ",\"multiple_of\":", spec.multiple_of);
   if (spec.type == Type::kChoice) {
     absl::StrAppend(&out, ",\"choices\":[\"", absl::StrJoin(spec.choices, "\",\""), "\"]");
   }
+  absl::StrAppend(&out, ",\"aliases\":[",
+                  spec.aliases.empty() ? "" : "\"" + absl::StrJoin(spec.aliases, "\",\"") + "\"",
+                  "]");
   return out + "}";
 }
 

@@ -21,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -70,6 +72,38 @@ struct Setting {
 
 template <typename Config>
 using Table = std::vector<Setting<Config>>;
+
+// Binding a Spec to a field: `field` is a generic lambda returning a
+// reference to the field in a Config (`[](auto& c) -> auto& { return c.x; }`).
+// An unsigned setting on any integer field (the range keeps it in the type).
+template <typename Config, typename F>
+Setting<Config> UintField(Spec s, F field) {
+  s.type = Type::kUint;
+  return {std::move(s), [field](const Config& c) { return Value(static_cast<uint64_t>(field(c))); },
+          [field](Config* c, const Value& v) {
+            using T = std::remove_reference_t<decltype(field(*c))>;
+            field(*c) = static_cast<T>(std::get<uint64_t>(v));
+          }};
+}
+template <typename Config, typename F>
+Setting<Config> NumberField(Spec s, F field) {
+  s.type = Type::kNumber;
+  return {std::move(s), [field](const Config& c) { return Value(static_cast<double>(field(c))); },
+          [field](Config* c, const Value& v) { field(*c) = std::get<double>(v); }};
+}
+template <typename Config, typename F>
+Setting<Config> BoolField(Spec s, F field) {
+  s.type = Type::kBool;
+  return {std::move(s), [field](const Config& c) { return Value(static_cast<bool>(field(c))); },
+          [field](Config* c, const Value& v) { field(*c) = std::get<bool>(v); }};
+}
+// kString, or kChoice when the spec lists choices.
+template <typename Config, typename F>
+Setting<Config> TextField(Spec s, F field) {
+  s.type = s.choices.empty() ? Type::kString : Type::kChoice;
+  return {std::move(s), [field](const Config& c) { return Value(std::string(field(c))); },
+          [field](Config* c, const Value& v) { field(*c) = std::get<std::string>(v); }};
+}
 
 // The flag's name: spec.flag, or "--" + key with '_' as '-'.
 std::string FlagName(const Spec& spec);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "client/settings.h"
 #include "inca/util/size.h"
 #include "perf/perf.h"
 #include "util/cli_flags.h"
@@ -43,26 +44,19 @@ int main(int argc, char** argv) {
   app.add_option("--duration-ms", o.duration_ms,
                  "time each size about this long (more iterations than --iters; jobs side by side)")
       ->check(CLI::Range(0, 600000));
-  app.add_option("--chunk-size", o.chunk_size, "payload bytes per packet");
-  app.add_option("--window", o.window, "largest congestion window per rank, in chunks");
-  app.add_flag("--competitive,!--no-competitive", o.competitive,
-               "competitive mode, on by default: AIMD beside loss-based senders "
-               "(docs/design/cais-client.md); --no-competitive: delay control alone");
-  app.add_option("--pacing-gain", o.pacing_gain,
-                 "pace new chunks at this multiple of window / srtt (0: off)")
-      ->check(CLI::Range(0.0, 100.0))
-      ->capture_default_str();
-  app.add_option("--io", o.io,
-                 "the switch socket's path: gso (UDP GSO/GRO where the kernel has them) or mmsg "
-                 "(env INCA_IO)")
-      ->envname("INCA_IO")
-      ->check(CLI::IsMember({"gso", "mmsg"}))
-      ->capture_default_str();
-  app.add_option("--window-trace", o.window_trace,
-                 "one-rank mode: rank 0's last N congestion-window samples in the JSON line")
-      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
-  app.add_option("--group-id", o.group_id, "switch group id (jobs sharing a switch: distinct ids)")
-      ->check(CLI::Range(0, 254));
+  // The client's settings, one flag each, from their declaration
+  // (src/client/settings.cc; docs/client-settings.md). INCA_IO sets --io's
+  // default.
+  if (const char* io = std::getenv("INCA_IO")) o.client.io = io;
+  inca::settings::FlagSet client_flags;
+  client_flags.Add(app, inca::client::ClientSettings(), o.client);
+  bool no_competitive = false;
+  app.add_flag("--no-competitive", no_competitive, "--competitive false: delay control alone");
+  bool settings_markdown = false, settings_json = false;
+  app.add_flag("--settings-markdown", settings_markdown,
+               "print docs/client-settings.md (the client settings' reference) and exit");
+  app.add_flag("--settings-json", settings_json,
+               "print the client settings as JSON (for the Python package) and exit");
   app.add_flag("!--no-check", o.check, "skip the result check");
   app.add_option("--timeout-s", o.timeout_s, "give up after this long");
   app.add_flag("--json", o.json, "also print one JSON line with every row");
@@ -88,6 +82,18 @@ int main(int argc, char** argv) {
     std::cerr << "cais-perf: " << status.message() << "\n";
     return 2;
   };
+  if (settings_markdown || settings_json) {
+    std::cout << (settings_markdown ? inca::client::ClientSettingsMarkdown()
+                                    : inca::client::ClientSettingsJson());
+    return 0;
+  }
+  if (auto s = client_flags.Apply(inca::client::ClientSettings(), &o.client); !s.ok()) {
+    return fail(s);
+  }
+  if (no_competitive) o.client.competitive = false;
+  if (auto s = inca::settings::ValidateAll(inca::client::ClientSettings(), o.client); !s.ok()) {
+    return fail(s);
+  }
   auto c = inca::perf::ParseCollective(op);
   if (!c.ok()) return fail(c.status());
   o.op = *c;

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -134,6 +135,49 @@ struct CommunicatorStats {
   bool competitive = false;  // AIMD beside a loss-based sender
   uint64_t competitive_entries = 0;
   uint64_t drain_probes = 0;
+};
+
+// CommunicatorStats' figures, declared once: the key and help of each, in
+// the order `cais.stats()` and the torch backend's stats() give them (both
+// bindings build their dict from this table; src/python/stats_dict.h).
+struct CommunicatorStatsField {
+  const char* name;
+  std::variant<uint64_t CommunicatorStats::*, double CommunicatorStats::*,
+               bool CommunicatorStats::*>
+      member;
+  const char* help;
+};
+inline constexpr CommunicatorStatsField kCommunicatorStatsFields[] = {
+    {"ops", &CommunicatorStats::ops, "Operations completed."},
+    {"ops_switch", &CommunicatorStats::ops_switch, "Operations completed entirely on the switch."},
+    {"ops_host", &CommunicatorStats::ops_host,
+     "Operations completed (at least partly) on the host path."},
+    {"ops_declined", &CommunicatorStats::ops_declined,
+     "Of ops_host: operations the switch's offload policy declined."},
+    {"chunks_sent", &CommunicatorStats::chunks_sent, "Chunk packets sent to the switch."},
+    {"chunks_retransmitted", &CommunicatorStats::chunks_retransmitted, "Chunks sent again."},
+    {"tail_probes", &CommunicatorStats::tail_probes,
+     "Quiet spells ended by a tail probe (of chunks_retransmitted)."},
+    {"result_requests", &CommunicatorStats::result_requests,
+     "Result requests sent (for a chunk whose result did not arrive)."},
+    {"fallback_notices", &CommunicatorStats::fallback_notices,
+     "FALLBACK notices received from the switch."},
+    {"chunks_recovered_on_host", &CommunicatorStats::chunks_recovered_on_host,
+     "Chunks finished on the host path after leaving the switch part-way."},
+    {"served_peers", &CommunicatorStats::served_peers,
+     "Times this rank's recovery cache completed a peer's operation."},
+    {"rejoins", &CommunicatorStats::rejoins, "Times offload resumed after a host period."},
+    {"offload_active", &CommunicatorStats::offload_active, "The switch path is in use now."},
+    {"window_chunks", &CommunicatorStats::window_chunks,
+     "Congestion window after the last operation on the switch path, chunks."},
+    {"srtt_us", &CommunicatorStats::srtt_us, "Smoothed round trip, us."},
+    {"base_rtt_us", &CommunicatorStats::base_rtt_us, "Smallest recent round trip, us."},
+    {"competitive", &CommunicatorStats::competitive,
+     "AIMD beside a loss-based sender (competitive mode) now."},
+    {"competitive_entries", &CommunicatorStats::competitive_entries,
+     "Entries into competitive mode."},
+    {"drain_probes", &CommunicatorStats::drain_probes,
+     "Drain probes in competitive mode: the window held at its floor for 2 round trips."},
 };
 
 // The switch path's congestion window at one moment: at most one sample per

@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "inca/olaf/update_queue.h"
 #include "inca/switchd/counters.h"
 #include "inca/util/counters.h"
 
@@ -166,10 +167,8 @@ inline constexpr int kStatsReserved[] = {6, 7, 8, 11, 12, 15, 17, 18};
 struct OlafClusterInfo {
   uint16_t cluster_id = 0;
   uint32_t workers = 0;
-  uint64_t offered = 0, enqueued = 0, merged = 0, dequeued = 0;
-  uint64_t dequeued_worker_updates = 0;
+  olaf::QueueCounters queue;  // offered, merged, dequeued, occupancy, ...
   uint64_t dropped = 0;
-  uint64_t occupancy = 0;
   bool aom_valid = false;
   double aom_current_ms = 0, aom_peak_ms = 0, aom_average_ms = 0;
   DropMap drops;
@@ -178,21 +177,20 @@ struct OlafClusterInfo {
 inline constexpr StatField<OlafClusterInfo> kOlafClusterFields[] = {
     {"cluster_id", 1, &OlafClusterInfo::cluster_id, "The cluster."},
     {"workers", 2, &OlafClusterInfo::workers, "Workers of the cluster the switch has seen."},
-    {"offered", 3, &OlafClusterInfo::offered, "Updates offered to the queue."},
-    {"enqueued", 4, &OlafClusterInfo::enqueued, "Updates that took an entry of their own."},
-    {"merged", 5, &OlafClusterInfo::merged, "Updates merged into a queued one."},
-    {"dequeued", 6, &OlafClusterInfo::dequeued, "Entries that left for the PS."},
-    {"dequeued_worker_updates", 7, &OlafClusterInfo::dequeued_worker_updates,
-     "Worker updates carried by what left the queue."},
     {"dropped", 8, &OlafClusterInfo::dropped, "Arrival drops and evictions."},
-    {"occupancy", 9, &OlafClusterInfo::occupancy, "Entries queued now."},
     {"aom_valid", 10, &OlafClusterInfo::aom_valid,
      "False until the cluster's first update left the switch."},
     {"aom_current_ms", 11, &OlafClusterInfo::aom_current_ms, "Age of model now, ms."},
     {"aom_peak_ms", 12, &OlafClusterInfo::aom_peak_ms, "Largest age of model seen, ms."},
     {"aom_average_ms", 13, &OlafClusterInfo::aom_average_ms, "Time-average age of model, ms."},
     {"drops", 14, &OlafClusterInfo::drops, "By queue drop reason (non-zero only)."},
+    {"queue", 15,
+     counters::MakeBlock<OlafClusterInfo, olaf::kQueueCounters,
+                         [](OlafClusterInfo& c) -> olaf::QueueCounters& { return c.queue; }>(
+         "OlafQueueCounters"),
+     "The cluster's queue counters (olaf::kQueueCounters)."},
 };
+inline constexpr int kOlafClusterReserved[] = {3, 4, 5, 6, 7, 9};
 
 struct OlafStats {
   std::string policy;

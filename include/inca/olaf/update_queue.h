@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "inca/dataplane/program.h"
 #include "inca/olaf/aom_tracker.h"
+#include "inca/util/counters.h"
 #include "inca/wire/olaf.h"
 
 namespace inca::olaf {
@@ -84,6 +85,27 @@ struct QueueCounters {
   uint64_t arrival_drops() const;
   uint64_t evictions() const;
   bool Conserved() const;
+};
+
+// QueueCounters' figures, declared once (inca/util/counters.h): per cluster
+// in /metrics (inca_olaf_cluster_<prom>{cluster}), /stats.json, olaf-cli and
+// the control API (OlafClusterStats.queue). Drops, by reason, beside them.
+inline constexpr counters::Counter<QueueCounters> kQueueCounters[] = {
+    {1, "offered", "offered_total", counters::Kind::kCounter, 1,
+     "Updates of the cluster offered to the queue.", &QueueCounters::offered},
+    {2, "enqueued", "enqueued_total", counters::Kind::kCounter, 1,
+     "Updates that took a queue entry of their own.", &QueueCounters::enqueued},
+    {3, "merged", "merged_total", counters::Kind::kCounter, 1,
+     "Updates merged into a queued update of the cluster (OLAF 3.1).", &QueueCounters::merged},
+    {4, "dequeued", "dequeued_total", counters::Kind::kCounter, 1,
+     "Queue entries sent toward the PS.", &QueueCounters::dequeued},
+    {5, "dequeued_bytes", "dequeued_bytes_total", counters::Kind::kCounter, 1,
+     "Payload bytes of the entries sent toward the PS.", &QueueCounters::dequeued_bytes},
+    {6, "dequeued_worker_updates", "dequeued_worker_updates_total", counters::Kind::kCounter, 1,
+     "Worker updates carried by the entries sent toward the PS.",
+     &QueueCounters::dequeued_worker_updates},
+    {7, "occupancy", "queue_occupancy", counters::Kind::kGauge, 1, "The cluster's queued updates.",
+     &QueueCounters::occupancy},
 };
 
 struct QueueConfig {
