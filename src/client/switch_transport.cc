@@ -73,6 +73,7 @@ SwitchTransport::SwitchTransport(const CommunicatorOptions& o, net::UdpSocket so
                                  net::Endpoint switch_ep)
     : options_(o),
       socket_(std::move(socket)),
+      switch_ep_(switch_ep),
       rx_(net::RecvBatch::For(socket_, kRecvBatch, wire::kCaisHeaderBytes + o.chunk_size + 64)),
       tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)) {
   switch_addr_len_ = switch_ep.ToSockaddr(socket_.family, &switch_addr_);
@@ -203,6 +204,8 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
       if (reply.rank_ports.size() != static_cast<size_t>(options_.world_size)) continue;
       rank_ports_ = reply.rank_ports;
       seq_base_ = reply.seq_base;
+      shards_ = reply.shards;
+      shard_ = reply.shard;
       layout_ = LayoutFromPorts(rank_ports_, options_.rank);
       last_refusal_ = wire::MgmtReason::kNone;
       ready_ = true;
@@ -376,6 +379,8 @@ absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const CommunicatorO
   auto addresses = Addresses(o.switch_address);
   if (!addresses.ok()) return addresses.status();
   std::unique_ptr<SwitchSet> set(new SwitchSet);
+  set->options_ = o;
+  set->one_address_ = addresses->size() == 1;
   set->chunk_size_ = o.chunk_size;
   set->world_size_ = o.world_size;
   for (const std::string& a : *addresses) {
@@ -395,6 +400,50 @@ bool SwitchSet::Join(std::chrono::milliseconds timeout) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     all = m->Join(std::max(left, std::chrono::milliseconds(0))) && all;
+  }
+  // A list names its switches itself; one address may name a sharded one.
+  if (one_address_ && members_[0]->ready() &&
+      std::max<size_t>(1, members_[0]->shards()) != members_.size()) {
+    return JoinShards(deadline);
+  }
+  return all;
+}
+
+bool SwitchSet::JoinShards(Clock::time_point deadline) {
+  const size_t n = std::max<size_t>(1, members_[0]->shards());
+  // First join, or the switch came back with another --threads: rebuild
+  // around the shard that answered, the others at base port + i.
+  std::unique_ptr<SwitchTransport> known = std::move(members_[0]);
+  const size_t index = known->shard();
+  const size_t base = known->switch_endpoint().port() - index;
+  if (index >= n || base + n - 1 > 65535) {
+    members_[0] = std::move(known);
+    return false;
+  }
+  std::vector<std::unique_ptr<SwitchTransport>> shards(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (i == index) continue;
+    CommunicatorOptions one = options_;
+    one.switch_address =
+        known->switch_endpoint().WithPort(static_cast<uint16_t>(base + i)).ToString();
+    auto t = SwitchTransport::Create(one);
+    if (!t.ok()) {
+      members_.clear();
+      members_.push_back(std::move(known));
+      return false;
+    }
+    shards[i] = std::move(*t);
+  }
+  shards[index] = std::move(known);
+  members_ = std::move(shards);
+  bool all = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == index) continue;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    all = members_[i]->Join(std::max(left, std::chrono::milliseconds(0))) && all;
+    // Every shard must report the same count, or the set is rebuilt next time.
+    all = all && members_[i]->shards() == n;
   }
   return all;
 }

@@ -60,6 +60,11 @@ class SwitchTransport {
   void MarkStale() { ready_ = false; }
   uint32_t seq_base() const { return seq_base_; }
   wire::MgmtReason last_refusal() const { return last_refusal_; }
+  // From the last JOIN_REPLY: the switch's data-plane shards (0 or 1: one)
+  // and this switch port's index among them (wire `shards`, `shard`).
+  uint8_t shards() const { return shards_; }
+  uint8_t shard() const { return shard_; }
+  const net::Endpoint& switch_endpoint() const { return switch_ep_; }
 
   // Moves `op` through the switch. Returns when every chunk is done or
   // handed back, or when nothing progressed for switch_timeout_ms.
@@ -78,8 +83,10 @@ class SwitchTransport {
 
   CommunicatorOptions options_;
   net::UdpSocket socket_;
+  net::Endpoint switch_ep_;
   sockaddr_storage switch_addr_{};
   socklen_t switch_addr_len_ = 0;
+  uint8_t shards_ = 0, shard_ = 0;
   bool ready_ = false;
   uint32_t seq_base_ = 0;
   uint32_t nonce_ = 1;
@@ -140,6 +147,13 @@ class SwitchSet {
   const PathState& path() const { return members_[0]->path(); }
 
  private:
+  // One address naming a switch of several shards (inca-switchd --threads):
+  // the set becomes one transport per shard, in shard order, each joined.
+  // False when a shard cannot be reached or joined by `deadline`.
+  bool JoinShards(std::chrono::steady_clock::time_point deadline);
+
+  CommunicatorOptions options_;
+  bool one_address_ = false;
   std::vector<std::unique_ptr<SwitchTransport>> members_;
   uint32_t chunk_size_ = 0;
   int world_size_ = 1;

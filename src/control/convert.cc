@@ -138,6 +138,9 @@ void ToProto(const Stats& s, pb::Stats* out) {
   for (const GroupStats& g : s.groups) {
     stats_internal::FieldsToProto<GroupStats>(kGroupStatsFields, g, out->add_groups());
   }
+  for (const ShardStats& sh : s.shards) {
+    stats_internal::FieldsToProto<ShardStats>(kShardStatsFields, sh, out->add_shards());
+  }
 }
 
 Stats FromProto(const pb::Stats& s) {
@@ -145,6 +148,9 @@ Stats FromProto(const pb::Stats& s) {
   stats_internal::FieldsFromProto<Stats>(kStatsFields, s, &out);
   for (const pb::GroupStats& g : s.groups()) {
     stats_internal::FieldsFromProto<GroupStats>(kGroupStatsFields, g, &out.groups.emplace_back());
+  }
+  for (const pb::ShardStats& sh : s.shards()) {
+    stats_internal::FieldsFromProto<ShardStats>(kShardStatsFields, sh, &out.shards.emplace_back());
   }
   return out;
 }

@@ -51,6 +51,7 @@ std::string CountersMessageText(const char* message, size_t size, counters::Row 
 std::string StatsProto() {
   std::map<std::string, std::string> counters_messages;
   CountersMessagesProto<GroupStats>(kGroupStatsFields, &counters_messages);
+  CountersMessagesProto<ShardStats>(kShardStatsFields, &counters_messages);
   CountersMessagesProto<Stats>(kStatsFields, &counters_messages);
   CountersMessagesProto<OlafStats>(kOlafStatsFields, &counters_messages);
   CountersMessagesProto<OlafClusterInfo>(kOlafClusterFields, &counters_messages);
@@ -64,6 +65,7 @@ std::string StatsProto() {
       "syntax = \"proto3\";\n\npackage inca.control.v1;\n\n",
       "// Counters tables (inca/util/counters.h), one message each.\n\n", counters_text,
       StatsMessageProto<GroupStats>("GroupStats", kGroupStatsFields, kGroupStatsReserved), "\n",
+      StatsMessageProto<ShardStats>("ShardStats", kShardStatsFields), "\n",
       StatsMessageProto<Stats>("Stats", kStatsFields, kStatsReserved), "\n",
       StatsMessageProto<OlafClusterInfo>("OlafClusterStats", kOlafClusterFields,
                                          kOlafClusterReserved),

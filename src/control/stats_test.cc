@@ -61,6 +61,7 @@ void ExpectTableIsMessage(StatTable<S> table, const gp::Descriptor* d) {
 TEST(ControlStatsTest, CompiledMessagesHaveExactlyTheTablesFields) {
   ExpectTableIsMessage<Stats>(kStatsFields, pb::Stats::descriptor());
   ExpectTableIsMessage<GroupStats>(kGroupStatsFields, pb::GroupStats::descriptor());
+  ExpectTableIsMessage<ShardStats>(kShardStatsFields, pb::ShardStats::descriptor());
   ExpectTableIsMessage<OlafStats>(kOlafStatsFields, pb::OlafStats::descriptor());
   ExpectTableIsMessage<OlafClusterInfo>(kOlafClusterFields, pb::OlafClusterStats::descriptor());
 }
@@ -123,6 +124,8 @@ TEST(ControlStatsTest, EveryFieldSurvivesTheGrpcConversion) {
   FillAll<Stats>(kStatsFields, &s);
   s.groups.resize(2);
   FillAll<GroupStats>(kGroupStatsFields, &s.groups[1]);
+  s.shards.resize(2);
+  FillAll<ShardStats>(kShardStatsFields, &s.shards[1]);
   pb::Stats p;
   ToProto(s, &p);
   pb::Stats again;
@@ -132,6 +135,10 @@ TEST(ControlStatsTest, EveryFieldSurvivesTheGrpcConversion) {
   ExpectSame<Stats>(kStatsFields, s, back);
   ASSERT_EQ(back.groups.size(), 2u);
   ExpectSame<GroupStats>(kGroupStatsFields, s.groups[1], back.groups[1]);
+  ASSERT_EQ(back.shards.size(), 2u);
+  ExpectSame<ShardStats>(kShardStatsFields, s.shards[1], back.shards[1]);
+  // A shard's program block (6), row 1 (rx_packets).
+  EXPECT_EQ(p.shards(1).program().rx_packets(), (uint64_t{6} << 40) + (1 << 8) + 9);
   // host is field 21; ingress_delay_samples row 5 of switchd::kHostCounters.
   EXPECT_EQ(p.host().ingress_delay_samples(), (uint64_t{21} << 40) + (5 << 8) + 9);
   EXPECT_EQ(back.counters.ingress_delay_samples, (uint64_t{21} << 40) + (5 << 8) + 9);

@@ -17,6 +17,7 @@
 #include "monitor/olaf_metrics.h"
 #include "switchd/olaf_control.h"
 #include "switchd/olaf_server.h"
+#include "switchd/shards.h"
 #include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
 
@@ -24,7 +25,7 @@ namespace inca::daemon {
 
 namespace {
 
-std::atomic<switchd::SwitchServer*> g_cais{nullptr};
+std::atomic<switchd::SwitchShards*> g_cais{nullptr};
 std::atomic<switchd::OlafServer*> g_olaf{nullptr};
 
 extern "C" void OnSignal(int /*signo*/) {
@@ -66,9 +67,9 @@ absl::Status CheckSlotMemory(size_t sram_bytes) {
 
 int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
   if (absl::Status s = CheckSlotMemory(c.cais.sram_bytes); !s.ok()) return Fail(s);
-  absl::StatusOr<std::unique_ptr<switchd::SwitchServer>> server;
+  absl::StatusOr<std::unique_ptr<switchd::SwitchShards>> server;
   try {
-    server = switchd::SwitchServer::Create(c);
+    server = switchd::SwitchShards::Create(c);
   } catch (const std::bad_alloc&) {
     return Fail(absl::ResourceExhaustedError(absl::StrCat(
         "cannot allocate ", c.cais.sram_bytes, " bytes of slot memory; lower --sram-bytes")));
@@ -83,9 +84,9 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
   if (absl::Status s = oc.Validate(); !s.ok()) return Fail(s);
   switchd::ControlService control;
   if (!Enabled(c.control_listen)) {
-    control.plane = std::make_unique<switchd::SwitchControl>(server->get(), 0);
+    control.plane = std::make_unique<switchd::SwitchControl>((*server)->servers(), 0);
   } else {
-    auto started = switchd::StartControlService(server->get(), c.control_listen, token);
+    auto started = switchd::StartControlService((*server)->servers(), c.control_listen, token);
     if (!started.ok()) return Fail(started.status());
     control = std::move(*started);
     spdlog::info("event=control_listening port={} token={}", control.server->port(),
@@ -111,6 +112,10 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
     if (!started.ok()) return Fail(started.status());
     mon = std::move(*started);
     spdlog::info("event=http_listening url={}", mon->url());
+  }
+  if ((*server)->size() > 1) {
+    spdlog::info("event=shards_started threads={} ports={}-{}", (*server)->size(),
+                 (*server)->base_port(), (*server)->base_port() + (*server)->size() - 1);
   }
   g_cais.store(server->get());
   InstallSignals();

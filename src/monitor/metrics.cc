@@ -64,6 +64,7 @@ MetricsSnapshot FromControl(const control::Stats& stats, const control::OffloadP
   s.rates.packets_per_s = stats.packets_per_s;
   s.rates.window_end_ns = static_cast<dp::TimeNs>(stats.rate_window_end_ns);
   s.avg_pending_ms = stats.slot_holding_avg_us / 1e3;
+  s.shards = stats.shards;
   for (const control::GroupStats& g : stats.groups) {
     GroupMetrics m;
     static_cast<control::GroupStats&>(m) = g;
@@ -270,6 +271,48 @@ void WriteSramFamilies(const cais::SramUsage& sram, PromWriter* w) {
   w->Sample("", static_cast<uint64_t>(sram.tombstones));
 }
 
+// inca-switchd --threads N: every shard's counters under inca_shard_*
+// {shard="i"} (the families above sum them). Nothing with one shard.
+template <typename T, typename Get>
+void WriteShardCounters(counters::Table<T> table, std::string_view prefix,
+                        const std::vector<control::ShardStats>& shards, Get get, PromWriter* w) {
+  for (const counters::Counter<T>& c : table) {
+    const std::string full = internal::StrCat(prefix, c.prom);
+    const std::string name = internal::StrCat("inca_shard_", full.substr(5));  // past "inca_"
+    const std::string help = internal::StrCat(c.help, " Per data-plane shard (--threads).");
+    if (c.kind == counters::Kind::kCounter) {
+      w->Counter(name, help);
+    } else {
+      w->Gauge(name, help);
+    }
+    for (const control::ShardStats& sh : shards) {
+      w->Sample(internal::StrCat("shard=\"", sh.shard, "\""),
+                static_cast<double>(get(sh).*c.field) * c.prom_scale);
+    }
+  }
+}
+
+void WriteShardFamilies(const std::vector<control::ShardStats>& shards, PromWriter* w) {
+  if (shards.empty()) return;
+  using control::ShardStats;
+  WriteShardCounters<switchd::HostCounters>(
+      switchd::kHostCounters, "", shards,
+      [](const ShardStats& s) -> const switchd::HostCounters& { return s.counters; }, w);
+  WriteShardCounters<switchd::SwitchCounters>(
+      switchd::kSwitchCounters, "", shards,
+      [](const ShardStats& s) -> const switchd::SwitchCounters& { return s.counters; }, w);
+  WriteShardCounters<dp::ProgramCounters>(
+      dp::kProgramCounters, "inca_reducer_", shards,
+      [](const ShardStats& s) -> const dp::ProgramCounters& { return s.counters.reducer; }, w);
+  WriteShardCounters<GroupCounters>(
+      cais::kGroupCounters, "inca_cais_", shards,
+      [](const ShardStats& s) -> const GroupCounters& { return s.counters.cais; }, w);
+  w->Gauge("inca_shard_conserved", "1 when every packet of the shard is accounted for.");
+  for (const ShardStats& sh : shards) {
+    w->Sample(internal::StrCat("shard=\"", sh.shard, "\""), sh.conserved);
+  }
+}
+
 }  // namespace
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
@@ -285,6 +328,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   WriteCaisFamilies(s, &w);
   WriteOffloadFamilies(s, &w);
   WriteSramFamilies(sw.sram, &w);
+  WriteShardFamilies(s.shards, &w);
   return w.Take();
 }
 
@@ -337,7 +381,13 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
     AppendGroupCountersJson(g.counters, sram.cell_bytes, &out);
     out.append("}");
   }
-  internal::StrAppend(&out, "],\"switch\":", sw.ToJson(), "}");
+  internal::StrAppend(&out, "],\"switch\":", sw.ToJson(), ",\"shards\":[");
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    const control::ShardStats& sh = s.shards[i];
+    internal::StrAppend(&out, i ? "," : "", "{\"shard\":", sh.shard, ",\"endpoint\":\"",
+                        sh.endpoint, "\",\"switch\":", sh.counters.ToJson(), "}");
+  }
+  out.append("]}");
   return out;
 }
 

@@ -68,6 +68,9 @@ struct MetricsSnapshot {
   bool offload_windowed = false;
   double offload_fallback_ratio = 0;
   bool offload_fallback_alarm = false;
+  // inca-switchd --threads N > 1: each shard's counters (the figures above
+  // are their sums); empty with one shard.
+  std::vector<control::ShardStats> shards;
 };
 
 // The mean in-switch queueing delay since start, microseconds: kernel

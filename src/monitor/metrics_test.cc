@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 
+#include "inca/control/reducer_stats.h"
 #include "inca/wire/cais.h"
 #include "monitor/json_check.h"
 #include "monitor/prom_writer.h"
@@ -352,31 +353,53 @@ struct NullSink final : dp::PacketSink {
   void Emit(dp::PortId, std::span<const uint8_t>) override { ++emitted; }
 };
 
-TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
+// Chunk `chunk` of 4 of an f32 sum all-reduce of group `group`, 16 bytes.
+std::vector<uint8_t> ChunkPacket(uint8_t group, uint16_t chunk) {
+  wire::CaisHeader h;
+  h.op = wire::CaisOp::kAllReduce;
+  h.reduce_op = wire::ReduceOp::kSum;
+  h.dtype = wire::DType::kF32;
+  h.group_id = group;
+  h.layer_id = 1;
+  h.chunk_id = chunk;
+  h.total_chunks = 4;
+  h.payload_len = 16;
+  std::vector<uint8_t> p(wire::kCaisHeaderBytes + 16, 0);
+  wire::SerializeCaisHeader(h, p);
+  return p;
+}
+
+// A reducer with group 3 on ports 1 and 2.
+std::unique_ptr<cais::CaisReducer> GroupThreeReducer() {
   auto reducer = cais::CaisReducer::Create(cais::CaisConfig{});
-  ASSERT_TRUE(reducer.ok()) << reducer.status();
-  cais::CaisReducer& red = **reducer;
-  ASSERT_TRUE(red.rules()
+  EXPECT_TRUE(reducer.ok()) << reducer.status();
+  EXPECT_TRUE((*reducer)
+                  ->rules()
                   .Add(cais::Rule{cais::RuleKey{3, std::nullopt, std::nullopt},
                                   {1, 2},
                                   {1, 2},
                                   wire::CaisOp::kAllReduce})
                   .ok());
+  return std::move(*reducer);
+}
+
+// What SwitchControl::GetStats puts together for one reducer.
+control::Stats StatsOf(const cais::CaisReducer& red) {
+  control::Stats st;
+  control::CollectReducerStats(red, &st);
+  st.counters.cais = red.totals();
+  st.counters.sram = red.sram();
+  st.counters.reducer = red.counters();
+  st.counters.datagrams_rx = red.counters().rx_packets;
+  st.counters.datagrams_tx = red.counters().tx_packets;
+  return st;
+}
+
+TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
+  const std::unique_ptr<cais::CaisReducer> reducer = GroupThreeReducer();
+  cais::CaisReducer& red = *reducer;
   NullSink sink;
-  auto packet = [](uint8_t group, uint16_t chunk) {
-    wire::CaisHeader h;
-    h.op = wire::CaisOp::kAllReduce;
-    h.reduce_op = wire::ReduceOp::kSum;
-    h.dtype = wire::DType::kF32;
-    h.group_id = group;
-    h.layer_id = 1;
-    h.chunk_id = chunk;
-    h.total_chunks = 4;
-    h.payload_len = 16;
-    std::vector<uint8_t> p(wire::kCaisHeaderBytes + 16, 0);
-    wire::SerializeCaisHeader(h, p);
-    return p;
-  };
+  auto packet = ChunkPacket;
   for (uint16_t chunk = 0; chunk < 3; ++chunk) {
     red.Process(packet(3, chunk), 1, 1000, sink);
     red.Process(packet(3, chunk), 2, 1000, sink);
@@ -417,6 +440,58 @@ TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
               Optional(static_cast<double>(red.share(3).share_chunks)));
   EXPECT_GT(red.share(3).share_chunks, 0u);
   EXPECT_THAT(r.Value("inca_cais_group_share_chunks{group=\"9\"}"), Optional(0.0));
+}
+
+// inca-switchd --threads 2: two reducers' figures summed exactly (the
+// slot-holding histograms add), each shard listed and in /metrics.
+TEST(FromControl, ShardsAreSummedAndEachIsShown) {
+  const std::unique_ptr<cais::CaisReducer> a = GroupThreeReducer(), b = GroupThreeReducer();
+  NullSink sink;
+  for (uint16_t chunk = 0; chunk < 2; ++chunk) {  // shard 0: chunks 0, 1 at 1 us and 3 us
+    a->Process(ChunkPacket(3, chunk), 1, 1000, sink);
+    a->Process(ChunkPacket(3, chunk), 2, 2000 + 2000 * chunk, sink);
+  }
+  b->Process(ChunkPacket(3, 2), 1, 1000, sink);  // shard 1: chunk 2 at 1 ms, chunk 3 pending
+  b->Process(ChunkPacket(3, 2), 2, 1'001'000, sink);
+  b->Process(ChunkPacket(3, 3), 1, 1000, sink);
+  b->Process(ChunkPacket(9, 0), 1, 1000, sink);  // no rule: dropped
+  const control::Stats parts[] = {StatsOf(*a), StatsOf(*b)};
+  const std::string endpoints[] = {"127.0.0.1:9410", "127.0.0.1:9411"};
+  const control::Stats st = control::MergeShards(parts, endpoints);
+
+  EXPECT_EQ(st.counters.cais.completed_chunks, 3u);
+  EXPECT_EQ(st.counters.datagrams_rx, 8u);
+  EXPECT_EQ(st.sram_bytes, 2 * parts[0].sram_bytes);
+  EXPECT_DOUBLE_EQ(st.sram_usage, (parts[0].sram_usage + parts[1].sram_usage) / 2);
+  EXPECT_TRUE(st.conserved);
+  EXPECT_EQ(st.drops.at("no_rule"), 1u);
+  // p99 of {1 us, 3 us, 1 ms} is in the 1 ms bucket: only shard 1 has it.
+  EXPECT_GT(st.slot_holding_p99_us, 500.0);
+  EXPECT_LT(parts[0].slot_holding_p99_us, 10.0);
+  ASSERT_EQ(st.groups.size(), 2u);
+  EXPECT_EQ(st.groups[0].group_id, 3);
+  EXPECT_EQ(st.groups[0].counters.completed_chunks, 3u);
+  EXPECT_EQ(st.groups[0].counters.contributions, 7u);
+  EXPECT_EQ(st.groups[0].pending_chunks, 1u);
+  EXPECT_EQ(st.groups[1].group_id, 9);
+  ASSERT_EQ(st.shards.size(), 2u);
+  EXPECT_EQ(st.shards[1].endpoint, "127.0.0.1:9411");
+  EXPECT_EQ(st.shards[1].counters.cais.completed_chunks, 1u);
+  EXPECT_TRUE(st.shards[1].conserved);
+  // One part is passed through as it is.
+  EXPECT_TRUE(control::MergeShards({parts, 1}, {endpoints, 1}).shards.empty());
+
+  const MetricsSnapshot s = FromControl(st, control::OffloadPolicy{}, {});
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_cais_completed_chunks_total"), Optional(3.0));
+  EXPECT_THAT(r.Value("inca_shard_cais_completed_chunks_total{shard=\"0\"}"), Optional(2.0));
+  EXPECT_THAT(r.Value("inca_shard_cais_completed_chunks_total{shard=\"1\"}"), Optional(1.0));
+  EXPECT_THAT(r.Value("inca_shard_switch_datagrams_received_total{shard=\"1\"}"), Optional(4.0));
+  EXPECT_THAT(r.Value("inca_shard_conserved{shard=\"1\"}"), Optional(1.0));
+  const std::string json = RenderStatsJson(s);
+  EXPECT_EQ(CheckJson(json), "") << json;
+  EXPECT_THAT(json, HasSubstr("\"shards\":[{\"shard\":0,\"endpoint\":\"127.0.0.1:9410\""));
 }
 
 // --- RenderStatsJson ------------------------------------------------------------

@@ -34,6 +34,12 @@ class Endpoint {
   bool valid() const { return family_ != 0; }
   bool is_v6() const { return family_ == 6; }
   uint16_t port() const { return port_; }
+  // The same address with another port.
+  Endpoint WithPort(uint16_t port) const {
+    Endpoint e = *this;
+    e.port_ = port;
+    return e;
+  }
 
   // Writes this endpoint as an address for a socket of `socket_family`
   // (AF_INET or AF_INET6; IPv6 sockets reach IPv4 peers through mapped

@@ -331,6 +331,23 @@ absl::Status SwitchdConfig::Validate() const {
   // spans settings: the reducer's own checks, the static tables.
   if (absl::Status s = settings::ValidateAll(SwitchdSettings(), *this); !s.ok()) return s;
   if (absl::Status s = cais.Validate(); !s.ok()) return s;
+  if (threads > 1 && program != "cais") {
+    return absl::InvalidArgumentError(absl::StrCat("threads=", threads,
+                                                   " applies to the cais program only; the ",
+                                                   program, " program runs on one thread"));
+  }
+  if (threads > 1) {
+    // Each shard holds sram_bytes / threads: the reducer's own checks on that.
+    cais::CaisConfig shard = cais;
+    shard.sram_bytes = cais.sram_bytes / threads;
+    if (absl::Status s = shard.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("threads=", threads, ": each shard's ",
+                                                     shard.sram_bytes,
+                                                     " bytes of slot memory "
+                                                     "are too few: ",
+                                                     s.message()));
+    }
+  }
   absl::flat_hash_set<dp::PortId> port_numbers;
   absl::flat_hash_set<net::Endpoint> endpoints;
   for (size_t i = 0; i < ports.size(); ++i) {

@@ -54,6 +54,9 @@ struct SwitchdConfig {
   size_t socket_buffer_bytes = size_t{8} << 20;
   // Datagrams per recvmmsg/sendmmsg call.
   uint32_t batch_size = 64;
+  // Data-plane shards (CAIS only): each a reducer on its own thread, socket
+  // (listen port + i) and 1/threads of sram_bytes (switchd/shards.h).
+  uint32_t threads = 1;
   // Socket I/O path: "gso" (UDP_SEGMENT sends and UDP_GRO receives where
   // the kernel has them, else as mmsg) or "mmsg" (one datagram per message).
   // See src/net/udp.h.

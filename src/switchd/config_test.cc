@@ -153,6 +153,14 @@ TEST(SwitchdConfigTest, ExampleFileLoads) {
   EXPECT_EQ(c->offload_controller, "embedded");
 }
 
+TEST(SwitchdConfigTest, ThreadsAreForTheCaisProgramAndEachShardGetsAChunk) {
+  EXPECT_THAT(Error("threads: 0\n"), HasSubstr("threads"));
+  EXPECT_THAT(Error("threads: 65\n"), HasSubstr("threads"));
+  EXPECT_THAT(Error("program: olaf\nthreads: 2\n"), HasSubstr("cais program only"));
+  EXPECT_THAT(Error("threads: 4\nsram_bytes: 80000\n"), HasSubstr("each shard's 20000 bytes"));
+  EXPECT_TRUE(Load("threads: 4\nsram_bytes: 100000\n").ok());
+}
+
 TEST(SwitchdConfigTest, OffloadKeysAreValidated) {
   EXPECT_THAT(Error("offload_controller: sometimes\n"), HasSubstr("use embedded, external or off"));
   EXPECT_THAT(Error("offload_host_gbps: 0\n"), HasSubstr("offload_host_gbps"));

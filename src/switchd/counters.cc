@@ -32,6 +32,40 @@ bool SwitchCounters::Conserved() const {
          mgmt_malformed + mgmt_reports + mgmt_reports_ignored + mgmt_reports_contended <= mgmt_rx;
 }
 
+namespace {
+
+template <typename T, size_t N>
+void AddArray(const std::array<T, N>& from, std::array<T, N>* to) {
+  for (size_t i = 0; i < N; ++i) (*to)[i] += from[i];
+}
+
+}  // namespace
+
+void SwitchCounters::Add(const SwitchCounters& o) {
+  const uint64_t lease = lease_ms;
+  counters::AddInto<HostCounters>(kHostCounters, o, this);
+  counters::AddInto<SwitchCounters>(kSwitchCounters, o, this);
+  lease_ms = lease == 0 ? o.lease_ms : lease;
+  io_gso = io_gso || o.io_gso;
+  io_gro = io_gro || o.io_gro;
+  counters::AddInto<dp::ProgramCounters>(dp::kProgramCounters, o.reducer, &reducer);
+  AddArray(o.reducer.drops_by_reason, &reducer.drops_by_reason);
+  counters::AddInto<cais::GroupCounters>(cais::kGroupCounters, o.cais, &cais);
+  cais.pending_ns_total += o.cais.pending_ns_total;
+  AddArray(o.cais.holding_us_log2, &cais.holding_us_log2);
+  AddArray(o.cais.drops_by_reason, &cais.drops_by_reason);
+  sram.sram_bytes += o.sram.sram_bytes;
+  sram.cell_bytes = sram.cell_bytes == 0 ? o.sram.cell_bytes : sram.cell_bytes;
+  sram.cells_total += o.sram.cells_total;
+  sram.cells_pending += o.sram.cells_pending;
+  sram.cells_retained += o.sram.cells_retained;
+  sram.pending_chunks += o.sram.pending_chunks;
+  sram.retained_chunks += o.sram.retained_chunks;
+  sram.max_pending_chunks += o.sram.max_pending_chunks;
+  sram.tombstones += o.sram.tombstones;
+  sram.usage_limit = sram.usage_limit == 0 ? o.sram.usage_limit : sram.usage_limit;
+}
+
 std::string SwitchCounters::ToJson() const {
   return absl::StrCat(
       "{", JsonFields(), ",", counters::JsonFields<SwitchCounters>(kSwitchCounters, *this),

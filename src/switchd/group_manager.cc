@@ -232,6 +232,8 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
   auto current = [&](const GroupMember& member) {
     reply.port = member.port;
     reply.lease_ms = static_cast<uint32_t>(lease_ / dp::kNsPerMs);
+    reply.shards = shards_;
+    reply.shard = shard_;
     if (g->formed) {
       reply.status = MgmtStatus::kOk;
       reply.seq_base = g->seq_base;

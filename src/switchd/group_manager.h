@@ -187,6 +187,12 @@ class GroupManager {
   // Takes effect at the next Expire() scan; callers keep it within
   // [kMinLeaseMs, kMaxLeaseMs].
   void set_lease(dp::TimeNs lease) { lease_ = lease; }
+  // This manager is shard `index` of `count` (inca-switchd --threads):
+  // JOIN_REPLYs say so, so that hosts find the other shards. count 1 = none.
+  void set_shard(uint8_t index, uint8_t count) {
+    shard_ = count > 1 ? index : 0;
+    shards_ = count > 1 ? count : 0;
+  }
 
   // CAIS data arrived on `port` at `now`: renews the leases of the
   // endpoint's memberships. The data path calls it for every datagram.
@@ -245,6 +251,7 @@ class GroupManager {
   uint64_t reports_accepted_ = 0, reports_ignored_ = 0, reports_contended_ = 0;
   std::array<dp::TimeNs, dp::kMaxPorts> port_seen_{};  // last data per port
   dp::TimeNs lease_;
+  uint8_t shard_ = 0, shards_ = 0;
   uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;
   uint64_t ports_reclaimed_ = 0;
   dp::TimeNs next_expire_scan_ = 0;

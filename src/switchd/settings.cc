@@ -156,6 +156,14 @@ settings::Table<C> Io() {
            .unit = "datagrams",
            .doc = "datagrams per recvmmsg/sendmmsg call"},
           [](auto& c) -> auto& { return c.batch_size; }),
+      Uint(
+          {.key = "threads",
+           .lo = 1,
+           .hi = 64,
+           .unit = "threads",
+           .doc = "CAIS data-plane shards, one thread each, on UDP ports listen..listen+N-1; "
+                  "each holds sram_bytes/N; hosts stripe every operation over all of them"},
+          [](auto& c) -> auto& { return c.threads; }),
       Text(
           {.key = "io",
            .choices = {"gso", "mmsg"},

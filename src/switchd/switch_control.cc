@@ -34,7 +34,14 @@ absl::Status ParseDouble(const std::string& key, const std::string& v, double lo
 }  // namespace
 
 SwitchControl::SwitchControl(SwitchServer* server, int controller_port)
-    : server_(server), controller_port_(controller_port) {}
+    : SwitchControl(std::vector<SwitchServer*>{server}, controller_port) {}
+
+SwitchControl::SwitchControl(std::vector<SwitchServer*> shards, int controller_port)
+    : shards_(std::move(shards)), controller_port_(controller_port) {}
+
+void SwitchControl::ForEach(const std::function<void(SwitchServer::Control&)>& fn) {
+  for (SwitchServer* s : shards_) s->Execute(fn);
+}
 
 double SwitchControl::offload_threshold() const {
   std::lock_guard lock(mu_);
@@ -43,25 +50,25 @@ double SwitchControl::offload_threshold() const {
 
 absl::Status SwitchControl::AddRule(const cais::Rule& rule) {
   absl::Status s;
-  server_->Execute([&](SwitchServer::Control& c) { s = c.reducer.rules().Add(rule); });
+  ForEach([&](SwitchServer::Control& c) { s.Update(c.reducer.rules().Add(rule)); });
   return s;
 }
 
 absl::Status SwitchControl::DeleteRule(const cais::RuleKey& key) {
   absl::Status s;
-  server_->Execute([&](SwitchServer::Control& c) { s = c.reducer.rules().Delete(key); });
+  ForEach([&](SwitchServer::Control& c) { s.Update(c.reducer.rules().Delete(key)); });
   return s;
 }
 
 absl::StatusOr<std::vector<cais::Rule>> SwitchControl::DumpRules() {
   std::vector<cais::Rule> rules;
-  server_->Execute([&](SwitchServer::Control& c) { rules = c.reducer.rules().Dump(); });
+  First([&](SwitchServer::Control& c) { rules = c.reducer.rules().Dump(); });
   return rules;
 }
 
 absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
   std::vector<control::PortInfo> out;
-  server_->Execute([&](SwitchServer::Control& c) {
+  First([&](SwitchServer::Control& c) {
     for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
       if (const net::Endpoint* e = c.ports.endpoint(p)) {
         out.push_back({p, e->ToString(), c.ports.is_static(p)});
@@ -77,8 +84,13 @@ absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
         absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
   }
   absl::StatusOr<int> n = 0;
-  server_->Execute(
-      [&](SwitchServer::Control& c) { n = c.groups.ReleasePort(static_cast<dp::PortId>(port)); });
+  bool first = true;
+  ForEach([&](SwitchServer::Control& c) {
+    // Shard 0's count of groups dissolved (each shard forms its own copy).
+    absl::StatusOr<int> one = c.groups.ReleasePort(static_cast<dp::PortId>(port));
+    if (first || (n.ok() && !one.ok())) n = one;
+    first = false;
+  });
   return n;
 }
 
@@ -93,8 +105,9 @@ absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpo
         absl::StrCat("endpoint '", endpoint, "' must be IP:PORT: ", ep.status().message()));
   }
   absl::Status s;
-  server_->Execute(
-      [&](SwitchServer::Control& c) { s = c.ports.AddStatic(static_cast<dp::PortId>(port), *ep); });
+  ForEach([&](SwitchServer::Control& c) {
+    s.Update(c.ports.AddStatic(static_cast<dp::PortId>(port), *ep));
+  });
   return s;
 }
 
@@ -115,7 +128,8 @@ absl::StatusOr<control::GroupInfo> SwitchControl::CreateGroup(uint8_t group_id,
     mask.add(p);
   }
   absl::Status s;
-  server_->Execute([&](SwitchServer::Control& c) {
+  ForEach([&](SwitchServer::Control& c) {
+    if (!s.ok()) return;  // a shard refused: the others are left alone
     if (c.groups.group(group_id) != nullptr) {
       s = absl::AlreadyExistsError(absl::StrCat(
           "group ", group_id, " is being formed by hosts (JOIN); pick another group id"));
@@ -144,22 +158,23 @@ absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
       // A JOIN-formed (or forming) group: dissolved, its ports released. A
       // live job re-forms it at its next JOIN; a dead one is gone.
       bool destroyed = false;
-      server_->Execute([&](SwitchServer::Control& c) { destroyed = c.groups.Destroy(group_id); });
+      ForEach(
+          [&](SwitchServer::Control& c) { destroyed = c.groups.Destroy(group_id) || destroyed; });
       return destroyed ? absl::OkStatus()
                        : absl::NotFoundError(absl::StrCat("no group ", group_id));
     }
     control_groups_.erase(group_id);
   }
   absl::Status s;
-  server_->Execute([&](SwitchServer::Control& c) {
-    s = c.reducer.rules().Delete({group_id, std::nullopt, std::nullopt});
+  ForEach([&](SwitchServer::Control& c) {
+    s.Update(c.reducer.rules().Delete({group_id, std::nullopt, std::nullopt}));
   });
   return s;
 }
 
 absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
   std::vector<control::GroupInfo> out;
-  server_->Execute([&](SwitchServer::Control& c) {
+  First([&](SwitchServer::Control& c) {
     for (int g = 0; g < 256; ++g) {
       const GroupState* st = c.groups.group(static_cast<uint8_t>(g));
       if (st == nullptr) continue;
@@ -211,16 +226,18 @@ bool CaisRunTime(const settings::Spec& s) {
   return s.runtime && s.key.rfind("olaf_", 0) != 0;
 }
 bool CaisFixed(const settings::Spec& s) {
-  return s.key == "chunk_size" || s.key == "sram_bytes" || s.key == "deterministic";
+  return s.key == "chunk_size" || s.key == "sram_bytes" || s.key == "deterministic" ||
+         s.key == "threads";
 }
 
 }  // namespace
 
 absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
   SwitchdConfig c;
-  server_->Execute([&](SwitchServer::Control& ctl) {
+  First([&](SwitchServer::Control& ctl) {
     c = ctl.config;
     c.cais = ctl.reducer.config();
+    c.cais.sram_bytes *= shards_.size();  // each shard holds its share
     c.lease_ms = static_cast<uint32_t>(ctl.groups.lease() / dp::kNsPerMs);
   });
   std::map<std::string, std::string> out;
@@ -234,7 +251,7 @@ absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
 
 absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& values) {
   SwitchdConfig c;
-  server_->Execute([&](SwitchServer::Control& ctl) {
+  First([&](SwitchServer::Control& ctl) {
     c = ctl.config;
     c.cais = ctl.reducer.config();
   });
@@ -263,14 +280,15 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
       return absl::FailedPreconditionError(absl::StrCat(
           key, " is fixed while the switch runs; restart inca-switchd with the new value"));
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown key '", key, "'; known: ", absl::StrJoin(known, ", "),
-                       " (and read-only chunk_size, sram_bytes, deterministic, controller_port; "
-                       "docs/settings.md)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key '", key, "'; known: ", absl::StrJoin(known, ", "),
+          " (and read-only chunk_size, sram_bytes, deterministic, threads, controller_port; "
+          "docs/settings.md)"));
     }
   }
   absl::Status s;
-  server_->Execute([&](SwitchServer::Control& ctl) {
+  ForEach([&](SwitchServer::Control& ctl) {
+    if (!s.ok()) return;
     s = ctl.reducer.UpdateConfig(c.cais);
     if (!s.ok()) return;
     ctl.config.cais = c.cais;
@@ -286,17 +304,19 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
 }
 
 absl::StatusOr<control::Stats> SwitchControl::GetStats() {
-  control::Stats st;
-  server_->Execute([&](SwitchServer::Control& c) { control::CollectReducerStats(c.reducer, &st); });
-  // The published counters (a snapshot of the switch thread's), so that
-  // host, reducer and CAIS figures are of one moment.
-  st.counters = server_->counters();
-  const SwitchCounters& sc = st.counters;
-  st.ingress_queue_delay_us = sc.ingress_delay_samples
-                                  ? static_cast<double>(sc.ingress_delay_ns_total) /
-                                        static_cast<double>(sc.ingress_delay_samples) / 1e3
-                                  : 0.0;
-  return st;
+  std::vector<control::Stats> parts(shards_.size());
+  std::vector<std::string> endpoints;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    control::Stats& st = parts[i];
+    shards_[i]->Execute(
+        [&](SwitchServer::Control& c) { control::CollectReducerStats(c.reducer, &st); });
+    // The published counters (a snapshot of the switch thread's), so that
+    // host, reducer and CAIS figures are of one moment.
+    st.counters = shards_[i]->counters();
+    st.ingress_queue_delay_us = control::IngressQueueDelayUs(st.counters);
+    endpoints.push_back(shards_[i]->local_endpoint().ToString());
+  }
+  return control::MergeShards(parts, endpoints);
 }
 
 absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& policy) {
@@ -318,7 +338,7 @@ absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& polic
     }
     seen[g.group_id] = true;
   }
-  server_->Execute([&](SwitchServer::Control& c) {
+  ForEach([&](SwitchServer::Control& c) {
     for (const control::GroupOffload& g : policy.groups) {
       c.reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
       c.reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
@@ -347,11 +367,12 @@ absl::Status SwitchControl::Health() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ControlService> StartControlService(SwitchServer* server, const std::string& listen,
+absl::StatusOr<ControlService> StartControlService(std::vector<SwitchServer*> shards,
+                                                   const std::string& listen,
                                                    const std::string& token) {
   ControlService svc;
   // The plane reports the port actually bound; construct it after binding.
-  auto plane = std::make_unique<SwitchControl>(server, 0);
+  auto plane = std::make_unique<SwitchControl>(std::move(shards), 0);
   control::ControlServerOptions o;
   o.listen = listen;
   o.token = token;

@@ -1,12 +1,21 @@
 // SwitchControl: the ControlPlane of one inca-switchd process. Every call
 // runs on the switch thread through SwitchServer::Execute, so it is safe
 // while traffic flows.
+//
+// With --threads N the process has N shards (switchd/shards.h), each a
+// SwitchServer with its own thread, socket, reducer and groups. Changes
+// (rules, ports, groups, config, offload policy) go to every shard, in
+// shard order, and the first error is returned; reads of tables (rules,
+// ports, groups, config) show shard 0's, which every host joins first;
+// GetStats sums all shards (control::MergeShards) and lists each.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "control/grpc_server.h"
 #include "inca/control/control_plane.h"
@@ -16,9 +25,10 @@ namespace inca::switchd {
 
 class SwitchControl final : public control::ControlPlane, public control::CaisControlPlane {
  public:
-  // `server` must outlive this object. `controller_port` is reported as the
-  // read-only config key of that name.
+  // `server` (every shard) must outlive this object. `controller_port` is
+  // reported as the read-only config key of that name.
   SwitchControl(SwitchServer* server, int controller_port);
+  SwitchControl(std::vector<SwitchServer*> shards, int controller_port);
 
   std::string program() const override { return "cais"; }
   control::CaisControlPlane* cais() override { return this; }
@@ -44,7 +54,11 @@ class SwitchControl final : public control::ControlPlane, public control::CaisCo
   void set_controller_port(int port) { controller_port_ = port; }
 
  private:
-  SwitchServer* server_;
+  // Runs `fn` on every shard's thread in turn, or on shard 0's.
+  void ForEach(const std::function<void(SwitchServer::Control&)>& fn);
+  void First(const std::function<void(SwitchServer::Control&)>& fn) { shards_[0]->Execute(fn); }
+
+  std::vector<SwitchServer*> shards_;
   int controller_port_;
   mutable std::mutex mu_;
   double offload_threshold_ = 0.2;                           // the write-up's default (3.3)
@@ -61,7 +75,13 @@ struct ControlService {
 
 // Serves the control API for `server` on `listen` (loopback by default;
 // port 0 = ephemeral). `token` non-empty = bearer token required.
-absl::StatusOr<ControlService> StartControlService(SwitchServer* server, const std::string& listen,
+absl::StatusOr<ControlService> StartControlService(std::vector<SwitchServer*> shards,
+                                                   const std::string& listen,
                                                    const std::string& token);
+inline absl::StatusOr<ControlService> StartControlService(SwitchServer* server,
+                                                          const std::string& listen,
+                                                          const std::string& token) {
+  return StartControlService(std::vector<SwitchServer*>{server}, listen, token);
+}
 
 }  // namespace inca::switchd

@@ -86,6 +86,9 @@ class SwitchServer final : private ProgramHost::Hooks {
   // Before Run() (or after it returns) only: not thread-safe.
   absl::Status AddStaticPort(dp::PortId port, const net::Endpoint& endpoint);
   absl::Status AddStaticRule(const cais::Rule& rule);
+  // This server is data-plane shard `index` of `count` (switchd/shards.h):
+  // its JOIN_REPLYs tell hosts so.
+  void SetShard(uint8_t index, uint8_t count) { groups_.set_shard(index, count); }
   // Mutable state handed to Execute() callbacks.
   struct Control {
     cais::CaisReducer& reducer;

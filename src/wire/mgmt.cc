@@ -21,7 +21,8 @@ struct MgmtWire {
   Be16 port;
   Be32 seq_base;
   Be16 rank_port_count;
-  Be16 reserved;
+  uint8_t shards;
+  uint8_t shard;
   Be64 job;
   Be32 lease_ms;
 };
@@ -90,7 +91,10 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
   if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > kMgmtReasonMax)
     return false;
-  if (w.reserved.value() != 0) return false;
+  // Shards only in a JOIN_REPLY, and the index within the count.
+  if (w.type != static_cast<uint8_t>(MgmtType::kJoinReply) && (w.shards != 0 || w.shard != 0))
+    return false;
+  if (w.shard != 0 && w.shard >= w.shards) return false;
   const size_t n = w.rank_port_count.value();
   const bool report = w.type == static_cast<uint8_t>(MgmtType::kReport);
   ReportWire r{};
@@ -114,6 +118,8 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   m.seq_base = w.seq_base.value();
   m.job = w.job.value();
   m.lease_ms = w.lease_ms.value();
+  m.shards = w.shards;
+  m.shard = w.shard;
   if (report) {
     m.report_bytes = r.bytes.value();
     m.report_duration_us = r.duration_us.value();
@@ -144,6 +150,10 @@ void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
   w.seq_base.set(m.seq_base);
   w.job.set(m.job);
   w.lease_ms.set(m.lease_ms);
+  if (m.type == MgmtType::kJoinReply) {
+    w.shards = m.shards;
+    w.shard = m.shard;
+  }
   if (m.type == MgmtType::kReport) {
     w.rank_port_count.set(0);
     ReportWire r{};

@@ -18,6 +18,8 @@ MgmtMessage Reply() {
   m.rank_ports = {4, 9, 5};
   m.job = 0x1112131415161718ull;
   m.lease_ms = 0x0000C350;  // 50 s
+  m.shards = 4;
+  m.shard = 1;
   return m;
 }
 
@@ -32,6 +34,8 @@ TEST(MgmtTest, RoundTripAndLayout) {
   EXPECT_EQ(b[8], 7);      // group
   EXPECT_EQ(b[16], 0x01);  // seq_base, big-endian
   EXPECT_EQ(b[21], 3);     // rank_port_count low byte
+  EXPECT_EQ(b[22], 4);     // shards
+  EXPECT_EQ(b[23], 1);     // shard
   EXPECT_EQ(b[24], 0x11);  // job, big-endian
   EXPECT_EQ(b[31], 0x18);
   EXPECT_EQ(b[34], 0xC3);  // lease_ms, big-endian
@@ -54,6 +58,12 @@ TEST(MgmtTest, MalformedIsRejected) {
   bad.push_back(0);  // trailing byte
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
+  bad[23] = 4;  // shard index past the shard count
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[2] = static_cast<uint8_t>(MgmtType::kPong);  // shards outside a JOIN_REPLY
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
   bad[1] = 1;  // version 1: no job or lease
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
@@ -66,7 +76,7 @@ TEST(MgmtTest, MalformedIsRejected) {
   bad[13] = 4;  // world_size disagrees with the port list
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
-  bad[23] = 1;  // reserved must be zero
+  bad[22] = 0;  // a shard index without a shard count
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
   bad[0] = 0;  // a CAIS packet, not management

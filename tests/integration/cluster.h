@@ -45,11 +45,14 @@ struct Cluster {
   void Start(std::vector<std::string> extra = {}) {
     // Chunk timeout above the skew of ranks sharing two cores (tests that
     // exercise timeouts pass their own).
-    std::vector<std::string> args = {"--listen",      switch_addr,        "--log-level",
-                                     "warn",          "--control-listen", "127.0.0.1:0",
-                                     "--http-listen", "127.0.0.1:0"};
-    if (std::find(extra.begin(), extra.end(), "--timeout-ms") == extra.end()) {
-      args.insert(args.end(), {"--timeout-ms", "5000"});
+    std::vector<std::string> args = {"--listen", switch_addr, "--log-level", "warn"};
+    // Defaults for what `extra` does not set itself.
+    for (const auto& [flag, value] :
+         {std::pair{"--control-listen", "127.0.0.1:0"}, std::pair{"--http-listen", "127.0.0.1:0"},
+          std::pair{"--timeout-ms", "5000"}}) {
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+        args.insert(args.end(), {flag, value});
+      }
     }
     // These tests exercise the transport; offload decisions have their own
     // test (offload_integration_test.cc).

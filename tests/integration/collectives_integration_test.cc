@@ -22,11 +22,36 @@
 #include "absl/strings/str_cat.h"
 #include "cluster.h"
 #include "inca/client/communicator.h"
+#include "inca/control/control_plane.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
+#include "monitor/httplib_include.h"
 
 namespace inca::integration {
 namespace {
+
+// Every op, type and a few sizes through the switch, checked exactly; none
+// may fall back to the host path. An exit code.
+int EveryOpAndTypeOnTheSwitch(const CommunicatorOptions& o) {
+  auto c = Communicator::Create(o);
+  if (!c.ok()) return Fail("create", c.status());
+  const auto n = static_cast<size_t>(o.world_size);
+  uint64_t wrong = 0;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
+      for (size_t count : {size_t{1}, size_t{777}, size_t{70000}}) {
+        wrong += CheckAll(**c, t, op, count, static_cast<int>(count % n));
+      }
+    }
+  }
+  const CommunicatorStats st = (*c)->stats();
+  if (st.ops_host != 0) {
+    std::fprintf(stderr, "rank %d: %lu ops used the host path\n", o.rank,
+                 static_cast<unsigned long>(st.ops_host));
+    return 11;
+  }
+  return wrong == 0 ? 0 : 12;
+}
 
 class RanksTest : public ::testing::TestWithParam<int> {};
 
@@ -34,28 +59,7 @@ TEST_P(RanksTest, EveryOpAndTypeThroughTheSwitch) {
   const int n = GetParam();
   Cluster cl;
   ExpectAllZero(launch::RunRanks(
-      n,
-      [&](int rank) {
-        auto c = Communicator::Create(cl.Options(rank, n));
-        if (!c.ok()) return Fail("create", c.status());
-        uint64_t wrong = 0;
-        for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}) {
-          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
-            for (size_t count : {size_t{1}, size_t{777}, size_t{70000}}) {
-              wrong +=
-                  CheckAll(**c, t, op, count, static_cast<int>(count % static_cast<size_t>(n)));
-            }
-          }
-        }
-        const CommunicatorStats st = (*c)->stats();
-        if (st.ops_host != 0) {
-          std::fprintf(stderr, "rank %d: %lu ops used the host path\n", rank,
-                       static_cast<unsigned long>(st.ops_host));
-          return 11;
-        }
-        return wrong == 0 ? 0 : 12;
-      },
-      kRankTimeout));
+      n, [&](int rank) { return EveryOpAndTypeOnTheSwitch(cl.Options(rank, n)); }, kRankTimeout));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RanksTest, ::testing::Values(2, 4, 8));
@@ -372,6 +376,56 @@ TEST(CollectivesTest, SetOffloadFalseMovesTheGroupToTheHostPath) {
         return wrong == 0 && st.ops_host >= 9 && !st.offload_active ? 0 : 12;
       },
       kRankTimeout));
+}
+
+// inca-switchd --threads 2: the ranks name shard 0's port only, learn of
+// shard 1 from the JOIN_REPLY and stripe every operation over both. Every
+// op and type is exact and on the switch path; both shards carried data;
+// each shard's packets are accounted for on their own and the control
+// API's figures are their sums; /metrics shows each shard.
+TEST(CollectivesTest, ThreadsTwoShardsEveryOpAndTypeAndConservationPerShard) {
+  const std::string control = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+  const std::string http = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(false));
+  Cluster cl({}, /*start=*/false);
+  cl.Start({"--threads", "2", "--control-listen", control, "--http-listen", http});
+  const int n = 3;
+  ExpectAllZero(launch::RunRanks(
+      n, [&](int rank) { return EveryOpAndTypeOnTheSwitch(cl.Options(rank, n)); }, kRankTimeout));
+  // Threads (gRPC) only after the forks.
+  auto plane = control::ConnectControl(control, "");
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  auto st = (*plane)->GetStats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_EQ(st->shards.size(), 2u);
+  uint64_t rx = 0, completed = 0;
+  for (const control::ShardStats& sh : st->shards) {
+    // Over gRPC drops come by name only, so each shard's own check travels.
+    EXPECT_TRUE(sh.conserved) << "shard " << sh.shard;
+    EXPECT_GT(sh.counters.cais.completed_chunks, 0u) << "shard " << sh.shard << " got no chunk";
+    EXPECT_GE(sh.counters.mgmt_rx, 3u) << "shard " << sh.shard << ": every rank joins it";
+    rx += sh.counters.datagrams_rx;
+    completed += sh.counters.cais.completed_chunks;
+  }
+  EXPECT_EQ(st->shards[1].endpoint,
+            absl::StrCat("127.0.0.1:", std::stoi(cl.switch_addr.substr(10)) + 1));
+  EXPECT_TRUE(st->conserved);
+  EXPECT_EQ(st->counters.datagrams_rx, rx);
+  EXPECT_EQ(st->counters.cais.completed_chunks, completed);
+  auto config = (*plane)->GetConfig();
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->at("threads"), "2");
+  httplib::Client web(absl::StrCat("http://", http));
+  auto metrics = web.Get("/metrics");
+  ASSERT_TRUE(metrics) << "GET /metrics";
+  for (const char* shard : {"0", "1"}) {
+    EXPECT_NE(metrics->body.find(
+                  absl::StrCat("inca_shard_cais_completed_chunks_total{shard=\"", shard, "\"}")),
+              std::string::npos)
+        << shard;
+    EXPECT_NE(metrics->body.find(absl::StrCat("inca_shard_conserved{shard=\"", shard, "\"} 1")),
+              std::string::npos)
+        << shard;
+  }
 }
 
 // IPv6 end to end: the switch's data socket, its control API and the

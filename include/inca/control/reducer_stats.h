@@ -2,6 +2,9 @@
 // what SwitchControl, the monitor and cais-cli read, computed once.
 #pragma once
 
+#include <span>
+#include <string>
+
 #include "inca/cais/reducer.h"
 #include "inca/control/stats.h"
 
@@ -21,5 +24,16 @@ double FallbackRatio(const cais::GroupCounters& c);
 // ingress_queue_delay_us (the server's) alone. Runs on the reducer's owner
 // thread.
 void CollectReducerStats(const cais::CaisReducer& reducer, Stats* st);
+
+// Mean ingress queueing delay since start, us (0 before the first sample).
+double IngressQueueDelayUs(const switchd::HostCounters& c);
+
+// One Stats for a switch of several data-plane shards (inca-switchd
+// --threads): counters, groups, drops, rates and slot memory summed; the
+// ratios and slot-holding quantiles recomputed from the summed counters
+// (the histograms add, so they are exact); usage weighted by each shard's
+// slot memory; `shards` gets each part's counters, named by `endpoints[i]`.
+// One part is returned as it is.
+Stats MergeShards(std::span<const Stats> parts, std::span<const std::string> endpoints);
 
 }  // namespace inca::control

@@ -88,6 +88,42 @@ inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
 inline constexpr int kGroupStatsReserved[] = {2, 3, 4, 5, 6, 7, 8, 9, 10};
 
 // The figures of the CAIS write-up's `cais-cli show-stats` (4.4) and more.
+// One data-plane shard of a switch run with --threads N > 1: its own
+// socket, reducer and slot memory (docs/switchd.md, "Threads").
+struct ShardStats {
+  uint32_t shard = 0;
+  std::string endpoint;   // the shard's UDP address
+  bool conserved = true;  // SwitchCounters::Conserved() for this shard alone
+  switchd::SwitchCounters counters;
+};
+
+inline constexpr StatField<ShardStats> kShardStatsFields[] = {
+    {"shard", 1, &ShardStats::shard, "The shard's index (0..threads-1)."},
+    {"endpoint", 2, &ShardStats::endpoint, "The shard's UDP address (listen port + shard)."},
+    {"conserved", 3, &ShardStats::conserved,
+     "Every packet of this shard is accounted for (its own three equations)."},
+    {"host", 4,
+     counters::MakeBlock<ShardStats, switchd::kHostCounters,
+                         [](ShardStats& s) -> switchd::HostCounters& { return s.counters; }>(
+         "HostCounters"),
+     "The shard's UDP front end."},
+    {"switch_counters", 5,
+     counters::MakeBlock<ShardStats, switchd::kSwitchCounters,
+                         [](ShardStats& s) -> switchd::SwitchCounters& { return s.counters; }>(
+         "SwitchCounters"),
+     "The shard's management, groups and leases."},
+    {"program", 6,
+     counters::MakeBlock<ShardStats, dp::kProgramCounters,
+                         [](ShardStats& s) -> dp::ProgramCounters& { return s.counters.reducer; }>(
+         "ProgramCounters"),
+     "The shard's reducer packets in and out."},
+    {"cais", 7,
+     counters::MakeBlock<ShardStats, cais::kGroupCounters,
+                         [](ShardStats& s) -> cais::GroupCounters& { return s.counters.cais; }>(
+         "CaisGroupCounters"),
+     "The shard's CAIS totals."},
+};
+
 struct Stats {
   double sram_usage = 0;
   double sram_pending_usage = 0;
@@ -104,6 +140,9 @@ struct Stats {
   DropMap drops;
   std::vector<GroupStats> groups;  // groups with traffic
   bool conserved = true;
+  // inca-switchd --threads N > 1: each shard's own counters (the figures
+  // above are their sums); empty with one shard.
+  std::vector<ShardStats> shards;
   // The switch's counters: the UDP front end (HostCounters and, for CAIS,
   // SwitchCounters' own), the program's (reducer) and the switch-wide CAIS
   // totals (cais). The OLAF program fills the host and program parts.
@@ -159,6 +198,9 @@ inline constexpr StatField<Stats> kStatsFields[] = {
      "Median slot-holding time (log2 buckets, interpolated), us."},
     {"slot_holding_p99_us", 28, &Stats::slot_holding_p99_us,
      "99th percentile slot-holding time (log2 buckets, interpolated), us."},
+    {"shards", 29, Repeated{"ShardStats"},
+     "inca-switchd --threads N > 1: each data-plane shard's counters (the figures above sum "
+     "them); empty with one shard."},
 };
 inline constexpr int kStatsReserved[] = {6, 7, 8, 11, 12, 15, 17, 18};
 

@@ -108,6 +108,11 @@ struct SwitchCounters : HostCounters {
 
   // The three equations in the file comment.
   bool Conserved() const;
+  // Adds another shard's figures (inca-switchd --threads): every counter,
+  // the groups, ports and slot memory they hold; lease_ms and the I/O flags
+  // are the same on every shard and kept. Conserved() holds for the sum
+  // when it holds for each part.
+  void Add(const SwitchCounters& shard);
   // One JSON object on one line (non-zero drop reasons only).
   std::string ToJson() const;
   // key=value pairs for log lines.

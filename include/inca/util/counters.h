@@ -80,6 +80,13 @@ std::string JsonFields(Table<T> table, const T& v) {
   return out;
 }
 
+// to += from for every entry of the table (counters and gauges alike: the
+// caller fixes up a gauge that does not add, such as a configured period).
+template <typename T>
+void AddInto(Table<T> table, const T& from, T* to) {
+  for (const Counter<T>& c : table) to->*c.field += from.*c.field;
+}
+
 // The rows of a `| metric | type | meaning |` table, one per entry.
 template <typename T>
 std::string MarkdownRows(Table<T> table) {

@@ -95,6 +95,14 @@ struct MgmtMessage {
   // silent (no JOIN, PING, REPORT or data) for that long loses its group;
   // hosts send PING at least every lease_ms / 4. 0 elsewhere.
   uint32_t lease_ms = 0;
+  // JOIN_REPLY (ok, pending) from a switch with more than one data-plane
+  // shard (inca-switchd --threads N): `shards` = N and this port's shard
+  // index. The shards listen on N consecutive UDP ports, shard 0 first; each
+  // forms its own group, and a host stripes every operation over all of
+  // them (docs/design/cais-client.md, "Shards"). 0 and 0 from a switch with
+  // one shard, and in every other message.
+  uint8_t shards = 0;
+  uint8_t shard = 0;
   // REPORT only: the operation's size as the switch estimates it
   // (total_chunks x the first chunk's payload_len), how long it took this
   // rank from its start to its completion, and on which path.
