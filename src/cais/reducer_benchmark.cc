@@ -6,6 +6,11 @@
 // completes the chunk and the result is multicast to N output ports (to a
 // sink that discards it). items/s = input packets/s; bytes/s = input
 // payload bytes/s.
+//
+// BM_ShardedPipeline is inca-switchd --threads N without sockets: each
+// benchmark thread is one shard, with its own reducer and sram_bytes / N,
+// as switchd/shards.h runs them; rates are over wall-clock time, so
+// threads:2 against threads:1 is the sharded data plane's scaling.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -21,14 +26,12 @@ struct NullSink final : dp::PacketSink {
   void Emit(dp::PortId, std::span<const uint8_t> p) override { bytes += p.size(); }
 };
 
-void BM_Pipeline(benchmark::State& state) {
-  const auto ports = static_cast<int>(state.range(0));
-  const auto payload = static_cast<uint32_t>(state.range(1));
-  const bool deterministic = state.range(2) != 0;
+void RunPipeline(benchmark::State& state, int ports, uint32_t payload, bool deterministic,
+                 size_t sram_bytes) {
   CaisConfig cfg;
   cfg.max_payload_bytes = std::max<uint32_t>(payload, 8952);
   cfg.deterministic = deterministic;
-  cfg.sram_bytes = size_t{64} << 20;
+  cfg.sram_bytes = sram_bytes;
   auto reducer = *CaisReducer::Create(cfg);
   PortMask mask;
   for (int p = 0; p < ports; ++p) mask.add(static_cast<dp::PortId>(p));
@@ -67,6 +70,17 @@ void BM_Pipeline(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * ports * payload);
   state.counters["pending"] = reducer->sram().pending_chunks;
 }
+
+void BM_Pipeline(benchmark::State& state) {
+  RunPipeline(state, static_cast<int>(state.range(0)), static_cast<uint32_t>(state.range(1)),
+              state.range(2) != 0, size_t{64} << 20);
+}
+
+void BM_ShardedPipeline(benchmark::State& state) {
+  RunPipeline(state, 8, 8952, false, (size_t{64} << 20) / static_cast<size_t>(state.threads()));
+}
+BENCHMARK(BM_ShardedPipeline)->Threads(1)->Threads(2)->UseRealTime();
+
 BENCHMARK(BM_Pipeline)
     ->ArgNames({"ports", "payload", "det"})
     ->Args({8, 8952, 0})

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,8 @@ bool JoinSolo(const net::UdpSocket& s, const sockaddr_storage& to, socklen_t to_
   return false;
 }
 
+// `o.packets` replies from `target`, or `o.max_seconds`. CPU time of `pid`
+// meanwhile when pid > 0.
 absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::IoMode io,
                                  const ReflectOptions& o) {
   auto local = net::Endpoint::Parse("127.0.0.1:0");
@@ -80,7 +83,7 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
     (void)tx.Flush(sock->fd.get());
   };
   TargetLoad load;
-  const double cpu0 = ProcessCpuSeconds(pid);
+  const double cpu0 = pid > 0 ? ProcessCpuSeconds(pid) : 0;
   const auto t0 = std::chrono::steady_clock::now();
   const auto limit = t0 + std::chrono::duration<double>(o.max_seconds);
   send(o.window);
@@ -97,7 +100,7 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
     send(got);
   }
   load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  load.cpu_seconds = ProcessCpuSeconds(pid) - cpu0;
+  if (pid > 0) load.cpu_seconds = ProcessCpuSeconds(pid) - cpu0;
   return load;
 }
 
@@ -116,6 +119,45 @@ absl::StatusOr<TargetLoad> Measure(bool switchd, net::IoMode io, const ReflectOp
   proc.Signal(SIGTERM);
   proc.Wait(std::chrono::seconds(5));
   return load;
+}
+
+// inca-switchd --threads `threads`, one client thread per shard.
+absl::StatusOr<TargetLoad> MeasureShards(uint32_t threads, net::IoMode io,
+                                         const ReflectOptions& o) {
+  const std::string addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+  launch::Process proc = launch::Process::Spawn(
+      o.switchd_path,
+      {"--listen", addr, "--log-level", "warn", "--control-listen", "off", "--http-listen", "off",
+       "--chunk-size", absl::StrCat(o.payload_bytes), "--io", std::string(net::ToString(io)),
+       "--threads", absl::StrCat(threads)},
+      true);
+  if (!proc.running()) return absl::UnavailableError("could not start inca-switchd");
+  const net::Endpoint base = *net::Endpoint::Parse(addr);
+  ReflectOptions each = o;
+  each.packets = o.packets / threads;
+  std::vector<absl::StatusOr<TargetLoad>> loads(threads, TargetLoad{});
+  const double cpu0 = ProcessCpuSeconds(proc.pid());
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::vector<std::thread> clients;
+    for (uint32_t i = 0; i < threads; ++i) {
+      clients.emplace_back([&, i] {
+        loads[i] = Drive(base.WithPort(static_cast<uint16_t>(base.port() + i)), -1, io, each);
+      });
+    }
+    for (auto& t : clients) t.join();
+  }
+  TargetLoad sum;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sum.cpu_seconds = ProcessCpuSeconds(proc.pid()) - cpu0;
+  proc.Signal(SIGTERM);
+  proc.Wait(std::chrono::seconds(5));
+  for (const auto& l : loads) {
+    if (!l.ok()) return l.status();
+    sum.packets += l->packets;
+    sum.lost += l->lost;
+  }
+  return sum;
 }
 
 void PrintTarget(std::ostream& out, const char* name, const TargetLoad& t, double gbit) {
@@ -164,6 +206,21 @@ absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostr
         << "  ratio switchd / forwarder: " << row.switchd.pps() / row.forwarder.pps()
         << " (per target CPU-second: "
         << row.switchd.per_cpu_second() / row.forwarder.per_cpu_second() << ")\n";
+    if (o.threads > 1) {
+      auto one = MeasureShards(1, io, o);
+      if (!one.ok()) return one.status();
+      auto many = MeasureShards(o.threads, io, o);
+      if (!many.ok()) return many.status();
+      row.one_shard = *one;
+      row.sharded = *many;
+      const std::string name = absl::StrCat("--threads ", o.threads);
+      PrintTarget(out, "--threads 1", row.one_shard, gbit);
+      PrintTarget(out, name.c_str(), row.sharded, gbit);
+      out << std::setprecision(2) << "  --threads " << o.threads
+          << " / --threads 1: " << row.sharded.pps() / row.one_shard.pps() << "x pkt/s (wall), "
+          << row.sharded.per_cpu_second() / row.one_shard.per_cpu_second()
+          << "x pkt per switchd CPU-second\n";
+    }
     result.rows.push_back(row);
   }
   const ReflectRow* mmsg = nullptr;

@@ -11,6 +11,12 @@
 // wall time, and packets per CPU-second of the target process (utime +
 // stime from /proc; on two cores the load generator and softirq share the
 // CPUs, so this is the target's own cost per packet).
+//
+// With --threads N > 1 inca-switchd is also measured with --threads 1 and
+// --threads N (switchd/shards.h): one client per shard, each a one-rank
+// group on its shard's port, driven from a thread of its own; the packets
+// of all clients over the wall time, and per CPU-second of the switchd
+// process (all its threads).
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +39,7 @@ struct ReflectOptions {
   uint64_t packets = 200000;
   double max_seconds = 5;
   std::vector<net::IoMode> io = {net::IoMode::kMmsg, net::IoMode::kGso};
+  uint32_t threads = 1;  // > 1: also inca-switchd --threads 1 against --threads N
 };
 
 struct TargetLoad {
@@ -50,6 +57,8 @@ struct ReflectRow {
   net::IoMode io = net::IoMode::kMmsg;
   TargetLoad forwarder;
   TargetLoad switchd;
+  // options.threads > 1: one client per shard, --threads 1 and --threads N.
+  TargetLoad one_shard, sharded;
 };
 
 struct ReflectResult {

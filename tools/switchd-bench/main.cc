@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "packets in flight");
   app.add_option("--packets", o.packets, "replies to wait for per target");
   app.add_option("--max-seconds", o.max_seconds, "time limit per target");
+  app.add_option("--threads", o.threads,
+                 "also measure inca-switchd --threads 1 against --threads N, one client per shard")
+      ->check(CLI::Range(1, 64));
   std::vector<std::string> io = {"mmsg", "gso"};
   app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
   inca::util::RejectNegativeUnsigned(app);
