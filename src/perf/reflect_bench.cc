@@ -104,9 +104,12 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
   return load;
 }
 
-absl::StatusOr<TargetLoad> Measure(bool switchd, net::IoMode io, const ReflectOptions& o) {
+// The target on `io` (the client too); `target_io` overrides the target's
+// --io (the forwarder's "uring").
+absl::StatusOr<TargetLoad> Measure(bool switchd, net::IoMode io, const ReflectOptions& o,
+                                   const std::string& target_io = "") {
   const std::string addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
-  const std::string mode(net::ToString(io));
+  const std::string mode = target_io.empty() ? std::string(net::ToString(io)) : target_io;
   launch::Process proc =
       switchd ? launch::Process::Spawn(o.switchd_path,
                                        {"--listen", addr, "--log-level", "warn", "--control-listen",
@@ -232,6 +235,18 @@ absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostr
         << gso->switchd.per_cpu_second() / mmsg->switchd.per_cpu_second()
         << "x pkt per CPU-second; udp-forwarder " << gso->forwarder.pps() / mmsg->forwarder.pps()
         << "x, " << gso->forwarder.per_cpu_second() / mmsg->forwarder.per_cpu_second() << "x\n";
+  }
+  if (o.uring) {
+    auto u = Measure(false, net::IoMode::kMmsg, o, "uring");
+    if (!u.ok()) return u.status();
+    result.uring = *u;
+    PrintTarget(out, "io_uring fwd", result.uring, gbit);
+    for (const ReflectRow& r : result.rows) {
+      out << std::setprecision(2) << "  uring / " << net::ToString(r.io)
+          << " forwarder: " << result.uring.pps() / r.forwarder.pps() << "x pkt/s, "
+          << result.uring.per_cpu_second() / r.forwarder.per_cpu_second()
+          << "x pkt per CPU-second\n";
+    }
   }
   return result;
 }

@@ -40,6 +40,9 @@ struct ReflectOptions {
   double max_seconds = 5;
   std::vector<net::IoMode> io = {net::IoMode::kMmsg, net::IoMode::kGso};
   uint32_t threads = 1;  // > 1: also inca-switchd --threads 1 against --threads N
+  // Also the io_uring reflector (udp-forwarder --io uring), against the
+  // forwarder on each --io path.
+  bool uring = false;
 };
 
 struct TargetLoad {
@@ -63,6 +66,7 @@ struct ReflectRow {
 
 struct ReflectResult {
   std::vector<ReflectRow> rows;  // one per options.io entry, in order
+  TargetLoad uring;              // options.uring: udp-forwarder --io uring
 };
 
 absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& options, std::ostream& out);

@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads,
                  "also measure inca-switchd --threads 1 against --threads N, one client per shard")
       ->check(CLI::Range(1, 64));
+  app.add_flag("--uring", o.uring,
+               "also measure the io_uring reflector (udp-forwarder --io uring) against the "
+               "forwarder on each --io path");
   std::vector<std::string> io = {"mmsg", "gso"};
   app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
   inca::util::RejectNegativeUnsigned(app);

@@ -9,14 +9,45 @@
 #include <iostream>
 
 #include "switchd/udp_forwarder.h"
+#include "switchd/uring_reflector.h"
 #include "util/cli_flags.h"
 
 namespace {
 
 std::atomic<inca::switchd::UdpForwarder*> g_forwarder{nullptr};
+std::atomic<inca::switchd::UringReflector*> g_uring{nullptr};
 
 extern "C" void OnSignal(int /*signo*/) {
   if (auto* f = g_forwarder.load()) f->Stop();  // async-signal-safe
+  if (auto* f = g_uring.load()) f->Stop();
+}
+
+void InstallSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// --io uring: the io_uring reflector (src/switchd/uring_reflector.h).
+int RunUring(const inca::switchd::UdpForwarderConfig& c) {
+  auto r = inca::switchd::UringReflector::Create(c);
+  if (!r.ok()) {
+    std::cerr << "udp-forwarder: " << r.status().message() << "\n";
+    return 2;
+  }
+  std::cerr << "udp-forwarder: listening on port " << (*r)->socket().local.port() << " io=uring\n";
+  g_uring.store(r->get());
+  InstallSignals();
+  const absl::Status run = (*r)->Run();
+  std::cout << (*r)->counters().ToJson() << std::endl;
+  g_uring.store(nullptr);
+  if (!run.ok()) {
+    std::cerr << "udp-forwarder: " << run.message() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -33,7 +64,9 @@ int main(int argc, char** argv) {
   app.add_option("--socket-buffer-bytes", c.socket_buffer_bytes, "SO_RCVBUF/SO_SNDBUF requested")
       ->capture_default_str();
   std::string io = "gso";
-  app.add_option("--io", io, "socket path: gso (UDP GSO/GRO where the kernel has them) or mmsg")
+  app.add_option("--io", io,
+                 "socket path: gso (UDP GSO/GRO where the kernel has them), mmsg, or uring "
+                 "(io_uring, reflect only; a measurement baseline)")
       ->capture_default_str();
   inca::util::RejectNegativeUnsigned(app);
   try {
@@ -44,6 +77,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (io == "uring") return RunUring(c);
   auto mode = inca::net::ParseIoMode(io);
   if (!mode.ok()) {
     std::cerr << "udp-forwarder: " << mode.status().message() << "\n";
@@ -58,11 +92,7 @@ int main(int argc, char** argv) {
   std::cerr << "udp-forwarder: listening on port " << (*fwd)->local_port() << " "
             << (*fwd)->socket().Describe() << "\n";
   g_forwarder.store(fwd->get());
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InstallSignals();
 
   const absl::Status run = (*fwd)->Run();
   std::cout << (*fwd)->counters().ToJson() << std::endl;
