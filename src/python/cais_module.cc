@@ -245,6 +245,23 @@ class PyControl {
       for (size_t i = 0; i < b->size; ++i) t[b->row(i).json] = b->get(*r, i);
       d[f.name] = t;
     }
+    // inca-switchd --threads N > 1: each shard's tables (empty list with one).
+    py::list shards;
+    for (const control::ShardStats& sh : r->shards) {
+      py::dict one;
+      one["shard"] = sh.shard;
+      one["endpoint"] = sh.endpoint;
+      one["conserved"] = sh.conserved;
+      for (const control::StatField<control::ShardStats>& f : control::kShardStatsFields) {
+        const auto* b = std::get_if<counters::Block<control::ShardStats>>(&f.member);
+        if (b == nullptr) continue;
+        py::dict t;
+        for (size_t i = 0; i < b->size; ++i) t[b->row(i).json] = b->get(sh, i);
+        one[f.name] = t;
+      }
+      shards.append(one);
+    }
+    d["shards"] = shards;
     return d;
   }
   const std::string& target() const { return target_; }
