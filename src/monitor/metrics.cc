@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "inca/control/reducer_stats.h"
 #include "inca/dataplane/program.h"
 #include "monitor/prom_writer.h"
 #include "monitor/str_cat.h"
@@ -76,9 +77,7 @@ MetricsSnapshot FromControl(const control::Stats& stats, const control::OffloadP
 }
 
 double QueueDelayUs(const switchd::SwitchCounters& c) {
-  return c.ingress_delay_samples == 0 ? 0.0
-                                      : static_cast<double>(c.ingress_delay_ns_total) /
-                                            static_cast<double>(c.ingress_delay_samples) / 1e3;
+  return control::IngressQueueDelayUs(c);  // the one definition
 }
 
 bool FallbackAlarm(const MetricsSnapshot& s) {
