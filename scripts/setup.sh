@@ -18,7 +18,7 @@ packages=(
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libcpp-httplib-dev libz3-dev chromium pkgconf tshark
   python3-dev pybind11-dev python3-torch libtorch-dev python3-numpy python3-pytest
-  python3-matplotlib libbox2d-dev libeigen3-dev libbpf-dev liburing-dev
+  python3-matplotlib libbox2d-dev libeigen3-dev libbpf-dev liburing-dev libxdp-dev
 )
 
 missing=()

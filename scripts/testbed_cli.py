@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""scripts/testbed.py's command line (up, down, reap, measure, perf, status,
-exec): see testbed.py's docstring. Kept apart from the library so that each
+"""scripts/testbed.py's command line (up, down, reap, measure, perf, olaf,
+reflect, status, exec): see testbed.py's docstring. Kept apart from the library so that each
 file stays short; run it through testbed.py."""
 from __future__ import annotations
 
@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
                         "host 0, workers on the others, the bottleneck the switch's or a link")
     import testbed_olaf  # scripts/testbed_olaf.py, beside this file
     testbed_olaf.add_arguments(ol)
+    rf = sub.add_parser("reflect", help="the switch namespace's I/O paths (sockets, io_uring, "
+                        "AF_XDP) reflecting datagrams from host 0, against each other")
+    import testbed_reflect  # scripts/testbed_reflect.py, beside this file
+    testbed_reflect.add_arguments(rf)
     ex = sub.add_parser("exec", help="run a command in a host (or the switch) namespace")
     ex.add_argument("--name", default="tb")
     ex.add_argument("--host", default="sw", help="host index, or sw")
@@ -168,6 +172,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif a.cmd == "olaf":
             import testbed_olaf  # scripts/testbed_olaf.py, beside this file
             testbed_olaf.run(a)
+        elif a.cmd == "reflect":
+            import testbed_reflect  # scripts/testbed_reflect.py, beside this file
+            testbed_reflect.run(a)
         elif a.cmd == "status":
             for inst in _instances():
                 print(json.dumps(inst))

@@ -15,6 +15,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import testbed  # noqa: E402
 import testbed_perf  # noqa: E402
+import testbed_reflect  # noqa: E402
 
 WORKER = os.path.join(HERE, "rank_worker.py")
 
@@ -202,6 +203,53 @@ def test_bad_arguments_are_one_line_errors():
                         [["perf", "--name", "x", "--switches", "9"], "between 1 and 8"]):
         p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py")] + argv,
                            capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (argv, p.stderr)
+        assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
+
+
+def build_dir():
+    return os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+
+
+def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_rest():
+    # udp-forwarder --io xdp on the switch's port p0 (src/switchd/xsk_reflector.h),
+    # driven from host 0 through the real veth, as `testbed.py reflect` runs it.
+    name = instance_name("x")
+    build = build_dir()
+    with testbed.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
+        p = testbed_reflect._start(tb, build, "xdp", 9420)
+        try:
+            bench = subprocess.run(
+                ["ip", "netns", "exec", tb.host_ns(0), os.path.join(build, "bin", "switchd-bench"),
+                 "--target", "%s:9420" % tb.switch_ip, "--target-pid", str(p.pid), "--payload",
+                 "1452", "--packets", "3000", "--max-seconds", "20", "--io", "mmsg"],
+                capture_output=True, text=True, timeout=60)
+            # Not for its port: dropped by the reflector (the kernel never sees it).
+            subprocess.run(["ip", "netns", "exec", tb.host_ns(0), sys.executable, "-c",
+                            "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                            "for _ in range(5): s.sendto(b'x' * 64, ('%s', 9421))" % tb.switch_ip],
+                           check=True, timeout=30)
+        finally:
+            counters = testbed_reflect._stop(p)
+    assert bench.returncode == 0, bench.stderr
+    rows = [m for m in map(testbed_reflect.ROW_RE.match, bench.stdout.splitlines()) if m]
+    assert len(rows) == 1 and float(rows[0].group(1)) > 0, bench.stdout
+    assert counters["datagrams_tx"] >= 3000, counters
+    assert counters["dropped"] >= 5, counters
+    assert counters["datagrams_rx"] == counters["datagrams_tx"] + counters["dropped"], counters
+    assert counters["send_errors"] == 0, counters
+    assert not leftovers(name)
+
+
+def test_udp_forwarder_xdp_bad_arguments_are_one_line_errors():
+    binary = os.path.join(build_dir(), "bin", "udp-forwarder")
+    for argv, words in ([["--io", "xdp"], "--interface '' is not a device here"],
+                        [["--io", "xdp", "--interface", "nosuch0"], "'nosuch0' is not a device"],
+                        [["--io", "xdp", "--interface", "lo", "--forward", "127.0.0.1:9"],
+                         "reflects only"],
+                        [["--io", "xdp", "--interface", "lo", "--xdp-mode", "fast"], "--xdp-mode"],
+                        [["--io", "xdp", "--interface", "lo", "--listen", "nohost"], "nohost"]):
+        p = subprocess.run([binary] + argv, capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (argv, p.stderr)
         assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
 

@@ -1,6 +1,5 @@
 #include "daemon/daemon.h"
 
-#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "switchd/shards.h"
 #include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
+#include "util/stop_signals.h"
 
 namespace inca::daemon {
 
@@ -31,14 +31,6 @@ std::atomic<switchd::OlafServer*> g_olaf{nullptr};
 extern "C" void OnSignal(int /*signo*/) {
   if (auto* s = g_cais.load()) s->Stop();  // async-signal-safe
   if (auto* s = g_olaf.load()) s->Stop();
-}
-
-void InstallSignals() {
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
 }
 
 int Fail(const absl::Status& s) {
@@ -118,7 +110,7 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
                  (*server)->base_port(), (*server)->base_port() + (*server)->size() - 1);
   }
   g_cais.store(server->get());
-  InstallSignals();
+  util::OnStopSignals(OnSignal);
   const absl::Status run = (*server)->Run();
   offload_loop.reset();  // its calls go through the server, which has stopped
   if (mon) mon->Stop();
@@ -171,7 +163,7 @@ int RunOlaf(const switchd::SwitchdConfig& c, const std::string& token) {
     spdlog::info("event=http_listening url={}", mon->url());
   }
   g_olaf.store(server->get());
-  InstallSignals();
+  util::OnStopSignals(OnSignal);
   const absl::Status run = (*server)->Run();
   if (mon) mon->Stop();
   std::cout << (*server)->counters().ToJson() << std::endl;

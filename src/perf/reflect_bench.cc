@@ -57,7 +57,7 @@ bool JoinSolo(const net::UdpSocket& s, const sockaddr_storage& to, socklen_t to_
 // meanwhile when pid > 0.
 absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::IoMode io,
                                  const ReflectOptions& o) {
-  auto local = net::Endpoint::Parse("127.0.0.1:0");
+  auto local = net::Endpoint::Parse(target.is_v6() ? "[::]:0" : "0.0.0.0:0");
   auto sock = net::BindUdp(*local, net::UdpOptions{.buffer_bytes = 16 << 20, .io = io});
   if (!sock.ok()) return sock.status();
   sockaddr_storage to;
@@ -84,6 +84,7 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
   };
   TargetLoad load;
   const double cpu0 = pid > 0 ? ProcessCpuSeconds(pid) : 0;
+  const double busy0 = MachineBusySeconds();
   const auto t0 = std::chrono::steady_clock::now();
   const auto limit = t0 + std::chrono::duration<double>(o.max_seconds);
   send(o.window);
@@ -101,6 +102,7 @@ absl::StatusOr<TargetLoad> Drive(const net::Endpoint& target, pid_t pid, net::Io
   }
   load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (pid > 0) load.cpu_seconds = ProcessCpuSeconds(pid) - cpu0;
+  load.machine_cpu_seconds = MachineBusySeconds() - busy0;
   return load;
 }
 
@@ -164,10 +166,28 @@ absl::StatusOr<TargetLoad> MeasureShards(uint32_t threads, net::IoMode io,
 }
 
 void PrintTarget(std::ostream& out, const char* name, const TargetLoad& t, double gbit) {
-  out << "  " << std::left << std::setw(15) << name << std::right << std::fixed
+  out << "  " << std::left << std::setw(15) << name << ' ' << std::right << std::fixed
       << std::setprecision(0) << t.pps() << " pkt/s (" << std::setprecision(2) << t.pps() * gbit
       << " Gbit/s), " << std::setprecision(0) << t.per_cpu_second()
-      << " pkt per target CPU-second\n";
+      << " pkt per target CPU-second, " << t.per_machine_cpu_second()
+      << " per machine CPU-second\n";
+}
+
+// options.target: that reflector alone, on each of the client's --io paths.
+absl::StatusOr<ReflectResult> RunExternal(const ReflectOptions& o, std::ostream& out) {
+  auto target = net::Endpoint::Resolve(o.target);
+  if (!target.ok()) return target.status();
+  ReflectResult result;
+  const double gbit = 8.0 * (wire::kCaisHeaderBytes + o.payload_bytes) / 1e9;
+  for (net::IoMode io : o.io) {
+    auto load = Drive(*target, o.target_pid, io, o);
+    if (!load.ok()) return load.status();
+    out << "payload " << o.payload_bytes << " B, window " << o.window << ", client io "
+        << net::ToString(io) << "\n";
+    PrintTarget(out, o.target.c_str(), *load, gbit);
+    result.external.push_back(*load);
+  }
+  return result;
 }
 
 }  // namespace
@@ -189,7 +209,19 @@ double ProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+double MachineBusySeconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  if (!(f >> cpu) || cpu != "cpu") return -1;
+  unsigned long long v = 0, busy = 0;
+  for (int i = 0; i < 8 && f >> v; ++i) {
+    if (i != 3 && i != 4) busy += v;  // user nice system [idle iowait] irq softirq steal
+  }
+  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& o, std::ostream& out) {
+  if (!o.target.empty()) return RunExternal(o, out);
   ReflectResult result;
   const double gbit = 8.0 * (wire::kCaisHeaderBytes + o.payload_bytes) / 1e9;
   for (net::IoMode io : o.io) {

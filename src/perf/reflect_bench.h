@@ -43,16 +43,27 @@ struct ReflectOptions {
   // Also the io_uring reflector (udp-forwarder --io uring), against the
   // forwarder on each --io path.
   bool uring = false;
+  // Set: measure only this reflector, which something else started
+  // (another namespace, another machine: scripts/bench-xdp.py), on each --io
+  // path of the client; target_pid (if > 0) is its process, for its CPU.
+  std::string target;
+  pid_t target_pid = 0;
 };
 
 struct TargetLoad {
   uint64_t packets = 0;    // replies received
   double seconds = 0;      // wall time
   double cpu_seconds = 0;  // the target process's utime + stime meanwhile
-  uint64_t lost = 0;       // window refills after 100 ms of silence, in packets
+  // Every core's busy time meanwhile (/proc/stat: all but idle and iowait),
+  // softirq and the load generator included.
+  double machine_cpu_seconds = 0;
+  uint64_t lost = 0;  // window refills after 100 ms of silence, in packets
   double pps() const { return seconds > 0 ? static_cast<double>(packets) / seconds : 0; }
   double per_cpu_second() const {
     return cpu_seconds > 0 ? static_cast<double>(packets) / cpu_seconds : 0;
+  }
+  double per_machine_cpu_second() const {
+    return machine_cpu_seconds > 0 ? static_cast<double>(packets) / machine_cpu_seconds : 0;
   }
 };
 
@@ -67,11 +78,16 @@ struct ReflectRow {
 struct ReflectResult {
   std::vector<ReflectRow> rows;  // one per options.io entry, in order
   TargetLoad uring;              // options.uring: udp-forwarder --io uring
+  // options.target: that reflector, one per options.io entry, in order.
+  std::vector<TargetLoad> external;
 };
 
 absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& options, std::ostream& out);
 
 // utime + stime of process `pid` in seconds (/proc/PID/stat); -1 if unreadable.
 double ProcessCpuSeconds(pid_t pid);
+// Busy seconds of all cores since boot (/proc/stat: every state but idle
+// and iowait); -1 if unreadable.
+double MachineBusySeconds();
 
 }  // namespace inca::perf

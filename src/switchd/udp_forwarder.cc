@@ -16,7 +16,7 @@ constexpr size_t kSlotBytes = 65536;  // any UDP datagram
 std::string UdpForwarderCounters::ToJson() const {
   return absl::StrCat("{\"datagrams_rx\":", datagrams_rx, ",\"datagrams_tx\":", datagrams_tx,
                       ",\"send_errors\":", send_errors, ",\"messages_rx\":", messages_rx,
-                      ",\"messages_tx\":", messages_tx, "}");
+                      ",\"messages_tx\":", messages_tx, ",\"dropped\":", dropped, "}");
 }
 
 absl::StatusOr<std::unique_ptr<UdpForwarder>> UdpForwarder::Create(

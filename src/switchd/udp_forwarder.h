@@ -37,6 +37,7 @@ struct UdpForwarderCounters {
   uint64_t send_errors = 0;
   uint64_t messages_rx = 0;  // fewer than datagrams_rx with GRO
   uint64_t messages_tx = 0;  // fewer than datagrams_tx with GSO
+  uint64_t dropped = 0;      // frames not for the reflector (AF_XDP, xsk_reflector.h)
   std::string ToJson() const;
 };
 

@@ -21,6 +21,11 @@ int main(int argc, char** argv) {
   app.add_flag("--uring", o.uring,
                "also measure the io_uring reflector (udp-forwarder --io uring) against the "
                "forwarder on each --io path");
+  app.add_option("--target", o.target,
+                 "HOST:PORT: measure only this reflector, started elsewhere (another namespace: "
+                 "scripts/bench-xdp.py)");
+  app.add_option("--target-pid", o.target_pid, "--target's process, for its CPU time")
+      ->check(CLI::PositiveNumber);
   std::vector<std::string> io = {"mmsg", "gso"};
   app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
   inca::util::RejectNegativeUnsigned(app);

@@ -2,47 +2,44 @@
 // batched I/O as inca-switchd, no reducer). Every datagram goes to each
 // --forward target, or back to its sender without one. Runs until SIGINT or
 // SIGTERM, then prints its counters as one JSON line. Logic: src/switchd.
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <iostream>
+#include <memory>
 
 #include "switchd/udp_forwarder.h"
 #include "switchd/uring_reflector.h"
+#include "switchd/xsk_reflector.h"
 #include "util/cli_flags.h"
+#include "util/stop_signals.h"
 
 namespace {
 
 std::atomic<inca::switchd::UdpForwarder*> g_forwarder{nullptr};
 std::atomic<inca::switchd::UringReflector*> g_uring{nullptr};
+std::atomic<inca::switchd::XskReflector*> g_xsk{nullptr};
 
 extern "C" void OnSignal(int /*signo*/) {
   if (auto* f = g_forwarder.load()) f->Stop();  // async-signal-safe
   if (auto* f = g_uring.load()) f->Stop();
+  if (auto* f = g_xsk.load()) f->Stop();
 }
 
-void InstallSignals() {
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-// --io uring: the io_uring reflector (src/switchd/uring_reflector.h).
-int RunUring(const inca::switchd::UdpForwarderConfig& c) {
-  auto r = inca::switchd::UringReflector::Create(c);
+// Runs a created forwarder or reflector until a signal stops it, then
+// prints its counters.
+template <typename T>
+int Serve(const absl::StatusOr<std::unique_ptr<T>>& r, std::atomic<T*>& slot,
+          const std::string& what) {
   if (!r.ok()) {
     std::cerr << "udp-forwarder: " << r.status().message() << "\n";
     return 2;
   }
-  std::cerr << "udp-forwarder: listening on port " << (*r)->socket().local.port() << " io=uring\n";
-  g_uring.store(r->get());
-  InstallSignals();
+  std::cerr << "udp-forwarder: " << what << "\n";
+  slot.store(r->get());
+  inca::util::OnStopSignals(OnSignal);
   const absl::Status run = (*r)->Run();
   std::cout << (*r)->counters().ToJson() << std::endl;
-  g_uring.store(nullptr);
+  slot.store(nullptr);
   if (!run.ok()) {
     std::cerr << "udp-forwarder: " << run.message() << "\n";
     return 1;
@@ -50,12 +47,35 @@ int RunUring(const inca::switchd::UdpForwarderConfig& c) {
   return 0;
 }
 
+// --io xdp: the AF_XDP reflector (src/switchd/xsk_reflector.h) for the
+// --listen port on --interface.
+int RunXsk(const inca::switchd::UdpForwarderConfig& c, inca::switchd::XskConfig x) {
+  if (!c.forward.empty()) {
+    std::cerr << "udp-forwarder: --io xdp reflects only; drop --forward\n";
+    return 2;
+  }
+  auto listen = inca::net::Endpoint::Parse(c.listen);
+  if (!listen.ok()) {
+    std::cerr << "udp-forwarder: " << listen.status().message() << "\n";
+    return 2;
+  }
+  x.port = listen->port();
+  auto r = inca::switchd::XskReflector::Create(x);
+  const std::string what = r.ok() ? "reflecting UDP port " + std::to_string(x.port) + " on " +
+                                        x.interface + " queue " + std::to_string(x.queue) +
+                                        " io=xdp mode=" + (*r)->attach_mode()
+                                  : "";
+  return Serve(r, g_xsk, what);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   inca::switchd::UdpForwarderConfig c;
+  inca::switchd::XskConfig x;
   CLI::App app{"udp-forwarder: plain UDP forwarder (benchmark baseline for inca-switchd)"};
-  app.add_option("--listen", c.listen, "HOST:PORT to listen on")->capture_default_str();
+  app.add_option("--listen", c.listen, "HOST:PORT to listen on (--io xdp: the port reflected)")
+      ->capture_default_str();
   app.add_option("--forward", c.forward,
                  "HOST:PORT to send every datagram to (repeatable); none = reflect");
   app.add_option("--batch-size", c.batch_size, "datagrams per recvmmsg/sendmmsg")
@@ -65,8 +85,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string io = "gso";
   app.add_option("--io", io,
-                 "socket path: gso (UDP GSO/GRO where the kernel has them), mmsg, or uring "
-                 "(io_uring, reflect only; a measurement baseline)")
+                 "path: gso (UDP GSO/GRO where the kernel has them), mmsg, uring (io_uring, "
+                 "reflect only) or xdp (AF_XDP on --interface, reflect only; root); uring and "
+                 "xdp are measurement baselines")
+      ->capture_default_str();
+  app.add_option("--interface", x.interface, "--io xdp: the device whose queue it takes over");
+  app.add_option("--queue", x.queue, "--io xdp: the device's receive queue")->capture_default_str();
+  app.add_option("--xdp-mode", x.mode, "--io xdp: attach libxdp's program natively or as skb")
+      ->check(CLI::IsMember({"auto", "native", "skb"}))
       ->capture_default_str();
   inca::util::RejectNegativeUnsigned(app);
   try {
@@ -76,8 +102,16 @@ int main(int argc, char** argv) {
     std::cerr << "udp-forwarder: " << e.what() << "\n";
     return 2;
   }
+  x.batch = c.batch_size;
 
-  if (io == "uring") return RunUring(c);
+  if (io == "xdp") return RunXsk(c, x);
+  if (io == "uring") {
+    auto r = inca::switchd::UringReflector::Create(c);
+    const std::string what =
+        r.ok() ? "listening on port " + std::to_string((*r)->socket().local.port()) + " io=uring"
+               : "";
+    return Serve(r, g_uring, what);
+  }
   auto mode = inca::net::ParseIoMode(io);
   if (!mode.ok()) {
     std::cerr << "udp-forwarder: " << mode.status().message() << "\n";
@@ -85,21 +119,8 @@ int main(int argc, char** argv) {
   }
   c.io = *mode;
   auto fwd = inca::switchd::UdpForwarder::Create(c);
-  if (!fwd.ok()) {
-    std::cerr << "udp-forwarder: " << fwd.status().message() << "\n";
-    return 2;
-  }
-  std::cerr << "udp-forwarder: listening on port " << (*fwd)->local_port() << " "
-            << (*fwd)->socket().Describe() << "\n";
-  g_forwarder.store(fwd->get());
-  InstallSignals();
-
-  const absl::Status run = (*fwd)->Run();
-  std::cout << (*fwd)->counters().ToJson() << std::endl;
-  g_forwarder.store(nullptr);
-  if (!run.ok()) {
-    std::cerr << "udp-forwarder: " << run.message() << "\n";
-    return 1;
-  }
-  return 0;
+  const std::string what = fwd.ok() ? "listening on port " + std::to_string((*fwd)->local_port()) +
+                                          " " + (*fwd)->socket().Describe()
+                                    : "";
+  return Serve(fwd, g_forwarder, what);
 }
