@@ -319,8 +319,9 @@ def main() -> int:
             "15 %% of that median ended %s ms after the step, about %s round trips of %.2f ms "
             "at the new rate (a chunk serialised up and down); the resolution is one "
             "operation. %s of the operations after the step ran within that band. The host "
-            "links' queues (tbf backlog, the deepest link each way) sampled every 20 ms after "
-            "the step, in bandwidth-delay products at the new rate (1 BDP = %.0f B): uplinks "
+            "links' queues (tbf backlog: at each sample the deepest of the switch's downlinks "
+            "and one host's uplink, the hosts in turn) sampled every %s ms (median) after the "
+            "step, in bandwidth-delay products at the new rate (1 BDP = %.0f B): uplinks "
             "median %s, p99 %s, deepest %s; the switch's downlinks median %s, p99 %s, deepest "
             "%s; from 20 round trips after the step on (the settling allowed), the deepest was "
             "%s up and %s down (1 BDP is %.1f chunks of 8,952 B here, so a queue is read in "
@@ -334,7 +335,7 @@ def main() -> int:
                 st["step_after_ms"] / 1e3, med(pre), b1, len(pre), med(post), b4, len(post),
                 fmt(st["settle_ms"], "%.0f"), fmt(st["settle_rtts"], "%.0f"), st["rtt_ms"],
                 fmt(None if st["within_band"] is None else 100 * st["within_band"], "%.0f %%"),
-                st["bdp_bytes"],
+                fmt(st.get("sample_period_ms"), "%.0f"), st["bdp_bytes"],
                 *[fmt(st.get("queue_%s_%s_bdp" % (way, k)), "%.2f")
                   for way in ("up", "down") for k in ("median", "p99", "max")],
                 *[fmt(st.get("queue_%s_settled_max_bdp" % way), "%.2f") for way in ("up", "down")],

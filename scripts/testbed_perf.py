@@ -143,30 +143,18 @@ def perf(a, out=sys.stdout) -> dict:
     return res
 
 
-def _tbf_backlogs(tb: Testbed, ns: str) -> Dict[str, int]:
+def _tbf_backlogs(ns: str) -> Dict[str, int]:
     """Each tbf's backlog in namespace ns, in bytes, by device, from one
-    `tc -s qdisc show`."""
-    text = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show"],
-                          capture_output=True, text=True).stdout
-    out, dev = {}, None
-    for line in text.splitlines():
-        words = line.split()
-        if words[:2] == ["qdisc", "tbf"] and "dev" in words:
-            dev = words[words.index("dev") + 1]
-        elif words[:1] == ["backlog"] and dev is not None:
-            b = words[1]
-            mult = {"K": 1000, "M": 1000 ** 2}.get(b[-2:-1], 1)
-            out[dev] = int(float(b.rstrip("bKM")) * mult)
-            dev = None
-    return out
-
-
-def _backlog_bytes(tb: Testbed) -> Dict[str, List[int]]:
-    """Every host link's queue (tbf backlog), in bytes: "down" the switch's
-    ports p0..pN-1, "up" each host's eth0."""
-    sw = _tbf_backlogs(tb, tb.switch_ns)
-    return {"down": [sw.get("p%d" % i, 0) for i in range(tb.hosts)],
-            "up": [_tbf_backlogs(tb, tb.host_ns(i)).get("eth0", 0) for i in range(tb.hosts)]}
+    `tc -json -s -netns NS qdisc show` (exact bytes; the text form rounds
+    to KiB, and `ip netns exec` would cost a second exec per sample)."""
+    text = subprocess.run(["tc", "-j", "-s", "-n", ns, "qdisc", "show"], capture_output=True,
+                          text=True).stdout
+    try:
+        qdiscs = json.loads(text or "[]")
+    except ValueError:
+        return {}
+    return {q["dev"]: int(q.get("backlog", 0)) for q in qdiscs
+            if q.get("kind") == "tbf" and "dev" in q}
 
 
 def rate_step(a, out=sys.stdout) -> dict:
@@ -174,7 +162,8 @@ def rate_step(a, out=sys.stdout) -> dict:
     launch (choose it inside the timed iterations) every host link, both
     ways, drops to a quarter of the
     rate (tc change: the queues keep their packets). Samples the switch's
-    downlink queues every 20 ms; returns the operations' timeline, the step
+    downlink queues (all of them) and one host's uplink queue (in turn)
+    every 20 ms or as fast as tc allows; returns the operations' timeline, the step
     time and the samples, with the settling time and the queue after the
     step in round trips and bandwidth-delay products at the new rate."""
     build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
@@ -207,15 +196,25 @@ def rate_step(a, out=sys.stdout) -> dict:
                                             a.burst, "latency", a.latency], check=True,
                                            capture_output=True)
                     stepped = time.monotonic_ns()
-                q = _backlog_bytes(tb)
-                samples.append((time.monotonic_ns(), max(q["up"]), max(q["down"])))
-                time.sleep(0.02)  # the sampling period; the loop ends with the job
+                # Every downlink (one tc in the switch namespace) and one
+                # host's uplink in turn: two tc runs per sample, which on two
+                # cores is all the sampling the run can spare.
+                t0 = time.monotonic()
+                down = _tbf_backlogs(tb.switch_ns)
+                up = _tbf_backlogs(tb.host_ns(len(samples) % tb.hosts)).get("eth0", 0)
+                samples.append((time.monotonic_ns(), up,
+                                max(down.get("p%d" % i, 0) for i in range(tb.hosts))))
+                # A 20 ms period where the tc runs allow; the loop ends with the job.
+                time.sleep(max(0.0, 0.02 - (time.monotonic() - t0)))
             rows = _collect(procs, "switch", a, out, drained)
     res = {"rate": a.rate, "slow_rate": slow, "delay": a.delay, "stepped_ns": stepped,
            "samples": samples,
            "timeline_ns": rows[0].get("timeline_ns", []), "bytes": rows[0]["bytes"],
            "window_trace": rows[0].get("window_trace", []),
-           "path": rows[0]["path"], "wrong": rows[0]["wrong"]}
+           "path": rows[0]["path"], "wrong": rows[0]["wrong"],
+           # Rank 0's chunks over the whole run (both rates).
+           "chunks_sent": rows[0].get("chunks_sent"),
+           "chunks_retransmitted": rows[0].get("chunks_retransmitted")}
     res.update(step_summary(res, a.chunk_size))
     return res
 
@@ -251,7 +250,11 @@ def step_summary(res: dict, chunk_size: int) -> dict:
              2 * _seconds(res.get("delay")))
     bdp = parse_rate(res["slow_rate"]) / 8 * rtt_s
     out = {"rtt_ms": rtt_s * 1e3, "bdp_bytes": bdp, "settle_ms": None, "settle_rtts": None,
-           "within_band": None, "op_ms": None}
+           "within_band": None, "op_ms": None, "sample_period_ms": None}
+    at = [smp[0] for smp in res.get("samples", [])]
+    if len(at) > 1:
+        gaps = sorted(b - a for a, b in zip(at, at[1:]))
+        out["sample_period_ms"] = gaps[len(gaps) // 2] / 1e6
     if step is None or len(t) < 3:
         return out
     ops = [(t[i - 1], t[i]) for i in range(1, len(t)) if t[i - 1] >= step]

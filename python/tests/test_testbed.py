@@ -55,6 +55,13 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     with testbed.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         res = run_job(tb, 3)
         stats = tb.link_stats()
+        # The rate step's queue sampler reads every shaped port's tbf, in bytes.
+        backlogs = testbed_perf._tbf_backlogs(tb.switch_ns)
+        host_backlog = testbed_perf._tbf_backlogs(tb.host_ns(0))
+    assert sorted(backlogs) == ["p0", "p1", "p2"], backlogs
+    assert list(host_backlog) == ["eth0"], host_backlog
+    assert all(isinstance(v, int) and v >= 0 for v in list(backlogs.values()) +
+               list(host_backlog.values()))
     assert all(r["switch"]["stats"]["ops_switch"] >= 4 for r in res)
     assert all(r["host"]["stats"]["ops_host"] >= 4 for r in res)
     # The job's bytes crossed every shaped link, both ways (3 x 2 MiB each way at least).
@@ -403,6 +410,7 @@ def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
     assert out["window_before"] == 22.0 and out["window_after_median"] == 6.0
     assert out["window_settle_ms"] == pytest.approx(2.0)   # within 25 % of 6 from step + 2 ms
     assert out["op_ms"] == pytest.approx(40.0)
+    assert out["sample_period_ms"] == pytest.approx(20.0)  # gaps of 1, 20, 20, 20 ms
     with pytest.raises(testbed.TestbedError, match="not a time"):
         testbed_perf.step_summary(dict(res, delay="1 fortnight"), 8952)
 
