@@ -70,7 +70,7 @@ DEFAULT_SWITCH_PORT = 9410
 # configure()'s keys and their declarations (src/client/settings.cc,
 # src/switchd/settings.cc), read from the files the build writes.
 from ._settings import (_CLIENT_KEYS, _CLIENT_OPTION, _SWITCH_KEYS,  # noqa: E402
-                        _SWITCH_SETTINGS, _client_value)
+                        _SWITCH_SETTINGS, _client_value, _env_setting)
 
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte
@@ -112,17 +112,6 @@ def _env_int(name: str) -> Optional[int]:
         return int(v)
     except ValueError:
         raise ValueError("environment variable %s=%r is not an integer" % (name, v)) from None
-
-
-def _env_flag(name: str) -> Optional[bool]:
-    v = os.environ.get(name)
-    if v is None or v == "":
-        return None
-    if v in ("1", "true"):
-        return True
-    if v in ("0", "false"):
-        return False
-    raise ValueError("environment variable %s=%r: expected 1 or 0" % (name, v))
 
 
 def _split_host_port(addr: str, default_port: int) -> tuple:
@@ -174,12 +163,12 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
     mp = master_port if master_port is not None else _env_int("MASTER_PORT")
     _state.master_port = int(mp) if mp is not None else 29500
     _state.bind_ip = bind_ip or os.environ.get("INCA_BIND_IP") or "127.0.0.1"
-    if offload is None:
-        offload = os.environ.get("INCA_OFFLOAD", "1") != "0"
+    if offload is None:  # INCA_OFFLOAD, as the setting declares it
+        offload = _env_setting("offload") is not False
     _state.offload = bool(offload)
     _state.token = token if token is not None else os.environ.get("INCA_TOKEN", "")
-    if require_switch is None:
-        require_switch = _env_flag("INCA_REQUIRE_SWITCH")
+    if require_switch is None:  # INCA_REQUIRE_SWITCH
+        require_switch = _env_setting("require_switch")
     _state.require_switch = bool(require_switch)
     _state.host_timeout_ms = None
     if timeout is not None:

@@ -28,6 +28,31 @@ _CLIENT_OPTION = {"client_window" if k == "max_pending_chunks" else k: k
 _CLIENT_KEYS = set(_CLIENT_OPTION)
 
 
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _env_setting(key: str) -> Any:
+    """Client setting `key` from the environment variable its declaration
+    names ("env", e.g. INCA_OFFLOAD for offload), read as the C++ side reads
+    it (src/util/settings.cc FromEnvironment); None when it declares none or
+    the variable is unset or empty. ValueError naming the variable otherwise."""
+    spec = _CLIENT_SETTINGS[key]
+    name = spec.get("env")
+    text = os.environ.get(name, "") if name else ""
+    if not text:
+        return None
+    if spec["type"] == "bool":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError("%s='%s': expected true or false, got '%s'" % (name, text, text))
+    if spec["type"] == "choice" and text not in spec["choices"]:
+        raise ValueError("%s='%s': unknown value '%s'; use %s" % (
+            name, text, text, " or ".join(spec["choices"])))
+    return text
+
+
 def _switch_settings() -> Dict[str, Dict[str, Any]]:
     """Run-time CAIS switch settings as src/switchd/settings.cc declares them (the build's
     _switch_settings.json), plus the control API's own offload_threshold."""

@@ -60,8 +60,6 @@ def _client_settings() -> dict:
 
 def _create(opts: Any, pg_options: Any = None) -> Any:
     """torch's extended creator: opts has store, group_rank, group_size, timeout, group_id."""
-    import cais  # INCA_REQUIRE_SWITCH is read as cais.init reads it
-
     store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
     bind_ip = os.environ.get("INCA_BIND_IP", "127.0.0.1")
     # inca's own rendezvous store (for its Gloo mesh), served by group rank 0
@@ -77,8 +75,8 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
         switch_address="" if switch == "none" else switch,
         store_address=store_address,
         bind_ip=bind_ip,
-        offload=os.environ.get("INCA_OFFLOAD", "1") != "0",
-        require_switch=bool(cais._env_flag("INCA_REQUIRE_SWITCH")),
+        # INCA_OFFLOAD, INCA_REQUIRE_SWITCH and INCA_IO: the binding reads
+        # them as their settings declare (src/client/settings.cc).
     )
     # torch's timeout= (30 min by default) bounds inca's waits on its peers
     # too, as it bounds Gloo's.

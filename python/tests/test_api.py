@@ -85,8 +85,8 @@ def test_require_switch_raises_instead_of_running_on_gloo(monkeypatch):
     import datetime
 
     import cais.launch as launch
-    monkeypatch.setenv("INCA_REQUIRE_SWITCH", "yes")
-    with pytest.raises(ValueError, match="INCA_REQUIRE_SWITCH"):
+    monkeypatch.setenv("INCA_REQUIRE_SWITCH", "maybe")
+    with pytest.raises(ValueError, match="INCA_REQUIRE_SWITCH='maybe': expected true or false"):
         cais.init(rank=0, world_size=1, switch_addr="127.0.0.1:%d" % launch.free_port())
     assert not cais.is_initialized()
     monkeypatch.setenv("INCA_REQUIRE_SWITCH", "1")
@@ -100,4 +100,33 @@ def test_require_switch_raises_instead_of_running_on_gloo(monkeypatch):
             cais.all_reduce(np.ones(4, dtype=np.float32))
     finally:
         cais._state.client.clear()
+        cais.shutdown()
+
+
+def test_client_variables_are_read_as_their_settings_declare(monkeypatch, switch):
+    # INCA_OFFLOAD, INCA_REQUIRE_SWITCH and INCA_IO are declared with their
+    # settings (src/client/settings.cc): the package and the C++ bindings read
+    # them from that declaration, booleans as true/false, yes/no, on/off, 1/0.
+    import cais.launch as launch
+    monkeypatch.setenv("INCA_OFFLOAD", "bogus")
+    with pytest.raises(ValueError, match="INCA_OFFLOAD='bogus': expected true or false"):
+        cais.init(rank=0, world_size=1, switch_addr="none")
+    assert not cais.is_initialized()
+    # A switch is there, but INCA_OFFLOAD=off starts on the host path.
+    monkeypatch.setenv("INCA_OFFLOAD", "off")
+    cais.init(rank=0, world_size=1, switch_addr=switch.data_addr, master_port=launch.free_port())
+    try:
+        cais.all_reduce(np.ones(4, dtype=np.float32))
+        s = cais.stats()
+        assert s["ops_host"] == 1 and s["ops_switch"] == 0, s
+    finally:
+        cais.shutdown()
+    monkeypatch.delenv("INCA_OFFLOAD")
+    # INCA_IO reaches the C++ options (the package never names it).
+    monkeypatch.setenv("INCA_IO", "fast")
+    cais.init(rank=0, world_size=1, switch_addr=switch.data_addr, master_port=launch.free_port())
+    try:
+        with pytest.raises(ValueError, match="INCA_IO='fast': unknown value 'fast'; use gso or mmsg"):
+            cais.all_reduce(np.ones(4, dtype=np.float32))
+    finally:
         cais.shutdown()

@@ -64,19 +64,9 @@ absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions o
   if (const char* sw = std::getenv("INCA_SWITCH")) {
     o.switch_address = std::string(sw) == "none" ? "" : sw;
   }
-  if (const char* off = std::getenv("INCA_OFFLOAD")) o.offload = std::string(off) != "0";
-  if (const char* io = std::getenv("INCA_IO")) o.io = io;
-  if (const char* req = std::getenv("INCA_REQUIRE_SWITCH")) {
-    const std::string v = req;
-    if (v == "1" || v == "true") {
-      o.require_switch = true;
-    } else if (v == "0" || v == "false" || v.empty()) {
-      o.require_switch = false;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("INCA_REQUIRE_SWITCH='", v, "': expected 1 or 0"));
-    }
-  }
+  // The settings that declare a variable (INCA_IO, INCA_OFFLOAD,
+  // INCA_REQUIRE_SWITCH: src/client/settings.cc).
+  if (auto s = client::ApplyClientEnvironment(&o); !s.ok()) return s;
   if (auto s = o.Validate(); !s.ok()) return s;
   return o;
 }

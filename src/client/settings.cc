@@ -1,6 +1,7 @@
 #include "client/settings.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace inca::client {
 namespace {
@@ -26,7 +27,8 @@ settings::Table<C> Transport() {
           {.key = "io",
            .choices = {"gso", "mmsg"},
            .doc = "the switch socket's I/O path: gso (UDP GSO sends and GRO receives where the "
-                  "kernel has them) or mmsg (one datagram per message); env INCA_IO"},
+                  "kernel has them) or mmsg (one datagram per message)",
+           .env = "INCA_IO"},
           [](auto& c) -> auto& { return c.io; }),
       Uint(
           {.key = "chunk_size",
@@ -83,14 +85,15 @@ settings::Table<C> PathsAndTimeouts() {
           [](auto& c) -> auto& { return c.group_id; }),
       Bool(
           {.key = "offload",
-           .doc = "use the switch when it is there; false: the host path until SetOffload; "
-                  "env INCA_OFFLOAD=0"},
+           .doc = "use the switch when it is there; false: the host path until SetOffload",
+           .env = "INCA_OFFLOAD"},
           [](auto& c) -> auto& { return c.offload; }),
       Bool(
           {.key = "require_switch",
            .doc = "fail instead of falling back when the group is not on the switch (an "
                   "operation that leaves it part-way still completes on the host path, then "
-                  "fails); env INCA_REQUIRE_SWITCH=1"},
+                  "fails)",
+           .env = "INCA_REQUIRE_SWITCH"},
           [](auto& c) -> auto& { return c.require_switch; }),
       Uint(
           {.key = "retransmit_timeout_ms",
@@ -166,6 +169,11 @@ const settings::Setting<CommunicatorOptions>* FindClientSetting(const std::strin
     }
   }
   return nullptr;
+}
+
+absl::Status ApplyClientEnvironment(CommunicatorOptions* o) {
+  return settings::ApplyEnvironment(ClientSettings(), o,
+                                    [](const char* name) { return std::getenv(name); });
 }
 
 absl::Status SetClientSetting(CommunicatorOptions* o, const std::string& key,

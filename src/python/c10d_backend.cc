@@ -489,6 +489,10 @@ class ProcessGroupCais : public c10d::ProcessGroup {
 c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& options,
                                             c10::intrusive_ptr<c10d::ProcessGroup> gloo) {
   CommunicatorOptions o;
+  // The declared variables (INCA_IO, ...) first; the dict overrides them.
+  if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
+    throw py::value_error(std::string(s.message()));
+  }
   o.rank = rank;
   o.world_size = size;
   for (auto [k, v] : options) {

@@ -74,6 +74,10 @@ ReduceOp ParseOp(int o) {
 // are an error naming them.
 CommunicatorOptions ParseOptions(const py::dict& d) {
   CommunicatorOptions o;
+  // The declared variables (INCA_IO, ...) first; the dict overrides them.
+  if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
+    throw py::value_error(std::string(s.message()));
+  }
   for (auto [k, v] : d) {
     const auto key = k.cast<std::string>();
     if (!SetOption(&o, key, v)) {

@@ -110,6 +110,19 @@ absl::Status Check(const Spec& spec, const Value& v) {
   return spec.check ? spec.check(v) : absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<Value>> FromEnvironment(
+    const Spec& spec, const std::function<const char*(const char*)>& lookup) {
+  if (spec.env.empty()) return std::optional<Value>();
+  const char* text = lookup(spec.env.c_str());
+  if (text == nullptr || *text == '\0') return std::optional<Value>();
+  auto v = Parse(spec, text);
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.env, "='", text, "': ", v.status().message()));
+  }
+  return std::optional<Value>(*v);
+}
+
 absl::StatusOr<Value> Parse(const Spec& spec, absl::string_view text) {
   Value v;
   switch (spec.type) {
@@ -243,6 +256,8 @@ void FlagSet::AddOne(CLI::App& app, const Spec& spec, const std::string& default
   std::string help = spec.doc;
   if (!spec.unit.empty()) absl::StrAppend(&help, " (", spec.unit, ")");
   if (const std::string r = RangeText(spec); !r.empty()) absl::StrAppend(&help, "; ", r);
+  // Apply reads the variable when the flag is not given.
+  if (!spec.env.empty()) absl::StrAppend(&help, "; env ", spec.env);
   if (spec.type == Type::kBool && spec.bare_flag) {
     e->option = app.add_flag(FlagName(spec), e->flag, help);
   } else {
@@ -286,6 +301,7 @@ std::string JsonObject(const Spec& spec) {
   if (spec.type == Type::kChoice) {
     absl::StrAppend(&out, ",\"choices\":[\"", absl::StrJoin(spec.choices, "\",\""), "\"]");
   }
+  if (!spec.env.empty()) absl::StrAppend(&out, ",\"env\":\"", spec.env, "\"");
   absl::StrAppend(&out, ",\"aliases\":[",
                   spec.aliases.empty() ? "" : "\"" + absl::StrJoin(spec.aliases, "\",\"") + "\"",
                   "]");
@@ -304,7 +320,10 @@ std::string MarkdownRow(const Spec& spec, const std::string& default_text) {
     if (!doc.empty() && doc.back() != '.') doc += '.';
     absl::StrAppend(&doc, " Deprecated YAML name: `", absl::StrJoin(spec.aliases, "`, `"), "`.");
   }
-  return absl::StrCat("| `", spec.key, "` | `", FlagName(spec), "` | ", TypeName(spec.type), " | ",
+  const std::string flag = spec.env.empty()
+                               ? absl::StrCat("`", FlagName(spec), "`")
+                               : absl::StrCat("`", FlagName(spec), "`, env `", spec.env, "`");
+  return absl::StrCat("| `", spec.key, "` | ", flag, " | ", TypeName(spec.type), " | ",
                       cell(RangeText(spec)), " | ", spec.unit, " | `",
                       default_text.empty() ? "\"\"" : cell(default_text), "` | ",
                       spec.runtime ? "yes" : "", " | ", cell(doc), " |\n");

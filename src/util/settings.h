@@ -5,6 +5,9 @@
 //   - the YAML key (with line-numbered type and range errors, and its
 //     deprecated aliases),
 //   - the command-line flag (CLI11; --key with '_' as '-', unless named),
+//   - the environment variable, where the setting has one (`env`: read by
+//     the flag as its default, by ApplyEnvironment, and by the Python
+//     package from the JSON form),
 //   - the check of a value set in code (ValidateAll),
 //   - the control API's text form of the value (Format),
 //   - and the row of the generated settings reference (Markdown).
@@ -16,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +60,7 @@ struct Spec {
   std::string doc{};                   // one sentence or two, for --help and the reference
   std::vector<std::string> aliases{};  // deprecated YAML keys for this setting
   bool bare_flag = false;              // kBool: a flag without a value (--deterministic)
+  std::string env{};  // environment variable that sets it (clients: INCA_IO); "" none
   // An extra check of a value that passed the type's (an address that must
   // parse, say); the message without the key.
   std::function<absl::Status(const Value&)> check{};
@@ -118,6 +123,27 @@ absl::Status Check(const Spec& spec, const Value& v);
 // value. InvalidArgument without the key: "expected a number, got 'soon'".
 absl::StatusOr<Value> Parse(const Spec& spec, absl::string_view text);
 
+// The value environment variable spec.env gives (absent or empty: none),
+// from `lookup` (std::getenv in programs). InvalidArgument naming the
+// variable: "INCA_IO='fast': unknown value 'fast'; use gso or mmsg".
+absl::StatusOr<std::optional<Value>> FromEnvironment(
+    const Spec& spec, const std::function<const char*(const char*)>& lookup);
+
+// Every setting with an environment variable that is set, into `c`; the
+// first bad value as FromEnvironment's error, `c` then unchanged.
+template <typename Config>
+absl::Status ApplyEnvironment(const Table<Config>& table, Config* c,
+                              const std::function<const char*(const char*)>& lookup) {
+  Config out = *c;
+  for (const Setting<Config>& s : table) {
+    auto v = FromEnvironment(s.spec, lookup);
+    if (!v.ok()) return v.status();
+    if (v->has_value()) s.set(&out, **v);
+  }
+  *c = std::move(out);
+  return absl::OkStatus();
+}
+
 // Every setting's current value in `c` against its spec: the first failure
 // as InvalidArgument "key: message".
 template <typename Config>
@@ -174,12 +200,19 @@ class FlagSet {
   void Add(CLI::App& app, const Table<Config>& table, const Config& defaults) {
     for (const Setting<Config>& s : table) AddOne(app, s.spec, Format(s.get(defaults)));
   }
-  // InvalidArgument "--flag: message" for the first bad value.
+  // The flags given, and for a setting whose flag is not given, its
+  // environment variable if it has one and it is set (FromEnvironment).
+  // InvalidArgument "--flag value: message" (or "VAR='value': message") for
+  // the first bad value.
   template <typename Config>
   absl::Status Apply(const Table<Config>& table, Config* c) const {
     for (size_t i = 0; i < table.size() && i < entries_.size(); ++i) {
       auto v = Given(i);
       if (!v.ok()) return v.status();
+      if (!v->has_value()) {
+        v = FromEnvironment(table[i].spec, [](const char* name) { return std::getenv(name); });
+        if (!v.ok()) return v.status();
+      }
       if (v->has_value()) table[i].set(c, **v);
     }
     return absl::OkStatus();

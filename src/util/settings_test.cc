@@ -120,6 +120,78 @@ TEST(SettingsTest, FlagsComeFromTheTableAndWinOverTheFile) {
   EXPECT_EQ(toy.widgets, 7u);  // refused: nothing changed
 }
 
+TEST(SettingsTest, AVariableDeclaredWithTheSettingSetsItUnlessItsFlagIsGiven) {
+  Table<Toy> table = ToyTable();
+  table[0].spec.env = "TOY_WIDGETS";
+  table[3].spec.env = "TOY_MODE";
+  std::map<std::string, std::string> env = {{"TOY_WIDGETS", "3"}, {"TOY_MODE", "b"}};
+  const auto lookup = [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  Toy toy;
+  ASSERT_TRUE(ApplyEnvironment(table, &toy, lookup).ok());
+  EXPECT_EQ(toy.widgets, 3u);
+  EXPECT_EQ(toy.mode, "b");
+  EXPECT_EQ(toy.ratio, 0.5);  // no variable declared: untouched
+
+  // Empty is not given; a bad value names the variable and changes nothing.
+  env = {{"TOY_WIDGETS", ""}, {"TOY_MODE", "z"}};
+  Toy other;
+  EXPECT_EQ(std::string(ApplyEnvironment(table, &other, lookup).message()),
+            "TOY_MODE='z': unknown value 'z'; use a or b");
+  EXPECT_EQ(other.widgets, 4u);
+  EXPECT_EQ(other.mode, "a");
+  env = {{"TOY_WIDGETS", "9"}};
+  EXPECT_EQ(std::string(ApplyEnvironment(table, &other, lookup).message()),
+            "TOY_WIDGETS='9': value 9 out of range [1, 8]");
+
+  // The reference, --help and the JSON form name it.
+  EXPECT_THAT(Markdown(table, Toy{}), HasSubstr("| `mode` | `--mode`, env `TOY_MODE` | choice"));
+  EXPECT_THAT(Json(table), HasSubstr("\"key\":\"mode\",\"type\":\"choice\""));
+  EXPECT_THAT(Json(table), HasSubstr("\"env\":\"TOY_MODE\""));
+  CLI::App app;
+  FlagSet flags;
+  flags.Add(app, table, Toy{});
+  EXPECT_THAT(app.help(), HasSubstr("; env TOY_MODE"));
+}
+
+TEST(SettingsTest, FlagSetApplyReadsTheVariableOfAFlagNotGiven) {
+  Table<Toy> table = ToyTable();
+  table[3].spec.env = "INCA_SETTINGS_TEST_MODE";  // FlagSet reads the real environment
+  ::setenv("INCA_SETTINGS_TEST_MODE", "b", 1);
+  Toy toy;
+  {
+    CLI::App app;
+    FlagSet flags;
+    flags.Add(app, table, toy);
+    std::vector<std::string> none;
+    app.parse(none);
+    ASSERT_TRUE(flags.Apply(table, &toy).ok());
+    EXPECT_EQ(toy.mode, "b");
+  }
+  {
+    CLI::App app;
+    FlagSet flags;
+    flags.Add(app, table, toy);
+    std::vector<std::string> args = {"a", "--mode"};  // the flag wins
+    app.parse(args);
+    ASSERT_TRUE(flags.Apply(table, &toy).ok());
+    EXPECT_EQ(toy.mode, "a");
+  }
+  ::setenv("INCA_SETTINGS_TEST_MODE", "c", 1);
+  {
+    CLI::App app;
+    FlagSet flags;
+    flags.Add(app, table, toy);
+    std::vector<std::string> none;
+    app.parse(none);
+    EXPECT_EQ(std::string(flags.Apply(table, &toy).message()),
+              "INCA_SETTINGS_TEST_MODE='c': unknown value 'c'; use a or b");
+  }
+  ::unsetenv("INCA_SETTINGS_TEST_MODE");
+}
+
 TEST(SettingsTest, ValidateAllChecksValuesSetInCode) {
   Toy toy;
   EXPECT_TRUE(ValidateAll(ToyTable(), toy).ok());

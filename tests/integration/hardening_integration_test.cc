@@ -124,16 +124,28 @@ TEST(LeasesTest, RequireSwitchFailsCreationWhenTheGroupCannotForm) {
         return 0;
       },
       kRankTimeout));
-  // The variable itself: 1 or 0, anything else is one clear error.
+  // The variable itself, read as its setting declares it (a boolean: 1,
+  // true, yes, on or their opposites); anything else is one clear error
+  // naming it, and the other declared variables come along.
   ::setenv("INCA_REQUIRE_SWITCH", "1", 1);
+  ::setenv("INCA_IO", "mmsg", 1);
+  ::setenv("INCA_OFFLOAD", "off", 1);
   auto on = OptionsFromEnvironment();
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_TRUE(on->require_switch);
-  ::setenv("INCA_REQUIRE_SWITCH", "yes", 1);
+  EXPECT_EQ(on->io, "mmsg");
+  EXPECT_FALSE(on->offload);
+  ::unsetenv("INCA_IO");
+  ::unsetenv("INCA_OFFLOAD");
+  ::setenv("INCA_REQUIRE_SWITCH", "maybe", 1);
   auto bad = OptionsFromEnvironment();
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(bad.status().message()).find("INCA_REQUIRE_SWITCH='yes'"),
-            std::string::npos);
+  EXPECT_EQ(bad.status().message(),
+            "INCA_REQUIRE_SWITCH='maybe': expected true or false, got 'maybe'");
+  ::setenv("INCA_REQUIRE_SWITCH", "", 1);  // set but empty: not given
+  auto empty = OptionsFromEnvironment();
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_FALSE(empty->require_switch);
   ::unsetenv("INCA_REQUIRE_SWITCH");
 }
 

@@ -45,9 +45,8 @@ int main(int argc, char** argv) {
                  "time each size about this long (more iterations than --iters; jobs side by side)")
       ->check(CLI::Range(0, 600000));
   // The client's settings, one flag each, from their declaration
-  // (src/client/settings.cc; docs/client-settings.md). INCA_IO sets --io's
-  // default.
-  if (const char* io = std::getenv("INCA_IO")) o.client.io = io;
+  // (src/client/settings.cc; docs/client-settings.md); a setting's variable
+  // (INCA_IO, ...) stands in for its flag.
   inca::settings::FlagSet client_flags;
   client_flags.Add(app, inca::client::ClientSettings(), o.client);
   bool no_competitive = false;

@@ -24,6 +24,13 @@ using SettingValue = std::variant<uint64_t, double, bool, std::string>;
 absl::Status SetClientSetting(CommunicatorOptions* o, const std::string& key,
                               const SettingValue& v);
 
+// Every setting that declares an environment variable (INCA_IO,
+// INCA_OFFLOAD, INCA_REQUIRE_SWITCH) and finds it set, into `o`: what
+// OptionsFromEnvironment and the Python bindings apply before the options
+// given explicitly. InvalidArgument naming the variable for a bad value
+// ("INCA_IO='fast': unknown value 'fast'; use gso or mmsg"), `o` unchanged.
+absl::Status ApplyClientEnvironment(CommunicatorOptions* o);
+
 // docs/client-settings.md (cais-perf --settings-markdown).
 std::string ClientSettingsMarkdown();
 
