@@ -214,8 +214,9 @@ double MachineBusySeconds() {
   std::string cpu;
   if (!(f >> cpu) || cpu != "cpu") return -1;
   unsigned long long v = 0, busy = 0;
+  // user nice system [idle iowait] irq softirq [steal: another guest's]
   for (int i = 0; i < 8 && f >> v; ++i) {
-    if (i != 3 && i != 4) busy += v;  // user nice system [idle iowait] irq softirq steal
+    if (i != 3 && i != 4 && i != 7) busy += v;
   }
   return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }

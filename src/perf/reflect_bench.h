@@ -54,8 +54,8 @@ struct TargetLoad {
   uint64_t packets = 0;    // replies received
   double seconds = 0;      // wall time
   double cpu_seconds = 0;  // the target process's utime + stime meanwhile
-  // Every core's busy time meanwhile (/proc/stat: all but idle and iowait),
-  // softirq and the load generator included.
+  // Every core's busy time meanwhile (MachineBusySeconds), softirq and the
+  // load generator included.
   double machine_cpu_seconds = 0;
   uint64_t lost = 0;  // window refills after 100 ms of silence, in packets
   double pps() const { return seconds > 0 ? static_cast<double>(packets) / seconds : 0; }
@@ -86,8 +86,8 @@ absl::StatusOr<ReflectResult> RunReflectBench(const ReflectOptions& options, std
 
 // utime + stime of process `pid` in seconds (/proc/PID/stat); -1 if unreadable.
 double ProcessCpuSeconds(pid_t pid);
-// Busy seconds of all cores since boot (/proc/stat: every state but idle
-// and iowait); -1 if unreadable.
+// Busy seconds of all cores since boot (/proc/stat: user, nice, system,
+// irq and softirq; not idle, iowait or steal); -1 if unreadable.
 double MachineBusySeconds();
 
 }  // namespace inca::perf

@@ -184,19 +184,27 @@ absl::Status XskReflector::Run() {
     uint32_t rx_idx = 0;
     const uint32_t n = xsk_ring_cons__peek(&r.rx, config_.batch, &rx_idx);
     if (n == 0) {
+      // Nothing received: wait for frames, for at most 100 ms (to notice
+      // Stop()), or 1 ms while sends await their completions (in copy mode
+      // they come back within the kick; a peer that is not taking frames
+      // must not make this loop spin).
+      int wait_ms = 100;
       if (r.tx_outstanding > 0) {
-        if (!r.Kick()) return absl::InternalError(absl::StrCat("AF_XDP send: ", strerror(errno)));
-        continue;
+        if (!r.Kick()) {
+          return absl::InternalError(absl::StrCat("AF_XDP send: ", std::strerror(errno)));
+        }
+        wait_ms = 1;
       }
       pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, 100) < 0 && errno != EINTR) {  // notice Stop() within 100 ms
+      if (poll(&p, 1, wait_ms) < 0 && errno != EINTR) {
         return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
       }
     } else {
       uint32_t tx_idx = 0;
       while (xsk_ring_prod__reserve(&r.tx, n, &tx_idx) != n) {  // the ring drains as we kick
         if (stop_.load()) return absl::OkStatus();
-        if (!r.Kick()) return absl::InternalError(absl::StrCat("AF_XDP send: ", strerror(errno)));
+        if (!r.Kick())
+          return absl::InternalError(absl::StrCat("AF_XDP send: ", std::strerror(errno)));
         r.Refill();
       }
       uint32_t sent = 0;
@@ -223,7 +231,7 @@ absl::Status XskReflector::Run() {
         live_.messages_tx += sent;
         if (!r.Kick()) {
           ++live_.send_errors;
-          return absl::InternalError(absl::StrCat("AF_XDP send: ", strerror(errno)));
+          return absl::InternalError(absl::StrCat("AF_XDP send: ", std::strerror(errno)));
         }
       }
     }
