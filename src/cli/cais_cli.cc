@@ -327,12 +327,13 @@ int Offload(const Args& a, control::ControlClient& cp, std::ostream& out, std::o
   if (a.json) {
     std::vector<std::string> gs;
     for (const auto& g : p->groups) {
-      gs.push_back(absl::StrCat("{\"group\":", g.group_id, ",\"participants\":", g.participants,
-                                ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
-                                ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
-                                ",\"measured_bins\":", g.measured_bins, ",\"offload_bins\":",
-                                g.offload_bins, ",\"fallback_ratio\":", g.fallback_ratio,
-                                ",\"fallback_hold\":", g.fallback_hold ? "true" : "false", "}"));
+      gs.push_back(absl::StrCat(
+          "{\"group\":", g.group_id, ",\"participants\":", g.participants,
+          ",\"offload\":", g.min_bytes <= g.max_bytes ? "true" : "false",
+          ",\"min_bytes\":", g.min_bytes, ",\"max_bytes\":", g.max_bytes,
+          ",\"measured_bins\":", g.measured_bins, ",\"offload_bins\":", g.offload_bins,
+          ",\"borrowed_bins\":", g.borrowed_bins, ",\"fallback_ratio\":", g.fallback_ratio,
+          ",\"fallback_hold\":", g.fallback_hold ? "true" : "false", "}"));
     }
     out << "{\"device\":\"" << JsonEscape(Device(a.device)) << "\",\"controller\":\""
         << JsonEscape(p->controller) << "\",\"updated_unix_ms\":" << p->updated_unix_ms
@@ -366,7 +367,8 @@ int Offload(const Args& a, control::ControlClient& cp, std::ostream& out, std::o
     for (int b = 0; b < 64; ++b) {
       if ((g.measured_bins >> b & 1) == 0) continue;
       out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
-          << " (measured)\n";
+          << ((g.borrowed_bins >> b & 1) ? " (as a nearby size measured on both paths)\n"
+                                         : " (measured)\n");
     }
   }
   return kOk;

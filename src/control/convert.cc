@@ -173,6 +173,7 @@ void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out) {
     o->set_measured_bins(g.measured_bins);
     o->set_offload_bins(g.offload_bins);
     o->set_explore_bins(g.explore_bins);
+    o->set_borrowed_bins(g.borrowed_bins);
     o->set_fallback_ratio(g.fallback_ratio);
     o->set_fallback_hold(g.fallback_hold);
   }
@@ -207,6 +208,7 @@ absl::Status FromProto(const pb::OffloadPolicy& p, OffloadPolicy* out) {
     o.measured_bins = g.measured_bins();
     o.offload_bins = g.offload_bins();
     o.explore_bins = g.explore_bins();
+    o.borrowed_bins = g.borrowed_bins() & g.measured_bins();
     if (!ratio_ok(g.fallback_ratio())) {
       return absl::InvalidArgumentError(absl::StrCat("offload policy: group ", g.group_id(),
                                                      " fallback_ratio ", g.fallback_ratio(),

@@ -281,6 +281,9 @@ TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
   p.fallback_ratio = 0.125;
   p.groups[1].fallback_ratio = 0.5;
   p.groups[1].fallback_hold = true;
+  p.groups[0].measured_bins = 0x3u << 20;
+  p.groups[0].offload_bins = 0x1u << 20;
+  p.groups[0].borrowed_bins = (0x1u << 21) | (0x1u << 30);  // 2^30: not measured, dropped
   ASSERT_TRUE(sv.client->SetOffloadPolicy(p).ok());
   auto got = sv.client->GetOffloadPolicy();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -295,6 +298,9 @@ TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
   EXPECT_EQ(got->groups[0].max_bytes, UINT64_MAX);
   EXPECT_EQ(got->groups[1].min_bytes, 1u);
   EXPECT_EQ(got->groups[1].max_bytes, 0u);
+  EXPECT_EQ(got->groups[0].measured_bins, 0x3u << 20);
+  EXPECT_EQ(got->groups[0].offload_bins, 0x1u << 20);
+  EXPECT_EQ(got->groups[0].borrowed_bins, 0x1u << 21);
   EXPECT_DOUBLE_EQ(got->fallback_ratio, 0.125);
   EXPECT_FALSE(got->groups[0].fallback_hold);
   EXPECT_TRUE(got->groups[1].fallback_hold);

@@ -17,12 +17,13 @@ absl::Status OffloadControllerConfig::Validate() const {
       !(switch_rate_bps > 0) || !(host_latency_s >= 0) || period_ns <= 0 ||
       explore_interval_ns <= 0 || explore_retry_ns <= 0 || min_samples < 1 ||
       !(explore_budget > 0 && explore_budget <= 1) || fallback_window_ns <= 0 ||
-      fallback_min_chunks < 1 || !(fallback_alarm > 0 && fallback_alarm <= 1)) {
+      fallback_min_chunks < 1 || !(fallback_alarm > 0 && fallback_alarm <= 1) || borrow_span < 0 ||
+      borrow_span > 63 || !(borrow_tolerance >= 0 && borrow_tolerance < 1)) {
     return absl::InvalidArgumentError(
         "offload controller: need step > 0, healthy_sram < high_sram, sustain >= 1, positive "
         "bandwidths, period and explore intervals, host latency >= 0, min_samples >= 1, "
-        "explore_budget in (0, 1], a positive fallback window, fallback_min_chunks >= 1 and "
-        "fallback_alarm in (0, 1]");
+        "explore_budget in (0, 1], a positive fallback window, fallback_min_chunks >= 1, "
+        "fallback_alarm in (0, 1], borrow_span in [0, 63] and borrow_tolerance in [0, 1)");
   }
   return absl::OkStatus();
 }
@@ -183,16 +184,72 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
     return static_cast<double>(p.age_ms) * dp::kNsPerMs >= interval_ns;
   };
   const auto enough = [&](const PathTiming& p) { return p.samples >= config_.min_samples; };
+  const auto both = [&](const OffloadTiming& t) {
+    return enough(t.switch_path) && enough(t.host_path);
+  };
+  const auto switch_wins = [&](double switch_per_byte, double host_per_byte) {
+    const double gain = 1.0 - switch_per_byte / host_per_byte;
+    return threshold_ < config_.max_threshold && gain > threshold_ * MaxBandwidthGain(g.world_size);
+  };
+  // A class short of samples on a path pools them with the nearest class
+  // measured on both paths whose time per byte on the path this class has
+  // measured best (the one with more samples) is within borrow_tolerance of
+  // its own, and whose sample on the other path is fresh. Equal time per
+  // byte on one path says both sizes are in the same regime (bandwidth-
+  // bound), where the ratio between the paths does not depend on the size;
+  // a latency-bound size differs from its neighbours and is explored on its
+  // own. Together they need min_samples on each path; then the best time
+  // per byte of the two on each path decides. nullptr: no such class.
+  const auto lender = [&](const OffloadTiming& t) -> const OffloadTiming* {
+    const bool by_switch = t.switch_path.samples >= t.host_path.samples;
+    const auto own = [&](const OffloadTiming& u) -> const PathTiming& {
+      return by_switch ? u.switch_path : u.host_path;
+    };
+    const auto other = [&](const OffloadTiming& u) -> const PathTiming& {
+      return by_switch ? u.host_path : u.switch_path;
+    };
+    if (!own(t).measured()) return nullptr;
+    const double mine = per_byte(own(t));
+    const OffloadTiming* best = nullptr;
+    for (const OffloadTiming& u : g.timings) {
+      const int d = std::abs(u.bin - t.bin);
+      if (d == 0 || d > config_.borrow_span || !own(u).measured() || stale(other(u)) ||
+          own(u).samples + own(t).samples < config_.min_samples ||
+          other(u).samples + other(t).samples < config_.min_samples)
+        continue;
+      const double theirs = per_byte(own(u));
+      if (std::abs(theirs - mine) > config_.borrow_tolerance * std::max(theirs, mine)) continue;
+      // Nearest first; of two as near, the larger (a smaller size's host
+      // path carries more fixed cost per byte).
+      const int bd = best == nullptr ? 64 : std::abs(best->bin - t.bin);
+      if (d < bd || (d == bd && u.bin > best->bin)) best = &u;
+    }
+    return best;
+  };
+  // The best time per byte of two classes on one path (either may lack it).
+  const auto pooled = [&](const PathTiming& a, const PathTiming& b) {
+    if (!a.measured()) return per_byte(b);
+    if (!b.measured()) return per_byte(a);
+    return std::min(per_byte(a), per_byte(b));
+  };
   for (const OffloadTiming& t : g.timings) {
     if (t.bin < 0 || t.bin > 63) continue;
     const uint64_t bit = uint64_t{1} << t.bin;
     bool on_switch;
-    if (enough(t.switch_path) && enough(t.host_path)) {
-      const double gain = 1.0 - per_byte(t.switch_path) / per_byte(t.host_path);
-      on_switch =
-          threshold_ < config_.max_threshold && gain > threshold_ * MaxBandwidthGain(g.world_size);
+    const OffloadTiming* from = nullptr;
+    if (both(t)) {
+      on_switch = switch_wins(per_byte(t.switch_path), per_byte(t.host_path));
       out.measured_bins |= bit;
       if (on_switch) out.offload_bins |= bit;
+    } else if ((from = lender(t)) != nullptr) {
+      // Decided with the lender's samples; not explored: the lender's own
+      // unused path is measured again on its schedule.
+      out.measured_bins |= bit;
+      out.borrowed_bins |= bit;
+      if (switch_wins(pooled(t.switch_path, from->switch_path),
+                      pooled(t.host_path, from->host_path)))
+        out.offload_bins |= bit;
+      continue;
     } else {
       // Too few samples: the model's choice for a typical size of the class.
       const PathTiming& seen = t.switch_path.measured() ? t.switch_path : t.host_path;

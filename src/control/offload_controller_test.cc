@@ -436,6 +436,77 @@ TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {
   EXPECT_FALSE(cfg.Validate().ok());
 }
 
+// A sweep or a job with many bucket sizes explores the host path once per
+// regime, not once per size: a size measured on one path takes the
+// comparison of a nearby size measured on both when its time per byte on
+// that path matches (both bandwidth-bound), and is explored as before when
+// it does not (latency-bound), when the lender is too far or its sample on
+// the other path is stale, or with borrowing off. Their samples pool.
+TEST(OffloadControllerTest, ASizeMeasuredOnOnePathBorrowsANearbyComparisonInTheSameRegime) {
+  const auto add = [](GroupInfo& g, int bin, double switch_us, double host_us) {
+    OffloadTiming t;
+    t.bin = bin;
+    const double bytes = std::ldexp(1.0, bin);
+    if (switch_us >= 0) t.switch_path = {1, switch_us, bytes, 0};
+    if (host_us >= 0) t.host_path = {1, host_us, bytes, 0};
+    g.timings.push_back(t);
+  };
+  const auto bit = [](int b) { return uint64_t{1} << b; };
+  // 1 MiB on both paths (the switch 1.5x faster, as on 4 x 1 Gbit/s).
+  GroupInfo g = Measured(20, 8.4e3, 12.7e3);
+  add(g, 22, 33.8e3, -1);  // 4 MiB, switch only, the same time per byte
+  add(g, 24, 148e3, -1);   // 16 MiB, 4 classes away, 10 % slower per byte
+  add(g, 25, 270e3, -1);   // 32 MiB: 5 classes away, too far
+  add(g, 17, 2e3, -1);     // 128 KiB, latency-bound: 1.9x the time per byte
+  add(g, 21, -1, 25.4e3);  // 2 MiB, host path only, its time per byte as 1 MiB's
+  OffloadController c{OffloadControllerConfig{}};
+  GroupOffload p = c.Plan(g, 0);
+  EXPECT_EQ(p.borrowed_bins, bit(21) | bit(22) | bit(24));
+  EXPECT_EQ(p.measured_bins, bit(20) | p.borrowed_bins);
+  EXPECT_EQ(p.offload_bins, p.measured_bins);  // the lender's switch wins
+  EXPECT_EQ(p.explore_bins, bit(17) | bit(25));
+  // The lender's host path wins: so does the borrower's.
+  GroupInfo h = Measured(20, 12.7e3, 8.4e3);
+  add(h, 22, 50.8e3, -1);
+  p = OffloadController{OffloadControllerConfig{}}.Plan(h, 0);
+  EXPECT_EQ(p.borrowed_bins, bit(22));
+  EXPECT_EQ(p.offload_bins, 0u);
+  EXPECT_EQ(p.explore_bins, 0u);
+  // The lender's host sample is stale: nothing to borrow, both explored.
+  GroupInfo stale = Measured(20, 8.4e3, 12.7e3, 0, 20'000);
+  add(stale, 22, 33.8e3, -1);
+  p = OffloadController{OffloadControllerConfig{}}.Plan(stale, 0);
+  EXPECT_EQ(p.borrowed_bins, 0u);
+  EXPECT_EQ(p.explore_bins, bit(20) | bit(22));
+  // Samples pool: 16 MiB has one host sample (one explore landed) and
+  // 64 MiB, the same time per byte on the switch, none. Together they have
+  // one: 64 MiB is explored once, and with its sample the two decide.
+  GroupInfo sweep = Measured(24, 140e3, 210e3, 0, 0, 1);
+  add(sweep, 26, 560e3, -1);
+  p = OffloadController{OffloadControllerConfig{}}.Plan(sweep, 0);
+  EXPECT_EQ(p.borrowed_bins, 0u);
+  EXPECT_EQ(p.explore_bins & bit(26), bit(26));
+  sweep.timings[1].host_path = {1, 840e3, std::ldexp(1.0, 26), 0};
+  p = OffloadController{OffloadControllerConfig{}}.Plan(sweep, 0);
+  EXPECT_EQ(p.borrowed_bins, bit(24) | bit(26));
+  EXPECT_EQ(p.offload_bins, bit(24) | bit(26));
+  EXPECT_EQ(p.explore_bins, 0u);
+  // The best of the pooled samples decides: 64 MiB's host sample was fast.
+  sweep.timings[1].host_path.mean_us = 580e3;
+  EXPECT_EQ(OffloadController{OffloadControllerConfig{}}.Plan(sweep, 0).offload_bins, 0u);
+  // Borrowing off: every size explores on its own.
+  OffloadControllerConfig off;
+  off.borrow_span = 0;
+  p = OffloadController{off}.Plan(g, 0);
+  EXPECT_EQ(p.borrowed_bins, 0u);
+  EXPECT_EQ(p.explore_bins, bit(17) | bit(21) | bit(22) | bit(24) | bit(25));
+  off.borrow_span = 64;
+  EXPECT_FALSE(off.Validate().ok());
+  off.borrow_span = 4;
+  off.borrow_tolerance = 1;
+  EXPECT_FALSE(off.Validate().ok());
+}
+
 TEST(OffloadControllerTest, SramPressureAndTheModelOnlyModeStillApply) {
   OffloadControllerConfig cfg;
   cfg.max_threshold = 1.0;

@@ -49,7 +49,8 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
         std::find_if(last_.groups.begin(), last_.groups.end(),
                      [&](const GroupOffload& o) { return o.group_id == n.group_id; });
     const bool changed = before == last_.groups.end() || before->measured_bins != n.measured_bins ||
-                         before->offload_bins != n.offload_bins;
+                         before->offload_bins != n.offload_bins ||
+                         before->borrowed_bins != n.borrowed_bins;
     const bool was_held = before != last_.groups.end() && before->fallback_hold;
     if (n.fallback_hold != was_held) {
       if (n.fallback_hold) {
@@ -67,8 +68,9 @@ absl::StatusOr<OffloadPolicy> OffloadLoop::Tick(dp::TimeNs now) {
     if (changed || n.explore_bins != 0) {
       spdlog::info(
           "event=offload_plan group={} measured_bins={:#x} offload_bins={:#x} explore_bins={:#x} "
-          "model_range={}..{}",
-          n.group_id, n.measured_bins, n.offload_bins, n.explore_bins, n.min_bytes, n.max_bytes);
+          "borrowed_bins={:#x} model_range={}..{}",
+          n.group_id, n.measured_bins, n.offload_bins, n.explore_bins, n.borrowed_bins, n.min_bytes,
+          n.max_bytes);
     }
   }
   if (auto s = cais->SetOffloadPolicy(p); !s.ok()) return s;

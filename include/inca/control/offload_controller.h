@@ -47,8 +47,12 @@
 // the path the model picks gets one operation sent the other way (an
 // explore: OffloadDecision::explore_bins, one operation, applied by the
 // switch); and the path a measured class does not use is measured again
-// once its last sample is older than explore_interval. Classes never seen
-// follow the model. So the model is only a prior: what the hosts achieve
+// once its last sample is older than explore_interval. A class measured on
+// one path whose time per byte there is within borrow_tolerance of a
+// nearby class measured on both takes that class's decision instead of an
+// explore (GroupOffload::borrowed_bins): a sweep or a job with many bucket
+// sizes explores the host path once per regime, not once per size. Classes
+// never seen follow the model. So the model is only a prior: what the hosts achieve
 // decides, and the switch is still declined where it makes operations
 // slower.
 //
@@ -110,6 +114,13 @@ struct OffloadControllerConfig {
   // when that is longer).
   uint32_t min_samples = 2;
   dp::TimeNs explore_retry_ns = 1'000 * dp::kNsPerMs;
+  // A class measured on one path only borrows the comparison of the nearest
+  // class measured on both, at most borrow_span classes away (4: 16x the
+  // size), whose time per byte on that path is within borrow_tolerance of
+  // its own (both bandwidth-bound: the ratio between the paths carries
+  // over), instead of being explored. 0 turns borrowing off.
+  int borrow_span = 4;
+  double borrow_tolerance = 0.2;
   // The fallback ratio's window, and the chunks decided in it (completed or
   // timed out) below which the ratio counts as 0.
   dp::TimeNs fallback_window_ns = 10'000 * dp::kNsPerMs;
