@@ -146,8 +146,8 @@ def r_star(results: dict) -> str:
     sweep = ", ".join("%s %.2f" % (name, f) for _, name, f in rows)
     return ("### R*\n\nThe highest per-host rate at which 64 MiB all-reduces reach 0.9 of the "
             "switch's bound, 4 hosts, from the rows above (%s): **R* = %s**. What limits it "
-            "is in the CPU line of the first rate that misses: this machine's two cores.\n" % (
-                sweep, ok[-1][1] if ok else "below %s" % rows[0][1]))
+            "is in the CPU line of the first rate that misses (this machine has %d cores).\n" % (
+                sweep, ok[-1][1] if ok else "below %s" % rows[0][1], os.cpu_count() or 1))
 
 
 def machine_speed() -> dict:
