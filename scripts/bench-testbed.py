@@ -81,7 +81,8 @@ def table(res: dict) -> str:
         again = (100.0 * r["chunks_retransmitted"] / r["chunks_sent"]) if r["chunks_sent"] else 0
         lines.append("| %s | %.2f | %.2f | %.2f× | %.2f | %.2f | %.2f %% | %s |" % (
             human(r["bytes"]), r["gloo_us"] / 1e3, r["switch_us"] / 1e3, r["speedup"],
-            r["gloo_of_bound"], r["switch_of_bound"], again, r["path"]))
+            r["gloo_of_bound"], r["switch_of_bound"], again,
+            r["path"] + (" (%d on Gloo)" % r["host_ops"] if r.get("host_ops") else "")))
     c = (res.get("cpu") or {}).get("switch")
     if c:
         lines.append("\nCPU during the switch run (all sizes, warm-ups included), share of the "
@@ -428,7 +429,8 @@ def main() -> int:
         "usual and may send some operations to Gloo (path host/mixed); on the host path "
         "inca moves the ring's 1.5 S per host link, so even an equal share of the link "
         "reads as 0.33 of the switch's bound in the share column.",
-        "- `host/mixed`: at least one timed operation of that size ran on the host path. "
+        "- `host/mixed (N on Gloo)`: N of the timed operations of that size and the check "
+        "that follows them ran on the host path. "
         "The embedded offload controller decides from the times rank 0 reports for each size "
         "class on both paths (docs/control.md, \"Measured decisions\"); its first sample and "
         "its explorations of the other path fall in the warm-up (5 operations and at "

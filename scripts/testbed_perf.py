@@ -102,7 +102,8 @@ def perf(a, out=sys.stdout) -> dict:
         b = wire_bounds(size, a.hosts, rate_bps, a.mtu, a.chunk_size, getattr(a, "ipv6", False))
         row = {"bytes": size, "gloo_us": g.get("time_us"), "switch_us": sw_row.get("time_us"),
                "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
-               "path": sw_row.get("path"), "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
+               "path": sw_row.get("path"), "host_ops": sw_row.get("host_ops", 0),
+               "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
                "chunks_sent": sw_row.get("chunks_sent", 0),
                "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0),
                "competitive_entries": sw_row.get("competitive_entries", 0),
@@ -116,7 +117,10 @@ def perf(a, out=sys.stdout) -> dict:
         print("%11d %11.2f %11.2f %12.2f %10.2f ms %10.2f ms %11.2f %12.2f  %s" % (
             row["bytes"], (row["gloo_us"] or 0) / 1e3, (row["switch_us"] or 0) / 1e3,
             row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
-            row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0, row["path"]), file=out)
+            row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0,
+            "%s%s" % (row["path"], " (%d on the host path)" % row["host_ops"]
+                      if row["host_ops"] else "")),
+            file=out)
     if holding:
         print("# slot holding (first contribution to completion, every size, warm-up included): "
               "p50 %.0f us, p99 %.0f us" % (holding["p50_us"], holding["p99_us"]), file=out)

@@ -340,6 +340,7 @@ PerfRow MakeRow(const PerfOptions& o, uint64_t bytes, double time_us, uint64_t w
   row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e3);
   row.busbw_gbps = row.algbw_gbps * BusFactor(o);
   row.path = !o.use_switch ? "host" : host_ops == 0 ? "switch" : "host/mixed";
+  row.host_ops = o.use_switch ? host_ops : 0;
   return row;
 }
 
@@ -389,8 +390,8 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
         ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
         ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
         ",\"competitive_entries\":", r.competitive_entries, ",\"path\":\"", r.path,
-        "\",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","), "]",
-        r.window_trace.empty() ? "" : ",\"window_trace\":[", WindowTraceJson(r.window_trace),
+        "\",\"host_ops\":", r.host_ops, ",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","),
+        "]", r.window_trace.empty() ? "" : ",\"window_trace\":[", WindowTraceJson(r.window_trace),
         r.window_trace.empty() ? "" : "]", "}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
@@ -423,12 +424,16 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
         };
         int32_t counts[5] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
                              clamp(rec.retransmitted), clamp(rec.competitive_entries)};
+        // The time and the host-path operations: the most any rank saw (as
+        // the forking launcher); the rest summed.
+        int32_t host_ops = counts[1];
         if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
+            !c.AllReduce(&host_ops, 1, DType::kI32, ReduceOp::kMax).ok() ||
             !c.AllReduce(counts, 5, DType::kI32, ReduceOp::kSum).ok()) {
           return false;
         }
         PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
-                              static_cast<uint32_t>(counts[1]));
+                              static_cast<uint32_t>(host_ops));
         row.chunks_sent = static_cast<uint64_t>(counts[2]);
         row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
         row.competitive_entries = static_cast<uint64_t>(counts[4]);

@@ -69,7 +69,11 @@ struct PerfRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   uint64_t wrong = 0;  // summed over ranks
-  std::string path;    // switch, host or mixed
+  std::string path;    // switch, host or host/mixed
+  // The switch backend: the timed and checking operations of this size that
+  // ran on the host path (declined by the offload controller, an explore,
+  // or fell back), the most any rank saw. 0 on the switch path throughout.
+  uint32_t host_ops = 0;
   // Summed over ranks, over warm-up, timed and checking operations.
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;

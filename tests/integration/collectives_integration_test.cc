@@ -485,5 +485,28 @@ TEST(CaisPerfTest, ReportsCorrectResultsForBothBackends) {
   }
 }
 
+// The JSON row counts the operations that ran on the host path: none
+// through the switch; with --offload false every timed one and the check
+// (2 + 1), the path column then saying host/mixed.
+TEST(CaisPerfTest, TheJsonRowCountsHostPathOperations) {
+  const std::string out = ::testing::TempDir() + "cais_perf_host_ops.json";
+  for (const char* offload : {"true", "false"}) {
+    Process p =
+        Process::SpawnToFile(INCA_CAIS_PERF_PATH,
+                             {"--ranks", "2", "-b", "64K", "-e", "64K", "--iters", "2", "--warmup",
+                              "1", "--offload", offload, "--json", "--switchd", INCA_SWITCHD_PATH},
+                             out);
+    ASSERT_EQ(p.Wait(std::chrono::seconds(120)), 0) << offload;
+    std::ifstream f(out);
+    std::string line, last;
+    while (std::getline(f, line)) last = line;
+    const bool host = std::string(offload) == "false";
+    EXPECT_NE(last.find(host ? "\"path\":\"host/mixed\",\"host_ops\":3,"
+                             : "\"path\":\"switch\",\"host_ops\":0,"),
+              std::string::npos)
+        << last;
+  }
+}
+
 }  // namespace
 }  // namespace inca::integration
