@@ -76,8 +76,8 @@ struct GroupOffload {
   // One-shot: the next operation of each such class takes the other path, so
   // that path's time is measured again. Applied once when the policy is set.
   uint64_t explore_bins = 0;
-  // Of measured_bins, those measured on one path only and decided by a
-  // nearby class measured on both (docs/control.md, "Borrowing").
+  // Of measured_bins, those short of samples on a path and decided with a
+  // nearby class's (docs/control.md, "Measured decisions", item 5).
   uint64_t borrowed_bins = 0;
   // The group's fallback ratio over the controller's window, and whether it
   // is held on the host path for it (docs/control.md, "Fallback hold").

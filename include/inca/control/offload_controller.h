@@ -47,12 +47,13 @@
 // the path the model picks gets one operation sent the other way (an
 // explore: OffloadDecision::explore_bins, one operation, applied by the
 // switch); and the path a measured class does not use is measured again
-// once its last sample is older than explore_interval. A class measured on
-// one path whose time per byte there is within borrow_tolerance of a
-// nearby class measured on both takes that class's decision instead of an
-// explore (GroupOffload::borrowed_bins): a sweep or a job with many bucket
-// sizes explores the host path once per regime, not once per size. Classes
-// never seen follow the model. So the model is only a prior: what the hosts achieve
+// once its last sample is older than explore_interval. A class short of
+// samples whose time per byte on the path it has measured is within
+// borrow_tolerance of a nearby class measured on both pools its samples
+// with that class's and is decided from them instead of being explored
+// (GroupOffload::borrowed_bins): a sweep or a job with many bucket sizes
+// explores the host path about once per regime, not twice per size.
+// Classes never seen follow the model. So the model is only a prior: what the hosts achieve
 // decides, and the switch is still declined where it makes operations
 // slower.
 //
@@ -114,10 +115,10 @@ struct OffloadControllerConfig {
   // when that is longer).
   uint32_t min_samples = 2;
   dp::TimeNs explore_retry_ns = 1'000 * dp::kNsPerMs;
-  // A class measured on one path only borrows the comparison of the nearest
-  // class measured on both, at most borrow_span classes away (4: 16x the
-  // size), whose time per byte on that path is within borrow_tolerance of
-  // its own (both bandwidth-bound: the ratio between the paths carries
+  // A class short of samples pools them with the nearest class measured on
+  // both paths, at most borrow_span classes away (4: 16x the size), whose
+  // time per byte on the path it has measured is within borrow_tolerance
+  // of its own (both bandwidth-bound: the ratio between the paths carries
   // over), instead of being explored. 0 turns borrowing off.
   int borrow_span = 4;
   double borrow_tolerance = 0.2;
