@@ -306,6 +306,24 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
     assert all(2 <= w <= 64 and rtt > 0 for _, w, rtt in last), last[:5]
 
 
+def test_perf_counts_host_path_operations_once_not_per_rank():
+    # With --offload false every timed operation (2) and the check run on the
+    # host path: the row says 3, the most any rank saw, not the sum over the
+    # 2 ranks (the one-rank mode reduces it with max), and prints the count.
+    name = instance_name("h")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                        "--name", name, "--hosts", "2", "--rate", "200mbit", "-b", "256K",
+                        "-e", "256K", "--iters", "2", "--warmup", "1", "--backends", "switch",
+                        "--perf-arg=--offload=false"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    row = json.loads(p.stdout.strip().splitlines()[-1])["rows"][0]
+    assert row["wrong"] == 0 and row["path"] == "host/mixed" and row["host_ops"] == 3, row
+    assert "host/mixed (3 on the host path)" in p.stdout
+    assert leftovers(name) == []
+
+
 def test_perf_stripes_over_two_switches():
     # perf --switches 2: two inca-switchd processes in the switch namespace,
     # every operation striped over both (INCA_SWITCH=a,b): exact, on the
