@@ -414,6 +414,7 @@ class CommunicatorImpl final : public Communicator {
       stats_.srtt_us = static_cast<double>(p.srtt_ns()) / 1e3;
       stats_.base_rtt_us = static_cast<double>(p.base_rtt_ns()) / 1e3;
       stats_.competitive = p.competitive();
+      stats_.switch_on_host = p.switch_on_host();
       stats_.competitive_entries = p.competitive_entries();
       stats_.drain_probes = p.probes();
       // The samples recorded since the last operation, bounded as the core's

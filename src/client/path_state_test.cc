@@ -116,6 +116,43 @@ TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {
   EXPECT_GE(p.window_chunks(), c.min_window);
 }
 
+// Round trips of 1 ms over a base of 100 us: over a network that is 9
+// bandwidth-delay products of queue and the window shrinks to its floor; to
+// a switch on this host it is the ranks and the switch waiting for the
+// cores, under the 2 ms floor, and the window grows to its cap.
+TEST(PathStateTest, ASwitchOnThisHostToleratesSchedulingDelayANetworkDoesNot) {
+  auto run = [](bool on_host) {
+    TransportConfig c;
+    c.min_window = 2;
+    c.max_window = 64;
+    c.competitive = false;
+    c.switch_on_host = on_host;
+    PathState p(c);
+    int64_t t = 0;
+    p.OnRtt(100'000, t);
+    for (int i = 0; i < 2000; ++i) p.OnRtt(1'000'000, t += 100'000);
+    return p;
+  };
+  const PathState network = run(false);
+  EXPECT_EQ(network.target_ns(), 400'000);
+  EXPECT_EQ(network.window_chunks(), 2u);
+  EXPECT_FALSE(network.switch_on_host());
+  const PathState local = run(true);
+  EXPECT_EQ(local.target_ns(), 2'100'000);
+  EXPECT_EQ(local.window_chunks(), 64u);
+  EXPECT_TRUE(local.switch_on_host());
+  // A queue beyond the slice still shrinks the window.
+  TransportConfig c;
+  c.min_window = 2;
+  c.competitive = false;
+  c.switch_on_host = true;
+  PathState p(c);
+  int64_t t = 0;
+  p.OnRtt(100'000, t);
+  for (int i = 0; i < 200; ++i) p.OnRtt(8'000'000, t += 1'000'000);
+  EXPECT_EQ(p.window_chunks(), 2u);
+}
+
 TEST(PathStateTest, TraceKeepsTheLastSamplesAtMostOnePerQuarterRoundTrip) {
   TransportConfig c;
   c.trace_capacity = 8;

@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
   }
   t->early_limit_ = 2 * size_t{o.max_pending_chunks} * static_cast<size_t>(o.world_size);
   t->core_config_ = TransportConfigFrom(o);
+  t->core_config_.switch_on_host = net::OnThisHost(addrs->switch_endpoint);
   t->path_ = std::make_unique<PathState>(t->core_config_);
   std::random_device rd;
   t->nonce_ = rd();

@@ -139,7 +139,8 @@ int64_t PathState::rto_ns() const {
 
 int64_t PathState::target_ns() const {
   const auto jitter = static_cast<int64_t>(c_.jitter_factor * noise_);
-  return base_rtt_ + std::max({c_.target_floor_ns, base_rtt_ / 4, std::min(jitter, base_rtt_)});
+  const int64_t floor = c_.switch_on_host ? c_.host_target_floor_ns : c_.target_floor_ns;
+  return base_rtt_ + std::max({floor, base_rtt_ / 4, std::min(jitter, base_rtt_)});
 }
 
 int64_t PathState::reorder_window_ns() const {

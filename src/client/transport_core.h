@@ -92,6 +92,14 @@ struct TransportConfig {
   // beta * (standing - target) / standing, at most max_decrease, once per
   // round trip.
   int64_t target_floor_ns = 300'000;
+  // A switch on this host (net::OnThisHost: loopback, or an address of this
+  // host): no link lies between, and what raises the round trip is the
+  // scheduling of the ranks and the switch on shared cores, which larger
+  // batches relieve rather than worsen. The floor is then
+  // host_target_floor_ns, about a scheduler time slice
+  // (docs/design/cais-client.md, "A switch on this host").
+  bool switch_on_host = false;
+  int64_t host_target_floor_ns = 2'000'000;
   double ai = 1.0;
   double beta = 0.8;
   double max_decrease = 0.5;
@@ -212,6 +220,7 @@ class PathState {
   uint64_t decreases() const { return decreases_; }
   uint64_t timeouts() const { return timeouts_; }
   bool competitive() const { return competitive_; }
+  bool switch_on_host() const { return c_.switch_on_host; }
   bool probing() const { return probe_until_ != 0; }
   uint64_t competitive_entries() const { return competitive_entries_; }
   uint64_t probes() const { return probes_; }

@@ -1,9 +1,12 @@
 #include "net/endpoint.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -177,6 +180,38 @@ std::string Endpoint::ToString() const {
     return absl::StrCat("[", buf, "]:", port_);
   }
   return "invalid";
+}
+
+bool Endpoint::IsLoopback() const {
+  if (family_ == 4) return addr_[0] == 127;
+  if (family_ != 6) return false;
+  if (std::equal(kV4MappedPrefix.begin(), kV4MappedPrefix.end(), addr_.begin())) {
+    return addr_[12] == 127;
+  }
+  static constexpr std::array<uint8_t, 16> kV6Loopback = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                          0, 0, 0, 0, 0, 0, 0, 1};
+  return addr_ == kV6Loopback;
+}
+
+bool OnThisHost(const Endpoint& e) {
+  if (!e.valid()) return false;
+  if (e.IsLoopback()) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  const std::array<uint8_t, 16> want = e.V6MappedAddress();
+  bool found = false;
+  for (const ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    const socklen_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    sockaddr_storage ss{};
+    std::memcpy(&ss, i->ifa_addr, len);
+    const Endpoint mine = Endpoint::FromSockaddr(ss, len);
+    found = mine.valid() && mine.V6MappedAddress() == want;
+  }
+  freeifaddrs(list);
+  return found;
 }
 
 }  // namespace inca::net

@@ -53,6 +53,9 @@ class Endpoint {
   // "127.0.0.1:9410", "[::1]:9410"; "invalid" for a default Endpoint.
   std::string ToString() const;
 
+  // 127.0.0.0/8, ::1, or an IPv4 loopback address written v4-mapped.
+  bool IsLoopback() const;
+
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const Endpoint& e) {
@@ -65,6 +68,12 @@ class Endpoint {
   uint32_t scope_id_ = 0;           // IPv6 link-local scope
   std::array<uint8_t, 16> addr_{};  // IPv4 uses the first 4 bytes
 };
+
+// Whether datagrams to `e` stay on this host: a loopback address, or an
+// address of one of this network namespace's interfaces (getifaddrs), which
+// the kernel delivers through the loopback device too. False when the
+// interfaces cannot be listed.
+bool OnThisHost(const Endpoint& e);
 
 // Splits "host:port" / "[v6]:port" into host and port. InvalidArgument if
 // the port is missing, not a number, or out of 0..65535.

@@ -56,6 +56,21 @@ Received ReceiveAll(const UdpSocket& s, size_t want) {
   return out;
 }
 
+// The client loosens its delay target for a switch on this host
+// (docs/design/cais-client.md, "A switch on this host").
+TEST(EndpointTest, LoopbackAndThisHostsAddressesAreOnThisHost) {
+  for (const char* at : {"127.0.0.1:9410", "127.3.2.1:1", "[::1]:9410", "[::ffff:127.0.0.1]:5"}) {
+    EXPECT_TRUE(Ep(at).IsLoopback()) << at;
+    EXPECT_TRUE(OnThisHost(Ep(at))) << at;
+  }
+  // The benchmarking range, which only the testbed's namespaces use.
+  for (const char* at : {"198.19.255.254:9410", "[2001:2::ffff]:9410", "[::ffff:198.19.0.9]:1"}) {
+    EXPECT_FALSE(Ep(at).IsLoopback()) << at;
+    EXPECT_FALSE(OnThisHost(Ep(at))) << at;
+  }
+  EXPECT_FALSE(OnThisHost(Endpoint()));
+}
+
 TEST(IoModeTest, ParsesBothNamesAndRejectsOthersInOneLine) {
   EXPECT_EQ(*ParseIoMode("mmsg"), IoMode::kMmsg);
   EXPECT_EQ(*ParseIoMode("gso"), IoMode::kGso);

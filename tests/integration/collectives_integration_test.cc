@@ -50,6 +50,11 @@ int EveryOpAndTypeOnTheSwitch(const CommunicatorOptions& o) {
                  static_cast<unsigned long>(st.ops_host));
     return 11;
   }
+  if (!st.switch_on_host) {
+    std::fprintf(stderr, "rank %d: a switch on this host's loopback not seen as on the host\n",
+                 o.rank);
+    return 13;
+  }
   return wrong == 0 ? 0 : 12;
 }
 

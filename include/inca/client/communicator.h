@@ -129,10 +129,11 @@ struct CommunicatorStats {
   bool offload_active = false;
   // The switch path's congestion state after the last operation on it
   // (docs/design/cais-client.md, "Transport core").
-  double window_chunks = 0;  // congestion window
-  double srtt_us = 0;        // smoothed round trip
-  double base_rtt_us = 0;    // smallest recent round trip
-  bool competitive = false;  // AIMD beside a loss-based sender
+  double window_chunks = 0;     // congestion window
+  double srtt_us = 0;           // smoothed round trip
+  double base_rtt_us = 0;       // smallest recent round trip
+  bool competitive = false;     // AIMD beside a loss-based sender
+  bool switch_on_host = false;  // the switch is on this host (the delay target's looser floor)
   uint64_t competitive_entries = 0;
   uint64_t drain_probes = 0;
 };
@@ -172,6 +173,9 @@ inline constexpr CommunicatorStatsField kCommunicatorStatsFields[] = {
      "Congestion window after the last operation on the switch path, chunks."},
     {"srtt_us", &CommunicatorStats::srtt_us, "Smoothed round trip, us."},
     {"base_rtt_us", &CommunicatorStats::base_rtt_us, "Smallest recent round trip, us."},
+    {"switch_on_host", &CommunicatorStats::switch_on_host,
+     "The switch is on this host: the delay target's floor is a scheduler time slice, not 300 "
+     "us."},
     {"competitive", &CommunicatorStats::competitive,
      "AIMD beside a loss-based sender (competitive mode) now."},
     {"competitive_entries", &CommunicatorStats::competitive_entries,
