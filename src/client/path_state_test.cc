@@ -121,7 +121,8 @@ TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {
 // a switch on this host it is the ranks and the switch waiting for the
 // cores, under the 2 ms floor, and the window grows to its cap.
 TEST(PathStateTest, ASwitchOnThisHostToleratesSchedulingDelayANetworkDoesNot) {
-  auto run = [](bool on_host) {
+  // A base of 100 us, then `n` round trips of `rtt`, one every `every`.
+  auto run = [](bool on_host, int64_t rtt, int64_t every, int n) {
     TransportConfig c;
     c.min_window = 2;
     c.max_window = 64;
@@ -130,27 +131,19 @@ TEST(PathStateTest, ASwitchOnThisHostToleratesSchedulingDelayANetworkDoesNot) {
     PathState p(c);
     int64_t t = 0;
     p.OnRtt(100'000, t);
-    for (int i = 0; i < 2000; ++i) p.OnRtt(1'000'000, t += 100'000);
+    for (int i = 0; i < n; ++i) p.OnRtt(rtt, t += every, 0);
     return p;
   };
-  const PathState network = run(false);
+  const PathState network = run(false, 1'000'000, 100'000, 2000);
   EXPECT_EQ(network.target_ns(), 400'000);
   EXPECT_EQ(network.window_chunks(), 2u);
   EXPECT_FALSE(network.switch_on_host());
-  const PathState local = run(true);
+  const PathState local = run(true, 1'000'000, 100'000, 2000);
   EXPECT_EQ(local.target_ns(), 2'100'000);
   EXPECT_EQ(local.window_chunks(), 64u);
   EXPECT_TRUE(local.switch_on_host());
   // A queue beyond the slice still shrinks the window.
-  TransportConfig c;
-  c.min_window = 2;
-  c.competitive = false;
-  c.switch_on_host = true;
-  PathState p(c);
-  int64_t t = 0;
-  p.OnRtt(100'000, t);
-  for (int i = 0; i < 200; ++i) p.OnRtt(8'000'000, t += 1'000'000);
-  EXPECT_EQ(p.window_chunks(), 2u);
+  EXPECT_EQ(run(true, 8'000'000, 1'000'000, 200).window_chunks(), 2u);
 }
 
 TEST(PathStateTest, TraceKeepsTheLastSamplesAtMostOnePerQuarterRoundTrip) {
