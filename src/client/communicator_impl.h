@@ -401,7 +401,12 @@ class CommunicatorImpl final : public Communicator {
 
   absl::Status RunOnSwitch(SwitchOp& s, bool* used_host, bool* declined) {
     s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
+    const bool mirrored = MirrorCache(&s);
     client::SwitchPhaseResult r = transport_->Run(s);
+    s.mirror = nullptr;
+    if (mirrored && std::any_of(r.have.begin(), r.have.end(), [](uint8_t h) { return h != 0; })) {
+      cache_valid_ = false;  // the last operation's cache is (partly) overwritten
+    }
     {
       absl::MutexLock lock(&stats_mu_);
       stats_.chunks_sent += r.sent;
@@ -442,7 +447,7 @@ class CommunicatorImpl final : public Communicator {
             static_cast<long>(transport_->path().switch_wait_ns() / 1000),
             transport_->path().window());
       }
-      Cache(s);
+      Cache(s, mirrored);
       return absl::OkStatus();
     }
     if (r.declined) {
@@ -542,8 +547,24 @@ class CommunicatorImpl final : public Communicator {
                : ResultBytes(s);
   }
 
-  // Keeps what a peer that lost the end of this op needs to finish it.
-  void Cache(const SwitchOp& s) {
+  // An all-reduce's results go into the recovery cache as they arrive
+  // (SwitchOp::mirror), while each payload is still in the CPU's cache, so
+  // Cache() has nothing left to copy. Writing over the last operation's
+  // cache is safe from the first result on: a reduction's result means that
+  // every rank contributed to this operation, so none is still behind and
+  // needs the last one served; a rank behind means no result here yet, and
+  // the cache intact. Whether the mirror was set.
+  bool MirrorCache(SwitchOp* s) {
+    const size_t bytes = CacheBytes(*s);
+    if (s->op != CaisOp::kAllReduce || bytes > o_.recovery_cache_bytes) return false;
+    if (cache_.size() < bytes) cache_.resize(bytes);  // keeps the last operation's bytes
+    s->mirror = cache_.data();
+    return true;
+  }
+
+  // Keeps what a peer that lost the end of this op needs to finish it;
+  // `mirrored`: the switch path already wrote it (MirrorCache).
+  void Cache(const SwitchOp& s, bool mirrored = false) {
     const size_t bytes = CacheBytes(s);
     cache_valid_ = bytes <= o_.recovery_cache_bytes;
     cache_op_ = op_index_;
@@ -553,9 +574,12 @@ class CommunicatorImpl final : public Communicator {
     if (!cache_valid_) return;
     if (cache_rs_) {
       cache_ = PackedInput(s);
+      cache_bytes_ = cache_.size();
       return;
     }
-    cache_.resize(bytes);
+    cache_bytes_ = bytes;
+    if (mirrored) return;
+    if (cache_.size() < bytes) cache_.resize(bytes);
     if (s.op == CaisOp::kAllGather) {
       const size_t b = s.count * wire::ElementBytes(s.type);
       for (int r = 0; r < o_.world_size; ++r) {
@@ -599,7 +623,8 @@ class CommunicatorImpl final : public Communicator {
   std::atomic<bool> switch_mode_{false};
   std::atomic<bool> want_offload_{true};
   uint64_t op_index_ = 0;
-  std::vector<uint8_t> cache_;
+  std::vector<uint8_t> cache_;  // may be longer than the cached operation's
+  size_t cache_bytes_ = 0;      // the cached operation's bytes at its start
   uint64_t cache_op_ = 0;
   bool cache_valid_ = false;
   bool cache_rs_ = false;  // cache_ holds a ReduceScatter's input, not a result

@@ -137,7 +137,8 @@ int CommunicatorImpl::PickServer(const std::vector<AgreeRecord>& all, uint64_t a
 // A rank ahead helps the ranks behind finish the op it cached: broadcasts
 // the result, or joins the host all-reduce of a ReduceScatter's input.
 absl::Status CommunicatorImpl::ServeFromCache(int server) {
-  std::vector<uint8_t> served = cache_;
+  std::vector<uint8_t> served(cache_.begin(),
+                              cache_.begin() + static_cast<ptrdiff_t>(cache_bytes_));
   absl::Status st =
       cache_rs_ ? host_->AllReduce(served.data(), served.size() / wire::ElementBytes(cache_type_),
                                    cache_type_, cache_reduce_)

@@ -45,6 +45,7 @@ std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k) 
     if (op.data != nullptr) st.op.data = op.data + off;
     if (op.in != nullptr) st.op.in = op.in + off;
     if (op.out != nullptr) st.op.out = op.out + off;  // block_stride_bytes stays
+    if (op.mirror != nullptr) st.op.mirror = op.mirror + off;
     out.push_back(st);
   }
   return out;
@@ -475,7 +476,11 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     return;
   }
   if (!Receives(c) || v.payload.size() != Length(c)) return;
-  std::memcpy(Locate(c), v.payload.data(), v.payload.size());
+  uint8_t* at = Locate(c);
+  std::memcpy(at, v.payload.data(), v.payload.size());
+  if (op_.mirror != nullptr && op_.op == CaisOp::kAllReduce) {
+    std::memcpy(op_.mirror + (at - op_.data), v.payload.data(), v.payload.size());
+  }
   if (!highest_.empty()) {
     int64_t& top = highest_[c / cpb_];
     top = std::max<int64_t>(top, c);

@@ -36,6 +36,10 @@ struct SwitchOp {
   const uint8_t* in = nullptr;
   uint8_t* out = nullptr;
   size_t block_stride_bytes = 0;
+  // AllReduce: when set, every result is also written here, at its offset
+  // in `data`, while the payload is still in cache (the communicator's
+  // recovery cache, docs/design/cais-client.md, "Recovery").
+  uint8_t* mirror = nullptr;
   size_t count = 0;
   int root = 0;  // Broadcast
   // A broadcast carried as an AllReduce-sum (the communicator's choice).

@@ -172,6 +172,7 @@ class Star {
     explicit Rank(const TransportConfig& c) : path(c) {}
     PathState path;
     std::vector<float> data;
+    std::vector<float> mirror;  // SwitchOp::mirror: must end equal to data
     SwitchOp op;
     SwitchPhaseResult result;
     std::unique_ptr<OpCore> core;
@@ -233,6 +234,8 @@ class Star {
     for (size_t i = 0; i < elements_; ++i) rk.data[i] = Input(r, k, i);
     rk.op = SwitchOp{};
     rk.op.data = reinterpret_cast<uint8_t*>(rk.data.data());
+    rk.mirror.assign(elements_, -1e30f);  // no result is ever this
+    rk.op.mirror = reinterpret_cast<uint8_t*>(rk.mirror.data());
     rk.op.count = elements_;
     rk.op.seq = static_cast<uint32_t>(k);
     rk.result = SwitchPhaseResult{};
@@ -322,6 +325,8 @@ class Star {
       wrong += rk.data[i] != want;
     }
     EXPECT_EQ(wrong, 0u) << "op " << k << " rank " << r;
+    EXPECT_EQ(std::memcmp(rk.mirror.data(), rk.data.data(), elements_ * sizeof(float)), 0)
+        << "op " << k << " rank " << r << ": the mirror differs from the result";
   }
 
   int n_;

@@ -1,7 +1,11 @@
 // End-to-end: inca-switchd as a real process, ranks as forked processes,
 // the CAIS client over loopback UDP with Gloo behind it.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +29,7 @@
 #include "inca/client/communicator.h"
 #include "inca/control/control_plane.h"
 #include "inca/util/half.h"
+#include "inca/wire/cais.h"
 #include "launch/process.h"
 #include "monitor/httplib_include.h"
 
@@ -296,6 +302,145 @@ TEST(CollectivesTest, StripedOverTwoSwitchesAndALostStripeGoesToTheHostPath) {
         return o;
       },
       b.switchd));
+}
+
+// A UDP relay between one rank and the switch that drops what the switch
+// sends that rank about the last `tail` chunks of one operation: the n-th
+// distinct seq_num the rank sends data under. (Dropping all of it would
+// stall the others too: the rank's window would not move, so it would not
+// send the rest of its chunks.) Runs on its own thread until destroyed.
+class DropOneOpsTail {
+ public:
+  DropOneOpsTail(const std::string& switch_addr, int nth, int tail) : nth_(nth), tail_(tail) {
+    const auto colon = switch_addr.rfind(':');
+    to_switch_.sin_family = AF_INET;
+    to_switch_.sin_port = htons(static_cast<uint16_t>(std::stoi(switch_addr.substr(colon + 1))));
+    inet_pton(AF_INET, switch_addr.substr(0, colon).c_str(), &to_switch_.sin_addr);
+    for (int* fd : {&rank_side_, &switch_side_}) {
+      *fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      EXPECT_EQ(bind(*fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    }
+    sockaddr_in a{};
+    socklen_t len = sizeof(a);
+    getsockname(rank_side_, reinterpret_cast<sockaddr*>(&a), &len);
+    address_ = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  }
+  ~DropOneOpsTail() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    close(rank_side_);
+    close(switch_side_);
+  }
+  // After the ranks are forked (no threads before fork).
+  void Start() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  const std::string& address() const { return address_; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  void Loop() {
+    std::vector<uint8_t> buf(65536);
+    sockaddr_in rank{};
+    bool have_rank = false;
+    std::vector<uint32_t> seqs;  // distinct seq_nums of the rank's data, in order
+    const auto deadline = std::chrono::steady_clock::now() + kRankTimeout;
+    while (!stop_ && std::chrono::steady_clock::now() < deadline) {
+      pollfd p[2] = {{rank_side_, POLLIN, 0}, {switch_side_, POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents & POLLIN) {
+        socklen_t len = sizeof(rank);
+        const ssize_t got = recvfrom(rank_side_, buf.data(), buf.size(), 0,
+                                     reinterpret_cast<sockaddr*>(&rank), &len);
+        if (got > 0) {
+          have_rank = true;
+          wire::CaisPacketView v;
+          if (wire::ParseCais({buf.data(), static_cast<size_t>(got)}, &v) ==
+                  wire::CaisParseError::kOk &&
+              std::find(seqs.begin(), seqs.end(), v.header.seq_num) == seqs.end()) {
+            seqs.push_back(v.header.seq_num);
+          }
+          sendto(switch_side_, buf.data(), static_cast<size_t>(got), 0,
+                 reinterpret_cast<const sockaddr*>(&to_switch_), sizeof(to_switch_));
+        }
+      }
+      if (p[1].revents & POLLIN) {
+        const ssize_t got = recv(switch_side_, buf.data(), buf.size(), 0);
+        if (got <= 0 || !have_rank) continue;
+        wire::CaisPacketView v;
+        if (seqs.size() >= static_cast<size_t>(nth_) &&
+            wire::ParseCais({buf.data(), static_cast<size_t>(got)}, &v) ==
+                wire::CaisParseError::kOk &&
+            v.header.seq_num == seqs[static_cast<size_t>(nth_ - 1)] &&
+            v.header.chunk_id + tail_ >= v.header.total_chunks) {
+          ++dropped_;
+          continue;
+        }
+        sendto(rank_side_, buf.data(), static_cast<size_t>(got), 0,
+               reinterpret_cast<const sockaddr*>(&rank), sizeof(rank));
+      }
+    }
+  }
+
+  const int nth_, tail_;
+  sockaddr_in to_switch_{};
+  int rank_side_ = -1, switch_side_ = -1;
+  std::string address_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> dropped_{0};
+  std::thread thread_;
+};
+
+// Rank 1 never gets the last results of the third all-reduce, so it leaves
+// the switch there; rank 0, which got them all and went on, is stuck in the
+// fourth (rank 1 does not contribute) and leaves too. Rank 0 then serves the third
+// operation's result from its recovery cache, which the switch path filled
+// as the results arrived (SwitchOp::mirror), and both end exact.
+TEST(CollectivesTest, ARankAheadServesTheOperationAPeerLostFromItsCache) {
+  Cluster cl;
+  DropOneOpsTail relay(cl.switch_addr, 3, 3);
+  const int n = 2, ops = 6;
+  const size_t count = 100000;  // 45 chunks
+  std::vector<Process> procs;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      CommunicatorOptions o = cl.Options(r, n);
+      if (r == 1) o.switch_address = relay.address();
+      o.switch_timeout_ms = 1500;
+      auto c = Communicator::Create(o);
+      if (!c.ok()) _exit(Fail("create", c.status()));
+      uint64_t wrong = 0;
+      for (int k = 0; k < ops; ++k) {
+        std::vector<float> x(count), want(count);
+        for (size_t i = 0; i < count; ++i) {
+          x[i] = static_cast<float>(Value(ReduceOp::kSum, r, i + static_cast<size_t>(k)));
+          want[i] = static_cast<float>(Value(ReduceOp::kSum, 0, i + static_cast<size_t>(k)) +
+                                       Value(ReduceOp::kSum, 1, i + static_cast<size_t>(k)));
+        }
+        if (auto s = (*c)->AllReduce(x.data(), count, DType::kF32, ReduceOp::kSum); !s.ok()) {
+          _exit(Fail("allreduce", s));
+        }
+        for (size_t i = 0; i < count; ++i) wrong += x[i] != want[i];
+      }
+      const CommunicatorStats st = (*c)->stats();
+      std::fprintf(stderr, "rank %d: switch ops %lu, host ops %lu, served %lu, wrong %lu\n", r,
+                   static_cast<unsigned long>(st.ops_switch),
+                   static_cast<unsigned long>(st.ops_host),
+                   static_cast<unsigned long>(st.served_peers), static_cast<unsigned long>(wrong));
+      if (wrong != 0) _exit(12);
+      // The first two on the switch; rank 0 served exactly once.
+      if (st.ops_switch < 2 || st.ops_host == 0) _exit(15);
+      _exit(st.served_peers == (r == 0 ? 1u : 0u) ? 0 : 16);
+    }
+    procs.emplace_back(pid);
+  }
+  relay.Start();
+  for (size_t r = 0; r < procs.size(); ++r) EXPECT_EQ(procs[r].Wait(kRankTimeout), 0) << r;
+  EXPECT_GT(relay.dropped(), 0u);
 }
 
 TEST(CollectivesTest, OffloadResumesWhenTheSwitchComesBack) {
