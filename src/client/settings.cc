@@ -61,8 +61,16 @@ settings::Table<C> Transport() {
            .lo = 0,
            .hi = 100,
            .doc = "pace new chunks at this multiple of window / smoothed round trip (a bucket "
-                  "of 4 chunks); 0 sends a window at once"},
+                  "of pacing_burst chunks); 0 sends a window at once"},
           [](auto& c) -> auto& { return c.pacing_gain; }),
+      Uint(
+          {.key = "pacing_burst",
+           .lo = 1,
+           .hi = 64,
+           .unit = "chunks",
+           .doc = "the pacer's token bucket: chunks that may leave back to back (with "
+                  "pacing_gain > 0)"},
+          [](auto& c) -> auto& { return c.pacing_burst; }),
       Uint(
           {.key = "window_trace_samples",
            .flag = "--window-trace",

@@ -45,6 +45,9 @@ TEST(ClientSettingsTest, ValidateRefusesEachOutOfRangeValueNamingTheKey) {
   o.pacing_gain = 101;
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("pacing_gain"));
   o = {};
+  o.pacing_burst = 0;
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("pacing_burst"));
+  o = {};
   o.io = "xdp";
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("io: "));
   o = {};

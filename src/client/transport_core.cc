@@ -97,6 +97,7 @@ TransportConfig TransportConfigFrom(const CommunicatorOptions& o) {
   c.competitive = o.competitive;
   c.trace_capacity = o.window_trace_samples;
   c.pacing_gain = o.pacing_gain;
+  c.pacing_burst = o.pacing_burst;
   return c;
 }
 
@@ -588,7 +589,10 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // Fill the window with new chunks, paced.
   const uint32_t window = path_.window_chunks();
   const int64_t interval = PacingInterval();
-  if (interval > 0) pace_at_ = std::max(pace_at_, now - int64_t{c_.pacing_burst} * interval);
+  // Credit for at most pacing_burst chunks back to back after a pause.
+  if (interval > 0) {
+    pace_at_ = std::max(pace_at_, now - int64_t{std::max(c_.pacing_burst, 1u) - 1} * interval);
+  }
   while (next_own_ < r_.total_chunks && outstanding_ < window) {
     if (interval > 0 && pace_at_ > now) break;  // NextDeadline wakes for it
     const uint32_t c = next_own_++;

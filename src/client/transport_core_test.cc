@@ -509,6 +509,50 @@ TEST(TransportCoreSimTest, PacingSpreadsTheBurstAtAnOperationsStart) {
   EXPECT_LE(slowest[1], 1.05 * slowest[0]);  // and no slower
 }
 
+// The pacer's bucket on one OpCore, no network: at most pacing_burst new
+// chunks leave back to back, at the start and after a long pause alike,
+// and the next one waits one pacing interval.
+TEST(TransportCorePacingTest, AtMostPacingBurstChunksLeaveBackToBack) {
+  struct Count final : DatagramSink {
+    size_t n = 0;
+    void Send(const wire::CaisHeader& h, std::span<const uint8_t>) override {
+      n += !h.has_flag(wire::cais_flags::kRetransmit);  // new chunks only
+    }
+  };
+  for (uint32_t burst : {1u, 4u}) {
+    TransportConfig c;
+    c.world_size = 2;
+    c.initial_window = 32;
+    c.pacing_gain = 1.0;
+    c.pacing_burst = burst;
+    GroupLayout layout{0, {0, 1}, {0, 1}};
+    std::vector<float> data(64 * (8952 / 4), 1.0f);  // 64 chunks
+    SwitchOp op;
+    op.data = reinterpret_cast<uint8_t*>(data.data());
+    op.count = data.size();
+    PathState path(c);
+    path.OnRtt(320'000, 0, 0);  // srtt 320 us, window 32: a chunk every 10 us
+    SwitchPhaseResult r;
+    OpCore core(c, layout, op, &path, &r);
+    Count out;
+    const int64_t t0 = 1'000'000;
+    core.Start(t0);
+    core.Pump(t0, out);
+    EXPECT_EQ(out.n, burst) << "at the start, burst " << burst;
+    core.Pump(t0, out);
+    EXPECT_EQ(out.n, burst) << "nothing more at the same instant, burst " << burst;
+    const int64_t next = core.NextDeadline();
+    EXPECT_GT(next, t0);
+    EXPECT_LE(next, t0 + 10'000);
+    core.Pump(next, out);
+    EXPECT_EQ(out.n, burst + 1) << "one more an interval later, burst " << burst;
+    // Idle for 20 intervals (short of the tail probe's 640 us): the bucket
+    // fills to pacing_burst, no further.
+    core.Pump(next + 200'000, out);
+    EXPECT_EQ(out.n, 2 * burst + 1) << "after a pause, burst " << burst;
+  }
+}
+
 TEST(TransportCoreSimTest, LossIsRecoveredWithExactResults) {
   Link link;
   link.loss = 0.01;  // each way

@@ -69,8 +69,10 @@ struct CommunicatorOptions {
   // looked like that queue); false keeps delay control alone.
   bool competitive = true;
   // Pace new chunks at this multiple of window / smoothed round trip (a
-  // bucket of 4 chunks); 0 sends a window at once (docs/design/cais-client.md).
+  // bucket of pacing_burst chunks); 0 sends a window at once
+  // (docs/design/cais-client.md).
   double pacing_gain = 0;
+  uint32_t pacing_burst = 4;
   // Keep this many samples of the switch path's congestion window
   // (window_trace()); 0 keeps none.
   size_t window_trace_samples = 0;
