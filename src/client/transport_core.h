@@ -123,8 +123,9 @@ struct TransportConfig {
   // window cut and back-off. 0: off.
   double probe_timeout_rtts = 2.0;
   // Pacing: new chunks leave at most pacing_gain x window / srtt (a token
-  // bucket: at most pacing_burst chunks back to back), so that an operation's first window and
-  // each growth step do not arrive at the bottleneck as one burst. 0: off
+  // bucket: at most pacing_burst chunks back to back), so that an
+  // operation's first window and each growth step do not arrive at the
+  // bottleneck as one burst. 0: off
   // (the default: on the testbed it made no difference beyond run-to-run
   // noise; docs/design/cais-client.md).
   double pacing_gain = 0;
