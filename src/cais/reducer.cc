@@ -409,14 +409,17 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   wire::CaisHeader h = s.header;
   h.flags = wire::cais_flags::kResult;
   wire::SerializeCaisHeader(h, out_buf_);
-  uint8_t* payload = out_buf_.data() + wire::kCaisHeaderBytes;
+  // The wire-format result goes to cell 0, which keeps it for
+  // retransmissions; every port's copy is sent from there.
+  uint8_t* const result = pool_->cell(i, 0);
   if (single) {
-    std::memcpy(payload, acc, h.payload_len);  // data, not a reduction
-    Bump(h.group_id, &GroupCounters::replicated);
+    Bump(h.group_id, &GroupCounters::replicated);  // data, not a reduction: already there
+  } else if (reduce::AccIsWire(h.dtype)) {
+    if (acc != result) std::memcpy(result, acc, h.payload_len);
   } else {
+    uint8_t* payload = out_buf_.data() + wire::kCaisHeaderBytes;
     reduce::StoreAcc(h.dtype, acc, n, payload);
-    // Keep the wire-format result in cell 0 for retransmissions.
-    std::memcpy(pool_->cell(i, 0), payload, h.payload_len);
+    std::memcpy(result, payload, h.payload_len);
   }
   ReleaseCells(h.group_id, s.ncells - 1u);
   Bump(h.group_id, &GroupCounters::pending_ns_total, static_cast<uint64_t>(now - s.since));
@@ -430,13 +433,13 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
   // from a queue on its own path (docs/design/cais-client.md).
   const bool wait = wire::CarriesWait(h.op);
   uint8_t* const block = out_buf_.data() + offsetof(wire::CaisWireHeader, block);
-  const std::span<const uint8_t> bytes(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len);
+  const std::span<const uint8_t> head(out_buf_.data(), wire::kCaisHeaderBytes);
   if (h.op == CaisOp::kReduceScatter) {
     // The result to its owner only; the other contributors get a 20-byte
     // ACK so that their windows move (they never see this chunk's data).
     const PortId owner = ScatterOwner(h, s.outputs);
     *block = WaitCode(s, owner, now);
-    out.Emit(owner, bytes);
+    EmitResult(i, owner, head, /*share=*/0, out);
     EarnResend(owner);
     s.inputs.ForEach([&](PortId p) {
       if (p != owner) {
@@ -445,9 +448,10 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
       }
     });
   } else {
+    const uint64_t share = ++results_emitted_;
     s.outputs.ForEach([&](PortId p) {
       if (wait) *block = WaitCode(s, p, now);
-      out.Emit(p, bytes);
+      EmitResult(i, p, head, share, out);
       EarnResend(p);
     });
   }
@@ -465,8 +469,15 @@ void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
   wire::CaisHeader h = s.header;
   h.flags = wire::cais_flags::kResult;
   wire::SerializeCaisHeader(h, out_buf_);
-  std::memcpy(out_buf_.data() + wire::kCaisHeaderBytes, pool_->cell(i, 0), h.payload_len);
-  out.Emit(port, std::span<const uint8_t>(out_buf_.data(), wire::kCaisHeaderBytes + h.payload_len));
+  EmitResult(i, port, std::span<const uint8_t>(out_buf_.data(), wire::kCaisHeaderBytes),
+             /*share=*/0, out);
+}
+
+void CaisReducer::EmitResult(uint32_t i, PortId port, std::span<const uint8_t> head, uint64_t share,
+                             dp::PacketSink& out) {
+  out.EmitGather(port, head,
+                 std::span<const uint8_t>(pool_->cell(i, 0), pool_->slot(i).header.payload_len),
+                 share);
 }
 
 Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress, TimeNs now,

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cais/reducer_test_util.h"
@@ -343,6 +344,40 @@ TEST_F(ReducerTest, SramUsageLimitBoundsAdmissionAndIsReported) {
   reducer_->Advance(1'000'000'000, sink_);  // everything times out or expires
   EXPECT_EQ(reducer_->group(0).sram_cells, 0u);
   EXPECT_EQ(reducer_->totals().sram_cells, 0u);
+}
+
+// Each result is emitted once per port from the slot, all its copies with
+// one `share` of their own (so the switch's sink copies it once); a resend
+// of a retained result shares nothing.
+TEST_F(ReducerTest, AResultsCopiesShareOneKeyOfTheirOwn) {
+  struct ShareSink final : dp::PacketSink {
+    void Emit(PortId /*port*/, std::span<const uint8_t> /*bytes*/) override { shares.push_back(0); }
+    void EmitGather(PortId /*port*/, std::span<const uint8_t> /*head*/,
+                    std::span<const uint8_t> /*payload*/, uint64_t share) override {
+      shares.push_back(share);
+    }
+    std::vector<uint64_t> shares;
+  };
+  Make();
+  AddAllReduce({1, 2, 3, 4});
+  ShareSink out;
+  const auto pkt = [](uint16_t chunk, int v) {
+    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, chunk, 2),
+                  F32Bytes({float(v)}));
+  };
+  for (uint16_t c = 0; c < 2; ++c) {
+    for (PortId p = 1; p <= 4; ++p) {
+      ASSERT_EQ(reducer_->Process(pkt(c, p), p, 0, out).verdict, Verdict::kAggregated);
+    }
+  }
+  ASSERT_EQ(out.shares.size(), 8u);
+  EXPECT_NE(out.shares[0], 0u);
+  EXPECT_NE(out.shares[4], 0u);
+  EXPECT_NE(out.shares[0], out.shares[4]);
+  for (size_t k = 0; k < 8; ++k) EXPECT_EQ(out.shares[k], out.shares[k / 4 * 4]) << k;
+  out.shares.clear();
+  EXPECT_EQ(reducer_->Process(pkt(0, 2), 2, 1, out).verdict, Verdict::kForwarded);  // a resend
+  EXPECT_EQ(out.shares, std::vector<uint64_t>{0});
 }
 
 TEST_F(ReducerTest, RetainedResultsAreEvictedOldestFirstWhenCellsRunOut) {

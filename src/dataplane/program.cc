@@ -2,6 +2,7 @@
 
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace inca::dp {
 
@@ -31,6 +32,14 @@ bool ProgramCounters::Conserved() const {
          drops_by_reason[static_cast<size_t>(DropReason::kNone)] == 0;
 }
 
+void PacketSink::EmitGather(PortId egress, std::span<const uint8_t> head,
+                            std::span<const uint8_t> payload, uint64_t /*share*/) {
+  thread_local std::vector<uint8_t> packet;
+  packet.assign(head.begin(), head.end());
+  packet.insert(packet.end(), payload.begin(), payload.end());
+  Emit(egress, packet);
+}
+
 namespace {
 // Counts what a program emits, then passes it on.
 class CountingSink final : public PacketSink {
@@ -40,6 +49,12 @@ class CountingSink final : public PacketSink {
     ++c_.tx_packets;
     c_.tx_bytes += packet.size();
     next_.Emit(egress, packet);
+  }
+  void EmitGather(PortId egress, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                  uint64_t share) override {
+    ++c_.tx_packets;
+    c_.tx_bytes += head.size() + payload.size();
+    next_.EmitGather(egress, head, payload, share);
   }
 
  private:

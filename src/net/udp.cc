@@ -292,6 +292,23 @@ bool SendBatch::Add(const sockaddr_storage& to, socklen_t to_len, std::span<cons
   return Queue(to, to_len, data, {});
 }
 
+bool SendBatch::AddShared(const Endpoint& to, std::span<const uint8_t> head,
+                          std::span<const uint8_t> payload, uint64_t share) {
+  if (full() || head.size() + payload.size() > slot_bytes_) return false;
+  sockaddr_storage addr;
+  const socklen_t len = to.ToSockaddr(family_, &addr);
+  if (len == 0) return false;
+  if (share != 0 && share == shared_key_ && payload.size() == shared_copy_.size()) {
+    return Queue(addr, len, head, shared_copy_);
+  }
+  uint8_t* copy = buf_.data() + n_ * slot_bytes_ + head.size();  // after the head, in its slot
+  if (!payload.empty()) std::memcpy(copy, payload.data(), payload.size());
+  if (!Queue(addr, len, head, {copy, payload.size()})) return false;
+  shared_copy_ = {copy, payload.size()};
+  shared_key_ = share;
+  return true;
+}
+
 bool SendBatch::AddGather(const sockaddr_storage& to, socklen_t to_len,
                           std::span<const uint8_t> head, std::span<const uint8_t> payload) {
   return Queue(to, to_len, head, payload);
@@ -315,6 +332,9 @@ bool SendBatch::Queue(const sockaddr_storage& to, socklen_t to_len, std::span<co
   d.iovcnt = payload.empty() ? 1 : 2;
   if (head.empty() && !payload.empty()) {  // the payload alone
     d.iov[0] = d.iov[1];
+    d.iovcnt = 1;
+  } else if (payload.data() == slot + head.size()) {  // copied after the head
+    d.iov[0].iov_len = bytes;
     d.iovcnt = 1;
   }
   d.bytes = static_cast<uint32_t>(bytes);
@@ -436,6 +456,8 @@ SendBatch::Result SendBatch::Flush(int fd) {
   }
   n_ = 0;
   messages_.clear();
+shared_copy_ = {};
+shared_key_ = 0;
   return r;
 }
 

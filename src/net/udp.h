@@ -205,6 +205,15 @@ class SendBatch {
   bool AddGather(const sockaddr_storage& to, socklen_t to_len, std::span<const uint8_t> head,
                  std::span<const uint8_t> payload);
 
+  // Queues a copy of `head` followed by `payload` as one datagram. Payloads
+  // passed with the same nonzero `share` hold the same bytes: when the last
+  // payload copied in this batch had this `share`, the datagram references
+  // that copy instead, so one result to many ports costs one copy. 0 always
+  // copies. False as Add (`head` and `payload` together over slot_bytes,
+  // ...).
+  bool AddShared(const Endpoint& to, std::span<const uint8_t> head,
+                 std::span<const uint8_t> payload, uint64_t share);
+
   struct Result {
     size_t sent = 0;         // datagrams handed to the kernel
     size_t failed = 0;       // datagrams the kernel refused (skipped)
@@ -248,6 +257,9 @@ class SendBatch {
   int family_;
   bool gso_;
   size_t n_ = 0;
+  // The last payload AddShared copied in this batch, and its `share`.
+  std::span<const uint8_t> shared_copy_;
+  uint64_t shared_key_ = 0;
   std::vector<uint8_t> buf_;
   std::vector<sockaddr_storage> addrs_;  // per datagram
   std::vector<socklen_t> addr_lens_;

@@ -216,6 +216,40 @@ TEST(SendBatchTest, AGatheredDatagramIsItsHeadThenItsPayload) {
   EXPECT_EQ(ReceiveAll(rx, want.size()).datagrams, want);
 }
 
+// AddShared copies a payload; one with the same nonzero `share` as the last
+// copy in the batch references that copy (so it carries the payload as it
+// was then); another `share`, 0, or a batch just flushed copies again.
+TEST(SendBatchTest, APayloadSharedWithTheLastCopyIsSentFromIt) {
+  UdpSocket rx = Bind("127.0.0.1:0", IoMode::kGso);
+  UdpSocket tx = Bind("127.0.0.1:0", IoMode::kGso);
+  SendBatch batch = SendBatch::For(tx, 8, 20 + 3000);
+  std::vector<uint8_t> result = Datagram(3000, 5);
+  const std::vector<uint8_t> other = Datagram(3000, 9);
+  const std::vector<uint8_t> head = Datagram(20, 1);
+  auto join = [&](const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> d = head;
+    d.insert(d.end(), payload.begin(), payload.end());
+    return d;
+  };
+  const std::vector<uint8_t> first = result;
+  ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));
+  result[0] ^= 0xff;
+  ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // sends `first` again
+  ASSERT_TRUE(batch.AddShared(rx.local, head, other, 8));
+  ASSERT_TRUE(batch.AddShared(rx.local, head, other, 0));
+  ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // 7 was no longer the last copy
+  EXPECT_FALSE(batch.AddShared(rx.local, Datagram(21, 0), other, 0));  // over the slot
+  EXPECT_EQ(batch.Flush(tx.fd.get()).sent, 5u);
+  EXPECT_EQ(ReceiveAll(rx, 5).datagrams,
+            (std::vector<std::vector<uint8_t>>{join(first), join(first), join(other), join(other),
+                                               join(result)}));
+
+  result[0] ^= 0xff;                                        // back to `first`
+  ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // a new batch copies afresh
+  EXPECT_EQ(batch.Flush(tx.fd.get()).sent, 1u);
+  EXPECT_EQ(ReceiveAll(rx, 1).datagrams, std::vector<std::vector<uint8_t>>{join(first)});
+}
+
 TEST(SendBatchTest, RefusesWhatItCannotCarry) {
   UdpSocket v4 = Bind("127.0.0.1:0", IoMode::kGso);
   SendBatch batch = SendBatch::For(v4, 2, 100);

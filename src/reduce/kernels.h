@@ -14,6 +14,7 @@
 // has it, otherwise portable code; both give bitwise-identical results.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -36,6 +37,12 @@ void ReduceInto(ReduceOp op, DType t, void* acc, const uint8_t* src, size_t n) n
 
 // dst[i] = narrow(acc[i]) as wire elements of type `t` (RNE for f16/bf16).
 void StoreAcc(DType t, const void* acc, size_t n, uint8_t* dst) noexcept;
+
+// True when `t`'s accumulator holds its wire bytes unchanged (f32 and i32 on
+// a little-endian host): LoadAcc and StoreAcc are then copies.
+constexpr bool AccIsWire(DType t) noexcept {
+  return (t == DType::kF32 || t == DType::kI32) && std::endian::native == std::endian::little;
+}
 
 // Instruction set in use; tests force each to compare them.
 enum class Isa : uint8_t { kPortable, kAvx2 };

@@ -159,6 +159,20 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
  public:
   explicit Sink(CaisSwitchNode* node) : node_(node) {}
   void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
+    Deliver(egress, Packet(packet.begin(), packet.end()));
+  }
+  // A result's payload is copied once, straight into the simulated packet.
+  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
+                  std::span<const uint8_t> payload, uint64_t /*share*/) override {
+    Packet packet;
+    packet.reserve(head.size() + payload.size());
+    packet.insert(packet.end(), head.begin(), head.end());
+    packet.insert(packet.end(), payload.begin(), payload.end());
+    Deliver(egress, std::move(packet));
+  }
+
+ private:
+  void Deliver(dp::PortId egress, Packet packet) {
     if (node_->trace_) node_->trace_(false, egress, packet);
     uint32_t extra = 0;
     wire::CaisPacketView v;
@@ -170,10 +184,9 @@ class CaisSwitchNode::Sink final : public dp::PacketSink {
       if (link < 0) return;  // the port's endpoint left (the reducer counts its output)
       egress = static_cast<dp::PortId>(link);
     }
-    node_->Send(egress, Packet(packet.begin(), packet.end()), extra);
+    node_->Send(egress, std::move(packet), extra);
   }
 
- private:
   CaisSwitchNode* node_;
 };
 

@@ -53,6 +53,18 @@ void ProgramHost::Send(dp::PortId port, std::span<const uint8_t> packet) {
   if (!tx_.Add(*to, packet)) ++live_.send_errors;  // too large, or not reachable from here
 }
 
+void ProgramHost::SendGather(dp::PortId port, std::span<const uint8_t> head,
+                             std::span<const uint8_t> payload, uint64_t share) {
+  const net::Endpoint* to = ports_.endpoint(port);
+  if (to == nullptr) {
+    ++live_.egress_unmapped;
+    return;
+  }
+  if (tx_.full()) Flush();
+  if (!tx_.AddShared(*to, head, payload, share))
+    ++live_.send_errors;  // too large, or not reachable
+}
+
 void ProgramHost::Flush() {
   if (tx_.empty()) return;
   const net::SendBatch::Result r = tx_.Flush(socket_.fd.get());

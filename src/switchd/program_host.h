@@ -95,6 +95,11 @@ class ProgramHost final : private dp::PacketSink {
   // Egress through the port table (see the file comment).
   dp::PacketSink& sink() { return *this; }
   void Send(dp::PortId port, std::span<const uint8_t> packet);
+  // `head` then `payload` as one packet; a payload with the same nonzero
+  // `share` as the last one copied is sent from that copy
+  // (net::SendBatch::AddShared).
+  void SendGather(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                  uint64_t share);
   // Sends everything queued.
   void Flush();
   // One datagram to `to` at once, outside the batch (management replies).
@@ -112,6 +117,11 @@ class ProgramHost final : private dp::PacketSink {
 
  private:
   void Emit(dp::PortId egress, std::span<const uint8_t> packet) override { Send(egress, packet); }
+  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
+                  std::span<const uint8_t> payload, uint64_t share) override {
+    SendGather(egress, head, payload, share);
+  }
+
   ProgramHost(const ProgramHostOptions& options, net::UdpSocket socket, net::Wakeup wakeup,
               const net::TimeSource* clock);
   void AccountIngressDelay(size_t received);

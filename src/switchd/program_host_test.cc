@@ -104,6 +104,48 @@ TEST(ProgramHostStopTest, AnAddressInUseIsUnavailable) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
 }
 
+// SendGather sends the head and then the payload as one datagram at the
+// next flush, copied (the caller's buffer may change after the call); a
+// payload shared with the last copy is sent from it; a packet over
+// max_packet_bytes is a send error.
+TEST_P(ProgramHostTest, AGatheredPacketLeavesAtTheFlushAsItsHeadThenItsPayload) {
+  auto io = net::ParseIoMode(GetParam());
+  ASSERT_TRUE(io.ok());
+  auto listen = net::Endpoint::Parse("127.0.0.1:0");
+  ASSERT_TRUE(listen.ok());
+  auto host = ProgramHost::Create(
+      ProgramHostOptions{
+          .listen = *listen, .socket_buffer_bytes = 1 << 20, .io = *io, .max_packet_bytes = 64},
+      net::SystemClock());
+  ASSERT_TRUE(host.ok()) << host.status();
+  Host a;
+  auto ep = net::Endpoint::Parse(a.endpoint());
+  ASSERT_TRUE(ep.ok());
+  auto port = (*host)->ports().Bind(*ep);
+  ASSERT_TRUE(port.ok()) << port.status();
+
+  dp::PacketSink& sink = (*host)->sink();
+  std::string head = "head:";
+  std::string payload = "payload";
+  sink.EmitGather(*port, Bytes(head), Bytes(payload), 1);
+  head = "HEAD:";
+  payload = "PAYLOAD";                                     // both were copied
+  sink.EmitGather(*port, Bytes(head), Bytes(payload), 1);  // shared: the copy of "payload"
+  sink.EmitGather(*port, Bytes(head), Bytes(std::string("other")), 0);
+  sink.EmitGather(*port, Bytes(head), Bytes(std::string(60, 'x')), 0);  // 65 bytes: too large
+  EXPECT_EQ((*host)->counters().datagrams_tx, 0u);
+  (*host)->Flush();
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    auto d = a.Recv(Clock::now() + server_test::kDeadline);
+    ASSERT_TRUE(d.has_value()) << i;
+    got.emplace_back(d->begin(), d->end());
+  }
+  EXPECT_THAT(got, ::testing::ElementsAre("head:payload", "HEAD:payload", "HEAD:other"));
+  EXPECT_EQ((*host)->counters().datagrams_tx, 3u);
+  EXPECT_EQ((*host)->counters().send_errors, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Io, ProgramHostTest, ::testing::Values("mmsg", "gso"));
 
 }  // namespace

@@ -20,7 +20,11 @@ class SwitchServer::Sink final : public dp::PacketSink {
  public:
   explicit Sink(SwitchServer* server) : server_(server) {}
   void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
-    server_->Egress(egress, packet);
+    server_->Egress(egress, packet, {}, 0);
+  }
+  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
+                  std::span<const uint8_t> payload, uint64_t share) override {
+    server_->Egress(egress, head, payload, share);
   }
 
  private:
@@ -130,12 +134,17 @@ void SwitchServer::Publish() {
   snapshot_ = live_;
 }
 
-void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> packet) {
+void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> head,
+                          std::span<const uint8_t> payload, uint64_t share) {
   if (host_->ports().endpoint(port) != nullptr && Lose(config_.egress_loss)) {
     ++live_.injected_egress_loss;
     return;
   }
-  host_->Send(port, packet);
+  if (payload.empty()) {
+    host_->Send(port, head);
+  } else {
+    host_->SendGather(port, head, payload, share);
+  }
 }
 
 void SwitchServer::HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now) {

@@ -118,7 +118,10 @@ class SwitchServer final : private ProgramHost::Hooks {
   void OnTick(dp::TimeNs now) override;
 
   void HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now);
-  void Egress(dp::PortId port, std::span<const uint8_t> packet);
+  // `head` then `payload` (EmitGather's, with its `share`; empty for a
+  // packet that is all head).
+  void Egress(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+              uint64_t share);
   bool Lose(double p);
   void Publish();
   Control MakeControl() { return Control{*reducer_, host_->ports(), groups_, config_, Now()}; }

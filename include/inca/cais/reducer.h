@@ -295,6 +295,10 @@ class CaisReducer final : public dp::Program {
                   dp::TimeNs now);
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
+  // Emits `head` and the result in `slot`'s cell 0, with `share`
+  // (dp::PacketSink::EmitGather).
+  void EmitResult(uint32_t slot, dp::PortId port, std::span<const uint8_t> head, uint64_t share,
+                  dp::PacketSink& out);
   void ReleaseCells(uint8_t group, uint64_t n) {
     groups_[group].sram_cells -= n;
     totals_.sram_cells -= n;
@@ -313,6 +317,7 @@ class CaisReducer final : public dp::Program {
   uint64_t shares_version_ = UINT64_MAX;  // rules_.version() the shares follow
   std::vector<uint8_t> out_buf_;          // header + max payload, reused per emission
   std::vector<uint32_t> scratch_;         // deterministic-mode accumulator
+  uint64_t results_emitted_ = 0;          // the `share` of each result's copies
   std::array<GroupCounters, 256> groups_{};
   GroupCounters totals_;
   // Resends each port may still get (CaisConfig::resend_credit_*).

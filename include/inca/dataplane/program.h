@@ -33,12 +33,20 @@ inline constexpr PortId kMaxPorts = 1024;
 using TimeNs = int64_t;
 inline constexpr TimeNs kNsPerMs = 1'000'000;
 
-// Receives the packets a Program emits. The span is valid only for the
+// Receives the packets a Program emits. The spans are valid only for the
 // duration of the call: a sink that defers sending must copy.
+//
+// EmitGather emits `head` followed by `payload` as one packet. Payloads
+// emitted with the same nonzero `share` hold the same bytes (one result to
+// several ports), so that a sink may send a copy it already made of one of
+// them (docs/design/cais-core.md, "Egress"); 0 shares nothing. The default
+// joins the two and calls Emit.
 class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual void Emit(PortId egress, std::span<const uint8_t> packet) = 0;
+  virtual void EmitGather(PortId egress, std::span<const uint8_t> head,
+                          std::span<const uint8_t> payload, uint64_t share);
 };
 
 enum class Verdict : uint8_t {
