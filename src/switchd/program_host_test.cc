@@ -4,6 +4,7 @@
 #include "switchd/program_host.h"
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -42,16 +43,25 @@ std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-class ProgramHostTest : public ::testing::TestWithParam<const char*> {};
+// A host on loopback with the test's I/O path (the parameter).
+class ProgramHostTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  absl::StatusOr<std::unique_ptr<ProgramHost>> Make(
+      size_t max_packet_bytes = net::kAnyMessageBytes) {
+    auto io = net::ParseIoMode(GetParam());
+    if (!io.ok()) return io.status();
+    auto listen = net::Endpoint::Parse("127.0.0.1:0");
+    if (!listen.ok()) return listen.status();
+    return ProgramHost::Create(ProgramHostOptions{.listen = *listen,
+                                                  .socket_buffer_bytes = 1 << 20,
+                                                  .io = *io,
+                                                  .max_packet_bytes = max_packet_bytes},
+                               net::SystemClock());
+  }
+};
 
 TEST_P(ProgramHostTest, ServesAProgramThroughItsHooksAndCountsEveryDatagram) {
-  auto io = net::ParseIoMode(GetParam());
-  ASSERT_TRUE(io.ok());
-  auto listen = net::Endpoint::Parse("127.0.0.1:0");
-  ASSERT_TRUE(listen.ok());
-  auto host = ProgramHost::Create(
-      ProgramHostOptions{.listen = *listen, .socket_buffer_bytes = 1 << 20, .io = *io},
-      net::SystemClock());
+  auto host = Make();
   ASSERT_TRUE(host.ok()) << host.status();
   EchoHooks hooks(host->get());
   std::thread loop([&] { EXPECT_TRUE((*host)->Run(hooks).ok()); });
@@ -109,14 +119,7 @@ TEST(ProgramHostStopTest, AnAddressInUseIsUnavailable) {
 // payload shared with the last copy is sent from it; a packet over
 // max_packet_bytes is a send error.
 TEST_P(ProgramHostTest, AGatheredPacketLeavesAtTheFlushAsItsHeadThenItsPayload) {
-  auto io = net::ParseIoMode(GetParam());
-  ASSERT_TRUE(io.ok());
-  auto listen = net::Endpoint::Parse("127.0.0.1:0");
-  ASSERT_TRUE(listen.ok());
-  auto host = ProgramHost::Create(
-      ProgramHostOptions{
-          .listen = *listen, .socket_buffer_bytes = 1 << 20, .io = *io, .max_packet_bytes = 64},
-      net::SystemClock());
+  auto host = Make(/*max_packet_bytes=*/64);
   ASSERT_TRUE(host.ok()) << host.status();
   Host a;
   auto ep = net::Endpoint::Parse(a.endpoint());
