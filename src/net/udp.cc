@@ -456,8 +456,8 @@ SendBatch::Result SendBatch::Flush(int fd) {
   }
   n_ = 0;
   messages_.clear();
-shared_copy_ = {};
-shared_key_ = 0;
+  shared_copy_ = {};
+  shared_key_ = 0;
   return r;
 }
 
