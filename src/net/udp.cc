@@ -294,6 +294,7 @@ bool SendBatch::Add(const sockaddr_storage& to, socklen_t to_len, std::span<cons
 
 bool SendBatch::AddShared(const Endpoint& to, std::span<const uint8_t> head,
                           std::span<const uint8_t> payload, uint64_t share) {
+  if (payload.empty()) return Add(to, head);  // nothing to share; the last copy stays shareable
   if (full() || head.size() + payload.size() > slot_bytes_) return false;
   sockaddr_storage addr;
   const socklen_t len = to.ToSockaddr(family_, &addr);
@@ -302,7 +303,7 @@ bool SendBatch::AddShared(const Endpoint& to, std::span<const uint8_t> head,
     return Queue(addr, len, head, shared_copy_);
   }
   uint8_t* copy = buf_.data() + n_ * slot_bytes_ + head.size();  // after the head, in its slot
-  if (!payload.empty()) std::memcpy(copy, payload.data(), payload.size());
+  std::memcpy(copy, payload.data(), payload.size());
   if (!Queue(addr, len, head, {copy, payload.size()})) return false;
   shared_copy_ = {copy, payload.size()};
   shared_key_ = share;

@@ -209,8 +209,9 @@ class SendBatch {
   // passed with the same nonzero `share` hold the same bytes: when the last
   // payload copied in this batch had this `share`, the datagram references
   // that copy instead, so one result to many ports costs one copy. 0 always
-  // copies. False as Add (`head` and `payload` together over slot_bytes,
-  // ...).
+  // copies. An empty `payload` queues `head` as Add does and leaves the last
+  // copy shareable. False as Add (`head` and `payload` together over
+  // slot_bytes, ...).
   bool AddShared(const Endpoint& to, std::span<const uint8_t> head,
                  std::span<const uint8_t> payload, uint64_t share);
 

@@ -235,14 +235,16 @@ TEST(SendBatchTest, APayloadSharedWithTheLastCopyIsSentFromIt) {
   ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));
   result[0] ^= 0xff;
   ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // sends `first` again
+  ASSERT_TRUE(batch.AddShared(rx.local, head, {}, 0));      // a bare head in between
+  ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // still `first`
   ASSERT_TRUE(batch.AddShared(rx.local, head, other, 8));
   ASSERT_TRUE(batch.AddShared(rx.local, head, other, 0));
   ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // 7 was no longer the last copy
   EXPECT_FALSE(batch.AddShared(rx.local, Datagram(21, 0), other, 0));  // over the slot
-  EXPECT_EQ(batch.Flush(tx.fd.get()).sent, 5u);
-  EXPECT_EQ(ReceiveAll(rx, 5).datagrams,
-            (std::vector<std::vector<uint8_t>>{join(first), join(first), join(other), join(other),
-                                               join(result)}));
+  EXPECT_EQ(batch.Flush(tx.fd.get()).sent, 7u);
+  EXPECT_EQ(ReceiveAll(rx, 7).datagrams,
+            (std::vector<std::vector<uint8_t>>{join(first), join(first), head, join(first),
+                                               join(other), join(other), join(result)}));
 
   result[0] ^= 0xff;                                        // back to `first`
   ASSERT_TRUE(batch.AddShared(rx.local, head, result, 7));  // a new batch copies afresh

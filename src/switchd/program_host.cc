@@ -43,16 +43,6 @@ void ProgramHost::Stop() noexcept {
   wakeup_.Notify();
 }
 
-void ProgramHost::Send(dp::PortId port, std::span<const uint8_t> packet) {
-  const net::Endpoint* to = ports_.endpoint(port);
-  if (to == nullptr) {
-    ++live_.egress_unmapped;
-    return;
-  }
-  if (tx_.full()) Flush();
-  if (!tx_.Add(*to, packet)) ++live_.send_errors;  // too large, or not reachable from here
-}
-
 void ProgramHost::SendGather(dp::PortId port, std::span<const uint8_t> head,
                              std::span<const uint8_t> payload, uint64_t share) {
   const net::Endpoint* to = ports_.endpoint(port);

@@ -94,7 +94,7 @@ class ProgramHost final : private dp::PacketSink {
 
   // Egress through the port table (see the file comment).
   dp::PacketSink& sink() { return *this; }
-  void Send(dp::PortId port, std::span<const uint8_t> packet);
+  void Send(dp::PortId port, std::span<const uint8_t> packet) { SendGather(port, packet, {}, 0); }
   // `head` then `payload` as one packet; a payload with the same nonzero
   // `share` as the last one copied is sent from that copy
   // (net::SendBatch::AddShared).

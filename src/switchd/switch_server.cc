@@ -140,11 +140,7 @@ void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> head,
     ++live_.injected_egress_loss;
     return;
   }
-  if (payload.empty()) {
-    host_->Send(port, head);
-  } else {
-    host_->SendGather(port, head, payload, share);
-  }
+  host_->SendGather(port, head, payload, share);
 }
 
 void SwitchServer::HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now) {
