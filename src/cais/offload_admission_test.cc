@@ -112,6 +112,26 @@ TEST_F(OffloadAdmissionTest, ForgottenDecisionsAreTakenAgainUnderTheCurrentPolic
   EXPECT_EQ(Send(2, Chunk(0, 1, 10, 4)).verdict, Verdict::kAggregated);         // decided afresh
 }
 
+// The last decision is kept aside for the operation's next chunk; once the
+// map forgets that operation, so does the shortcut.
+TEST_F(OffloadAdmissionTest, TheLastDecisionIsForgottenWithTheOthers) {
+  CaisConfig cfg;
+  cfg.offload_decision_capacity = 1;
+  Make(cfg);
+  AddAllReduce({1, 2});
+  reducer_->SetOffloadRange(0, 1, 0);
+  EXPECT_EQ(Send(1, Chunk(0, 2, 10, 4)).reason, DropReason::kOffloadDeclined);
+  EXPECT_EQ(Send(1, Chunk(1, 2, 10, 4)).reason, DropReason::kOffloadDeclined);  // remembered
+  EXPECT_EQ(Send(1, Chunk(0, 2, 11, 4)).reason, DropReason::kOffloadDeclined);  // evicts op 10
+  EXPECT_EQ(Send(1, Chunk(0, 2, 11, 4)).reason, DropReason::kOffloadDeclined);
+  reducer_->SetOffloadRange(0, 0, UINT64_MAX);
+  EXPECT_EQ(Send(2, Chunk(0, 2, 10, 4)).verdict, Verdict::kAggregated);  // decided afresh
+  EXPECT_EQ(Send(2, Chunk(1, 2, 11, 4)).verdict, Verdict::kAggregated);  // op 10 evicted op 11
+  EXPECT_EQ(reducer_->group(0).offload_declined_ops, 2u);
+  EXPECT_EQ(reducer_->group(0).offload_accepted_ops, 2u);
+  sink_.Take();
+}
+
 TEST_F(OffloadAdmissionTest, MeasuredSizeClassesOverrideTheRangeAndExploreOnce) {
   Make();
   AddAllReduce({1, 2});

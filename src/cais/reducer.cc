@@ -348,7 +348,11 @@ void CaisReducer::SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t o
 bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   const uint64_t op_key =
       (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
-  if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) return it->second;
+  if (last_decision_ && last_decision_->first == op_key) return last_decision_->second;
+  if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) {
+    last_decision_ = *it;
+    return it->second;
+  }
   const uint64_t estimate = uint64_t{h.total_chunks} * h.payload_len;
   bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
                   estimate > max_offload_bytes_[h.group_id];
@@ -371,6 +375,7 @@ bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
     op_ring_next_ = (op_ring_next_ + 1) % op_ring_.size();
   }
   op_decisions_.emplace(op_key, declined);
+  last_decision_ = {op_key, declined};
   return declined;
 }
 

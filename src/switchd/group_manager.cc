@@ -75,6 +75,7 @@ bool GroupManager::Destroy(uint8_t group_id) {
   if (!groups_[group_id]) return false;
   Dissolve(group_id, "operator");
   ++groups_destroyed_;
+  Recount();
   return true;
 }
 
@@ -93,30 +94,29 @@ absl::Status GroupManager::AddStaticRule(const cais::Rule& rule) {
   return absl::OkStatus();
 }
 
-size_t GroupManager::groups_formed() const {
-  size_t n = 0;
-  for (const auto& g : groups_) n += (g && g->formed) ? 1 : 0;
-  return n;
-}
-
-size_t GroupManager::groups_forming() const {
-  size_t n = 0;
-  for (const auto& g : groups_) n += (g && !g->formed) ? 1 : 0;
-  return n;
+void GroupManager::Recount() {
+  formed_ = forming_ = 0;
+  for (const auto& g : groups_) {
+    if (g) ++(g->formed ? formed_ : forming_);
+  }
 }
 
 std::optional<MgmtMessage> GroupManager::Handle(const MgmtMessage& request,
                                                 const net::Endpoint& from, dp::TimeNs now) {
+  // Join and Leave can create, form or remove a group (Recount); Ping and
+  // Report cannot.
+  std::optional<MgmtMessage> reply;
   switch (request.type) {
-    case MgmtType::kJoin: return Join(request, from, now);
-    case MgmtType::kLeave: return Leave(request, from);
+    case MgmtType::kJoin: reply = Join(request, from, now); break;
+    case MgmtType::kLeave: reply = Leave(request, from); break;
     case MgmtType::kPing: return Ping(request, from, now);
     case MgmtType::kReport: Report(request, from, now); return std::nullopt;
     case MgmtType::kJoinReply:
     case MgmtType::kPong:
-    case MgmtType::kLeaveReply: break;
+    case MgmtType::kLeaveReply: return std::nullopt;
   }
-  return std::nullopt;
+  Recount();
+  return reply;
 }
 
 double PathAverage::BestUsPerByte() const {
@@ -397,6 +397,7 @@ void GroupManager::Expire(dp::TimeNs now) {
     ++groups_expired_;
     g.reset();
   }
+  Recount();
 }
 
 MgmtMessage GroupManager::Leave(const MgmtMessage& m, const net::Endpoint& from) {

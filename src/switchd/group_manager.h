@@ -174,8 +174,10 @@ class GroupManager {
     return groups_[group_id] ? &*groups_[group_id] : nullptr;
   }
   bool is_static_group(uint8_t group_id) const { return static_groups_[group_id]; }
-  size_t groups_formed() const;
-  size_t groups_forming() const;
+  // Counted after each change (Recount), not per call: the switch publishes
+  // them on every loop iteration.
+  size_t groups_formed() const { return formed_; }
+  size_t groups_forming() const { return forming_; }
   uint32_t next_seq_base() const { return next_seq_base_; }
   uint64_t reports_accepted() const { return reports_accepted_; }
   uint64_t groups_expired() const { return groups_expired_; }
@@ -241,10 +243,15 @@ class GroupManager {
   bool ReclaimPort(uint8_t joining);
   // True when every member of `g` was silent for at least `quiet`.
   bool AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs quiet) const;
+  // Sets formed_ and forming_ from groups_: the last step of every public
+  // call that can form, create or remove a group.
+  void Recount();
 
   PortTable* ports_;
   cais::RuleTable* rules_;
   std::array<std::optional<GroupState>, 256> groups_;
+  size_t formed_ = 0;   // groups_ formed
+  size_t forming_ = 0;  // groups_ present, not formed
   std::bitset<256> static_groups_;
   std::array<uint32_t, dp::kMaxPorts> port_refs_{};  // group memberships per port
   uint32_t next_seq_base_;

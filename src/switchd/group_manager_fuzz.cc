@@ -42,7 +42,7 @@ inca::net::Endpoint Endpoint(uint8_t id) {
 void CheckConsistent(const inca::switchd::GroupManager& gm, const inca::switchd::PortTable& ports,
                      const inca::cais::RuleTable& rules) {
   Check(ports.size() <= ports.max_bound());
-  size_t formed = 0;
+  size_t formed = 0, forming = 0;
   for (int id = 0; id < 256; ++id) {
     const inca::switchd::GroupState* g = gm.group(static_cast<uint8_t>(id));
     if (g == nullptr) {
@@ -60,10 +60,10 @@ void CheckConsistent(const inca::switchd::GroupManager& gm, const inca::switchd:
     Check(present == g->joined && present > 0);
     Check(g->formed == (present == g->world_size));
     Check(rules.HasGroup(static_cast<uint8_t>(id)) == g->formed);
-    formed += g->formed ? 1 : 0;
+    ++(g->formed ? formed : forming);
   }
   Check(rules.size() == formed);
-  Check(gm.groups_formed() == formed);
+  Check(gm.groups_formed() == formed && gm.groups_forming() == forming);
 }
 
 }  // namespace

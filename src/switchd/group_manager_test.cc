@@ -215,6 +215,8 @@ TEST_F(GroupManagerTest, AFormingGroupSilentForALeaseIsDropped) {
   EXPECT_EQ(Join(1, 1, 3, Ep(11)).status, MgmtStatus::kPending);
   EXPECT_EQ(Join(2, 0, 2, Ep(20)).status, MgmtStatus::kPending);
   EXPECT_EQ(ports_.size(), 5u);
+  EXPECT_EQ(gm_.groups_formed(), 1u);
+  EXPECT_EQ(gm_.groups_forming(), 2u);
   const dp::TimeNs quiet_since = now_;
   // Group 2's member keeps re-sending its JOIN, as a waiting client does;
   // group 0's members ping, as idle clients do.
@@ -237,6 +239,7 @@ TEST_F(GroupManagerTest, AFormingGroupSilentForALeaseIsDropped) {
   EXPECT_NE(gm_.group(0), nullptr);
   EXPECT_EQ(gm_.groups_expired(), 1u);
   EXPECT_EQ(gm_.leases_expired(), 0u);
+  EXPECT_EQ(gm_.groups_forming(), 1u);
   EXPECT_EQ(ports_.size(), 3u);  // group 1's two ports released
   // The id is free for a new job of another size.
   EXPECT_EQ(Join(1, 0, 2, Ep(30)).status, MgmtStatus::kPending);
@@ -279,6 +282,7 @@ TEST_F(GroupManagerTest, AFormedGroupLivesOnKeepAlivesAndDiesWithASilentMember) 
   gm_.Expire(now_);
   EXPECT_EQ(gm_.group(4), nullptr);
   EXPECT_EQ(gm_.leases_expired(), 1u);
+  EXPECT_EQ(gm_.groups_formed(), 0u);
   EXPECT_EQ(ports_.size(), 0u);
   EXPECT_EQ(GroupRule(4), nullptr);
   // The survivor learns it from its next PING and can form the group again.
@@ -331,7 +335,10 @@ TEST_F(GroupManagerTest, AnOperatorDestroysAJoinFormedOrFormingGroup) {
   ASSERT_EQ(Join(7, 0, 2, Ep(80)).status, MgmtStatus::kPending);
   EXPECT_EQ(ports_.size(), 3u);
   EXPECT_TRUE(gm_.Destroy(6));
+  EXPECT_EQ(gm_.groups_formed(), 0u);
+  EXPECT_EQ(gm_.groups_forming(), 1u);
   EXPECT_TRUE(gm_.Destroy(7));
+  EXPECT_EQ(gm_.groups_forming(), 0u);
   EXPECT_FALSE(gm_.Destroy(8));
   EXPECT_EQ(gm_.group(6), nullptr);
   EXPECT_EQ(gm_.group(7), nullptr);
@@ -484,6 +491,7 @@ TEST_F(GroupManagerTest, LeaveDissolvesFormedGroup) {
   EXPECT_EQ(r.nonce, 77u);
   EXPECT_EQ(r.rank, 1);
   EXPECT_EQ(gm_.group(0), nullptr);
+  EXPECT_EQ(gm_.groups_formed(), 0u);
   EXPECT_EQ(GroupRule(0), nullptr);
   EXPECT_EQ(ports_.size(), 0u);  // every member's dynamic port released
   // The others find out from PING and must JOIN again.

@@ -27,6 +27,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -342,6 +344,10 @@ class CaisReducer final : public dp::Program {
   absl::flat_hash_map<uint64_t, bool> op_decisions_;  // op key -> declined
   std::vector<uint64_t> op_ring_;                     // insertion order, for eviction
   size_t op_ring_next_ = 0;
+  // The decision last looked up or made, so that the chunks of one operation
+  // skip the map. Always one of op_decisions_: only inserting an operation
+  // evicts one, and the inserted one becomes the last.
+  std::optional<std::pair<uint64_t, bool>> last_decision_;
 };
 
 }  // namespace inca::cais
