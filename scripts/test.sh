@@ -33,12 +33,15 @@ run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-
 run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_DIR="$PWD/build/release" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q python/tests
 
-# Long model runs: simulations and statistical checks that take 10-90 s
-# each under the sanitizers (5-10x their release time) and whose code (the
-# simulator, the transport core, the reducer) the shorter tests of the same
-# binaries run under the sanitizers too. They run in the release stage.
+# Long model runs: simulations, statistical checks and Z3 searches that
+# take 10-90 s each under the sanitizers (2-10x their release time) and
+# whose code (the simulator, the transport core, the reducer, the fairness
+# model's encoding) the shorter tests of the same binaries run under the
+# sanitizers too. They run in the release stage.
 ASAN_LONG_MODEL_RUNS=(
   OlafQueueDiffTest.ModelSchedulesReplayOnTheRealQueue
+  OlafVerifyTest.CongestedHeavyClusterCannotBeStarvedIntoFairness
+  OlafVerifyTest.JitterAndThreeClusters
   TransportCoreSimTest.CompetitiveModeHoldsAShareBesideALossBasedSender
   TransportCoreSimTest.WindowShrinksWhenTheLinkSlowsAndStillFillsIt
   TransportCoreSimTest.AfterARateStepMidOperationTheWindowSettlesWithinTwentyRoundTrips
