@@ -21,6 +21,15 @@ class OffloadAdmissionTest : public ReducerTest {
     return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, chunk, total, seq, group),
                   F32Bytes(std::vector<float>(floats, 1.0f)));
   }
+  // Group 0 on ports 1 and 2, remembering `capacity` decisions, its range
+  // declining every operation.
+  void MakeDecliningAll(size_t capacity) {
+    CaisConfig cfg;
+    cfg.offload_decision_capacity = capacity;
+    Make(cfg);
+    AddAllReduce({1, 2});
+    reducer_->SetOffloadRange(0, 1, 0);
+  }
 };
 
 TEST_F(OffloadAdmissionTest, WithoutAPolicyEveryOperationIsAccepted) {
@@ -99,11 +108,7 @@ TEST_F(OffloadAdmissionTest, GroupsHaveTheirOwnPolicy) {
 }
 
 TEST_F(OffloadAdmissionTest, ForgottenDecisionsAreTakenAgainUnderTheCurrentPolicy) {
-  CaisConfig cfg;
-  cfg.offload_decision_capacity = 2;
-  Make(cfg);
-  AddAllReduce({1, 2});
-  reducer_->SetOffloadRange(0, 1, 0);
+  MakeDecliningAll(2);
   EXPECT_EQ(Send(1, Chunk(0, 1, 10, 4)).reason, DropReason::kOffloadDeclined);
   EXPECT_EQ(Send(1, Chunk(0, 1, 11, 4)).reason, DropReason::kOffloadDeclined);
   EXPECT_EQ(Send(1, Chunk(0, 1, 12, 4)).reason, DropReason::kOffloadDeclined);  // evicts op 10
@@ -115,11 +120,7 @@ TEST_F(OffloadAdmissionTest, ForgottenDecisionsAreTakenAgainUnderTheCurrentPolic
 // The last decision is kept aside for the operation's next chunk; once the
 // map forgets that operation, so does the shortcut.
 TEST_F(OffloadAdmissionTest, TheLastDecisionIsForgottenWithTheOthers) {
-  CaisConfig cfg;
-  cfg.offload_decision_capacity = 1;
-  Make(cfg);
-  AddAllReduce({1, 2});
-  reducer_->SetOffloadRange(0, 1, 0);
+  MakeDecliningAll(1);
   EXPECT_EQ(Send(1, Chunk(0, 2, 10, 4)).reason, DropReason::kOffloadDeclined);
   EXPECT_EQ(Send(1, Chunk(1, 2, 10, 4)).reason, DropReason::kOffloadDeclined);  // remembered
   EXPECT_EQ(Send(1, Chunk(0, 2, 11, 4)).reason, DropReason::kOffloadDeclined);  // evicts op 10
