@@ -9,8 +9,7 @@
 #   3. libFuzzer targets (clang), each run bounded in count and time;
 #   4. clang-format check of every C++ file;
 #   5. code checks (scripts/check-code.sh): no function over 150 lines
-#      (clang-tidy, run at idle priority beside the stages above), no file
-#      over 700 lines, repeated code within its limit (jscpd).
+#      (clang-tidy), repeated code within its limit (jscpd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,17 +29,6 @@ run_stage() {
 t_build=$SECONDS
 scripts/setup.sh release -DINCA_WERROR=ON
 echo "=== release build: $((SECONDS - t_build)) s"
-
-# The function-size check (clang-tidy over build/release's compile
-# commands: about 400 CPU-seconds, no test needs it) starts now at idle
-# priority, in its own process group: SCHED_IDLE gives it a core only while
-# the test stages leave one free, and a waking test preempts it at once.
-# The code-checks stage waits for it.
-size_log=build/check-size.log
-if command -v chrt >/dev/null 2>&1; then idle=(chrt --idle 0); else idle=(nice -n 19); fi
-setsid -w "${idle[@]}" scripts/check-code.sh size >"$size_log" 2>&1 &
-size_pid=$!
-trap 'kill -- "-$size_pid" 2>/dev/null || true' EXIT
 run_stage "release tests" ctest --test-dir build/release -j "$jobs" --output-on-failure
 run_stage "python tests" env PYTHONPATH="$PWD/build/release/python" INCA_BUILD_DIR="$PWD/build/release" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -p no:cacheprovider -q python/tests
@@ -90,15 +78,7 @@ check_format() {
   clang-format --dry-run --Werror "${files[@]}"
 }
 run_stage "clang-format" check_format
-check_code() {
-  local status=0
-  wait "$size_pid" || status=1
-  cat "$size_log"
-  scripts/check-code.sh files || status=1
-  scripts/check-code.sh repeats || status=1
-  return $status
-}
-run_stage "code checks" check_code
+run_stage "code checks" scripts/check-code.sh
 
 if ((${#failed[@]})); then
   echo "FAILED stages: ${failed[*]}"
