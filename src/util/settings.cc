@@ -1,5 +1,8 @@
 #include "util/settings.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <set>
 

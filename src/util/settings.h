@@ -15,9 +15,6 @@
 // output (`inca-switchd --settings-markdown`).
 #pragma once
 
-#include <yaml-cpp/yaml.h>
-
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -33,6 +30,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
+// Declared only: the parsers stay in the files that parse (settings.cc, the
+// tools' main.cc), so the many files that read a settings table do not
+// compile CLI11 and yaml-cpp (CLI11 alone is about 6 s per file).
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+namespace YAML {
+class Node;
+}  // namespace YAML
 
 namespace inca::settings {
 

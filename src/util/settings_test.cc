@@ -5,6 +5,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
 
 namespace inca::settings {
 namespace {
