@@ -20,24 +20,30 @@
 include_guard(GLOBAL)
 
 # The thin parts (tests' and tools' own sources: gtest and CLI11 code, and
-# the wiring of a main) compile at -O1 in release builds and without
-# optimisation in sanitized ones: at the build's level they took a fifth
+# the wiring of a main) compile without optimisation in sanitized builds,
+# and tests' at -O1 in release ones: at the build's level they took a fifth
 # (release, -O2) and two thirds (sanitizers, -O1) more compile time, while
 # the code they exercise is in the libraries, which keep their flags.
 # OPTIMIZED tests, whose own code is the load, keep the build's level.
+# Tools stay at the build's level in release builds: the linker may keep a
+# main's copy of an inline function shared with the packet path (on the
+# 2-core VM, inca-switchd's mmsg path lost 9 % with its main at -O1).
 if(INCA_SANITIZE)
   set(INCA_THIN_COPTS -O0 -pthread)
+  set(INCA_TOOL_COPTS -O0 -pthread)
 else()
   set(INCA_THIN_COPTS -O1 -pthread)
+  set(INCA_TOOL_COPTS -pthread)
 endif()
 
 # The headers the thin parts share, compiled once per build into a
 # precompiled header that each test (or tool) target reuses: GoogleTest, the
 # standard library and absl's status and strings for tests (a fifth of a
 # test file's compile time), CLI11 for tools (about 6 s a file). A reusing
-# target has the flags of its header's target: INCA_THIN_COPTS (-pthread
-# in it because it defines _REENTRANT, which the header must agree on) and
-# the warnings; -D macros these headers do not read may differ.
+# target has the flags of its header's target: INCA_THIN_COPTS or
+# INCA_TOOL_COPTS (-pthread in them because it defines _REENTRANT, which
+# the header must agree on) and the warnings; -D macros these headers do
+# not read may differ.
 # INCA_PCH=OFF compiles every file from its sources.
 option(INCA_PCH "Precompile the headers tests and tools share" ON)
 set(_inca_std_headers <algorithm> <chrono> <cstdint> <cstring> <functional> <map> <memory>
@@ -48,8 +54,9 @@ set(INCA_TEST_PCH_HEADERS <gmock/gmock.h> <gtest/gtest.h> ${_inca_std_headers} <
 set(INCA_TOOL_PCH_HEADERS <CLI/CLI.hpp> ${_inca_std_headers})
 
 # Reuses (creating it on first use) the precompiled header inca_<kind>_pch
-# of INCA_<KIND>_PCH_HEADERS, whose includes come from `deps`.
-function(_inca_reuse_pch target kind)
+# of INCA_<KIND>_PCH_HEADERS, built with the options in the variable named
+# `copts`; its include paths come from the targets after `copts`.
+function(_inca_reuse_pch target kind copts)
   if(NOT INCA_PCH)
     return()
   endif()
@@ -60,7 +67,7 @@ function(_inca_reuse_pch target kind)
     file(CONFIGURE OUTPUT ${_src} CONTENT "// ${_pch}'s own unit (cmake/IncaHelpers.cmake).\n")
     add_library(${_pch} OBJECT ${_src})
     target_link_libraries(${_pch} PRIVATE ${ARGN})
-    target_compile_options(${_pch} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_THIN_COPTS})
+    target_compile_options(${_pch} PRIVATE ${INCA_WARNING_FLAGS} ${${copts}})
     target_precompile_headers(${_pch} PRIVATE ${INCA_${_kind}_PCH_HEADERS})
   endif()
   target_precompile_headers(${target} REUSE_FROM ${_pch})
@@ -94,7 +101,7 @@ function(inca_cc_test)
     target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS})
   else()
     target_compile_options(${T_NAME} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_THIN_COPTS})
-    _inca_reuse_pch(${T_NAME} test GTest::gmock GTest::gtest absl::status absl::strings
+    _inca_reuse_pch(${T_NAME} test INCA_THIN_COPTS GTest::gmock GTest::gtest absl::status absl::strings
                     absl::flat_hash_map)
   endif()
   if(NOT T_TIMEOUT)
@@ -170,8 +177,8 @@ function(inca_cc_binary)
   cmake_parse_arguments(X "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${X_NAME} ${X_SRCS})
   target_link_libraries(${X_NAME} PRIVATE ${X_DEPS})
-  target_compile_options(${X_NAME} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_THIN_COPTS})
-  _inca_reuse_pch(${X_NAME} tool CLI11::CLI11)
+  target_compile_options(${X_NAME} PRIVATE ${INCA_WARNING_FLAGS} ${INCA_TOOL_COPTS})
+  _inca_reuse_pch(${X_NAME} tool INCA_TOOL_COPTS CLI11::CLI11)
   set_target_properties(${X_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
   install(TARGETS ${X_NAME} RUNTIME DESTINATION bin)
 endfunction()
