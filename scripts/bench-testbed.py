@@ -321,7 +321,9 @@ def main() -> int:
             "at the new rate (a chunk serialised up and down); the resolution is one "
             "operation. %s of the operations after the step ran within that band. The host "
             "links' queues (tbf backlog: at each sample the deepest of the switch's downlinks "
-            "and one host's uplink, the hosts in turn) sampled every %s ms (median) after the "
+            "and one host's uplink, the hosts in turn, read through a `tc -batch` process per "
+            "namespace that stays up, so that sampling starts no process) sampled every %s ms "
+            "(median) after the "
             "step, in bandwidth-delay products at the new rate (1 BDP = %.0f B): uplinks "
             "median %s, p99 %s, deepest %s; the switch's downlinks median %s, p99 %s, deepest "
             "%s; from 20 round trips after the step on (the settling allowed), the deepest was "
@@ -376,7 +378,7 @@ def main() -> int:
              "loopback): plain forwarder %d pkt/s, inca-switchd %d pkt/s; the switch path is "
              "CPU-bound on a 2-core machine, so its rows follow these figures (on 2026-12-03 "
              "another VM measured 114,000-243,000 pkt/s for inca-switchd, and the same "
-             "scenarios read 0.53-0.94 of the switch's bound where this run reads 0.89-0.98)."
+             "scenarios read 0.53-0.94 of the switch's bound from 1 MiB up)."
              % (
                  results["machine"]["udp-forwarder"], results["machine"]["inca-switchd"]))
             if results.get("machine", {}).get("udp-forwarder") else ""),

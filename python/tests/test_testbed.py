@@ -58,6 +58,16 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
         # The rate step's queue sampler reads every shaped port's tbf, in bytes.
         backlogs = testbed_perf._tbf_backlogs(tb.switch_ns)
         host_backlog = testbed_perf._tbf_backlogs(tb.host_ns(0))
+        # The same through one tc process that stays up, read several times,
+        # and by a tc run per sample once that process is gone.
+        sampler = testbed_perf.TbfSampler(tb.switch_ns)
+        batch_reads = [sampler.backlogs() for _ in range(3)]
+        batch_pid = sampler.proc.pid
+        sampler.close()
+        after_close = sampler.backlogs()
+    assert batch_pid > 0
+    assert [sorted(b) for b in batch_reads] == [["p0", "p1", "p2"]] * 3, batch_reads
+    assert sorted(after_close) == ["p0", "p1", "p2"], after_close
     assert sorted(backlogs) == ["p0", "p1", "p2"], backlogs
     assert list(host_backlog) == ["eth0"], host_backlog
     assert all(isinstance(v, int) and v >= 0 for v in list(backlogs.values()) +
