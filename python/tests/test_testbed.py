@@ -76,6 +76,8 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     assert all(r["host"]["stats"]["ops_host"] >= 4 for r in res)
     # The switch is in another namespace, across shaped links: the network's delay target.
     assert all(r["switch"]["stats"]["switch_on_host"] is False for r in res)
+    # Nor does the progress thread yield to it (SCHED_BATCH is for a switch on this host).
+    assert all(r["switch"]["stats"]["progress_batch"] is False for r in res)
     # The job's bytes crossed every shaped link, both ways (3 x 2 MiB each way at least).
     for s in stats:
         assert s["bytes"] > 6 * (1 << 20), s

@@ -4,6 +4,8 @@
 // and creates it. Design: docs/design/cais-client.md.
 #pragma once
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -399,7 +401,21 @@ class CommunicatorImpl final : public Communicator {
                  o_.rank, static_cast<unsigned>(o_.group_id), o_.switch_address.c_str(), why);
   }
 
+  // yield_to_local_switch: once, on this (the progress) thread, when the
+  // switch is on this host. The stat reads the policy back, so it says what
+  // the kernel applied; a refusal leaves the thread as it was.
+  void MaybeYieldToLocalSwitch() {
+    if (batch_tried_ || !o_.yield_to_local_switch || !transport_->path().switch_on_host()) return;
+    batch_tried_ = true;
+    sched_param sp{};
+    (void)sched_setscheduler(0, SCHED_BATCH, &sp);
+    const bool batch = sched_getscheduler(0) == SCHED_BATCH;
+    absl::MutexLock lock(&stats_mu_);
+    stats_.progress_batch = batch;
+  }
+
   absl::Status RunOnSwitch(SwitchOp& s, bool* used_host, bool* declined) {
+    MaybeYieldToLocalSwitch();
     s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
     const bool mirrored = MirrorCache(&s);
     client::SwitchPhaseResult r = transport_->Run(s);
@@ -612,6 +628,7 @@ class CommunicatorImpl final : public Communicator {
   CommunicatorOptions o_;
   const bool debug_ = std::getenv("INCA_DEBUG") != nullptr;
   bool fallback_warned_ = false;  // WarnFallback, on the communicator's thread
+  bool batch_tried_ = false;      // MaybeYieldToLocalSwitch, on that thread
   absl::Status failed_;           // the first fatal failure (Fail), on that thread
   std::unique_ptr<hostpath::TcpStoreServer> store_server_;
   std::shared_ptr<hostpath::TcpStore> store_;

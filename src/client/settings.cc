@@ -71,6 +71,13 @@ settings::Table<C> Transport() {
            .doc = "the pacer's token bucket: chunks that may leave back to back (with "
                   "pacing_gain > 0)"},
           [](auto& c) -> auto& { return c.pacing_burst; }),
+      Bool(
+          {.key = "yield_to_local_switch",
+           .doc = "when the switch runs on this host, the progress thread runs under "
+                  "SCHED_BATCH, so that a result waking it does not preempt the switch "
+                  "(docs/design/cais-client.md, \"A switch on this host\")",
+           .env = "INCA_YIELD_TO_LOCAL_SWITCH"},
+          [](auto& c) -> auto& { return c.yield_to_local_switch; }),
       Uint(
           {.key = "window_trace_samples",
            .flag = "--window-trace",

@@ -61,6 +61,11 @@ int EveryOpAndTypeOnTheSwitch(const CommunicatorOptions& o) {
                  o.rank);
     return 13;
   }
+  if (!st.progress_batch) {
+    std::fprintf(stderr, "rank %d: progress thread not under SCHED_BATCH beside a local switch\n",
+                 o.rank);
+    return 14;
+  }
   return wrong == 0 ? 0 : 12;
 }
 
@@ -132,6 +137,23 @@ TEST(CollectivesTest, LargeTensorsUpTo64MiB) {
                      static_cast<unsigned long>(st.chunks_retransmitted));
         // Exact results whichever path carried them; the switch carried some.
         return wrong == 0 && st.ops_switch > 0 ? 0 : 12;
+      },
+      kRankTimeout));
+}
+
+TEST(CollectivesTest, YieldToLocalSwitchOffLeavesTheProgressThreadAsItWas) {
+  Cluster cl;
+  ExpectAllZero(launch::RunRanks(
+      2,
+      [&](int rank) {
+        CommunicatorOptions o = cl.Options(rank, 2);
+        o.yield_to_local_switch = false;
+        auto c = Communicator::Create(o);
+        if (!c.ok()) return Fail("create", c.status());
+        const uint64_t wrong = CheckAll(**c, DType::kF32, ReduceOp::kSum, 70000, 0);
+        const CommunicatorStats st = (*c)->stats();
+        if (st.ops_switch == 0 || !st.switch_on_host) return 13;
+        return wrong == 0 && !st.progress_batch ? 0 : 12;
       },
       kRankTimeout));
 }

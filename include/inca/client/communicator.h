@@ -73,6 +73,12 @@ struct CommunicatorOptions {
   // (docs/design/cais-client.md).
   double pacing_gain = 0;
   uint32_t pacing_burst = 4;
+  // When the switch runs on this host (loopback, or an address of one of
+  // this host's interfaces), the progress thread runs under SCHED_BATCH from
+  // its first operation on the switch path: a result arriving then wakes it
+  // without preempting the switch, whose CPU every rank waits on
+  // (docs/design/cais-client.md, "A switch on this host").
+  bool yield_to_local_switch = true;
   // Keep this many samples of the switch path's congestion window
   // (window_trace()); 0 keeps none.
   size_t window_trace_samples = 0;
@@ -136,6 +142,7 @@ struct CommunicatorStats {
   double base_rtt_us = 0;       // smallest recent round trip
   bool competitive = false;     // AIMD beside a loss-based sender
   bool switch_on_host = false;  // the switch is on this host (the delay target's looser floor)
+  bool progress_batch = false;  // progress thread under SCHED_BATCH (yield_to_local_switch)
   uint64_t competitive_entries = 0;
   uint64_t drain_probes = 0;
 };
@@ -178,6 +185,9 @@ inline constexpr CommunicatorStatsField kCommunicatorStatsFields[] = {
     {"switch_on_host", &CommunicatorStats::switch_on_host,
      "The switch is on this host: the delay target's floor is a scheduler time slice, not 300 "
      "us."},
+    {"progress_batch", &CommunicatorStats::progress_batch,
+     "The progress thread runs under SCHED_BATCH, so that results do not preempt a switch on "
+     "this host (yield_to_local_switch)."},
     {"competitive", &CommunicatorStats::competitive,
      "AIMD beside a loss-based sender (competitive mode) now."},
     {"competitive_entries", &CommunicatorStats::competitive_entries,
