@@ -19,10 +19,11 @@ store (src/python/c10d_backend.cc).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import weakref
 import zlib
-from typing import Any
+from typing import Any, Optional, Tuple
 
 import torch.distributed as dist
 
@@ -35,9 +36,44 @@ _groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _STORE_KEY = "cais/inca_store"
 
 
-def _free_port(host: str) -> int:
+def _ephemeral_ports() -> Tuple[int, int]:
+    """The kernel's ephemeral port range (what connect() and bind to port 0 draw from)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("", "localhost") else "127.0.0.1", 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the store server binds
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port(host: str, rng: Optional[random.Random] = None) -> int:
+    """A port for inca's store that nothing is bound to now, drawn below the
+    kernel's ephemeral range. Group rank 0 binds it only after publishing it,
+    and a port from bind(0) is an ephemeral one that an outgoing connection
+    can take meanwhile (it happened in CI: the store's bind failed with
+    "Address already in use"); outgoing connections never take a port below
+    that range. Falls back to bind(0) if 64 draws are all taken."""
+    host = host if host not in ("", "localhost") else "127.0.0.1"
+    rng = rng or random.SystemRandom()
+    lo, _ = _ephemeral_ports()
+    first = max(1024, lo - 16384)
+    if lo - first >= 64:
+        for _ in range(64):
+            port = rng.randrange(first, lo)
+            if _bindable(host, port):
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -62,13 +98,14 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
     """torch's extended creator: opts has store, group_rank, group_size, timeout, group_id."""
     store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
     bind_ip = os.environ.get("INCA_BIND_IP", "127.0.0.1")
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("cais/gloo/", store), rank, size, timeout)
     # inca's own rendezvous store (for its Gloo mesh), served by group rank 0
-    # on a free port that it publishes through torch's store.
+    # on a free port that it publishes through torch's store; chosen after
+    # the Gloo group above has made its connections.
     if rank == 0:
         host = os.environ.get("INCA_STORE_HOST") or bind_ip
         store.set(_STORE_KEY, "%s:%d" % (host, _free_port(bind_ip)))
     store_address = store.get(_STORE_KEY).decode()
-    gloo = dist.ProcessGroupGloo(dist.PrefixStore("cais/gloo/", store), rank, size, timeout)
     switch = os.environ.get("INCA_SWITCH", "127.0.0.1:9410")
     options = dict(
         group_id=_group_id(str(opts.group_id)),

@@ -29,3 +29,29 @@ def test_switch_offload_threshold_1_declines_everything():
         res = run("offload", 2, {"INCA_SWITCH": sw.data_addr, "CAIS_CONTROLLER": sw.control_addr,
                                  "MODE": "switch"})
     assert all(r["stats"]["ops_declined"] > 0 for r in res)
+
+
+def test_store_port_is_drawn_below_the_ephemeral_range_and_skips_a_taken_one():
+    # Group rank 0 publishes the port before binding it: a port from bind(0)
+    # is an ephemeral one, which the Gloo mesh's connections could take first.
+    import random
+    import socket
+
+    from cais import torch_backend as tb
+    lo, _ = tb._ephemeral_ports()
+    port = tb._free_port("127.0.0.1", random.Random(1))
+    assert max(1024, lo - 16384) <= port < lo
+    assert tb._bindable("127.0.0.1", port)
+    # Hold the first port a seeded draw would give: the next draw is taken instead.
+    for seed in range(100):
+        first = random.Random(seed).randrange(max(1024, lo - 16384), lo)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+            try:
+                held.bind(("127.0.0.1", first))
+            except OSError:
+                continue
+            held.listen()
+            got = tb._free_port("127.0.0.1", random.Random(seed))
+            assert got != first and got < lo
+            return
+    raise AssertionError("no seed's first port was free to hold")
