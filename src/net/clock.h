@@ -8,6 +8,7 @@
 // host only; across hosts, ages need a shared clock (issue #20).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -45,6 +46,18 @@ class ManualClock final : public TimeSource {
 
  private:
   int64_t now_;
+};
+
+// A ManualClock that one thread moves while another (a server's loop) reads
+// it: tests that drive a running server in their own time.
+class SharedManualClock final : public TimeSource {
+ public:
+  explicit SharedManualClock(int64_t start_ns = 0) : now_(start_ns) {}
+  int64_t NowNs() const override { return now_.load(std::memory_order_acquire); }
+  void Advance(int64_t ns) { now_.fetch_add(ns, std::memory_order_acq_rel); }
+
+ private:
+  std::atomic<int64_t> now_;
 };
 
 }  // namespace inca::net

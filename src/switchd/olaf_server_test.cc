@@ -27,16 +27,6 @@ namespace {
 
 constexpr dp::TimeNs kMs = dp::kNsPerMs;
 
-// A clock the test moves while the server's thread reads it.
-class SharedClock final : public net::TimeSource {
- public:
-  int64_t NowNs() const override { return now_.load(); }
-  void Advance(int64_t ns) { now_ += ns; }
-
- private:
-  std::atomic<int64_t> now_{1'000'000'000};
-};
-
 class OlafServerTest : public ::testing::Test {
  protected:
   void Start(uint32_t lease_ms) {
@@ -106,7 +96,7 @@ class OlafServerTest : public ::testing::Test {
     return n;
   }
 
-  SharedClock clock_;
+  net::SharedManualClock clock_{1'000'000'000};
   std::unique_ptr<OlafServer> server_;
   std::thread thread_;
   std::map<uint16_t, int> peers_;  // source port -> socket
