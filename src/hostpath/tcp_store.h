@@ -41,6 +41,9 @@ class TcpStoreServer {
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& address);
   ~TcpStoreServer();  // stops the thread, closes every connection
   uint16_t port() const;
+  // GET/WAIT requests on a missing key the server is holding open now, as of
+  // its last pass over its connections (tests wait on it; thread-safe).
+  size_t waiting() const;
 
  private:
   struct Impl;

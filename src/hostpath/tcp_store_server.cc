@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -59,6 +60,7 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::string, std::string> kv;
   uint64_t version = 0;  // bumped by every SET/ADD that changes kv
   std::list<Conn> conns;
+  std::atomic<size_t> waiting{0};  // written by the server thread, read by any
 
   ~Impl() {
     for (Conn& c : conns) {
@@ -299,14 +301,17 @@ void TcpStoreServer::Impl::Run() {
       seen = version;
       for (Conn& c : conns) Progress(c);
     } while (seen != version);
+    size_t held = 0;
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->dead) {
         close(it->fd);
         it = conns.erase(it);
       } else {
+        held += it->waiting ? 1 : 0;
         ++it;
       }
     }
+    waiting.store(held);
   }
 }
 
@@ -326,6 +331,10 @@ TcpStoreServer::~TcpStoreServer() {
 
 uint16_t TcpStoreServer::port() const {
   return impl_->port;
+}
+
+size_t TcpStoreServer::waiting() const {
+  return impl_->waiting.load();
 }
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& address) {

@@ -41,6 +41,16 @@ std::string Addr(const TcpStoreServer& server) {
   return absl::StrCat("127.0.0.1:", server.port());
 }
 
+// Until the server holds `n` requests open (they have blocked), bounded.
+bool Holding(const TcpStoreServer& server, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
+  while (server.waiting() != n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
 std::shared_ptr<TcpStore> Client(const TcpStoreServer& server) {
   auto store = TcpStore::Connect(Addr(server), kConnectTimeout);
   EXPECT_TRUE(store.ok()) << store.status();
@@ -209,7 +219,7 @@ TEST(TcpStoreTest, GetBlocksUntilLaterSetFromAnotherClient) {
   auto waiter2 = Client(*server);
   ASSERT_NE(waiter2, nullptr);
   std::thread t2([&] { gloo_got = waiter2->get("late"); });  // Gloo's blocking get
-  std::this_thread::sleep_for(milliseconds(50));             // let both block
+  EXPECT_TRUE(Holding(*server, 2));                          // both have blocked
   ASSERT_TRUE(setter->Set("late", "value").ok());
   t.join();
   t2.join();
@@ -233,7 +243,7 @@ TEST(TcpStoreTest, WaitBlocksUntilAdd) {
       threw = true;
     }
   });
-  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_TRUE(Holding(*server, 1));  // the WAIT has blocked
   auto n = adder->Add("counter", 3);
   t.join();
   ASSERT_TRUE(n.ok()) << n.status();
@@ -482,7 +492,7 @@ TEST(TcpStoreTest, ServerDestructionUnblocksWaitingClients) {
       }
     });
   }
-  std::this_thread::sleep_for(milliseconds(100));  // let them block
+  EXPECT_TRUE(Holding(*server, kClients));  // all have blocked
   server.reset();
   for (auto& t : threads) t.join();
   EXPECT_TRUE(gloo_threw);
