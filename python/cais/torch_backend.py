@@ -19,11 +19,9 @@ store (src/python/c10d_backend.cc).
 from __future__ import annotations
 
 import os
-import random
-import socket
 import weakref
 import zlib
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import torch.distributed as dist
 
@@ -34,47 +32,30 @@ from . import _cais_c10d
 _groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 _STORE_KEY = "cais/inca_store"
+_STORE_ERROR = "error: "  # rank 0 publishes this prefix, and why, when it cannot serve
 
 
-def _ephemeral_ports() -> Tuple[int, int]:
-    """The kernel's ephemeral port range (what connect() and bind to port 0 draw from)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
-            lo, hi = (int(x) for x in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the store server binds
+def _rendezvous_store(store: Any, rank: int, bind_ip: str, host: str) -> Tuple[str, Any]:
+    """inca's own rendezvous store (for its Gloo mesh): group rank 0 serves it
+    on a port the kernel picks, and publishes host:port through torch's store
+    only once it is bound, so no other socket can take the port in between.
+    If rank 0 cannot serve it, it publishes the reason instead, and every rank
+    raises it at once rather than waiting out torch's timeout.
+    Returns (address, the server on rank 0 or None)."""
+    server = None
+    if rank == 0:
         try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port(host: str, rng: Optional[random.Random] = None) -> int:
-    """A port for inca's store that nothing is bound to now, drawn below the
-    kernel's ephemeral range. Group rank 0 binds it only after publishing it,
-    and a port from bind(0) is an ephemeral one that an outgoing connection
-    can take meanwhile (it happened in CI: the store's bind failed with
-    "Address already in use"); outgoing connections never take a port below
-    that range. Falls back to bind(0) if 64 draws are all taken."""
-    host = host if host not in ("", "localhost") else "127.0.0.1"
-    rng = rng or random.SystemRandom()
-    lo, _ = _ephemeral_ports()
-    first = max(1024, lo - 16384)
-    if lo - first >= 64:
-        for _ in range(64):
-            port = rng.randrange(first, lo)
-            if _bindable(host, port):
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+            server = _cais_c10d.serve_store("%s:0" % bind_ip)
+        except RuntimeError as e:
+            store.set(_STORE_KEY, _STORE_ERROR + str(e))
+            raise RuntimeError("cais backend: group rank 0 cannot serve inca's store on "
+                               "%s: %s (INCA_BIND_IP)" % (bind_ip, e)) from None
+        store.set(_STORE_KEY, "%s:%d" % (host, server.port))
+    published = store.get(_STORE_KEY).decode()
+    if published.startswith(_STORE_ERROR):
+        raise RuntimeError("cais backend: group rank 0 could not serve inca's store: "
+                           + published[len(_STORE_ERROR):])
+    return published, server
 
 
 def _group_id(name: str) -> int:
@@ -99,18 +80,14 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
     store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
     bind_ip = os.environ.get("INCA_BIND_IP", "127.0.0.1")
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("cais/gloo/", store), rank, size, timeout)
-    # inca's own rendezvous store (for its Gloo mesh), served by group rank 0
-    # on a free port that it publishes through torch's store; chosen after
-    # the Gloo group above has made its connections.
-    if rank == 0:
-        host = os.environ.get("INCA_STORE_HOST") or bind_ip
-        store.set(_STORE_KEY, "%s:%d" % (host, _free_port(bind_ip)))
-    store_address = store.get(_STORE_KEY).decode()
+    store_address, store_server = _rendezvous_store(
+        store, rank, bind_ip, os.environ.get("INCA_STORE_HOST") or bind_ip)
     switch = os.environ.get("INCA_SWITCH", "127.0.0.1:9410")
     options = dict(
         group_id=_group_id(str(opts.group_id)),
         switch_address="" if switch == "none" else switch,
         store_address=store_address,
+        serve_store=False,  # rank 0's is store_server, which the group then owns
         bind_ip=bind_ip,
         # INCA_OFFLOAD, INCA_REQUIRE_SWITCH and INCA_IO: the binding reads
         # them as their settings declare (src/client/settings.cc).
@@ -121,7 +98,11 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
     if timeout_ms > 1000:
         options["host_timeout_ms"] = timeout_ms
     options.update(_client_settings())
-    pg = _cais_c10d.create(rank, size, options, gloo)
+    try:
+        pg = _cais_c10d.create(rank, size, options, gloo, store_server)
+    except BaseException:
+        store_server = None  # closes rank 0's store now: peers waiting on it fail at once
+        raise
     _groups.add(pg)
     return pg
 

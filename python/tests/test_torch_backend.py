@@ -31,27 +31,31 @@ def test_switch_offload_threshold_1_declines_everything():
     assert all(r["stats"]["ops_declined"] > 0 for r in res)
 
 
-def test_store_port_is_drawn_below_the_ephemeral_range_and_skips_a_taken_one():
-    # Group rank 0 publishes the port before binding it: a port from bind(0)
-    # is an ephemeral one, which the Gloo mesh's connections could take first.
-    import random
+def test_rank0_binds_incas_store_before_publishing_it_and_a_failure_reaches_every_rank():
+    # The port is the kernel's pick and is published only once bound: no
+    # other socket (the Gloo mesh's connections, in CI once) can take it in
+    # between, and a peer can connect at once.
     import socket
+    from datetime import timedelta
 
+    import torch.distributed as dist
     from cais import torch_backend as tb
-    lo, _ = tb._ephemeral_ports()
-    port = tb._free_port("127.0.0.1", random.Random(1))
-    assert max(1024, lo - 16384) <= port < lo
-    assert tb._bindable("127.0.0.1", port)
-    # Hold the first port a seeded draw would give: the next draw is taken instead.
-    for seed in range(100):
-        first = random.Random(seed).randrange(max(1024, lo - 16384), lo)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
-            try:
-                held.bind(("127.0.0.1", first))
-            except OSError:
-                continue
-            held.listen()
-            got = tb._free_port("127.0.0.1", random.Random(seed))
-            assert got != first and got < lo
-            return
-    raise AssertionError("no seed's first port was free to hold")
+    store = dist.HashStore()
+    store.set_timeout(timedelta(seconds=5))
+    addr, server = tb._rendezvous_store(store, 0, "127.0.0.1", "127.0.0.1")
+    assert addr == "127.0.0.1:%d" % server.port
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        pass
+    assert tb._rendezvous_store(store, 1, "127.0.0.1", "127.0.0.1") == (addr, None)
+
+    # Rank 0 cannot serve (198.18.255.254 is no address of this host): it
+    # raises one line, and a peer raises rank 0's reason instead of waiting
+    # out the timeout.
+    bad = dist.HashStore()
+    bad.set_timeout(timedelta(seconds=5))
+    with pytest.raises(RuntimeError, match="group rank 0 cannot serve inca's store on "
+                                           "198.18.255.254: .*INCA_BIND_IP") as e0:
+        tb._rendezvous_store(bad, 0, "198.18.255.254", "198.18.255.254")
+    with pytest.raises(RuntimeError, match="group rank 0 could not serve inca's store: ") as e1:
+        tb._rendezvous_store(bad, 1, "127.0.0.1", "127.0.0.1")
+    assert "\n" not in str(e0.value) and "\n" not in str(e1.value)

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hostpath/tcp_store.h"
 #include "inca/client/communicator.h"
 #include "python/options.h"
 #include "python/stats_dict.h"
@@ -162,9 +163,14 @@ thread_local uint16_t current_layer = 0;
 
 class ProcessGroupCais : public c10d::ProcessGroup {
  public:
+  // `store` (group rank 0's, else null) outlives the communicator that uses it.
   ProcessGroupCais(int rank, int size, std::unique_ptr<Communicator> comm,
-                   c10::intrusive_ptr<c10d::ProcessGroup> gloo)
-      : c10d::ProcessGroup(rank, size), comm_(std::move(comm)), gloo_(std::move(gloo)) {
+                   c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+                   std::shared_ptr<hostpath::TcpStoreServer> store)
+      : c10d::ProcessGroup(rank, size),
+        store_(std::move(store)),
+        comm_(std::move(comm)),
+        gloo_(std::move(gloo)) {
     init();
   }
   ~ProcessGroupCais() override {
@@ -175,6 +181,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     ReleaseGil nogil;
     comm_.reset();
     gloo_.reset();
+    store_.reset();
   }
 
   // Destroys the delegated Gloo group now (cais's atexit hook): a Gloo
@@ -480,6 +487,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     return fn();
   }
 
+  std::shared_ptr<hostpath::TcpStoreServer> store_;  // declared first: destroyed last
   std::unique_ptr<Communicator> comm_;
   c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
   mutable std::mutex delegated_mu_;
@@ -487,7 +495,8 @@ class ProcessGroupCais : public c10d::ProcessGroup {
 };
 
 c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& options,
-                                            c10::intrusive_ptr<c10d::ProcessGroup> gloo) {
+                                            c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+                                            std::shared_ptr<hostpath::TcpStoreServer> store) {
   CommunicatorOptions o;
   // The declared variables (INCA_IO, ...) first; the dict overrides them.
   if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
@@ -515,7 +524,8 @@ c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& 
         "): ", c.status().message(), " — check INCA_SWITCH and that every rank called ",
         "init_process_group; INCA_SWITCH=none runs on the host path only"));
   }
-  return c10::make_intrusive<ProcessGroupCais>(rank, size, std::move(*c), std::move(gloo));
+  return c10::make_intrusive<ProcessGroupCais>(rank, size, std::move(*c), std::move(gloo),
+                                               std::move(store));
 }
 
 }  // namespace
@@ -534,8 +544,22 @@ PYBIND11_MODULE(_cais_c10d, m) {
       .def("stats", &ProcessGroupCais::Stats)
       .def("_release_delegate", &ProcessGroupCais::ReleaseDelegate,
            "Destroys the delegated Gloo group (at interpreter exit)");
+  // inca's rendezvous store, served by group rank 0 before the group is
+  // created, so that its address is published only once it is bound; the
+  // group then owns it (create's `store`).
+  py::class_<inca::hostpath::TcpStoreServer, std::shared_ptr<inca::hostpath::TcpStoreServer>>(
+      m, "StoreServer")
+      .def_property_readonly("port", &inca::hostpath::TcpStoreServer::port);
+  m.def(
+      "serve_store",
+      [](const std::string& address) -> std::shared_ptr<inca::hostpath::TcpStoreServer> {
+        auto server = inca::hostpath::TcpStoreServer::Start(address);
+        if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
+        return std::move(*server);
+      },
+      py::arg("address"), "Serves inca's store at host:port (raises RuntimeError if it cannot)");
   m.def("create", &inca::python::Create, py::arg("rank"), py::arg("size"), py::arg("options"),
-        py::arg("gloo"));
+        py::arg("gloo"), py::arg("store") = nullptr);
   m.def(
       "set_layer",
       [](int layer) {
