@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +41,22 @@ std::unique_ptr<TcpStoreServer> StartServer() {
 
 std::string Addr(const TcpStoreServer& server) {
   return absl::StrCat("127.0.0.1:", server.port());
+}
+
+// The kernel's count of this network namespace's refused TCP connects
+// (AttemptFails in /proc/net/snmp); 0 if it cannot be read.
+uint64_t RefusedConnects() {
+  std::ifstream snmp("/proc/net/snmp");
+  std::string names, values;
+  while (std::getline(snmp, names) && std::getline(snmp, values)) {
+    if (names.rfind("Tcp:", 0) != 0) continue;
+    std::istringstream n(names), v(values);
+    std::string name, value;
+    while (n >> name && v >> value) {
+      if (name == "AttemptFails") return std::stoull(value);
+    }
+  }
+  return 0;
 }
 
 // Until the server holds `n` requests open (they have blocked), bounded.
@@ -514,8 +532,17 @@ TEST(TcpStoreTest, ConnectRetriesUntilServerStarts) {
   }
   const std::string address = absl::StrCat("127.0.0.1:", port);
   absl::StatusOr<std::shared_ptr<TcpStore>> client = absl::UnknownError("not run");
+  const uint64_t refused_before = RefusedConnects();
   std::thread t([&] { client = TcpStore::Connect(address, kLongTimeout); });
-  std::this_thread::sleep_for(milliseconds(50));  // client is retrying
+  // Start the server once a connect has been refused (bounded): the client
+  // is then in its retry loop. A test beside this one can also be refused
+  // meanwhile; then the server may start before this client's first try,
+  // which the test also passes.
+  const auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
+  while (RefusedConnects() == refused_before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_GT(RefusedConnects(), refused_before) << "the client never tried";
   auto server = TcpStoreServer::Start(address);
   ASSERT_TRUE(server.ok()) << server.status();
   t.join();
