@@ -364,14 +364,6 @@ class Work:
         return self._done or self._work.done()
 
 
-class _DoneWork(Work):
-    def __init__(self, result: Any) -> None:
-        self._result, self._done, self._buffers = result, True, []
-
-    def is_completed(self) -> bool:
-        return True
-
-
 _layer = threading.local()
 
 
@@ -430,8 +422,6 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = Non
     g = _group(group, group_id)
     code = _op_code(op)
     b = _buffer(tensor, "all_reduce", writable=True)
-    if b.count == 0:
-        return _DoneWork(tensor) if async_op else tensor
     w = g._comm.all_reduce_async(b.ptr, b.count, b.dtype, code, _layer_id(layer_id))
     return _run(g, w, [b], tensor, async_op)
 
@@ -449,8 +439,6 @@ def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
     if o.dtype != b.dtype or o.count != b.count * g.size:
         raise ValueError("cais.all_gather: out must hold %d elements of the input's dtype, it "
                          "holds %d" % (b.count * g.size, o.count))
-    if b.count == 0:
-        return _DoneWork(out) if async_op else out
     w = g._comm.all_gather_async(b.ptr, o.ptr, b.count, b.dtype, _layer_id(layer_id))
     return _run(g, w, [b, o], out, async_op)
 
@@ -476,8 +464,6 @@ def reduce_scatter(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] =
     if o.dtype != b.dtype or o.count * g.size != b.count:
         raise ValueError("cais.reduce_scatter: out must hold %d elements of the input's dtype, "
                          "it holds %d" % (b.count // g.size, o.count))
-    if o.count == 0:
-        return _DoneWork(out) if async_op else out
     w = g._comm.reduce_scatter_async(b.ptr, o.ptr, o.count, b.dtype, code, _layer_id(layer_id))
     return _run(g, w, [b, o], out, async_op)
 
@@ -491,8 +477,6 @@ def broadcast(tensor: Any, src: int = 0, group: Optional[Group] = None,
         raise ValueError("cais.broadcast: src %d must be a rank of the group (0..%d)"
                          % (src, g.size - 1))
     b = _buffer(tensor, "broadcast", writable=True)
-    if b.count == 0:
-        return _DoneWork(tensor) if async_op else tensor
     w = g._comm.broadcast_async(b.ptr, b.count, b.dtype, src, _layer_id(layer_id))
     return _run(g, w, [b], tensor, async_op)
 

@@ -490,6 +490,70 @@ def scenario_ddp():
     return out
 
 
+def _disagreements(rank, n, api):
+    """The disagreement matrix of issue 46 for one API: each case runs an operation the
+    ranks disagree on, records the error, then a correct all-reduce that must be exact."""
+    import torch
+    f32 = lambda k, v=1.0: torch.full((k,), float(v))  # noqa: E731
+    cases = [
+        ("count", lambda: api["all_reduce"](f32(1000 if rank == 0 else 2000))),
+        ("dtype", lambda: api["all_reduce"](
+            torch.ones(1000, dtype=torch.int32 if rank == 1 else torch.float32))),
+        ("op", lambda: api["all_reduce"](f32(1000), "max" if rank == 1 else "sum")),
+        ("collective", lambda: api["broadcast"](f32(1000), 0) if rank == 1
+         else api["all_reduce"](f32(1000))),
+        ("root", lambda: api["broadcast"](f32(1000, rank), 1 if rank == 1 else 0)),
+        ("count", lambda: api["all_reduce"](f32(0 if rank == 1 else 1000))),
+    ]
+    if "layer" in api:
+        cases.append(("layer", lambda: api["layer"](3 if rank == 1 else 4)))
+    errors = []
+    for field, fn in cases:
+        try:
+            fn()
+            errors.append("no error")
+        except (ValueError, RuntimeError) as e:
+            msg = str(e)
+            check("\n" not in msg.strip(), "a multi-line error: %r" % msg)
+            check("the ranks disagree on " + field in msg, "%s not named in %r" % (field, msg))
+            errors.append(msg[msg.index("the ranks disagree"):])
+        t = torch.arange(3000, dtype=torch.float32) % 5 * (rank + 1)
+        api["all_reduce"](t)
+        check(torch.equal(t, torch.arange(3000, dtype=torch.float32) % 5 * (n * (n + 1) / 2)),
+              "the operation after a %s disagreement is not exact" % field)
+    return errors
+
+
+def scenario_disagree():
+    """`import cais` and the torch backend: ranks that disagree get the same one-line error
+    and the next operation is exact (MODE=api or torch)."""
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.configure({"switch_timeout_ms": 1000})
+    if os.environ["MODE"] == "api":
+        cais.init()
+        ops = {"sum": cais.ReduceOp.SUM, "max": cais.ReduceOp.MAX}
+        api = {"all_reduce": lambda t, op="sum": cais.all_reduce(t, op=ops[op]),
+               "broadcast": lambda t, src: cais.broadcast(t, src=src),
+               "layer": lambda layer: cais.all_reduce(torch_ones(1000), layer_id=layer)}
+        errors = _disagreements(rank, n, api)
+        stats = cais.stats()
+    else:
+        import torch.distributed as dist
+        dist.init_process_group("cais")
+        ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+        api = {"all_reduce": lambda t, op="sum": dist.all_reduce(t, op=ops[op]),
+               "broadcast": lambda t, src: dist.broadcast(t, src=src)}
+        errors = _disagreements(rank, n, api)
+        stats = dist.distributed_c10d._get_default_group().stats()
+        dist.destroy_process_group()
+    return {"errors": errors, "refused": stats["ops_refused"]}
+
+
+def torch_ones(k):
+    import torch
+    return torch.ones(k)
+
+
 if __name__ == "__main__":
     fn = globals()["scenario_" + sys.argv[1]]
     print(json.dumps(fn()), flush=True)

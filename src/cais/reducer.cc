@@ -99,10 +99,16 @@ DropReason FromParseError(CaisParseError e) {
 
 // The fields every contribution to one chunk must agree on.
 // (A result request carries no payload, so its length is not compared.)
-bool SameShape(const wire::CaisHeader& a, const wire::CaisHeader& b, bool request) {
+// Whether `b` is a packet of the operation slot `s` was opened for: the
+// ranks agree on the collective, op, type, sizes and (Broadcast, or a
+// broadcast carried as an AllReduce) the root.
+bool SameShape(const Slot& s, const wire::CaisHeader& b, bool request) {
+  const wire::CaisHeader& a = s.header;
   return a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype &&
          (request || a.payload_len == b.payload_len) && a.total_chunks == b.total_chunks &&
-         (a.op != CaisOp::kBroadcast || a.block == b.block);
+         (a.op == CaisOp::kBroadcast   ? a.block == b.block
+          : a.op == CaisOp::kAllGather ? true
+                                       : s.tag == b.block);
 }
 
 // AllGather and Broadcast chunks have one contributor: their data is
@@ -313,14 +319,8 @@ void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
   for (uint32_t i = pool_->oldest_pending();
        i != kNoSlot && pool_->slot(i).since + config_.timeout_ns <= now;
        i = pool_->oldest_pending()) {
-    const Slot& s = pool_->slot(i);
-    Bump(s.key.group, &GroupCounters::timeouts);
-    ReleaseCells(s.key.group, s.ncells);
-    s.inputs.ForEach([&](PortId p) {
-      SendNotice(s.header, kFallbackNotice, 0, p, out);
-      Bump(s.key.group, &GroupCounters::fallback_notices);
-    });
-    pool_->Close(i);
+    Bump(pool_->slot(i).key.group, &GroupCounters::timeouts);
+    HandBack(i, wire::kFallbackClosed, out);
   }
   for (uint32_t i = pool_->oldest_completed();
        i != kNoSlot && pool_->slot(i).since + config_.result_hold_ns <= now;
@@ -329,6 +329,16 @@ void CaisReducer::Expire(TimeNs now, dp::PacketSink& out) {
     ReleaseCells(pool_->slot(i).key.group, pool_->slot(i).ncells);
     pool_->Close(i);
   }
+}
+
+void CaisReducer::HandBack(uint32_t i, uint8_t why, dp::PacketSink& out) {
+  const Slot& s = pool_->slot(i);
+  ReleaseCells(s.key.group, s.ncells);
+  s.inputs.ForEach([&](PortId p) {
+    SendNotice(s.header, kFallbackNotice, why, p, out);
+    Bump(s.key.group, &GroupCounters::fallback_notices);
+  });
+  pool_->Close(i);
 }
 
 void CaisReducer::SetOffloadRange(uint8_t group_id, uint64_t min_bytes, uint64_t max_bytes) {
@@ -540,7 +550,16 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   uint32_t i = pool_->Find(key);
   if (i != kNoSlot) {
     Slot& s = pool_->slot(i);
-    if (!SameShape(s.header, h, request)) return Drop(g, DropReason::kShapeMismatch);
+    if (!SameShape(s, h, request)) {
+      // The ranks disagree about this operation: hand the chunk back to
+      // every contributor and to the sender at once (each with its own
+      // header), rather than let it time out, so that every rank reaches
+      // the agreement round that names what differs.
+      if (s.state == SlotState::kPending) HandBack(i, wire::kFallbackShapeMismatch, out);
+      SendNotice(h, kFallbackNotice, wire::kFallbackShapeMismatch, ingress, out);
+      Bump(g, &GroupCounters::fallback_notices);
+      return Drop(g, DropReason::kShapeMismatch);
+    }
     if (s.state == SlotState::kCompleted) {
       // A host that lost the result (or a contributor awaiting its echo)
       // asks again: answer on its port only, within its resend credit.
@@ -601,6 +620,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     s.header = h;
     s.header.flags = 0;
     s.header.block = block;
+    s.tag = single ? uint8_t{0} : h.block;
     s.inputs = contributors;
     s.outputs = rule->output_ports;
   }

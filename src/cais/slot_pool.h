@@ -51,6 +51,9 @@ struct Slot {
   uint32_t prev = kNoSlot;  // age-ordered list links
   uint32_t next = kNoSlot;
   uint8_t ncells = 0;
+  // AllReduce/ReduceScatter: the first contribution's `block` (a broadcast's
+  // tag, wire::BroadcastTag), which every later one must repeat.
+  uint8_t tag = 0;
   std::array<uint32_t, kMaxGroupMembers> cells{};  // one per contributor at most
   // When each input (by its rank among `inputs`) contributed, in ns after
   // `since` (saturating): the switch wait each result reports to its port.

@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/op_agreement.h"
 #include "client/switch_transport.h"
 #include "hostpath/host_group.h"
 #include "hostpath/tcp_store.h"
@@ -29,6 +30,7 @@
 
 namespace inca::client_internal {
 
+using client::OpDescriptor;
 using client::SwitchOp;
 using client::SwitchSet;
 using wire::CaisOp;
@@ -60,11 +62,13 @@ class WorkImpl final : public Work {
   absl::Status status_;
 };
 
-// Fixed-size record every rank contributes when entering host recovery.
+// Fixed-size record every rank contributes when entering host recovery:
+// where it is, and what it was asked to do (client/op_agreement.h).
 struct AgreeRecord {
   uint64_t op_index;
   uint32_t total_chunks;
   uint32_t flags;
+  OpDescriptor desc;
 };
 constexpr uint32_t kReady = 1;       // joined and willing to use the switch
 constexpr uint32_t kCacheValid = 2;  // holds the result of op_index - 1
@@ -318,7 +322,8 @@ class CommunicatorImpl final : public Communicator {
   // Splits an operation into pieces of at most 65,535 chunks.
   absl::Status RunPieces(const SwitchOp& whole) {
     Bump(&CommunicatorStats::ops);
-    if (whole.count == 0) return absl::OkStatus();
+    desc_ = client::Describe(whole, whole.count);
+    if (whole.count == 0) return RunEmpty(whole);
     const size_t esize = wire::ElementBytes(whole.type);
     const size_t per = o_.chunk_size / esize;
     const bool blocked = whole.op == CaisOp::kAllGather || whole.op == CaisOp::kReduceScatter;
@@ -345,6 +350,12 @@ class CommunicatorImpl final : public Communicator {
     return absl::OkStatus();
   }
 
+  // Ranks that disagree (communicator_recovery.cc; docs/design/cais-client.md,
+  // "Ranks that disagree").
+  absl::Status RunEmpty(const SwitchOp& s);
+  absl::Status AgreeOnHost(const SwitchOp& s);
+  absl::Status Refused(absl::Status st);
+
   static void FillNegativeZero(const SwitchOp& s) {
     const size_t esize = wire::ElementBytes(s.type);
     const uint32_t pattern = s.type == DType::kI32   ? 0u
@@ -369,7 +380,12 @@ class CommunicatorImpl final : public Communicator {
       return st;
     }
     *used_host = true;
-    if (!transport_) return HostOnly(s);  // no switch configured: nothing to agree on
+    if (!transport_) {  // no switch configured
+      if (o_.check_agreement) {
+        if (auto st = AgreeOnHost(s); !st.ok()) return st;
+      }
+      return HostOnly(s);
+    }
     if (want_offload_ && o_.require_switch) {
       MaybeRejoin();
       return absl::FailedPreconditionError(
@@ -487,11 +503,17 @@ class CommunicatorImpl final : public Communicator {
                    static_cast<unsigned long>(r.retransmitted),
                    static_cast<unsigned long>(r.requests));
     }
+    *used_host = true;
+    if (r.disagreed) {
+      // The switch saw the ranks' chunks differ in shape and handed the
+      // operation back: the agreement round names what differs. The group
+      // stays on the switch.
+      return Recover(s, r.have);
+    }
     // Lost the switch for this op (timeout or hand-back): recover on hosts.
     if (!o_.require_switch) WarnFallback("an operation left the switch (timeout or hand-back)");
     transport_->MarkStale();
     switch_mode_ = false;
-    *used_host = true;
     absl::Status st = Recover(s, r.have);
     if (st.ok() && o_.require_switch) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -502,8 +524,8 @@ class CommunicatorImpl final : public Communicator {
     return st;
   }
 
-  // Plain Gloo, used when no switch is configured at all (--backend gloo):
-  // without a switch, ranks cannot disagree about an operation.
+  // Plain Gloo, used when no switch is configured at all (--backend gloo),
+  // after AgreeOnHost unless check_agreement is off.
   absl::Status HostOnly(const SwitchOp& s) {
     const size_t bytes = s.count * wire::ElementBytes(s.type);
     absl::Status st = s.broadcast                  ? host_->Broadcast(s.data, bytes, s.root)
@@ -640,6 +662,7 @@ class CommunicatorImpl final : public Communicator {
   std::atomic<bool> switch_mode_{false};
   std::atomic<bool> want_offload_{true};
   uint64_t op_index_ = 0;
+  OpDescriptor desc_;           // the operation under way, as the peers must describe it
   std::vector<uint8_t> cache_;  // may be longer than the cached operation's
   size_t cache_bytes_ = 0;      // the cached operation's bytes at its start
   uint64_t cache_op_ = 0;

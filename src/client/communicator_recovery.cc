@@ -41,6 +41,30 @@ absl::Status CommunicatorImpl::HostPathFailed(const SwitchOp& s, const absl::Sta
           o_.host_timeout_ms, "): ", st.message()));
 }
 
+// An operation of no elements still takes its index on every rank and is
+// checked against the peers' (a peer with elements would otherwise wait
+// for it, and the ranks fall out of step): through the agreement round,
+// or the host path's exchange. Nothing is sent to the switch.
+absl::Status CommunicatorImpl::RunEmpty(const SwitchOp& s) {
+  ++op_index_;
+  if (!transport_) return o_.check_agreement ? AgreeOnHost(s) : absl::OkStatus();
+  return Recover(s, {});
+}
+
+// The host path's one small exchange per operation (no switch
+// configured): every rank's description, checked before Gloo runs.
+absl::Status CommunicatorImpl::AgreeOnHost(const SwitchOp& s) {
+  std::vector<OpDescriptor> all(static_cast<size_t>(o_.world_size));
+  if (auto st = host_->AllGather(&desc_, all.data(), sizeof(OpDescriptor)); !st.ok()) {
+    return HostPathFailed(s, absl::UnavailableError(st.message()));
+  }
+  return Refused(client::CheckAgreement(o_.group_id, op_index_, all));
+}
+absl::Status CommunicatorImpl::Refused(absl::Status st) {
+  if (!st.ok()) Bump(&CommunicatorStats::ops_refused);
+  return st;
+}
+
 absl::Status CommunicatorImpl::Recover(const SwitchOp& s, const std::vector<uint8_t>& have) {
   absl::Status st = RecoverRounds(s, have);
   if (st.ok() || st.code() != absl::StatusCode::kUnavailable) return st;
@@ -54,7 +78,7 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
   if (store_) (void)store_->Set(AliveKey(o_.rank), absl::StrCat(op_index_));
   for (;;) {
     MaybeRejoin();
-    AgreeRecord mine{op_index_, static_cast<uint32_t>(have.size()), 0};
+    AgreeRecord mine{op_index_, static_cast<uint32_t>(have.size()), 0, desc_};
     if (transport_ && transport_->ready() && want_offload_) mine.flags |= kReady;
     if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
     if (std::any_of(have.begin(), have.end(), [](uint8_t h) { return h != 0; })) {
@@ -100,7 +124,17 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
       if (auto st = ServeFromCache(server); !st.ok()) return st;
       continue;
     }
-    // Everyone is at this op.
+    // Everyone is at this op: the same op? (A refusal keeps the group where
+    // it is: on the switch if every rank is ready for it.)
+    const bool resume = std::all_of(all.begin(), all.end(),
+                                    [](const AgreeRecord& a) { return (a.flags & kReady) != 0; });
+    std::vector<OpDescriptor> descs(n);
+    for (size_t r = 0; r < n; ++r) descs[r] = all[r].desc;
+    if (auto st = client::CheckAgreement(o_.group_id, op_index_, descs); !st.ok()) {
+      if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
+      switch_mode_ = resume;
+      return Refused(st);
+    }
     const bool any_chunks = std::any_of(
         all.begin(), all.end(), [](const AgreeRecord& a) { return (a.flags & kHaveChunks) != 0; });
     const size_t bytes = s.count * wire::ElementBytes(s.type);
@@ -111,8 +145,6 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
                                    : host_->AllReduce(s.data, s.count, s.type, s.reduce);
     if (!st.ok()) return st;
     Cache(s);
-    const bool resume = std::all_of(all.begin(), all.end(),
-                                    [](const AgreeRecord& a) { return (a.flags & kReady) != 0; });
     if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
     switch_mode_ = resume;
     return absl::OkStatus();
@@ -154,7 +186,7 @@ absl::Status CommunicatorImpl::Finalize() {
   ++op_index_;
   const size_t n = static_cast<size_t>(o_.world_size);
   for (int round = 0; round < 4 * o_.world_size + 4; ++round) {
-    AgreeRecord mine{op_index_, 0, 0};
+    AgreeRecord mine{op_index_, 0, 0, client::Leaving()};
     if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
     std::vector<AgreeRecord> all(n);
     if (auto st = host_->AllGather(&mine, all.data(), sizeof(AgreeRecord)); !st.ok()) return st;

@@ -110,6 +110,15 @@ settings::Table<C> PathsAndTimeouts() {
                   "fails)",
            .env = "INCA_REQUIRE_SWITCH"},
           [](auto& c) -> auto& { return c.require_switch; }),
+      Bool(
+          {.key = "check_agreement",
+           .doc = "with no switch configured, exchange each operation's description before "
+                  "running it on Gloo (one small allgather), so that ranks that disagree on "
+                  "count, dtype, op, collective, root or layer get the same error instead of a "
+                  "wrong result; with a switch the check is free and always made; false runs "
+                  "plain Gloo (baselines)",
+           .env = "INCA_CHECK_AGREEMENT"},
+          [](auto& c) -> auto& { return c.check_agreement; }),
       Uint(
           {.key = "retransmit_timeout_ms",
            .lo = 1,

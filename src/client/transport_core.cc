@@ -74,6 +74,7 @@ SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int worl
     r.complete = r.complete && x.complete;
     r.fallback_notice = r.fallback_notice || x.fallback_notice;
     r.declined = r.declined || x.declined;
+    r.disagreed = r.disagreed || x.disagreed;
     r.sent += x.sent;
     r.retransmitted += x.retransmitted;
     r.requests += x.requests;
@@ -389,7 +390,9 @@ void OpCore::Send(uint32_t c, bool retransmit, bool request, DatagramSink& out) 
   h.seq_num = op_.seq;
   h.reduce_op = op_.reduce;
   h.dtype = op_.type;
-  h.block = op_.op == CaisOp::kBroadcast ? static_cast<uint8_t>(root_index_) : uint8_t{0};
+  h.block = op_.op == CaisOp::kBroadcast ? static_cast<uint8_t>(root_index_)
+            : op_.broadcast              ? wire::BroadcastTag(op_.root)
+                                         : uint8_t{0};
   h.flags = retransmit ? wire::cais_flags::kRetransmit : uint8_t{0};
   const size_t len = request ? 0 : Length(c);
   h.payload_len = static_cast<uint32_t>(len);
@@ -459,6 +462,7 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     // anyway: stop here rather than trickle on (the chunks already done are
     // kept; recovery completes the rest).
     ++r_.notices;
+    if (h.block == wire::kFallbackShapeMismatch) r_.disagreed = true;
     handed_back_ = true;
     Complete(c, true, now);
     Finish();

@@ -63,6 +63,10 @@ struct SwitchPhaseResult {
   // The switch's offload policy declined the operation (DECLINED notice):
   // run it on the host path and stay joined.
   bool declined = false;
+  // The switch handed a chunk back because the ranks' chunks differ in
+  // shape (a FALLBACK notice with block kFallbackShapeMismatch): the ranks
+  // disagree about the operation, the switch and the group are fine.
+  bool disagreed = false;
   uint64_t sent = 0;
   uint64_t retransmitted = 0;
   uint64_t requests = 0;

@@ -101,9 +101,14 @@ struct OpState {
       future->markCompleted(c10::IValue(outputs));
     } else {
       future->setError(std::make_exception_ptr(
-          std::runtime_error(absl::StrCat("cais backend: ", s.message(), kFallbackHint))));
+          std::runtime_error(absl::StrCat("cais backend: ", s.message(), Hint(s)))));
     }
     outputs.clear();
+  }
+  // Where the host path would not have helped (the ranks disagree, or the
+  // input is refused), no advice to take it.
+  static const char* Hint(const absl::Status& s) {
+    return s.code() == absl::StatusCode::kInvalidArgument ? "" : kFallbackHint;
   }
   static constexpr const char* kFallbackHint =
       " (switch to the host path with cais.set_offload(False) or INCA_OFFLOAD=0, or use backend "
@@ -131,7 +136,7 @@ class CaisWork : public c10d::Work {
       ReleaseGil nogil;
       s = work_->Wait();
     }
-    TORCH_CHECK(s.ok(), "cais backend: ", std::string(s.message()), OpState::kFallbackHint);
+    TORCH_CHECK(s.ok(), "cais backend: ", std::string(s.message()), OpState::Hint(s));
     return true;
   }
   void synchronize() override {}

@@ -291,6 +291,9 @@ class CaisReducer final : public dp::Program {
   void DoAdvance(dp::TimeNs now, dp::PacketSink& out) override;
 
   void Expire(dp::TimeNs now, dp::PacketSink& out);
+  // Gives pending slot `slot` up: a FALLBACK notice (block = `why`) to each
+  // of its input ports, its cells released, the slot closed.
+  void HandBack(uint32_t slot, uint8_t why, dp::PacketSink& out);
   void UpdateRates(dp::TimeNs now);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
   void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload,

@@ -103,6 +103,11 @@ struct CommunicatorOptions {
   // in that recovery, and then returns the error. Declines by the switch's
   // offload policy are decisions and still run on the host path.
   bool require_switch = false;
+  // On the host path with no switch configured, exchange each operation's
+  // description (one small allgather) so that ranks that disagree get an
+  // error instead of a wrong result or an abort. With a switch the check
+  // costs nothing and is always made. false: plain Gloo, for baselines.
+  bool check_agreement = true;
   // The job this communicator belongs to, sent in JOIN so that a re-run
   // replaces its own dead group on the switch (docs/protocol.md). 0: rank 0
   // draws one at random and every rank takes it at creation.
@@ -126,6 +131,7 @@ struct CommunicatorStats {
   uint64_t ops_switch = 0;    // completed entirely through the switch
   uint64_t ops_host = 0;      // completed (at least partly) on the host path
   uint64_t ops_declined = 0;  // of ops_host: the switch's offload policy declined them
+  uint64_t ops_refused = 0;   // operations the ranks disagreed on (an error on every rank)
   uint64_t chunks_sent = 0;
   uint64_t chunks_retransmitted = 0;
   uint64_t tail_probes = 0;  // quiet spells ended by a tail probe (of chunks_retransmitted)
@@ -164,6 +170,9 @@ inline constexpr CommunicatorStatsField kCommunicatorStatsFields[] = {
      "Operations completed (at least partly) on the host path."},
     {"ops_declined", &CommunicatorStats::ops_declined,
      "Of ops_host: operations the switch's offload policy declined."},
+    {"ops_refused", &CommunicatorStats::ops_refused,
+     "Operations the ranks disagreed on (count, dtype, op, collective, root or layer): each "
+     "rank got the same error and none ran it."},
     {"chunks_sent", &CommunicatorStats::chunks_sent, "Chunk packets sent to the switch."},
     {"chunks_retransmitted", &CommunicatorStats::chunks_retransmitted, "Chunks sent again."},
     {"tail_probes", &CommunicatorStats::tail_probes,

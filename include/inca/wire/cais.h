@@ -70,6 +70,19 @@ inline constexpr uint8_t kKnownMask = 0x3F;  // any other bit set is an error
 inline constexpr uint8_t kSwitchOnly = kResult | kFallback | kDeclined | kAck | kPending;
 }  // namespace cais_flags
 
+// `block` of a FALLBACK notice: why the switch gave the chunk up.
+inline constexpr uint8_t kFallbackClosed = 0;  // timed out, or closed before this packet
+// The contributors' headers differ (op, dtype, reduce op, sizes, root): the
+// ranks disagree about the operation (docs/protocol.md, "Fallback notice").
+inline constexpr uint8_t kFallbackShapeMismatch = 1;
+
+// `block` of an AllReduce chunk from a host: 0, or for a broadcast that the
+// client carries as an all-reduce-sum (docs/protocol.md), 1 + root mod 255,
+// so that the switch sees ranks that disagree on the root or the collective.
+constexpr uint8_t BroadcastTag(int root) {
+  return static_cast<uint8_t>(1 + static_cast<unsigned>(root) % 255u);
+}
+
 constexpr size_t ElementBytes(DType t) {
   return (t == DType::kF16 || t == DType::kBF16) ? 2 : 4;
 }

@@ -1,0 +1,155 @@
+// Ranks that disagree about an operation (issue 46): count, dtype, op,
+// collective, root, layer, and no elements on one rank, on 2 and 4 ranks,
+// through a real inca-switchd and with no switch at all. Every rank must get
+// the same one-line error naming what differs, no process may abort, and
+// the next correct operation must be exact (docs/design/cais-client.md,
+// "Ranks that disagree").
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cluster.h"
+#include "inca/client/communicator.h"
+#include "launch/process.h"
+
+namespace inca::integration {
+namespace {
+
+// One case: what every rank runs, given its rank; `field`: what the error
+// must name.
+struct Case {
+  const char* field;
+  std::function<absl::Status(Communicator&, int rank)> run;
+};
+
+std::vector<float> Floats(size_t n, float v) {
+  return std::vector<float>(n, v);
+}
+
+std::vector<Case> Cases() {
+  return {
+      {"count",
+       [](Communicator& c, int rank) {
+         auto b = Floats(rank == 0 ? 1000 : 2000, 1);
+         return c.AllReduce(b.data(), b.size(), DType::kF32, ReduceOp::kSum);
+       }},
+      {"dtype",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, 1);
+         return c.AllReduce(b.data(), b.size(), rank == 1 ? DType::kI32 : DType::kF32,
+                            ReduceOp::kSum);
+       }},
+      {"op",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, 1);
+         return c.AllReduce(b.data(), b.size(), DType::kF32,
+                            rank == 1 ? ReduceOp::kMax : ReduceOp::kSum);
+       }},
+      {"collective",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, 1);
+         return rank == 1 ? c.Broadcast(b.data(), b.size(), DType::kF32, 0)
+                          : c.AllReduce(b.data(), b.size(), DType::kF32, ReduceOp::kSum);
+       }},
+      {"collective",
+       [](Communicator& c, int rank) {
+         const size_t n = static_cast<size_t>(c.world_size());
+         auto in = Floats(1000 * n, 1);
+         auto out = Floats(1000 * n, 0);
+         return rank == 1
+                    ? c.AllGather(in.data(), out.data(), 1000, DType::kF32)
+                    : c.ReduceScatter(in.data(), out.data(), 1000, DType::kF32, ReduceOp::kSum);
+       }},
+      {"root",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, static_cast<float>(rank));
+         return c.Broadcast(b.data(), b.size(), DType::kF32, rank == 1 ? 1 : 0);
+       }},
+      {"layer",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, 1);
+         OpOptions oo;
+         oo.layer_id = rank == 1 ? 7 : 3;
+         return c.AllReduce(b.data(), b.size(), DType::kF32, ReduceOp::kSum, oo);
+       }},
+      {"count",
+       [](Communicator& c, int rank) {
+         auto b = Floats(1000, 1);
+         return c.AllReduce(b.data(), rank == 1 ? 0 : b.size(), DType::kF32, ReduceOp::kSum);
+       }},
+  };
+}
+
+// A rank: every case, each followed by a correct operation checked
+// exactly; the errors go to `dir`/rank-R, one per line. An exit code.
+int RankMain(CommunicatorOptions o, const std::string& dir) {
+  auto c = Communicator::Create(o);
+  if (!c.ok()) return Fail("create", c.status());
+  std::ofstream errors(absl::StrCat(dir, "/rank-", o.rank));
+  int rc = 0;
+  for (const Case& k : Cases()) {
+    const absl::Status st = k.run(**c, o.rank);
+    errors << (st.ok() ? std::string("OK") : absl::StrCat(st.code(), " ", st.message())) << "\n";
+    if (st.code() != absl::StatusCode::kInvalidArgument) rc = 20;
+    if (CheckAll(**c, DType::kF32, ReduceOp::kSum, 3000, 1) != 0) rc = 21;
+  }
+  if ((*c)->stats().ops_refused != Cases().size()) rc = 22;
+  return rc;
+}
+
+void ExpectTheSameErrorOnEveryRank(int ranks, bool with_switch) {
+  Cluster cl({"--timeout-ms", "400"}, with_switch);
+  char tmpl[] = "/tmp/inca-disagree-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ExpectAllZero(launch::RunRanks(
+      ranks,
+      [&](int rank) {
+        auto o = cl.Options(rank, ranks);
+        if (!with_switch) o.switch_address.clear();
+        o.switch_timeout_ms = 1000;
+        return RankMain(o, dir);
+      },
+      kRankTimeout));
+  std::vector<std::string> first;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(absl::StrCat(dir, "/rank-", r));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), Cases().size()) << "rank " << r;
+    if (r == 0) first = lines;
+    EXPECT_EQ(lines, first) << "rank " << r << " got another error than rank 0";
+  }
+  const std::vector<Case> cases = Cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::printf("every rank: %s\n", first[i].c_str());
+    EXPECT_NE(first[i].find(absl::StrCat("the ranks disagree on ", cases[i].field)),
+              std::string::npos)
+        << first[i];
+    EXPECT_EQ(first[i].find('\n'), std::string::npos);
+  }
+  std::system(absl::StrCat("rm -rf ", dir).c_str());
+}
+
+TEST(DisagreementTest, TwoRanksThroughTheSwitch) {
+  ExpectTheSameErrorOnEveryRank(2, true);
+}
+TEST(DisagreementTest, FourRanksThroughTheSwitch) {
+  ExpectTheSameErrorOnEveryRank(4, true);
+}
+TEST(DisagreementTest, TwoRanksOnTheHostPathAlone) {
+  ExpectTheSameErrorOnEveryRank(2, false);
+}
+TEST(DisagreementTest, FourRanksOnTheHostPathAlone) {
+  ExpectTheSameErrorOnEveryRank(4, false);
+}
+
+}  // namespace
+}  // namespace inca::integration
