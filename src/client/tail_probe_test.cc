@@ -16,8 +16,8 @@ namespace {
 
 // The tail probe on one rank, packet by packet: after a quiet spell it asks
 // (20-byte result requests for the oldest and newest overdue chunk) rather
-// than resending; "held" answers resend nothing (a slower rank is late),
-// and a "not held" answer resends the overdue chunks.
+// than resending; "held" answers resend nothing (a slower rank is late) and
+// the probes back off, and a "not held" answer resends the overdue chunks.
 TEST(TailProbeTest, AsksTheSwitchAndResendsOnlyWhatItLacks) {
   struct Capture final : DatagramSink {
     std::vector<std::pair<wire::CaisHeader, size_t>> sent;
@@ -69,15 +69,31 @@ TEST(TailProbeTest, AsksTheSwitchAndResendsOnlyWhatItLacks) {
   EXPECT_EQ(out.sent[1].first.chunk_id, 3);
   EXPECT_EQ(r.tail_probes, 1u);
   out.sent.clear();
-  // Both held: the other rank is late; nothing is resent, and no second
-  // probe before some progress.
+  // Both held: the other rank is late. However late (here over 20 ms, four
+  // RTOs), nothing is resent: each answer "held" restarts the timer, and the
+  // next probe comes later each time, under half the RTO (issue 46).
   const uint8_t pending = wire::cais_flags::kResult | wire::cais_flags::kPending;
-  core.OnDatagram(answer(0, pending, 1), probe_at + 50'000);
-  core.OnDatagram(answer(3, pending, 1), probe_at + 50'000);
-  core.Pump(probe_at + 60'000, out);
-  core.Pump(probe_at + 2'000'000, out);
-  EXPECT_TRUE(out.sent.empty());
+  int64_t now = probe_at + 50'000;
+  int64_t asked = probe_at;
+  std::vector<int64_t> gaps;
+  for (int round = 0; round < 12; ++round) {
+    core.OnDatagram(answer(0, pending, 1), now);
+    core.OnDatagram(answer(3, pending, 1), now);
+    core.Pump(now, out);
+    EXPECT_TRUE(out.sent.empty());
+    now = core.NextDeadline();
+    core.Pump(now, out);
+    ASSERT_EQ(out.sent.size(), 2u) << "round " << round;  // the next probe, not data
+    for (const auto& [h, len] : out.sent) EXPECT_EQ(len, 0u);
+    out.sent.clear();
+    gaps.push_back(now - asked);
+    asked = now;
+    now += 50'000;
+  }
   EXPECT_EQ(r.retransmitted, 0u);
+  EXPECT_GT(now, probe_at + 20'000'000);
+  EXPECT_GT(gaps[2], gaps[0]);  // backing off
+  for (int64_t g : gaps) EXPECT_LE(g, 50'000 + 5'000'000 / 2);
   // Progress (chunk 1 completes), then another quiet spell whose answer is
   // "not held": every overdue chunk not yet resent goes again.
   std::vector<uint8_t> result(wire::kCaisHeaderBytes + 8952);
@@ -88,7 +104,7 @@ TEST(TailProbeTest, AsksTheSwitchAndResendsOnlyWhatItLacks) {
   rh.flags = wire::cais_flags::kResult;
   rh.payload_len = 8952;
   wire::SerializeCaisHeader(rh, result);
-  const int64_t t = probe_at + 2'100'000;
+  const int64_t t = now + 100'000;
   core.OnDatagram(result, t);
   core.Pump(t, out);
   ASSERT_EQ(out.sent.size(), 1u);  // chunk 4 fills the window

@@ -417,6 +417,7 @@ void OpCore::Complete(uint32_t c, bool fallback, int64_t now, int64_t switch_wai
   sent_at_[c] = -2;  // done
   --remaining_;
   last_progress_ = now;
+  held_rounds_ = 0;
   rto_deadline_ = now;  // the timer restarts on progress (as TCP's on a new ACK)
   probed_ = false;
   request_rto_ = path_.rto_ns();
@@ -472,6 +473,8 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     // The answer to a tail probe (Pump): block 0 = the switch lacks this
     // rank's contribution to a chunk still pending there.
     if (Own(c) && sent_at_[c] >= 0 && fast_done_[c] == 0 && h.block == 0) missing_ = true;
+    // block 1: it is there and waits for slower ranks (Pump: no resend).
+    if (Own(c) && sent_at_[c] >= 0 && h.block == 1) held_ = true;
     return;
   }
   const int64_t wait = wire::CarriesWait(h.op) ? wire::DecodeWait(h.block) : -1;
@@ -572,6 +575,21 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     }
     if (resent > 0) path_.OnLoss(now);  // competitive mode halves
   }
+  // The switch holds what the probe asked about: this rank's chunks wait
+  // there for slower ranks (ranks that reach an operation tens of ms apart,
+  // issue 46), and a resend would only be dropped as a duplicate. The
+  // retransmission timer restarts and the next probe comes later (the
+  // interval doubling, under the RTO), so a rank waits for the others with
+  // a few 20-byte probes instead of resending its window every RTO. A chunk
+  // lost meanwhile is found as before: overtaken once results flow again,
+  // by a probe that finds it missing, or by the RTO if a probe goes
+  // unanswered.
+  if (held_) {
+    held_ = false;
+    rto_deadline_ = now;
+    probed_ = false;
+    held_rounds_ = std::min(held_rounds_ + 1, 16);
+  }
   // The retransmission timer: nothing completed for an RTO. Resend every
   // chunk as old as the RTO (the window at most), back off, and restart the
   // timer. A flight lost whole, as one GSO message of up to seven chunks
@@ -634,7 +652,11 @@ int64_t OpCore::ProbeTimeout() const {
   const int64_t pto =
       std::max(static_cast<int64_t>(c_.probe_timeout_rtts * static_cast<double>(path_.srtt_ns())),
                path_.srtt_ns() + path_.reorder_window_ns());
-  return pto < path_.rto_ns() ? pto : 0;  // past the RTO it would add nothing
+  const int64_t rto = path_.rto_ns();
+  if (pto >= rto) return 0;  // past the RTO it would add nothing
+  // After answers that the switch holds this rank's chunks: back off, while
+  // staying under the RTO so that the next answer restarts it in time.
+  return std::max(pto, std::min(pto << held_rounds_, rto / 2));
 }
 
 int64_t OpCore::PacingInterval() const {

@@ -369,6 +369,8 @@ class OpCore {
   int64_t rto_deadline_ = 0;  // the oldest outstanding chunk's timer
   bool probed_ = false;       // the tail probe fired since the last progress
   bool missing_ = false;      // a probe's answer: the switch lacks a contribution
+  bool held_ = false;         // a probe's answer: the switch holds it, waiting for others
+  int held_rounds_ = 0;       // answers "held" since the last progress (the probe backs off)
   int64_t request_at_ = 0;
   int64_t request_rto_ = 0;
   uint32_t request_cursor_ = 0;

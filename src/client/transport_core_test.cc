@@ -146,9 +146,17 @@ class Star {
       if (before_op) before_op(i);
       const int k = ops_run_++;  // sequence numbers go on across runs
       const int64_t start = now_;
-      for (int r = 0; r < n_; ++r) StartOp(r, k);
+      for (int r = 0; r < n_; ++r) {
+        const int64_t late = late_ns_.empty() ? 0 : late_ns_[static_cast<size_t>(r)];
+        if (late == 0) {
+          StartOp(r, k);
+        } else {
+          ranks_[static_cast<size_t>(r)]->core.reset();  // reaches the operation later
+          Push(now_ + late, 7, r, {});
+        }
+      }
       while (std::any_of(ranks_.begin(), ranks_.end(),
-                         [](const auto& rk) { return !rk->core->Finished(); })) {
+                         [](const auto& rk) { return !rk->core || !rk->core->Finished(); })) {
         Step();
       }
       for (int r = 0; r < n_; ++r) {
@@ -159,6 +167,12 @@ class Star {
     }
     return durations;
   }
+
+  // Rank r reaches each later operation late_ns[r] after the others (as
+  // ranks of a tensor-parallel job do when their compute differs).
+  void SetLateness(std::vector<int64_t> late_ns) { late_ns_ = std::move(late_ns); }
+  // Chunks each rank resent, over every operation run so far.
+  uint64_t retransmitted_by(int r) const { return by_rank_[static_cast<size_t>(r)]; }
 
   const PathState& path(int r) const { return ranks_[static_cast<size_t>(r)]->path; }
   const SwitchPhaseResult& result(int r) const { return ranks_[static_cast<size_t>(r)]->result; }
@@ -251,6 +265,7 @@ class Star {
     ToSwitch sink(this, r);
     rk.core->Pump(now_, sink);
     retransmitted_ += rk.result.retransmitted - before;
+    by_rank_[static_cast<size_t>(r)] += rk.result.retransmitted - before;
     if (r == 0 && (trace_.empty() || trace_.back().second != rk.path.window())) {
       trace_.emplace_back(now_, rk.path.window());
     }
@@ -300,6 +315,10 @@ class Star {
       SetRate(step_bps_);
       return;
     }
+    if (e.kind == 7) {
+      StartOp(e.who, ops_run_ - 1);
+      return;
+    }
     if (e.kind >= 3) {
       FlowEvent(e);
       return;
@@ -311,7 +330,7 @@ class Star {
       return;
     }
     Rank& rk = *ranks_[static_cast<size_t>(e.who)];
-    if (rk.core->Finished()) return;
+    if (!rk.core || rk.core->Finished()) return;
     if (e.kind == 1) rk.core->OnDatagram(e.bytes, now_);
     Pump(e.who);
   }
@@ -345,6 +364,8 @@ class Star {
   uint64_t next_id_ = 0;
   int64_t now_ = 0;
   uint64_t retransmitted_ = 0;
+  std::vector<int64_t> late_ns_;
+  std::vector<uint64_t> by_rank_ = std::vector<uint64_t>(64, 0);
   std::mt19937_64 rng_{42};
 };
 
@@ -601,6 +622,58 @@ TEST(TransportCoreSimTest, AFlightLostWholeComesBackWithinRoundTripsNotAtTheTime
   EXPECT_GT(burst_probes, 0u);
   EXPECT_EQ(none, 0u);
   EXPECT_GE(static_cast<double>(rto_only), 1.5 * static_cast<double>(bursts));
+}
+
+// Ranks that reach an operation apart (issue 46): the early ranks' chunks
+// wait at the switch for the last rank, which is not a loss. The early
+// ranks' probes learn that the switch holds their chunks, and they resend
+// nothing while they wait; the late rank's own chunks meet no wait. Before
+// the probe's "held" answer restarted the timer, every early rank resent its
+// window at each RTO (5 ms, then backed off) of a 30 ms wait.
+TEST(TransportCoreSimTest, ARankThirtyMsLateCausesNoRetransmissionFromTheEarlyRanks) {
+  Link link;
+  Star star(4, 1 << 20, link);
+  const int64_t on_time = star.Run(2).back();  // round trips measured
+  star.SetLateness({0, 0, 0, 30'000'000});
+  const std::vector<int64_t> d = star.Run(4);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(star.retransmitted_by(r), 0u) << "rank " << r;
+  // Once the late rank is there, the operation takes what it takes on time
+  // (the early ranks' windows were not cut by the wait).
+  for (int64_t t : d) {
+    EXPECT_GE(t, 30'000'000);
+    EXPECT_LE(static_cast<double>(t - 30'000'000), 1.05 * static_cast<double>(on_time));
+  }
+  // The early ranks asked, and waited: about a probe (two requests) per half
+  // RTO (5 ms floor) of the wait, not one per round trip (about 60).
+  uint64_t requests = 0;
+  for (int r = 0; r < 3; ++r) requests += star.result(r).requests;
+  EXPECT_GT(requests, 0u);
+  EXPECT_LE(requests, 3u * 2 * 15);
+}
+
+// Lateness and loss together: every loss is still recovered, exactly, and
+// the late operations take no longer past the wait than the loss alone does.
+TEST(TransportCoreSimTest, LossIsRecoveredAsFastWhenARankIsLate) {
+  auto run = [](int64_t late) {
+    Link link;
+    link.loss = 0.01;
+    Star star(4, 1 << 20, link);
+    star.Run(2);
+    star.SetLateness({0, late, 0, 0});
+    const std::vector<int64_t> d = star.Run(4);
+    int64_t past = 0;
+    for (int64_t t : d) past += t - late;
+    return std::make_pair(past, star.retransmitted());
+  };
+  const auto [on_time, resent_on_time] = run(0);
+  const auto [late, resent_late] = run(20'000'000);
+  std::printf(
+      "4 ops of 4 MiB, 1 %% loss: %.2f ms on time, %.2f ms past a 20 ms wait; "
+      "%lu and %lu resent\n",
+      static_cast<double>(on_time) / 1e6, static_cast<double>(late) / 1e6,
+      static_cast<unsigned long>(resent_on_time), static_cast<unsigned long>(resent_late));
+  EXPECT_GT(resent_late, 0u);
+  EXPECT_LE(static_cast<double>(late), 1.5 * static_cast<double>(on_time));
 }
 
 TEST(TransportCoreSimTest, DeterministicForTheSameInputs) {
