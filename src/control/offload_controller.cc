@@ -250,6 +250,15 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
                       pooled(t.host_path, from->host_path)))
         out.offload_bins |= bit;
       continue;
+    } else if (enough(t.switch_path) || enough(t.host_path) ||
+               t.switch_path.measured() != t.host_path.measured()) {
+      // Measured (enough) on one path only: it stays there until the other
+      // path is measured enough, rather than follow the model's range from
+      // one period (or one job) to the next as the switch's queue delay
+      // moves it.
+      on_switch = enough(t.switch_path) || (!enough(t.host_path) && t.switch_path.measured());
+      out.measured_bins |= bit;
+      if (on_switch) out.offload_bins |= bit;
     } else {
       // Too few samples: the model's choice for a typical size of the class.
       const PathTiming& seen = t.switch_path.measured() ? t.switch_path : t.host_path;
@@ -273,9 +282,18 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
         : explored && !landed ? lost_after
                               : config_.explore_retry_ns;
     const bool armed_lately = explored && now - ex.at[t.bin] < gap;
+    // The first look at the host path from the switch waits until the
+    // class has run 1 / explore_budget operations on the switch (50 at
+    // 2 %), so that a short job is not slowed by one (issue 46: a
+    // bandwidth-bound operation explored onto a ring costs 1.5-1.75x); with
+    // the timings kept across jobs of one shape, later jobs add to the
+    // count. An explore toward the switch is not held back.
+    const bool budget_allows =
+        !on_switch || enough(other) ||
+        static_cast<double>(t.switch_path.samples) * config_.explore_budget >= 1.0;
     // Not while another job shares the hosts: its traffic would be measured
     // with the explore, and slowed by it (docs/control.md).
-    if ((!enough(other) || stale(other)) && !armed_lately && !g.contended) {
+    if ((!enough(other) || stale(other)) && !armed_lately && !g.contended && budget_allows) {
       out.explore_bins |= bit;
       ex.at[t.bin] = now;
       ex.samples_then[t.bin] = other.samples;

@@ -252,9 +252,11 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
 }
 
 // A formed 4-rank group with one size class measured as given (mean_us < 0:
-// not measured on that path).
+// not measured on that path). 64 switch samples: past the first explore's
+// budget (1 / explore_budget = 50 at 2 %).
 GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age_ms = 0,
-                   int64_t host_age_ms = 0, uint32_t host_samples = 3) {
+                   int64_t host_age_ms = 0, uint32_t host_samples = 3,
+                   uint32_t switch_samples = 64) {
   GroupInfo g;
   g.group_id = 5;
   g.world_size = 4;
@@ -263,7 +265,7 @@ GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age
   OffloadTiming t;
   t.bin = bin;
   const double bytes = std::ldexp(1.0, bin);
-  if (switch_us >= 0) t.switch_path = {3, switch_us, bytes, switch_age_ms};
+  if (switch_us >= 0) t.switch_path = {switch_samples, switch_us, bytes, switch_age_ms};
   if (host_us >= 0) t.host_path = {host_samples, host_us, bytes, host_age_ms};
   g.timings.push_back(t);
   return g;
@@ -342,7 +344,8 @@ TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
   // explore the host path, once.
   ASSERT_TRUE(InRange(c.Range(4), uint64_t{1} << 24));
   GroupOffload p = c.Plan(Measured(24, 140e3, -1), 0);
-  EXPECT_EQ(p.measured_bins, 0u);
+  EXPECT_EQ(p.measured_bins, bit);  // it stays on the path it was measured on
+  EXPECT_EQ(p.offload_bins, bit);
   EXPECT_EQ(p.explore_bins, bit);
   EXPECT_EQ(c.Plan(Measured(24, 140e3, -1), 500 * dp::kNsPerMs).explore_bins, 0u);
   EXPECT_EQ(c.Plan(Measured(24, 140e3, -1), 1000 * dp::kNsPerMs).explore_bins, bit);  // lost?
@@ -353,9 +356,12 @@ TEST(OffloadControllerTest, TheUnmeasuredPathIsExploredOncePerInterval) {
   // The host path wins: the switch path is the one measured again.
   EXPECT_EQ(c.Plan(Measured(20, 900, 300, 1000, 0), 0).explore_bins, uint64_t{1} << 20);
   EXPECT_EQ(c.Plan(Measured(20, 900, 300, 0, 1000), 0).explore_bins, 0u);
-  // Only the path the model does not choose was seen (enough times): its
-  // next operation measures the other one without an explore.
-  EXPECT_EQ(c.Plan(Measured(24, -1, 210e3), 0).explore_bins, 0u);
+  // Only the path the model does not choose was seen: the class stays on it
+  // (not on the model's moving range), and the other path is explored.
+  p = OffloadController{cfg}.Plan(Measured(24, -1, 210e3), 0);
+  EXPECT_EQ(p.measured_bins, bit);
+  EXPECT_EQ(p.offload_bins, 0u);
+  EXPECT_EQ(p.explore_bins, bit);
   // A re-formed group (new seq_base) starts afresh.
   GroupInfo again = Measured(24, 140e3, -1);
   again.seq_base = 78;
@@ -399,15 +405,36 @@ TEST(OffloadControllerTest, ReExploringALongOperationKeepsToTheBudget) {
   EXPECT_FALSE(cfg.Validate().ok());
 }
 
+// Issue 46: a short job on a fresh switch is not slowed by a look at the
+// host path. The first explore away from the switch waits until the class
+// has run 1 / explore_budget operations there (50 at 2 %); an explore toward
+// the switch does not wait.
+TEST(OffloadControllerTest, TheFirstLookAtTheHostPathWaitsForTheExploreBudget) {
+  const uint64_t bit = uint64_t{1} << 22;
+  OffloadControllerConfig cfg;  // explore_budget 0.02
+  for (uint32_t n : {1u, 6u, 49u}) {
+    const GroupOffload p = OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, n), 0);
+    EXPECT_EQ(p.explore_bins, 0u) << n;
+    EXPECT_EQ(p.offload_bins, bit) << n;  // on the switch, where it was measured
+  }
+  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 50), 0).explore_bins, bit);
+  // Measured on the host path only: the switch is explored at once.
+  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, -1, 51e3, 0, 0, 1), 0).explore_bins, bit);
+  cfg.explore_budget = 0.25;  // 4 operations
+  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 3), 0).explore_bins, 0u);
+  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 4), 0).explore_bins, bit);
+}
+
 TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {
   OffloadControllerConfig cfg;  // min_samples 2, explore_retry 1 s
   OffloadController c{cfg};
   const uint64_t bit = uint64_t{1} << 24;
   // One host sample that looks far better (taken beside another job's
-  // traffic, say): the model's choice (the switch) stands, and the host path
+  // traffic, say): the switch, measured enough, stands, and the host path
   // is explored again once explore_retry_ns has passed, not before.
   GroupOffload p = c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 0);
-  EXPECT_EQ(p.measured_bins, 0u);
+  EXPECT_EQ(p.measured_bins, bit);
+  EXPECT_EQ(p.offload_bins, bit);
   EXPECT_EQ(p.explore_bins, bit);
   // That explore is still under way at 1 s (no new sample): not repeated.
   EXPECT_EQ(c.Plan(Measured(24, 540e3, 270e3, 0, 0, 1), 1000 * dp::kNsPerMs).explore_bins, 0u);
@@ -447,7 +474,7 @@ TEST(OffloadControllerTest, ASizeMeasuredOnOnePathBorrowsANearbyComparisonInTheS
     OffloadTiming t;
     t.bin = bin;
     const double bytes = std::ldexp(1.0, bin);
-    if (switch_us >= 0) t.switch_path = {1, switch_us, bytes, 0};
+    if (switch_us >= 0) t.switch_path = {64, switch_us, bytes, 0};  // past the budget
     if (host_us >= 0) t.host_path = {1, host_us, bytes, 0};
     g.timings.push_back(t);
   };
@@ -462,7 +489,8 @@ TEST(OffloadControllerTest, ASizeMeasuredOnOnePathBorrowsANearbyComparisonInTheS
   OffloadController c{OffloadControllerConfig{}};
   GroupOffload p = c.Plan(g, 0);
   EXPECT_EQ(p.borrowed_bins, bit(21) | bit(22) | bit(24));
-  EXPECT_EQ(p.measured_bins, bit(20) | p.borrowed_bins);
+  // 128 KiB and 32 MiB stay on the switch, where they were measured.
+  EXPECT_EQ(p.measured_bins, bit(20) | p.borrowed_bins | bit(17) | bit(25));
   EXPECT_EQ(p.offload_bins, p.measured_bins);  // the lender's switch wins
   EXPECT_EQ(p.explore_bins, bit(17) | bit(25));
   // The lender's host path wins: so does the borrower's.

@@ -180,10 +180,35 @@ void GroupManager::Unref(dp::PortId port) {
   }
 }
 
+GroupShape GroupManager::ShapeOf(const GroupState& g) {
+  GroupShape shape{g.world_size, {}};
+  for (const auto& r : g.ranks) {
+    if (r) shape.hosts.push_back(r->endpoint.V6MappedAddress());
+  }
+  std::sort(shape.hosts.begin(), shape.hosts.end());
+  return shape;
+}
+
+void GroupManager::KeepTimings(const GroupState& g) {
+  const bool any = std::any_of(g.timings.begin(), g.timings.end(), [](const auto& paths) {
+    return paths[0].samples > 0 || paths[1].samples > 0;
+  });
+  if (!any) return;
+  GroupShape shape = ShapeOf(g);
+  auto it = history_.find(shape);
+  if (it == history_.end() && history_.size() >= kTimingShapes) {
+    history_.erase(std::min_element(
+        history_.begin(), history_.end(),
+        [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
+  }
+  history_[std::move(shape)] = Kept{g.timings, ++history_tick_};
+}
+
 void GroupManager::Dissolve(uint8_t group_id, const char* why) {
   auto& g = groups_[group_id];
   if (!g) return;
   if (g->formed) {
+    KeepTimings(*g);
     // Only this manager installs (group, *, *) for a formed group.
     (void)rules_->Delete(GroupKey(group_id));
   }
@@ -292,6 +317,11 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     }
     g->formed = true;
     g->formed_at = now;
+    if (auto it = history_.find(ShapeOf(*g)); it != history_.end()) {
+      g->timings = it->second.timings;
+      it->second.used = ++history_tick_;
+      ++timings_inherited_;
+    }
     g->seq_base = next_seq_base_;
     next_seq_base_ += kSeqBaseStride;  // wraps modulo 2^32
     spdlog::info("event=group_formed group={} world_size={} ports={} seq_base={}", m.group_id,

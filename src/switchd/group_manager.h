@@ -97,6 +97,7 @@
 #include <array>
 #include <bitset>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -137,6 +138,21 @@ struct PathAverage {
 };
 inline constexpr double kTimingWeight = 0.25;  // weight of a new sample
 
+using GroupTimings = std::array<std::array<PathAverage, 2>, wire::kSizeClasses>;
+
+// What the hosts measured outlives the job (issue 46): a job's timings are
+// kept, when its group dissolves, under the group's shape (world size and
+// its members' host addresses), and a later group of the same shape starts
+// from them, so that short jobs on the same hosts do not each explore every
+// size again, and a decision does not flip from one job to the next. At most
+// kTimingShapes shapes, the least recently used given up first.
+inline constexpr size_t kTimingShapes = 64;
+struct GroupShape {
+  uint16_t world_size = 0;
+  std::vector<std::array<uint8_t, 16>> hosts;  // members' addresses, sorted
+  friend auto operator<=>(const GroupShape&, const GroupShape&) = default;
+};
+
 struct GroupState {
   uint8_t group_id = 0;
   uint16_t world_size = 0;
@@ -147,6 +163,7 @@ struct GroupState {
   uint32_t seq_base = 0;                          // valid when formed
   dp::TimeNs formed_at = 0;
   // Per size class: [0] the switch path, [1] the host path (wire::ReportPath).
+  // Seeded at formation from the last group of the same shape (below).
   std::array<std::array<PathAverage, 2>, wire::kSizeClasses> timings{};
 
   // Port of each rank in rank order (formed groups).
@@ -222,6 +239,10 @@ class GroupManager {
   // port is unbound.
   absl::StatusOr<int> ReleasePort(dp::PortId port);
   uint64_t reports_ignored() const { return reports_ignored_; }
+  // Shapes whose timings are kept (at most kTimingShapes), and groups that
+  // formed with timings from an earlier group of their shape.
+  size_t timing_shapes() const { return history_.size(); }
+  uint64_t timings_inherited() const { return timings_inherited_; }
 
  private:
   wire::MgmtMessage Join(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
@@ -246,6 +267,10 @@ class GroupManager {
   // Sets formed_ and forming_ from groups_: the last step of every public
   // call that can form, create or remove a group.
   void Recount();
+  // The shape of formed group `g`.
+  static GroupShape ShapeOf(const GroupState& g);
+  // Keeps a dissolving group's timings under its shape (bounded).
+  void KeepTimings(const GroupState& g);
 
   PortTable* ports_;
   cais::RuleTable* rules_;
@@ -257,6 +282,13 @@ class GroupManager {
   uint32_t next_seq_base_;
   uint64_t reports_accepted_ = 0, reports_ignored_ = 0, reports_contended_ = 0;
   std::array<dp::TimeNs, dp::kMaxPorts> port_seen_{};  // last data per port
+  struct Kept {
+    GroupTimings timings;
+    uint64_t used = 0;  // history_tick_ when last stored or taken
+  };
+  std::map<GroupShape, Kept> history_;
+  uint64_t history_tick_ = 0;
+  uint64_t timings_inherited_ = 0;
   dp::TimeNs lease_;
   uint8_t shard_ = 0, shards_ = 0;
   uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;

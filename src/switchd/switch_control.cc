@@ -172,35 +172,44 @@ absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
   return s;
 }
 
+control::GroupInfo GroupInfoOf(const GroupManager& groups, const GroupState& st, dp::TimeNs now) {
+  control::GroupInfo info;
+  info.group_id = st.group_id;
+  info.world_size = st.world_size;
+  if (st.formed) info.rank_ports = st.rank_ports();
+  info.formed = st.formed;
+  info.seq_base = st.seq_base;
+  info.source = "join";
+  info.contended = st.formed && groups.Contended(st.group_id, now - 1000 * dp::kNsPerMs);
+  for (int b = 0; b < wire::kSizeClasses; ++b) {
+    const auto& t = st.timings[b];
+    if (t[0].samples == 0 && t[1].samples == 0) continue;
+    control::OffloadTiming o;
+    o.bin = b;
+    for (auto [from, to] : {std::pair{&t[0], &o.switch_path}, std::pair{&t[1], &o.host_path}}) {
+      to->samples = from->samples;
+      to->mean_us = from->mean_us;
+      to->mean_bytes = from->mean_bytes;
+      to->best_us_per_byte = from->BestUsPerByte();
+      to->age_ms = from->samples == 0 ? -1 : (now - from->last) / dp::kNsPerMs;
+    }
+    info.timings.push_back(o);
+  }
+  return info;
+}
+
+void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer) {
+  reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
+  reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
+}
+
 absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
   std::vector<control::GroupInfo> out;
   First([&](SwitchServer::Control& c) {
     for (int g = 0; g < 256; ++g) {
       const GroupState* st = c.groups.group(static_cast<uint8_t>(g));
       if (st == nullptr) continue;
-      control::GroupInfo info;
-      info.group_id = st->group_id;
-      info.world_size = st->world_size;
-      if (st->formed) info.rank_ports = st->rank_ports();
-      info.formed = st->formed;
-      info.seq_base = st->seq_base;
-      info.source = "join";
-      info.contended = st->formed && c.groups.Contended(st->group_id, c.now - 1000 * dp::kNsPerMs);
-      for (int b = 0; b < wire::kSizeClasses; ++b) {
-        const auto& t = st->timings[b];
-        if (t[0].samples == 0 && t[1].samples == 0) continue;
-        control::OffloadTiming o;
-        o.bin = b;
-        for (auto [from, to] : {std::pair{&t[0], &o.switch_path}, std::pair{&t[1], &o.host_path}}) {
-          to->samples = from->samples;
-          to->mean_us = from->mean_us;
-          to->mean_bytes = from->mean_bytes;
-          to->best_us_per_byte = from->BestUsPerByte();
-          to->age_ms = from->samples == 0 ? -1 : (c.now - from->last) / dp::kNsPerMs;
-        }
-        info.timings.push_back(o);
-      }
-      out.push_back(info);
+      out.push_back(GroupInfoOf(c.groups, *st, c.now));
     }
   });
   std::lock_guard lock(mu_);
@@ -339,10 +348,7 @@ absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& polic
     seen[g.group_id] = true;
   }
   ForEach([&](SwitchServer::Control& c) {
-    for (const control::GroupOffload& g : policy.groups) {
-      c.reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
-      c.reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
-    }
+    for (const control::GroupOffload& g : policy.groups) ApplyOffload(g, c.reducer);
   });
   std::lock_guard lock(mu_);
   // Groups not listed keep their last decision.

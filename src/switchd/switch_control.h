@@ -23,6 +23,12 @@
 
 namespace inca::switchd {
 
+// What the control API reports of a JOIN-formed group, its measured
+// operation times included (the offload controller's input).
+control::GroupInfo GroupInfoOf(const GroupManager& groups, const GroupState& st, dp::TimeNs now);
+// An offload controller's decision for one group, applied to the reducer.
+void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer);
+
 class SwitchControl final : public control::ControlPlane, public control::CaisControlPlane {
  public:
   // `server` (every shard) must outlive this object. `controller_port` is

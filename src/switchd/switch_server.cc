@@ -130,6 +130,8 @@ void SwitchServer::Publish() {
   live_.mgmt_reports = groups_.reports_accepted();
   live_.mgmt_reports_ignored = groups_.reports_ignored();
   live_.mgmt_reports_contended = groups_.reports_contended();
+  live_.timing_shapes = groups_.timing_shapes();
+  live_.timings_inherited = groups_.timings_inherited();
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }

@@ -95,12 +95,14 @@ struct SwitchCounters : HostCounters {
   // Gauges (io_gso, io_gro and ports_bound are the host's).
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
-  uint64_t groups_expired = 0;    // forming groups dropped after a lease of silence
-  uint64_t leases_expired = 0;    // formed groups dissolved: a member silent for a lease
-  uint64_t groups_replaced = 0;   // dead groups taken over by a re-run (another job)
-  uint64_t groups_destroyed = 0;  // JOIN-formed groups destroyed by an operator
-  uint64_t ports_reclaimed = 0;   // ports taken back from forming groups (JOIN floods)
-  uint64_t lease_ms = 0;          // the lease period
+  uint64_t groups_expired = 0;     // forming groups dropped after a lease of silence
+  uint64_t leases_expired = 0;     // formed groups dissolved: a member silent for a lease
+  uint64_t groups_replaced = 0;    // dead groups taken over by a re-run (another job)
+  uint64_t groups_destroyed = 0;   // JOIN-formed groups destroyed by an operator
+  uint64_t ports_reclaimed = 0;    // ports taken back from forming groups (JOIN floods)
+  uint64_t lease_ms = 0;           // the lease period
+  uint64_t timing_shapes = 0;      // group shapes whose offload timings are kept
+  uint64_t timings_inherited = 0;  // groups formed with an earlier group's timings
   // The reduction core.
   dp::ProgramCounters reducer;
   cais::GroupCounters cais;  // switch-wide totals
@@ -173,6 +175,13 @@ inline constexpr counters::Counter<SwitchCounters> kSwitchCounters[] = {
     {18, "lease_ms", "inca_switch_lease_seconds", counters::Kind::kGauge, 1e-3,
      "Lease period: a group member silent for this long loses its group.",
      &SwitchCounters::lease_ms},
+    {19, "timing_shapes", "inca_switch_timing_shapes", counters::Kind::kGauge, 1,
+     "Group shapes (world size and member hosts) whose measured operation times are kept after "
+     "their jobs, for the next job of the same shape (at most 64).",
+     &SwitchCounters::timing_shapes},
+    {20, "timings_inherited", "inca_switch_timings_inherited_total", counters::Kind::kCounter, 1,
+     "Groups that formed with the measured operation times of an earlier job of their shape.",
+     &SwitchCounters::timings_inherited},
 };
 
 // The host's figures (datagrams_rx, egress_unmapped, datagrams_tx,
