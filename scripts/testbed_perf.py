@@ -103,6 +103,7 @@ def perf(a, out=sys.stdout) -> dict:
         row = {"bytes": size, "gloo_us": g.get("time_us"), "switch_us": sw_row.get("time_us"),
                "ring_bound_us": b["ring_s"] * 1e6, "switch_bound_us": b["switch_s"] * 1e6,
                "path": sw_row.get("path"), "host_ops": sw_row.get("host_ops", 0),
+               "why": sw_row.get("why", ""),
                "wrong": g.get("wrong", 0) + sw_row.get("wrong", 0),
                "chunks_sent": sw_row.get("chunks_sent", 0),
                "chunks_retransmitted": sw_row.get("chunks_retransmitted", 0),
@@ -118,7 +119,8 @@ def perf(a, out=sys.stdout) -> dict:
             row["bytes"], (row["gloo_us"] or 0) / 1e3, (row["switch_us"] or 0) / 1e3,
             row["speedup"] or 0, row["ring_bound_us"] / 1e3, row["switch_bound_us"] / 1e3,
             row["gloo_of_bound"] or 0, row["switch_of_bound"] or 0,
-            "%s%s" % (row["path"], " (%d on the host path)" % row["host_ops"]
+            "%s%s" % (row["path"], " (%d on the host path%s)" % (
+                row["host_ops"], ": " + row["why"] if row.get("why") else "")
                       if row["host_ops"] else "")),
             file=out)
     if holding:

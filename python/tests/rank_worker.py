@@ -403,6 +403,9 @@ def scenario_layers():
         check(bool((t == sum(r + layer for r in range(n))).all()), "layer %d result" % layer)
     st = cais.stats()
     check(st["ops_declined"] == 3 and st["ops_switch"] == 3, "stats %r" % st)
+    # Why (issue 46): the layer's rule, for the class of 80,000 bytes (64 KiB up).
+    check(st["host_reasons"] == {"rule": 3}, "host reasons %r" % st["host_reasons"])
+    check(st["host_by_class"] == {"64 KiB": {"rule": 3}}, "by class %r" % st["host_by_class"])
     cais.shutdown()
     return {"stats": st}
 

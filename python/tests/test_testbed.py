@@ -334,7 +334,8 @@ def test_perf_counts_host_path_operations_once_not_per_rank():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     row = json.loads(p.stdout.strip().splitlines()[-1])["rows"][0]
     assert row["wrong"] == 0 and row["path"] == "host/mixed" and row["host_ops"] == 3, row
-    assert "host/mixed (3 on the host path)" in p.stdout
+    assert row["why"] == "off", row  # --offload false: not on the switch
+    assert "host/mixed (3 on the host path: off)" in p.stdout
     assert leftovers(name) == []
 
 

@@ -7,6 +7,7 @@
 
 #include "cais/reducer_test_util.h"
 #include "inca/cais/reducer.h"
+#include "inca/wire/mgmt.h"
 
 namespace inca::cais {
 namespace {
@@ -43,6 +44,34 @@ TEST_F(OffloadAdmissionTest, WithoutAPolicyEveryOperationIsAccepted) {
   EXPECT_EQ(reducer_->totals().offload_declined_ops, 0u);
   EXPECT_EQ(reducer_->min_offload_bytes(0), 0u);
   EXPECT_EQ(reducer_->max_offload_bytes(0), UINT64_MAX);
+}
+
+// Issue 46: a DECLINED notice says why in `block` (wire::DeclineReason), so
+// that a user can see why an operation ran on the host path.
+TEST_F(OffloadAdmissionTest, ADeclinedNoticeSaysWhy) {
+  using wire::DeclineReason;
+  const auto why = [&](uint32_t seq, size_t floats) {
+    EXPECT_EQ(Send(1, Chunk(0, 1, seq, floats)).reason, DropReason::kOffloadDeclined) << seq;
+    const auto out = sink_.Take();
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_TRUE(!out.empty() && out[0].header.has_flag(flags::kDeclined));
+    return out.empty() ? DeclineReason::kUnknown : static_cast<DeclineReason>(out[0].header.block);
+  };
+  Make();
+  AddAllReduce({1, 2});
+  const uint64_t bit = uint64_t{1} << wire::SizeClass(4000);  // 1,000 floats
+  reducer_->SetOffloadRange(0, 1, 0);  // the model declines every size
+  EXPECT_EQ(why(1, 1000), DeclineReason::kModel);
+  reducer_->SetOffloadHold(0, true);
+  EXPECT_EQ(why(2, 1000), DeclineReason::kHeld);
+  reducer_->SetOffloadHold(0, false);
+  reducer_->SetOffloadRange(0, 0, UINT64_MAX);
+  reducer_->SetOffloadBins(0, bit, 0, 0);  // measured: the host path is faster
+  EXPECT_EQ(why(3, 1000), DeclineReason::kMeasured);
+  reducer_->SetOffloadBins(0, bit, bit, bit);  // measured for the switch, one explore
+  EXPECT_EQ(why(4, 1000), DeclineReason::kExplore);
+  EXPECT_EQ(Send(1, Chunk(0, 1, 5, 1000)).verdict, Verdict::kAggregated);  // explored once
+  EXPECT_EQ(wire::ToString(DeclineReason::kExplore), "explore");
 }
 
 TEST_F(OffloadAdmissionTest, SmallOperationsAreDeclinedWithANoticeOnTheSendersPort) {

@@ -355,7 +355,7 @@ void CaisReducer::SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t o
   offload_policy_set_[group_id] = true;
 }
 
-bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
+uint8_t CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   const uint64_t op_key =
       (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
   if (last_decision_ && last_decision_->first == op_key) return last_decision_->second;
@@ -363,18 +363,27 @@ bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
     last_decision_ = *it;
     return it->second;
   }
+  using wire::DeclineReason;
   const uint64_t estimate = uint64_t{h.total_chunks} * h.payload_len;
   bool declined = by_rule || estimate < min_offload_bytes_[h.group_id] ||
                   estimate > max_offload_bytes_[h.group_id];
+  DeclineReason why = by_rule                     ? DeclineReason::kRule
+                      : offload_held_[h.group_id] ? DeclineReason::kHeld
+                                                  : DeclineReason::kModel;
   if (!by_rule && estimate > 0) {
     const uint64_t bit = uint64_t{1} << wire::SizeClass(estimate);
-    if ((measured_bins_[h.group_id] & bit) != 0) declined = (offload_bins_[h.group_id] & bit) == 0;
+    if ((measured_bins_[h.group_id] & bit) != 0) {
+      declined = (offload_bins_[h.group_id] & bit) == 0;
+      why = DeclineReason::kMeasured;
+    }
     if ((explore_bins_[h.group_id] & bit) != 0) {
       explore_bins_[h.group_id] &= ~bit;
       declined = !declined;
+      why = DeclineReason::kExplore;
       Bump(h.group_id, &GroupCounters::offload_explored_ops);
     }
   }
+  const uint8_t decision = declined ? static_cast<uint8_t>(why) : uint8_t{0};
   Bump(h.group_id,
        declined ? &GroupCounters::offload_declined_ops : &GroupCounters::offload_accepted_ops);
   if (op_ring_.size() < config_.offload_decision_capacity) {
@@ -384,9 +393,9 @@ bool CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
     op_ring_[op_ring_next_] = op_key;
     op_ring_next_ = (op_ring_next_ + 1) % op_ring_.size();
   }
-  op_decisions_.emplace(op_key, declined);
-  last_decision_ = {op_key, declined};
-  return declined;
+  op_decisions_.emplace(op_key, decision);
+  last_decision_ = {op_key, decision};
+  return decision;
 }
 
 void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload,
@@ -521,8 +530,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     // under way when the rule was added finishes there too: the client
     // treats one declined chunk as a declined operation). Counted once per
     // operation, as the offload range's decisions.
-    OffloadDeclined(h, /*by_rule=*/true);
-    SendNotice(h, kDeclinedNotice, 0, ingress, out);
+    SendNotice(h, kDeclinedNotice, OffloadDeclined(h, /*by_rule=*/true), ingress, out);
     Bump(g, &GroupCounters::declined_notices);
     return Drop(g, DropReason::kOffloadDeclined);
   }
@@ -588,8 +596,9 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
       Bump(g, &GroupCounters::fallback_notices);
       return Drop(g, DropReason::kChunkClosed);
     }
-    if (offload_policy_set_[g] && OffloadDeclined(h, /*by_rule=*/false)) {
-      SendNotice(h, kDeclinedNotice, 0, ingress, out);
+    if (const uint8_t why = offload_policy_set_[g] ? OffloadDeclined(h, /*by_rule=*/false) : 0;
+        why != 0) {
+      SendNotice(h, kDeclinedNotice, why, ingress, out);
       Bump(g, &GroupCounters::declined_notices);
       return Drop(g, DropReason::kOffloadDeclined);
     }

@@ -79,4 +79,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
+namespace client_internal {
+
+// In all and for its size class as the switch estimates it.
+void CommunicatorImpl::CountHostReason(const SwitchOp& whole) {
+  const auto why = static_cast<size_t>(host_reason_);
+  const int size_class =
+      wire::SizeClass(client::OffloadEstimate(whole, o_.chunk_size, o_.world_size));
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.host_reasons[why];
+  ++stats_.host_by_class[size_class][why];
+}
+
+}  // namespace client_internal
+
 }  // namespace inca

@@ -342,11 +342,13 @@ class CommunicatorImpl final : public Communicator {
         s.data = whole.data + off * esize;
       }
       bool used_host = false;
+      host_reason_ = HostReason::kOff;
       if (s.broadcast && o_.rank != s.root) FillNegativeZero(s);
       if (auto st = RunOne(s, &used_host); !st.ok()) return st;
       any_host = any_host || used_host;
     }
     Bump(any_host ? &CommunicatorStats::ops_host : &CommunicatorStats::ops_switch);
+    if (any_host) CountHostReason(whole);
     return absl::OkStatus();
   }
 
@@ -355,6 +357,9 @@ class CommunicatorImpl final : public Communicator {
   absl::Status RunEmpty(const SwitchOp& s);
   absl::Status AgreeOnHost(const SwitchOp& s);
   absl::Status Refused(absl::Status st);
+
+  // stats(): why operation `whole` used the host path (communicator.cc).
+  void CountHostReason(const SwitchOp& whole);
 
   static void FillNegativeZero(const SwitchOp& s) {
     const size_t esize = wire::ElementBytes(s.type);
@@ -488,6 +493,7 @@ class CommunicatorImpl final : public Communicator {
       // path (through the agreement round, which also covers a rank
       // left behind) and stay joined for the next one.
       Bump(&CommunicatorStats::ops_declined);
+      host_reason_ = static_cast<HostReason>(r.declined_reason);
       *used_host = true;
       *declined = true;
       return Recover(s, r.have);
@@ -511,6 +517,7 @@ class CommunicatorImpl final : public Communicator {
       return Recover(s, r.have);
     }
     // Lost the switch for this op (timeout or hand-back): recover on hosts.
+    host_reason_ = HostReason::kFallback;
     if (!o_.require_switch) WarnFallback("an operation left the switch (timeout or hand-back)");
     transport_->MarkStale();
     switch_mode_ = false;
@@ -662,9 +669,10 @@ class CommunicatorImpl final : public Communicator {
   std::atomic<bool> switch_mode_{false};
   std::atomic<bool> want_offload_{true};
   uint64_t op_index_ = 0;
-  OpDescriptor desc_;           // the operation under way, as the peers must describe it
-  std::vector<uint8_t> cache_;  // may be longer than the cached operation's
-  size_t cache_bytes_ = 0;      // the cached operation's bytes at its start
+  OpDescriptor desc_;  // the operation under way, as the peers must describe it
+  HostReason host_reason_ = HostReason::kOff;  // why the piece under way used the host path
+  std::vector<uint8_t> cache_;                 // may be longer than the cached operation's
+  size_t cache_bytes_ = 0;                     // the cached operation's bytes at its start
   uint64_t cache_op_ = 0;
   bool cache_valid_ = false;
   bool cache_rs_ = false;  // cache_ holds a ReduceScatter's input, not a result

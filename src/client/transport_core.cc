@@ -75,6 +75,7 @@ SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int worl
     r.fallback_notice = r.fallback_notice || x.fallback_notice;
     r.declined = r.declined || x.declined;
     r.disagreed = r.disagreed || x.disagreed;
+    if (x.declined_reason != 0) r.declined_reason = x.declined_reason;
     r.sent += x.sent;
     r.retransmitted += x.retransmitted;
     r.requests += x.requests;
@@ -453,6 +454,7 @@ void OpCore::OnDatagram(std::span<const uint8_t> d, int64_t now) {
     // The offload policy sent the whole operation to the host path; no
     // chunk of it was reduced in the switch.
     r_.declined = true;
+    r_.declined_reason = h.block < wire::kDeclineReasonCount ? h.block : uint8_t{0};
     handed_back_ = true;
     Complete(c, true, now);
     Finish();

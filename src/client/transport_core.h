@@ -67,6 +67,8 @@ struct SwitchPhaseResult {
   // shape (a FALLBACK notice with block kFallbackShapeMismatch): the ranks
   // disagree about the operation, the switch and the group are fine.
   bool disagreed = false;
+  // The DECLINED notice's reason (wire::DeclineReason; 0: none given).
+  uint8_t declined_reason = 0;
   uint64_t sent = 0;
   uint64_t retransmitted = 0;
   uint64_t requests = 0;

@@ -82,6 +82,7 @@ double Reduce(ReduceOp op, double a, double b) {
 struct Record {
   uint32_t index;
   uint32_t host_ops;  // operations of this size that used the host path
+  uint32_t reasons;   // why (bit r: HostReason r)
   uint64_t wrong;
   double mean_us;
   uint64_t sent;           // chunks sent for this size (first transmissions)
@@ -111,6 +112,7 @@ struct SizeRun {
 // What the timed iterations and the check of one size saw on one rank.
 struct Timing {
   uint64_t host_ops = 0;  // host-path operations among the timed ones and the check
+  uint32_t reasons = 0;   // why they did (bit r: HostReason r)
   std::vector<int64_t> timeline;
   double mean_us = 0;
   uint64_t wrong = 0;  // wrong output elements (--check)
@@ -197,9 +199,13 @@ int AgreeTimedIters(SizeRun* r, int32_t* timed_iters) {
 // Runs the collective once, counting a host-path operation into `t`;
 // whether it succeeded.
 bool CountedRun(SizeRun* r, Timing* t) {
-  const uint64_t host_then = r->comm.stats().ops_host;
+  const CommunicatorStats then = r->comm.stats();
   if (!Ok(r->rank, RunOnce(r))) return false;
-  t->host_ops += r->comm.stats().ops_host - host_then;
+  const CommunicatorStats now = r->comm.stats();
+  t->host_ops += now.ops_host - then.ops_host;
+  for (size_t i = 0; i < kHostReasons; ++i) {
+    if (now.host_reasons[i] != then.host_reasons[i]) t->reasons |= 1u << i;
+  }
   return true;
 }
 
@@ -302,6 +308,7 @@ int RankBody(const PerfOptions& o, const std::vector<uint64_t>& sizes, int rank,
     const CommunicatorStats after = (*comm)->stats();
     const Record rec{k,
                      static_cast<uint32_t>(t.host_ops),
+                     t.reasons,
                      t.wrong,
                      t.mean_us,
                      after.chunks_sent - before.chunks_sent,
@@ -331,7 +338,7 @@ double BusFactor(const PerfOptions& o) {
 // The row of one size from the slowest rank's time, the wrong elements of
 // all ranks and the most host-path operations any rank saw.
 PerfRow MakeRow(const PerfOptions& o, uint64_t bytes, double time_us, uint64_t wrong,
-                uint32_t host_ops) {
+                uint32_t host_ops, uint32_t reasons) {
   PerfRow row;
   row.bytes = bytes;
   row.count = bytes / wire::ElementBytes(o.type);
@@ -340,6 +347,12 @@ PerfRow MakeRow(const PerfOptions& o, uint64_t bytes, double time_us, uint64_t w
   row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e3);
   row.busbw_gbps = row.algbw_gbps * BusFactor(o);
   row.path = !o.use_switch ? "host" : host_ops == 0 ? "switch" : "host/mixed";
+  // Why, when the switch path was wanted: "host/mixed (explore,measured)".
+  std::vector<std::string> why;
+  for (size_t i = 0; i < kHostReasons; ++i) {
+    if ((reasons >> i & 1) != 0) why.emplace_back(kHostReasonNames[i]);
+  }
+  if (o.use_switch && host_ops != 0) row.why = absl::StrJoin(why, ",");
   row.host_ops = o.use_switch ? host_ops : 0;
   return row;
 }
@@ -363,7 +376,8 @@ void PrintRow(const PerfOptions& o, const PerfRow& row, std::ostream& out) {
       << wire::ToString(o.type) << std::setw(7) << wire::ToString(o.reduce) << std::fixed
       << std::setprecision(1) << std::setw(10) << row.time_us << std::setprecision(3)
       << std::setw(9) << row.algbw_gbps << std::setw(9) << row.busbw_gbps << std::setw(8)
-      << row.wrong << "  " << row.path << std::endl;
+      << row.wrong << "  " << row.path << (row.why.empty() ? "" : absl::StrCat(" (", row.why, ")"))
+      << std::endl;
 }
 
 // [at_ns,window,srtt_us],... (the brackets around the list are the caller's).
@@ -390,9 +404,9 @@ void PrintFooter(const PerfOptions& o, const std::vector<PerfRow>& rows, std::os
         ",\"algbw_gbps\":", r.algbw_gbps, ",\"busbw_gbps\":", r.busbw_gbps, ",\"wrong\":", r.wrong,
         ",\"chunks_sent\":", r.chunks_sent, ",\"chunks_retransmitted\":", r.chunks_retransmitted,
         ",\"competitive_entries\":", r.competitive_entries, ",\"path\":\"", r.path,
-        "\",\"host_ops\":", r.host_ops, ",\"timeline_ns\":[", absl::StrJoin(r.timeline_ns, ","),
-        "]", r.window_trace.empty() ? "" : ",\"window_trace\":[", WindowTraceJson(r.window_trace),
-        r.window_trace.empty() ? "" : "]", "}"));
+        "\",\"host_ops\":", r.host_ops, ",\"why\":\"", r.why, "\"", ",\"timeline_ns\":[",
+        absl::StrJoin(r.timeline_ns, ","), "]", r.window_trace.empty() ? "" : ",\"window_trace\":[",
+        WindowTraceJson(r.window_trace), r.window_trace.empty() ? "" : "]", "}"));
   }
   out << "{\"ranks\":" << o.ranks << ",\"backend\":\"" << (o.use_switch ? "switch" : "gloo")
       << "\",\"rows\":[" << absl::StrJoin(items, ",") << "]}" << std::endl;
@@ -424,16 +438,16 @@ absl::StatusOr<std::vector<PerfRow>> RunOneRank(const PerfOptions& o,
         };
         int32_t counts[5] = {clamp(rec.wrong), clamp(rec.host_ops), clamp(rec.sent),
                              clamp(rec.retransmitted), clamp(rec.competitive_entries)};
-        // The time and the host-path operations: the most any rank saw (as
-        // the forking launcher); the rest summed.
-        int32_t host_ops = counts[1];
+        // The time, the host-path operations and their reasons: the most any
+        // rank saw (as the forking launcher); the rest summed.
+        int32_t most[2] = {counts[1], static_cast<int32_t>(rec.reasons)};
         if (!c.AllReduce(&time_us, 1, DType::kF32, ReduceOp::kMax).ok() ||
-            !c.AllReduce(&host_ops, 1, DType::kI32, ReduceOp::kMax).ok() ||
+            !c.AllReduce(most, 2, DType::kI32, ReduceOp::kMax).ok() ||
             !c.AllReduce(counts, 5, DType::kI32, ReduceOp::kSum).ok()) {
           return false;
         }
         PerfRow row = MakeRow(o, sizes[rec.index], time_us, static_cast<uint64_t>(counts[0]),
-                              static_cast<uint32_t>(host_ops));
+                              static_cast<uint32_t>(most[0]), static_cast<uint32_t>(most[1]));
         row.chunks_sent = static_cast<uint64_t>(counts[2]);
         row.chunks_retransmitted = static_cast<uint64_t>(counts[3]);
         row.competitive_entries = static_cast<uint64_t>(counts[4]);
@@ -570,16 +584,17 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
         const auto& recs = got[static_cast<uint32_t>(rows.size())];
         double time_us = 0;
         uint64_t wrong = 0, sent = 0, again = 0, competitive = 0;
-        uint32_t host = 0;
+        uint32_t host = 0, reasons = 0;
         for (const auto& x : recs) {
           time_us = std::max(time_us, x.mean_us);
           wrong += x.wrong;
           host = std::max(host, x.host_ops);
+          reasons |= x.reasons;
           sent += x.sent;
           again += x.retransmitted;
           competitive += x.competitive_entries;
         }
-        PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host);
+        PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host, reasons);
         row.chunks_sent = sent;
         row.chunks_retransmitted = again;
         row.competitive_entries = competitive;

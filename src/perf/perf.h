@@ -70,6 +70,8 @@ struct PerfRow {
   double busbw_gbps = 0;
   uint64_t wrong = 0;  // summed over ranks
   std::string path;    // switch, host or host/mixed
+  // host/mixed: why (HostReason names, comma-separated: "explore,measured").
+  std::string why;
   // The switch backend: the timed and checking operations of this size that
   // ran on the host path (declined by the offload controller, an explore,
   // or fell back), the most any rank saw. 0 on the switch path throughout.

@@ -201,6 +201,7 @@ control::GroupInfo GroupInfoOf(const GroupManager& groups, const GroupState& st,
 void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer) {
   reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
   reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
+  reducer.SetOffloadHold(g.group_id, g.fallback_hold);
 }
 
 absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {

@@ -32,6 +32,18 @@ std::string_view ToString(ReduceOp op) {
   return "unknown";
 }
 
+std::string_view ToString(DeclineReason r) {
+  switch (r) {
+    case DeclineReason::kUnknown: return "unknown";
+    case DeclineReason::kRule: return "rule";
+    case DeclineReason::kModel: return "model";
+    case DeclineReason::kMeasured: return "measured";
+    case DeclineReason::kExplore: return "explore";
+    case DeclineReason::kHeld: return "held";
+  }
+  return "unknown";
+}
+
 std::string_view ToString(DType t) {
   switch (t) {
     case DType::kF32: return "f32";

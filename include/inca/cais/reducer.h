@@ -280,6 +280,9 @@ class CaisReducer final : public dp::Program {
   // other way once (counted as offload_explored_ops); setting it again while
   // it is pending changes nothing. Marks the group's policy as set.
   void SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t offload, uint64_t explore);
+  // The group is held on the host path by the offload controller (its
+  // fallback ratio): its declines say so (wire::DeclineReason::kHeld).
+  void SetOffloadHold(uint8_t group_id, bool held) { offload_held_[group_id] = held; }
   uint64_t min_offload_bytes(uint8_t group_id) const { return min_offload_bytes_[group_id]; }
   uint64_t max_offload_bytes(uint8_t group_id) const { return max_offload_bytes_[group_id]; }
 
@@ -337,20 +340,22 @@ class CaisReducer final : public dp::Program {
   uint64_t rate_base_chunks_ = 0, rate_base_bytes_ = 0, rate_base_packets_ = 0;
 
   // Offload admission state (SetOffloadRange).
-  // Returns true when the operation of `h` is declined, deciding it first
-  // (by_rule: a host_path rule matched, which declines it).
-  bool OffloadDeclined(const wire::CaisHeader& h, bool by_rule);
+  // Why the operation of `h` is declined (wire::DeclineReason), or 0 when it
+  // is accepted, deciding it first (by_rule: a host_path rule matched, which
+  // declines it).
+  uint8_t OffloadDeclined(const wire::CaisHeader& h, bool by_rule);
+  std::array<bool, 256> offload_held_{};  // SetOffloadHold
   std::array<uint64_t, 256> min_offload_bytes_{};
   std::array<uint64_t, 256> max_offload_bytes_;
   std::array<bool, 256> offload_policy_set_{};  // decisions are kept from then on
   std::array<uint64_t, 256> measured_bins_{}, offload_bins_{}, explore_bins_{};
-  absl::flat_hash_map<uint64_t, bool> op_decisions_;  // op key -> declined
-  std::vector<uint64_t> op_ring_;                     // insertion order, for eviction
+  absl::flat_hash_map<uint64_t, uint8_t> op_decisions_;  // op key -> OffloadDeclined
+  std::vector<uint64_t> op_ring_;                        // insertion order, for eviction
   size_t op_ring_next_ = 0;
   // The decision last looked up or made, so that the chunks of one operation
   // skip the map. Always one of op_decisions_: only inserting an operation
   // evicts one, and the inserted one becomes the last.
-  std::optional<std::pair<uint64_t, bool>> last_decision_;
+  std::optional<std::pair<uint64_t, uint8_t>> last_decision_;
 };
 
 }  // namespace inca::cais

@@ -16,9 +16,11 @@
 // absl::Status saying what failed.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -126,6 +128,24 @@ struct CommunicatorOptions {
 // INCA_IO (gso or mmsg) and INCA_REQUIRE_SWITCH=1 (require_switch).
 absl::StatusOr<CommunicatorOptions> OptionsFromEnvironment(CommunicatorOptions base = {});
 
+// Why an operation ran on the host path (CommunicatorStats::host_reasons):
+// the switch's reason in its DECLINED notice (wire::DeclineReason; 0 from a
+// switch that gives none), or the client's own.
+enum class HostReason : uint8_t {
+  kDeclined = 0,  // declined by a switch that says no more
+  kRule = 1,      // a host-path rule for its layer
+  kModel = 2,     // outside the offload model's size range (size class not measured)
+  kMeasured = 3,  // the host path measured faster for its size class
+  kExplore = 4,   // one operation sent the other way to measure that path
+  kHeld = 5,      // the group is held on the host path: its chunks fell back
+  kFallback = 6,  // it left the switch part-way (timeout, hand-back)
+  kOff = 7,       // not on the switch: none configured, not joined, or SetOffload(false)
+};
+inline constexpr size_t kHostReasons = 8;
+inline constexpr const char* kHostReasonNames[kHostReasons] = {
+    "declined", "rule", "model", "measured", "explore", "held", "fallback", "off"};
+using HostReasonCounts = std::array<uint64_t, kHostReasons>;
+
 struct CommunicatorStats {
   uint64_t ops = 0;
   uint64_t ops_switch = 0;    // completed entirely through the switch
@@ -151,6 +171,11 @@ struct CommunicatorStats {
   bool progress_batch = false;  // progress thread under SCHED_BATCH (yield_to_local_switch)
   uint64_t competitive_entries = 0;
   uint64_t drain_probes = 0;
+  // Of ops_host, why (HostReason), in all and per size class (class b:
+  // operations of [2^b, 2^(b+1)) bytes as the switch estimates them, the
+  // classes the offload controller decides by).
+  HostReasonCounts host_reasons{};
+  std::map<int, HostReasonCounts> host_by_class;
 };
 
 // CommunicatorStats' figures, declared once: the key and help of each, in

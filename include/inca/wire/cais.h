@@ -76,6 +76,19 @@ inline constexpr uint8_t kFallbackClosed = 0;  // timed out, or closed before th
 // ranks disagree about the operation (docs/protocol.md, "Fallback notice").
 inline constexpr uint8_t kFallbackShapeMismatch = 1;
 
+// `block` of a DECLINED notice: why the switch sent the operation to the
+// host path (docs/protocol.md, "Declined notice"). 0 from switches before.
+enum class DeclineReason : uint8_t {
+  kUnknown = 0,
+  kRule = 1,      // a host-path rule for its layer (cais-cli rules)
+  kModel = 2,     // outside the offload model's size range (a class not measured)
+  kMeasured = 3,  // the host path measured faster for its size class
+  kExplore = 4,   // one operation sent the other way to measure that path
+  kHeld = 5,      // the group is held on the host path: its chunks fell back
+};
+inline constexpr uint8_t kDeclineReasonCount = 6;
+std::string_view ToString(DeclineReason r);
+
 // `block` of an AllReduce chunk from a host: 0, or for a broadcast that the
 // client carries as an all-reduce-sum (docs/protocol.md), 1 + root mod 255,
 // so that the switch sees ranks that disagree on the root or the collective.
