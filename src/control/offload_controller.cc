@@ -168,6 +168,17 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
     return out;
   }
   if (!config_.use_measurements) return out;
+  // Measured mode: for a class never seen the model is only a prior, and
+  // with its assumed rates (100 Gbit/s hosts) and the switch's own queue
+  // delay it declines sizes that the switch path carries at its bound on a
+  // real fabric (issue 46: 1 MiB on 4 x 1 Gbit/s). So the prior is the
+  // switch, every size, unless SRAM pressure has raised the threshold above
+  // its base, when the model's range says what is worth the memory.
+  // Measurements move a class to the host path where that is faster.
+  if (threshold_ <= config_.base_threshold && threshold_ < config_.max_threshold) {
+    out.min_bytes = 1;
+    out.max_bytes = UINT64_MAX;
+  }
   Explored& ex = explored_[g.group_id];
   if (ex.seq_base != g.seq_base) ex = Explored{g.seq_base};
   // The best of the recent samples (older switches: the moving average).
@@ -263,7 +274,7 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
       // Too few samples: the model's choice for a typical size of the class.
       const PathTiming& seen = t.switch_path.measured() ? t.switch_path : t.host_path;
       const uint64_t size = static_cast<uint64_t>(std::max(1.0, seen.mean_bytes));
-      on_switch = size >= r.min_bytes && size <= r.max_bytes;
+      on_switch = size >= out.min_bytes && size <= out.max_bytes;
     }
     // The path not in use gets one operation when it lacks samples (again
     // after explore_retry_ns) or when its last one is stale.
