@@ -342,7 +342,12 @@ namespace {
 // Whether a TCP socket already listens on `listen` (a numeric HOST:PORT):
 // checked before gRPC tries, so that a conflict gets one clear line rather
 // than gRPC's multi-line internal log first. Names and port 0 are left to
-// gRPC, as is the (rare) race with a process binding in between.
+// gRPC, as is the (rare) race with a process binding in between. The probe
+// sets SO_REUSEADDR, as gRPC's own listener does: without it the sockets a
+// killed or stopped switch leaves behind (FIN-WAIT-2 while a control client
+// keeps its end open, then TIME-WAIT) made the port look taken for a minute
+// after a restart, though gRPC could bind it; with it only a listener
+// counts.
 bool TcpPortTaken(const std::string& listen) {
   auto ep = net::Endpoint::Parse(listen);
   if (!ep.ok() || ep->port() == 0) return false;
@@ -354,6 +359,8 @@ bool TcpPortTaken(const std::string& listen) {
     if (fd >= 0) close(fd);
     return false;
   }
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   const bool taken =
       bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0 && errno == EADDRINUSE;
   close(fd);

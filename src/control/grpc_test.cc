@@ -1,5 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -267,6 +270,50 @@ TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {
   }
   EXPECT_TRUE(ConnectControl("[::1]:50051", "").ok());
   EXPECT_TRUE(ConnectControl("localhost:50051", "").ok());
+}
+
+// Issue 46, restart: a switch that dies (or stops) while a control client
+// is connected leaves its end of that connection behind (FIN-WAIT-2 while
+// the client keeps its end open, then TIME-WAIT). The restarted switch must
+// serve on the same port at once, as gRPC's own SO_REUSEADDR listener can;
+// the pre-check used to call the port taken for 60-70 s.
+TEST(ControlGrpcTest, ARestartServesAtOnceWhileTheOldConnectionLingers) {
+  // The dead switch's state, made directly: a listener (SO_REUSEADDR, as
+  // gRPC's) accepted a connection and closed first; the client still holds
+  // its end.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  const int one = 1;
+  ASSERT_EQ(setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  const int accepted = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(accepted, 0);
+  close(accepted);  // the switch's end goes first: FIN-WAIT-2
+  close(listener);
+  ControlServerOptions o;
+  o.listen = absl::StrCat("127.0.0.1:", ntohs(sa.sin_port));
+  FakePlane plane;
+  auto restarted = ControlServer::Start(o, &plane);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto c = ConnectControl(o.listen, "");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE((*c)->Health().ok());
+
+  // The same through gRPC itself: a graceful stop (the switch's SIGTERM)
+  // with a client connected, and a start on the same port straight after.
+  restarted->reset();
+  auto again = ControlServer::Start(o, &plane);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*c)->Health().ok());
+  close(client);
 }
 
 TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {
