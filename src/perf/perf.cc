@@ -528,11 +528,13 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
 
   std::vector<int> fds(static_cast<size_t>(o.ranks));
   std::vector<launch::Process> procs;
+  const pid_t parent = getpid();
   for (int r = 0; r < o.ranks; ++r) {
     int p[2];
     if (pipe(p) != 0) return absl::InternalError("pipe failed");
     const pid_t pid = fork();
     if (pid == 0) {
+      launch::DieWithParent(parent, SIGKILL);  // a killed cais-perf leaves no rank behind
       close(p[0]);
       _exit(RankMain(o, sizes, r, switch_addr, store_port, p[1]));
     }
