@@ -222,6 +222,23 @@ TEST_F(CaisCliTest, TokenIsEnforced) {
   EXPECT_EQ(Cli({"dump-rules", "--token", "t0ken"}), 0) << err_.str();
 }
 
+// Issue 46: such a token aborted cais-cli inside gRPC; now it is a usage
+// error, one line, from the flag or from INCA_TOKEN.
+TEST_F(CaisCliTest, ATokenThatIsNotPrintableAsciiIsAUsageError) {
+  Start("t0ken");
+  for (const char* bad : {"t0ken\n", "t0\rken", "t0ken\x7f", "t\xc3\xb6ken"}) {
+    EXPECT_EQ(Cli({"health", "--token", bad}), 2) << bad;
+    const std::string e = err_.str();
+    EXPECT_THAT(e, HasSubstr("printable ASCII"));
+    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+    ASSERT_EQ(setenv("INCA_TOKEN", bad, 1), 0);
+    EXPECT_EQ(Cli({"health"}), 2) << bad;
+    EXPECT_THAT(err_.str(), HasSubstr("printable ASCII"));
+    unsetenv("INCA_TOKEN");
+  }
+  EXPECT_EQ(Cli({"health", "--token", "t0ken"}), 0) << err_.str();
+}
+
 TEST_F(CaisCliTest, UnreachableDevice) {
   Start();
   const std::string dead = absl::StrCat("127.0.0.1:", control_.server->port());

@@ -377,6 +377,7 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
                      " (port in use?); choose another with --control-listen HOST:PORT "
                      "(the CAIS write-up's controller_port)"));
   };
+  if (absl::Status s = ValidateControlToken(options.token, "--control-token"); !s.ok()) return s;
   if (TcpPortTaken(options.listen)) return in_use();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(plane, options.token);

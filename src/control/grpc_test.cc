@@ -187,6 +187,36 @@ TEST(ControlGrpcTest, TokenIsRequiredWhenConfigured) {
   EXPECT_TRUE(right.client->Health().ok());
 }
 
+// Issue 46: a token with a newline, a carriage return, DEL or a non-ASCII
+// byte made gRPC abort the process (a metadata value must be printable
+// ASCII). One rule refuses it wherever it enters, without echoing it.
+TEST(ControlGrpcTest, ATokenThatIsNotPrintableAsciiIsRefusedNotAborted) {
+  EXPECT_TRUE(ValidateControlToken("").ok());
+  EXPECT_TRUE(ValidateControlToken("s3cret with spaces ~!").ok());
+  for (const std::string& bad :
+       {std::string("s3cret\n"), std::string("a\rb"), std::string("x\x7f"),
+        std::string("caf\xc3\xa9"), std::string("t\tab"), std::string("nul\0byte", 8)}) {
+    const absl::Status s = ValidateControlToken(bad, "INCA_TOKEN");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("INCA_TOKEN: byte "));
+    EXPECT_THAT(s.message(), HasSubstr("printable ASCII"));
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr(bad)));
+    // The client: refused before any call (it was an abort in gRPC's
+    // metadata check on the first call).
+    auto c = ConnectControl("127.0.0.1:50051", bad);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    // The server: refused at start.
+    ControlServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.token = bad;
+    FakePlane plane;
+    auto srv = ControlServer::Start(o, &plane);
+    EXPECT_EQ(srv.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(srv.status().message(), HasSubstr("--control-token"));
+  }
+  EXPECT_THAT(ValidateControlToken("ab\ncd").message(), HasSubstr("byte 3 of the token is 0x0a"));
+}
+
 TEST(ControlGrpcTest, InvalidInputFromTheWireIsRejectedWithReason) {
   Served sv;
   cais::Rule bad{{0, 5, 0}, {}, {1}, wire::CaisOp::kAllReduce};

@@ -2,7 +2,8 @@
 // (SIGTERM) while a control client holds a connection, and started again on
 // the same control port at once, it serves its control API at once (it used
 // to refuse the port, "port in use?", for 60-70 s while the old
-// connection's end lingered in FIN-WAIT-2 or TIME-WAIT).
+// connection's end lingered in FIN-WAIT-2 or TIME-WAIT); and a bad control
+// token is one line and exit 2, before anything starts.
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/control/control_plane.h"
 #include "launch/process.h"
+#include "run_to_end.h"
 
 namespace inca::integration {
 namespace {
@@ -142,6 +144,20 @@ TEST(RestartTest, KilledSwitchServesItsControlPortAtOnceWhenRestarted) {
 
 TEST(RestartTest, StoppedSwitchServesItsControlPortAtOnceWhenRestarted) {
   RestartServesAtOnce(SIGTERM);
+}
+
+// A control token a gRPC metadata value cannot carry: refused with one line
+// (it was accepted, and every client call then aborted in gRPC).
+TEST(SwitchdArgumentsTest, ATokenThatIsNotPrintableAsciiIsOneLine) {
+  Switchd sw;
+  for (const char* bad : {"s3cret\n", "s3\rcret", "s3cret\x7f",
+                          "s\xc3\xa9"
+                          "cret"}) {
+    ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args({"--control-token", bad})),
+                            "printable ASCII", "--control-token");
+    ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args(), {{"INCA_TOKEN", bad}}),
+                            "printable ASCII", "INCA_TOKEN");
+  }
 }
 
 }  // namespace
