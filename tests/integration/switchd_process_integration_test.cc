@@ -2,8 +2,8 @@
 // (SIGTERM) while a control client holds a connection, and started again on
 // the same control port at once, it serves its control API at once (it used
 // to refuse the port, "port in use?", for 60-70 s while the old
-// connection's end lingered in FIN-WAIT-2 or TIME-WAIT); and a bad control
-// token is one line and exit 2, before anything starts.
+// connection's end lingered in FIN-WAIT-2 or TIME-WAIT); and bad input (a
+// token, a config file) is one line and exit 2, before anything starts.
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -158,6 +158,16 @@ TEST(SwitchdArgumentsTest, ATokenThatIsNotPrintableAsciiIsOneLine) {
     ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args(), {{"INCA_TOKEN", bad}}),
                             "printable ASCII", "INCA_TOKEN");
   }
+}
+
+// --config /dev/zero read forever; /proc/self/mem (a read error) started
+// the switch with the defaults.
+TEST(SwitchdArgumentsTest, AnEndlessOrUnreadableConfigIsOneLine) {
+  Switchd sw;
+  ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args({"--config", "/dev/zero"})),
+                          "is larger than 1048576 bytes", "/dev/zero");
+  ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args({"--config", "/proc/self/mem"})),
+                          "cannot read config file /proc/self/mem", "/proc/self/mem");
 }
 
 }  // namespace
