@@ -261,6 +261,18 @@ TEST(SwitchdConfigTest, ValidateCatchesBadValuesSetInCode) {
   c = SwitchdConfig{};
   c.cais.timeout_ns = 0;
   EXPECT_FALSE(c.Validate().ok());
+  // Issue 46: the listeners' addresses are checked with everything else,
+  // before anything starts ("off" and port 0 stay valid).
+  c = SwitchdConfig{};
+  c.control_listen = "garbage";
+  EXPECT_THAT(std::string(c.Validate().message()), HasSubstr("control_listen"));
+  c = SwitchdConfig{};
+  c.http_listen = "127.0.0.1:99999";
+  EXPECT_THAT(std::string(c.Validate().message()), HasSubstr("http_listen"));
+  c = SwitchdConfig{};
+  c.control_listen = "off";
+  c.http_listen = "[::1]:0";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
   c = SwitchdConfig{};
   c.log_level = "verbose";
   EXPECT_FALSE(c.Validate().ok());

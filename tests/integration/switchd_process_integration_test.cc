@@ -3,7 +3,8 @@
 // the same control port at once, it serves its control API at once (it used
 // to refuse the port, "port in use?", for 60-70 s while the old
 // connection's end lingered in FIN-WAIT-2 or TIME-WAIT); and bad input (a
-// token, a config file) is one line and exit 2, before anything starts.
+// token, a config file, a listen address) is one line and exit 2, before
+// anything starts.
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -168,6 +169,20 @@ TEST(SwitchdArgumentsTest, AnEndlessOrUnreadableConfigIsOneLine) {
                           "is larger than 1048576 bytes", "/dev/zero");
   ExpectOneLineUsageError(RunToEnd(INCA_SWITCHD_PATH, sw.Args({"--config", "/proc/self/mem"})),
                           "cannot read config file /proc/self/mem", "/proc/self/mem");
+}
+
+// Listen addresses are checked before anything starts: garbage got a gRPC
+// log line and "(port in use?)"; a bad HTTP port was refused only after
+// the control API had started (and logged so, at level info).
+TEST(SwitchdArgumentsTest, BadListenAddressesAreOneLineBeforeAnythingStarts) {
+  Switchd sw;
+  Ended e = RunToEnd(INCA_SWITCHD_PATH, sw.Args({"--control-listen", "garbage"}));
+  ExpectOneLineUsageError(e, "--control-listen garbage: bad endpoint", "--control-listen garbage");
+  EXPECT_EQ(e.err.find("port in use"), std::string::npos) << e.err;
+  e = RunToEnd(INCA_SWITCHD_PATH,
+               sw.Args({"--http-listen", "127.0.0.1:99999", "--log-level", "info"}));
+  ExpectOneLineUsageError(e, "--http-listen 127.0.0.1:99999: bad endpoint", "--http-listen");
+  EXPECT_EQ(e.err.find("control_listening"), std::string::npos) << e.err;
 }
 
 }  // namespace
