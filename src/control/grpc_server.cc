@@ -20,13 +20,24 @@ namespace inca::control {
 
 namespace {
 
+// The most of a message a client gets back. An error travels in gRPC's
+// trailing metadata, which a client refuses beyond 8 KiB: a configure key
+// of 8 KB echoed back reached the client as "initial metadata size exceeds
+// limit" instead of the error.
+constexpr size_t kMaxErrorBytes = 1024;
+
 // Messages quote what the client sent (an endpoint, a key): control
-// characters are escaped so that every error stays one line.
+// characters are escaped so that every error stays one line, and a message
+// longer than kMaxErrorBytes is cut, saying so.
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   std::string msg;
-  msg.reserve(s.message().size());
+  msg.reserve(std::min(s.message().size(), kMaxErrorBytes) + 64);
   for (const char c : s.message()) {
+    if (msg.size() >= kMaxErrorBytes) {
+      absl::StrAppend(&msg, "... (cut: the message was ", s.message().size(), " bytes)");
+      break;
+    }
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
       absl::StrAppend(&msg, "\\x", absl::Hex(u, absl::kZeroPad2));

@@ -154,6 +154,15 @@ TEST(ControlGrpcTest, StatusCodesAndMessagesPassThrough) {
   EXPECT_THAT(s.message(), HasSubstr("bogus"));
   ASSERT_TRUE(sv.client->SetConfig({{"timeout_ms", "80"}}).ok());
   EXPECT_EQ(sv.client->GetConfig()->at("timeout_ms"), "80");
+  // Issue 46: a key of 10 KB echoed back in the error made the reply's
+  // metadata larger than the client accepts ("initial metadata size exceeds
+  // limit"); the echo is cut instead, and the error still arrives.
+  const std::string huge(10000, 'k');
+  s = sv.client->SetConfig({{huge, "1"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.message().substr(0, 200);
+  EXPECT_THAT(s.message(), HasSubstr("unknown key kkkk"));
+  EXPECT_THAT(s.message(), HasSubstr("(cut: the message was 10012 bytes)"));
+  EXPECT_LT(s.message().size(), 1200u);
 }
 
 TEST(ControlGrpcTest, StatsAndGroupsConvert) {
