@@ -193,6 +193,11 @@ TEST_F(CaisCliTest, ErrorsAreOneLineWithExitCodes) {
                  "port 1 is listed twice");
   one_line_usage({"groups", "create", "--group-id", "4", "--ports", "2,3,2"}, true,
                  "port 2 is listed twice");
+  // Issue 46: an empty entry was skipped (rule over ports 1 and 2).
+  one_line_usage({"add-rule", "--group-id", "0", "--input-ports", "1,,2"}, true,
+                 "--input-ports: '1,,2' has an empty entry");
+  one_line_usage({"add-rule", "--group-id", "0", "--input-ports", "1", "--output-ports", "1,"},
+                 true, "has an empty entry");
   one_line_usage({"health", "--timeout-ms", "-5"}, true, "--timeout-ms");
   one_line_usage({"health", "--device", "127.0.0.1:abc"}, false, "port in 1..65535");
   one_line_usage({"health", "--device", "127.0.0.1:0"}, false, "port in 1..65535");
