@@ -26,5 +26,25 @@ TEST(CaisPerfArgumentsTest, BadArgumentsAreOneLineAndExitTwo) {
       "--switch nohost", "--switch nohost");
 }
 
+#ifdef INCA_OLAF_VERIFY_PATH
+// --capacity 0 and -1 were silently the link's capacity.
+TEST(OlafVerifyArgumentsTest, ACapacityThatIsNotPositiveIsOneLine) {
+  for (const char* c : {"0", "-1", "-0.5"}) {
+    ExpectOneLineUsageError(RunToEnd(INCA_OLAF_VERIFY_PATH, {"--periods", "100,300", "--capacity",
+                                                             c, "--question", "feasible"}),
+                            "--capacity", c);
+  }
+}
+
+#endif  // INCA_OLAF_VERIFY_PATH
+
+// --fast-clusters above --clusters was silently "all fast".
+TEST(OlafTrainArgumentsTest, MoreFastClustersThanClustersIsOneLine) {
+  ExpectOneLineUsageError(
+      RunToEnd(INCA_OLAF_TRAIN_PATH, {"run", "--clusters", "9", "--fast-clusters", "100", "--out",
+                                      ::testing::TempDir() + "olaf-train-args"}),
+      "--fast-clusters 100 is more than the 9 clusters", "--fast-clusters 100");
+}
+
 }  // namespace
 }  // namespace inca::integration
