@@ -1,9 +1,12 @@
 // Issue 46's argument checks of the tools, run as processes: each bad
 // argument is one line on stderr and exit 2, before any work starts (no
 // abort, no CLI11 exit code, no line per rank, no silent default).
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,46 @@
 
 namespace inca::integration {
 namespace {
+
+#ifdef INCA_SIM_PATH  // built with INCA_BUILD_ALL_TOOLS
+
+// A short OLAF scenario, so that a check that comes too late shows as a
+// run rather than a long wait.
+const std::vector<std::string> kShortOlaf = {INCA_SOURCE_DIR "/scenarios/olaf/a-star.yaml", "--set",
+                                             "warmup_s=0", "--set", "duration_s=0.2"};
+
+std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+// --out that cannot be a directory: an uncaught std::filesystem_error
+// (abort) after the run.
+TEST(IncaSimArgumentsTest, AnOutDirectoryThatCannotBeMadeIsOneLine) {
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--out", "/proc/nope"})),
+                          "--out /proc/nope", "/proc/nope");
+  const std::string file = ::testing::TempDir() + "inca-sim-out-is-a-file";
+  std::ofstream(file) << "x";
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--out", file})),
+                          "is not a directory", "a regular file");
+  unlink(file.c_str());
+}
+
+// --sweep KEY= ran nothing and exited 0.
+TEST(IncaSimArgumentsTest, ASweepWithNoValuesIsOneLine) {
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--sweep", "duration_s="})),
+                          "at least one value", "--sweep duration_s=");
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--sweep", "=1,2"})),
+                          "at least one value", "--sweep =1,2");
+}
+
+// A scenario that names /dev/zero (it passes CLI11's ExistingFile) was
+// read forever.
+TEST(IncaSimArgumentsTest, AnEndlessScenarioFileIsOneLine) {
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, {"/dev/zero"}), "is larger than", "/dev/zero");
+}
+
+#endif  // INCA_SIM_PATH
 
 // CLI11's own exit codes (105, 109, ...) and two lines; a negative
 // timeout accepted; a bad --switch reported once per rank.
