@@ -53,6 +53,21 @@ TEST(IncaSimArgumentsTest, AnEndlessScenarioFileIsOneLine) {
   ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, {"/dev/zero"}), "is larger than", "/dev/zero");
 }
 
+// A period of 1e-6 ms was accepted and grew to gigabytes: every key that
+// sets work has a range, and a run past its event budget is one line
+// (exit 1: the scenario was valid, the run too large).
+TEST(IncaSimArgumentsTest, UnboundedWorkAndASpentEventBudgetAreOneLine) {
+  ExpectOneLineUsageError(
+      RunToEnd(INCA_SIM_PATH,
+               With(kShortOlaf, {"--set", "clusters=[{count: 1, period_ms: 0.000001}]"})),
+      "period_ms", "period_ms 1e-6");
+  const Ended e = RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--set", "max_events=1000", "--out",
+                                                            ::testing::TempDir() + "sim-budget"}));
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_NE(e.err.find("budget of 1000 events (max_events)"), std::string::npos) << e.err;
+  EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+}
+
 #endif  // INCA_SIM_PATH
 
 // CLI11's own exit codes (105, 109, ...) and two lines; a negative
