@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -154,6 +155,23 @@ class LinkShape:
         for k in ("loss", "duplicate", "reorder"):
             _fraction(getattr(self, k), k)
         self.queue_bytes()
+
+
+def die_with_parent(sig: int = signal.SIGTERM):
+    """A preexec_fn for Popen: the child gets `sig` when this process dies,
+    however it dies (SIGKILL included), and exits at once if this process
+    died between fork and exec. `ip netns exec` execs in place, so the
+    program it runs keeps the signal. For the processes of one measurement
+    (a switch, ranks), not for the testbed's daemons (inca-linkdelay), which
+    outlive `testbed up` on purpose."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here, not in the forked child
+    parent = os.getpid()
+
+    def set_it() -> None:
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(128 + int(sig))
+    return set_it
 
 
 def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
@@ -501,6 +519,8 @@ class Testbed:
         return _run(["ip", "netns", "exec", self.switch_ns] + list(argv))
 
     def popen(self, ns: str, argv: Sequence[str], **kw) -> subprocess.Popen:
+        """`argv` in namespace `ns`; pass preexec_fn=die_with_parent() for a
+        process that must not outlive this script."""
         return subprocess.Popen(["ip", "netns", "exec", ns] + list(argv), **kw)
 
     def link_stats(self) -> List[dict]:

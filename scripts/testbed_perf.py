@@ -14,7 +14,8 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from testbed import REPO, STATE_DIR, LinkShape, Testbed, TestbedError, parse_rate
+from testbed import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
+                     parse_rate)
 
 ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
 IP_UDP_CAIS = 20 + 8 + 20
@@ -438,7 +439,8 @@ def _switch(tb: Testbed, switchd: str, a):
                 sw = tb.popen(tb.switch_ns, [switchd, "--listen", addr, "--control-listen",
                                              tb.endpoint(tb.data_ip(), 50051 + k), "--http-listen",
                                              tb.endpoint(tb.data_ip(), 9411 + 10 * k)]
-                              + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT)
+                              + list(a.switchd_arg), stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=die_with_parent())
             procs.append(sw)
             logs.append(path)
             addrs.append(addr)
@@ -487,7 +489,7 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
         if getattr(a, "duration_ms", 0):
             argv += ["--duration-ms", str(a.duration_ms)]
         procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True))
+                              stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent()))
     return procs
 
 

@@ -26,7 +26,11 @@ struct UsageError {
 
 std::vector<uint16_t> ParsePorts(const std::string& s, const char* flag) {
   std::vector<uint16_t> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+  if (s.empty()) throw UsageError{absl::StrCat(flag, " needs at least one port")};
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    if (part.empty()) {  // "1,,2" or "1,": a port left out, not nothing
+      throw UsageError{absl::StrCat(flag, ": '", s, "' has an empty entry (use e.g. 1,2,3,4)")};
+    }
     uint32_t p = 0;
     if (!absl::SimpleAtoi(part, &p) || p >= dp::kMaxPorts) {
       throw UsageError{absl::StrCat(flag, ": '", std::string(part), "' is not a port number 0..",

@@ -193,6 +193,11 @@ TEST_F(CaisCliTest, ErrorsAreOneLineWithExitCodes) {
                  "port 1 is listed twice");
   one_line_usage({"groups", "create", "--group-id", "4", "--ports", "2,3,2"}, true,
                  "port 2 is listed twice");
+  // Issue 46: an empty entry was skipped (rule over ports 1 and 2).
+  one_line_usage({"add-rule", "--group-id", "0", "--input-ports", "1,,2"}, true,
+                 "--input-ports: '1,,2' has an empty entry");
+  one_line_usage({"add-rule", "--group-id", "0", "--input-ports", "1", "--output-ports", "1,"},
+                 true, "has an empty entry");
   one_line_usage({"health", "--timeout-ms", "-5"}, true, "--timeout-ms");
   one_line_usage({"health", "--device", "127.0.0.1:abc"}, false, "port in 1..65535");
   one_line_usage({"health", "--device", "127.0.0.1:0"}, false, "port in 1..65535");
@@ -220,6 +225,23 @@ TEST_F(CaisCliTest, TokenIsEnforced) {
   EXPECT_EQ(Cli({"dump-rules", "--token", "guess"}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("token rejected"));
   EXPECT_EQ(Cli({"dump-rules", "--token", "t0ken"}), 0) << err_.str();
+}
+
+// Issue 46: such a token aborted cais-cli inside gRPC; now it is a usage
+// error, one line, from the flag or from INCA_TOKEN.
+TEST_F(CaisCliTest, ATokenThatIsNotPrintableAsciiIsAUsageError) {
+  Start("t0ken");
+  for (const char* bad : {"t0ken\n", "t0\rken", "t0ken\x7f", "t\xc3\xb6ken"}) {
+    EXPECT_EQ(Cli({"health", "--token", bad}), 2) << bad;
+    const std::string e = err_.str();
+    EXPECT_THAT(e, HasSubstr("printable ASCII"));
+    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+    ASSERT_EQ(setenv("INCA_TOKEN", bad, 1), 0);
+    EXPECT_EQ(Cli({"health"}), 2) << bad;
+    EXPECT_THAT(err_.str(), HasSubstr("printable ASCII"));
+    unsetenv("INCA_TOKEN");
+  }
+  EXPECT_EQ(Cli({"health", "--token", "t0ken"}), 0) << err_.str();
 }
 
 TEST_F(CaisCliTest, UnreachableDevice) {

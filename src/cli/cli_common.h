@@ -20,13 +20,25 @@ namespace inca::cli {
 
 inline constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
 
+// A CLI11 check of a control token (flag or environment variable) by
+// control::ValidateControlToken: a bad one is a usage error, one line.
+inline CLI::Validator ControlTokenCheck() {
+  return CLI::Validator(
+      [](std::string& token) -> std::string {
+        const absl::Status s = control::ValidateControlToken(token, "the value");
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "TOKEN", "ControlToken");
+}
+
 // --device, --token (or INCA_TOKEN), --json and --timeout-ms, the options
 // every verb of both tools takes.
 inline void AddConnectionOptions(CLI::App& app, std::string* device, std::string* token, bool* json,
                                  int* timeout_ms) {
   app.add_option("--device", *device, "switch control API, HOST[:PORT] (default port 50051)");
   app.add_option("--token", *token, "bearer token, if the switch requires one")
-      ->envname("INCA_TOKEN");
+      ->envname("INCA_TOKEN")
+      ->check(ControlTokenCheck());
   app.add_flag("--json", *json, "machine-readable output");
   app.add_option("--timeout-ms", *timeout_ms, "per-request deadline")
       ->check(CLI::Range(1, 3600000));

@@ -20,13 +20,24 @@ namespace inca::control {
 
 namespace {
 
+// The most of a message a client gets back. An error travels in gRPC's
+// trailing metadata, which a client refuses beyond 8 KiB: a configure key
+// of 8 KB echoed back reached the client as "initial metadata size exceeds
+// limit" instead of the error.
+constexpr size_t kMaxErrorBytes = 1024;
+
 // Messages quote what the client sent (an endpoint, a key): control
-// characters are escaped so that every error stays one line.
+// characters are escaped so that every error stays one line, and a message
+// longer than kMaxErrorBytes is cut, saying so.
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   std::string msg;
-  msg.reserve(s.message().size());
+  msg.reserve(std::min(s.message().size(), kMaxErrorBytes) + 64);
   for (const char c : s.message()) {
+    if (msg.size() >= kMaxErrorBytes) {
+      absl::StrAppend(&msg, "... (cut: the message was ", s.message().size(), " bytes)");
+      break;
+    }
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
       absl::StrAppend(&msg, "\\x", absl::Hex(u, absl::kZeroPad2));
@@ -342,7 +353,12 @@ namespace {
 // Whether a TCP socket already listens on `listen` (a numeric HOST:PORT):
 // checked before gRPC tries, so that a conflict gets one clear line rather
 // than gRPC's multi-line internal log first. Names and port 0 are left to
-// gRPC, as is the (rare) race with a process binding in between.
+// gRPC, as is the (rare) race with a process binding in between. The probe
+// sets SO_REUSEADDR, as gRPC's own listener does: without it the sockets a
+// killed or stopped switch leaves behind (FIN-WAIT-2 while a control client
+// keeps its end open, then TIME-WAIT) made the port look taken for a minute
+// after a restart, though gRPC could bind it; with it only a listener
+// counts.
 bool TcpPortTaken(const std::string& listen) {
   auto ep = net::Endpoint::Parse(listen);
   if (!ep.ok() || ep->port() == 0) return false;
@@ -354,6 +370,8 @@ bool TcpPortTaken(const std::string& listen) {
     if (fd >= 0) close(fd);
     return false;
   }
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   const bool taken =
       bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0 && errno == EADDRINUSE;
   close(fd);
@@ -370,6 +388,7 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
                      " (port in use?); choose another with --control-listen HOST:PORT "
                      "(the CAIS write-up's controller_port)"));
   };
+  if (absl::Status s = ValidateControlToken(options.token, "--control-token"); !s.ok()) return s;
   if (TcpPortTaken(options.listen)) return in_use();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(plane, options.token);

@@ -1,5 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -151,6 +154,15 @@ TEST(ControlGrpcTest, StatusCodesAndMessagesPassThrough) {
   EXPECT_THAT(s.message(), HasSubstr("bogus"));
   ASSERT_TRUE(sv.client->SetConfig({{"timeout_ms", "80"}}).ok());
   EXPECT_EQ(sv.client->GetConfig()->at("timeout_ms"), "80");
+  // Issue 46: a key of 10 KB echoed back in the error made the reply's
+  // metadata larger than the client accepts ("initial metadata size exceeds
+  // limit"); the echo is cut instead, and the error still arrives.
+  const std::string huge(10000, 'k');
+  s = sv.client->SetConfig({{huge, "1"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.message().substr(0, 200);
+  EXPECT_THAT(s.message(), HasSubstr("unknown key kkkk"));
+  EXPECT_THAT(s.message(), HasSubstr("(cut: the message was 10012 bytes)"));
+  EXPECT_LT(s.message().size(), 1200u);
 }
 
 TEST(ControlGrpcTest, StatsAndGroupsConvert) {
@@ -182,6 +194,36 @@ TEST(ControlGrpcTest, TokenIsRequiredWhenConfigured) {
   EXPECT_THAT(w.message(), HasSubstr("token rejected"));
   Served right("s3cret", "s3cret");
   EXPECT_TRUE(right.client->Health().ok());
+}
+
+// Issue 46: a token with a newline, a carriage return, DEL or a non-ASCII
+// byte made gRPC abort the process (a metadata value must be printable
+// ASCII). One rule refuses it wherever it enters, without echoing it.
+TEST(ControlGrpcTest, ATokenThatIsNotPrintableAsciiIsRefusedNotAborted) {
+  EXPECT_TRUE(ValidateControlToken("").ok());
+  EXPECT_TRUE(ValidateControlToken("s3cret with spaces ~!").ok());
+  for (const std::string& bad :
+       {std::string("s3cret\n"), std::string("a\rb"), std::string("x\x7f"),
+        std::string("caf\xc3\xa9"), std::string("t\tab"), std::string("nul\0byte", 8)}) {
+    const absl::Status s = ValidateControlToken(bad, "INCA_TOKEN");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("INCA_TOKEN: byte "));
+    EXPECT_THAT(s.message(), HasSubstr("printable ASCII"));
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr(bad)));
+    // The client: refused before any call (it was an abort in gRPC's
+    // metadata check on the first call).
+    auto c = ConnectControl("127.0.0.1:50051", bad);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    // The server: refused at start.
+    ControlServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.token = bad;
+    FakePlane plane;
+    auto srv = ControlServer::Start(o, &plane);
+    EXPECT_EQ(srv.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(srv.status().message(), HasSubstr("--control-token"));
+  }
+  EXPECT_THAT(ValidateControlToken("ab\ncd").message(), HasSubstr("byte 3 of the token is 0x0a"));
 }
 
 TEST(ControlGrpcTest, InvalidInputFromTheWireIsRejectedWithReason) {
@@ -267,6 +309,50 @@ TEST(ControlGrpcTest, PortConflictAndUnreachableDeviceAreClearErrors) {
   }
   EXPECT_TRUE(ConnectControl("[::1]:50051", "").ok());
   EXPECT_TRUE(ConnectControl("localhost:50051", "").ok());
+}
+
+// Issue 46, restart: a switch that dies (or stops) while a control client
+// is connected leaves its end of that connection behind (FIN-WAIT-2 while
+// the client keeps its end open, then TIME-WAIT). The restarted switch must
+// serve on the same port at once, as gRPC's own SO_REUSEADDR listener can;
+// the pre-check used to call the port taken for 60-70 s.
+TEST(ControlGrpcTest, ARestartServesAtOnceWhileTheOldConnectionLingers) {
+  // The dead switch's state, made directly: a listener (SO_REUSEADDR, as
+  // gRPC's) accepted a connection and closed first; the client still holds
+  // its end.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  const int one = 1;
+  ASSERT_EQ(setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  const int accepted = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(accepted, 0);
+  close(accepted);  // the switch's end goes first: FIN-WAIT-2
+  close(listener);
+  ControlServerOptions o;
+  o.listen = absl::StrCat("127.0.0.1:", ntohs(sa.sin_port));
+  FakePlane plane;
+  auto restarted = ControlServer::Start(o, &plane);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto c = ConnectControl(o.listen, "");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE((*c)->Health().ok());
+
+  // The same through gRPC itself: a graceful stop (the switch's SIGTERM)
+  // with a client connected, and a start on the same port straight after.
+  restarted->reset();
+  auto again = ControlServer::Start(o, &plane);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*c)->Health().ok());
+  close(client);
 }
 
 TEST(ControlGrpcTest, OffloadPolicyRoundTripsThroughTheService) {

@@ -227,6 +227,7 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ConnectControl(const std::string&
     return absl::InvalidArgumentError(absl::StrCat(
         "device '", target, "' must be HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:50051"));
   }
+  if (absl::Status s = ValidateControlToken(token); !s.ok()) return s;
   return std::unique_ptr<ControlClient>(new RemoteControl(target, token, timeout_ms));
 }
 

@@ -5,12 +5,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -84,6 +85,12 @@ int FreeLoopbackPort(bool udp) {
   return port;
 }
 
+void DieWithParent(pid_t parent, int sig) {
+  prctl(PR_SET_PDEATHSIG, sig);
+  // The parent may have died between fork and prctl: then no signal comes.
+  if (getppid() != parent) _exit(128 + sig);
+}
+
 Process& Process::operator=(Process&& o) noexcept {
   if (this != &o) {
     if (pid_ > 0) {
@@ -105,23 +112,54 @@ Process::~Process() {
 
 namespace {
 
-// posix_spawn of `path` with `args`; stdout to `stdout_path` (created or
-// truncated) unless it is empty.
+// fork and exec of `path` with `args`; stdout to `stdout_path` (created or
+// truncated) unless it is null. Not posix_spawn: the child must ask for its
+// parent-death signal between the two (DieWithParent). An exec that fails
+// is reported through a close-on-exec pipe, so that the caller sees a
+// Process that is not running at once, as posix_spawn gave it.
 Process SpawnWithStdout(const std::string& path, const std::vector<std::string>& args,
                         const char* stdout_path, int flags) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(path.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  pid_t pid = -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (stdout_path != nullptr) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path, flags, 0644);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return Process();
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec: the parent may have threads.
+    close(report[0]);
+    DieWithParent(parent, SIGTERM);  // a started program gets to stop cleanly
+    int err = 0;
+    if (stdout_path != nullptr) {
+      const int fd = open(stdout_path, flags | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) err = errno;
+      if (fd >= 0) close(fd);
+    }
+    if (err == 0) {
+      execve(path.c_str(), argv.data(), environ);
+      err = errno;
+    }
+    ssize_t ignored = write(report[1], &err, sizeof(err));
+    (void)ignored;
+    _exit(127);
   }
-  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Process();
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    return Process();
+  }
+  int err = 0;
+  ssize_t n;
+  do {
+    n = read(report[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n > 0) {  // the child could not exec: reap it
+    waitpid(pid, nullptr, 0);
+    return Process();
+  }
   return Process(pid);
 }
 
@@ -159,9 +197,11 @@ int Process::Wait(std::chrono::milliseconds timeout) {
 std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
                           std::chrono::milliseconds timeout) {
   std::vector<Process> procs;
+  const pid_t parent = getpid();
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
+      DieWithParent(parent, SIGKILL);  // a forked copy: nothing to clean up
       int code = 1;
       try {
         code = fn(r);

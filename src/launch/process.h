@@ -23,7 +23,18 @@ int FreeLoopbackPort(bool udp);
 // written to *port; -1 if it could not be had. The caller closes it.
 int BindLoopback(int type, uint16_t* port);
 
-// A spawned child process, killed (SIGKILL) on destruction if still running.
+// For a child just forked from `parent` (its getpid() before the fork):
+// the kernel sends the child `sig` when the parent dies, however it dies
+// (SIGKILL included), and the child exits at once if the parent already
+// died between the fork and this call. Only system calls: safe between fork
+// and exec in a process with threads. The signal comes when the *thread*
+// that forked exits, so fork from one that outlives the child (every
+// launcher here forks from its main thread).
+void DieWithParent(pid_t parent, int sig);
+
+// A spawned child process, killed (SIGKILL) on destruction if still running,
+// and sent SIGTERM by the kernel if this process dies first (DieWithParent):
+// a killed launcher leaves no switch or rank behind.
 class Process {
  public:
   Process() = default;
@@ -50,7 +61,8 @@ class Process {
 };
 
 // Forks `n` children running fn(rank); the child exits with fn's return
-// value. Call before creating threads in this process. Waits up to
+// value, or is killed (SIGKILL) when this process dies. Call before
+// creating threads in this process. Waits up to
 // `timeout` for all; children still running then are killed (exit -1).
 std::vector<int> RunRanks(int n, const std::function<int(int)>& fn,
                           std::chrono::milliseconds timeout);

@@ -10,7 +10,8 @@
 // the server's worker threads; two requests may call it concurrently, so
 // the source must be thread-safe (e.g. SwitchServer::Execute() +
 // CollectReducer()). Bounded: `threads` workers, request bodies over
-// max_body_bytes refused, one request per connection, read/write timeouts.
+// max_body_bytes refused, one request per connection, read/write timeouts,
+// a deadline for each request and a cap on each client's connections.
 #pragma once
 
 #include <atomic>
@@ -47,6 +48,17 @@ struct MonitorOptions {
   // in the kernel's listen backlog and are then refused (issue 18: httplib's
   // own queue is unbounded).
   size_t max_queued_connections = 32;
+  // A connection's request (line, headers and body) must have arrived this
+  // long after a worker began reading it, else the connection is closed
+  // (time queued for a worker does not count: such a request has been sent,
+  // it is not slow). read_timeout
+  // bounds only the gap between two reads: clients sending their headers a
+  // byte a second held every worker, and /healthz timed out (issue 46).
+  std::chrono::milliseconds request_timeout{5000};
+  // Connections one client address may hold open at once (queued or being
+  // served); another from it is closed as soon as it is accepted. A browser
+  // on the dashboard opens up to 6.
+  size_t max_connections_per_client = 8;
 };
 
 // What a switch serves: each called once per request, possibly from two
@@ -87,15 +99,24 @@ class MonitorServer {
   // The most accepted connections that waited for a worker at once (at most
   // MonitorOptions::max_queued_connections).
   size_t queued_high_water() const { return high_water_->load(); }
+  // Connections closed at once for MonitorOptions::max_connections_per_client,
+  // and closed because their request was not in by request_timeout.
+  size_t refused_over_client_limit() const;
+  size_t closed_for_request_timeout() const;
+
+  struct Accepting;  // the accept loop's state; opaque (http_server.cc)
 
  private:
   MonitorServer(std::string host, uint16_t port, std::unique_ptr<httplib::Server> server);
+  void AcceptLoop();
 
   std::string host_;
   uint16_t port_ = 0;
   std::shared_ptr<std::atomic<size_t>> high_water_ = std::make_shared<std::atomic<size_t>>(0);
   std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::shared_ptr<Accepting> accepting_;
+  bool stopped_ = false;
+  std::thread thread_;  // the accept loop
 };
 
 }  // namespace inca::monitor

@@ -5,10 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -256,6 +258,98 @@ TEST(MonitorServer, AcceptedConnectionsWaitingForAWorkerAreBounded) {
   MonitorOptions none;
   none.max_queued_connections = 0;
   EXPECT_EQ(MonitorServer::Start("127.0.0.1:0", fake.Fn(), none).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Opens a TCP connection to the server from `source` (a loopback address).
+int ConnectionFrom(const char* source, uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  EXPECT_EQ(::inet_pton(AF_INET, source, &from.sin_addr), 1);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// Whether the server has closed `fd` (EOF or a reset) within `timeout`.
+bool ClosedByServer(int fd, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buf[256];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+  }
+}
+
+// Issue 46: 40 clients sending their request line a byte at a time held
+// both workers for as long as they kept sending (read_timeout bounds only
+// the gap between bytes), /healthz timed out, and the server never closed
+// them. Now one address holds at most max_connections_per_client
+// connections (the rest are closed at once) and a request not in by
+// request_timeout has its connection closed.
+TEST(MonitorServer, SlowClientsAreCutOffAndHealthzStillAnswers) {
+  FakeSource fake;
+  MonitorOptions options;
+  options.request_timeout = std::chrono::milliseconds(1000);
+  options.max_connections_per_client = 4;
+  auto server = StartOrDie(fake.Fn(), options);
+  ASSERT_NE(server, nullptr);
+  std::vector<int> slow;
+  for (int i = 0; i < 40; ++i) slow.push_back(ConnectionFrom("127.0.0.2", server->port()));
+  struct Trickle {
+    std::atomic<bool> done{false};
+    std::thread thread;
+    ~Trickle() {
+      done.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } trickle;
+  trickle.thread = std::thread([&] {
+    while (!trickle.done.load()) {  // the scenario: one more byte of the request line every 200 ms
+      for (int fd : slow) ::send(fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto cli = ClientFor(*server);  // from 127.0.0.1
+  cli.set_read_timeout(std::chrono::seconds(10));
+  auto res = cli.Get("/healthz");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  // Two workers, four slow connections admitted ahead of it, one second
+  // each: about two seconds.
+  EXPECT_LT(took, std::chrono::seconds(4));
+  // Every slow connection is closed by the server: at once beyond the
+  // per-client cap, after request_timeout within it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_TRUE(ClosedByServer(slow[i], deadline)) << "slow connection " << i << " still open";
+  }
+  trickle.done.store(true);
+  trickle.thread.join();
+  EXPECT_GE(server->refused_over_client_limit(), 1u);
+  EXPECT_EQ(server->refused_over_client_limit() + server->closed_for_request_timeout(), 40u);
+  // The slow clients' address is served again once its connections are gone.
+  const int again = ConnectionFrom("127.0.0.2", server->port());
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(again, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  char reply[64] = {};
+  EXPECT_GT(::recv(again, reply, sizeof(reply) - 1, 0), 0);
+  EXPECT_THAT(std::string(reply), StartsWith("HTTP/1.1 200"));
+  for (int fd : slow) ::close(fd);
+  ::close(again);
+  MonitorOptions bad;
+  bad.max_connections_per_client = 0;
+  EXPECT_EQ(MonitorServer::Start("127.0.0.1:0", fake.Fn(), bad).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

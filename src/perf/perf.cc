@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/settings.h"
+#include "client/switch_transport.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
@@ -477,7 +478,10 @@ absl::StatusOr<Collective> ParseCollective(const std::string& s) {
       absl::StrCat("op '", s, "' is not one of allreduce, allgather, broadcast, reducescatter"));
 }
 
-absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
+namespace {
+
+// The options' own checks, before anything starts.
+absl::Status CheckOptions(const PerfOptions& o) {
   if (o.ranks < 1 || o.ranks > 64) {
     return absl::InvalidArgumentError(absl::StrCat("--ranks ", o.ranks, " must be 1..64"));
   }
@@ -487,6 +491,29 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
   if (o.root < 0 || o.root >= o.ranks) {
     return absl::InvalidArgumentError(absl::StrCat("--root ", o.root, " must be < --ranks"));
   }
+  if (o.timeout_s < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--timeout-s ", o.timeout_s, " must be at least 1"));
+  }
+  // Checked once here: every rank resolving a bad --switch printed the same
+  // error once per rank.
+  if (o.use_switch && !o.switch_address.empty()) {
+    auto list = client::SwitchSet::Addresses(o.switch_address);
+    if (!list.ok()) return list.status();
+    for (const std::string& one : *list) {
+      if (auto a = client::ResolveSwitchAddresses(one, o.bind_ip); !a.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--switch ", one, ": ", a.status().message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
+  if (absl::Status s = CheckOptions(o); !s.ok()) return s;
   const size_t esize = wire::ElementBytes(o.type);
   const bool blocked = o.op == Collective::kAllGather || o.op == Collective::kReduceScatter;
   const uint64_t unit = esize * (blocked ? static_cast<uint64_t>(o.ranks) : 1);
@@ -542,11 +569,13 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
 
   std::vector<int> fds(static_cast<size_t>(o.ranks));
   std::vector<launch::Process> procs;
+  const pid_t parent = getpid();
   for (int r = 0; r < o.ranks; ++r) {
     int p[2];
     if (pipe(p) != 0) return absl::InternalError("pipe failed");
     const pid_t pid = fork();
     if (pid == 0) {
+      launch::DieWithParent(parent, SIGKILL);  // a killed cais-perf leaves no rank behind
       close(p[0]);
       _exit(RankMain(o, sizes, r, switch_addr, store_port, p[1]));
     }

@@ -208,6 +208,12 @@ int CheckRunOptions(const DistributedOptions& o, const std::string& self, Launch
   if (o.queue_depth < 1 || o.queue_depth > 65536) {
     return Fail("run", "--depth must be 1..65536", 2);
   }
+  if (o.fast_clusters > o.clusters) {  // was silently "every cluster fast"
+    return Fail("run",
+                absl::StrCat("--fast-clusters ", o.fast_clusters, " is more than the ", o.clusters,
+                             " clusters (--clusters)"),
+                2);
+  }
   if (o.clock != "ps" && o.clock != "local") return Fail("run", "--clock must be ps or local", 2);
   if (!(o.clock_skew_s >= 0 && o.clock_skew_s <= 3600)) {
     return Fail("run", "--clock-skew-s must be in [0, 3600]", 2);

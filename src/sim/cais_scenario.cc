@@ -78,6 +78,10 @@ absl::Status SetCollective(const YAML::Node& v, std::string_view src, CaisSimSce
   return absl::OkStatus();
 }
 
+absl::Status SetMaxEvents(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  return yaml_keys::GetCount(v, src, "max_events", 1, yaml_keys::kMaxEventsHi, &s->max_events);
+}
+
 absl::Status SetFlowBytes(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
   auto b = util::ParseSize(v.IsScalar() ? v.Scalar() : "");
   if (!b.ok()) return Bad(src, "background_flow_bytes", std::string(b.status().message()));
@@ -107,6 +111,7 @@ absl::Status Scalar(const YAML::Node& v, std::string_view src, const char* key,
 const KeyDef kKeys[] = {
     INCA_CAIS_KEY(name),
     INCA_CAIS_KEY(seed),
+    {"max_events", &SetMaxEvents},
     {"backends", &SetBackends},
     {"mode", &SetMode},
     INCA_CAIS_KEY(hosts),
@@ -374,10 +379,14 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
     });
   }
   constexpr TimeNs kLimit = TimeNs{3600} * 1'000'000'000;  // an hour of simulated time
-  while (op < s.ops && j.sim.pending() > 0 && j.sim.now() < kLimit) {
+  j.sim.set_event_budget(s.max_events > *events ? s.max_events - *events : 0);
+  while (op < s.ops && j.sim.pending() > 0 && j.sim.now() < kLimit && !j.sim.budget_spent()) {
     j.sim.RunUntil(std::min(kLimit, j.sim.now() + 1'000'000'000));
   }
   *events += j.sim.events_run();
+  if (op < s.ops && j.sim.budget_spent()) {
+    return absl::ResourceExhaustedError(EventBudgetMessage(s.max_events));
+  }
   if (op < s.ops) {
     return absl::DeadlineExceededError(absl::StrCat(
         backend, ", ", bytes, " B: operation ", op, " did not finish (",

@@ -53,6 +53,25 @@ TEST(CaisSimTest, BothBackendsGiveTheExactSumAndNeverBeatTheirLinks) {
   EXPECT_LT(ring.mean_us / inca.mean_us, 1.6);
 }
 
+// Issue 46: the event budget covers the scenario's backends and sizes; a
+// run that reaches it is one error naming max_events.
+TEST(CaisSimTest, ARunStopsAtItsEventBudget) {
+  CaisSimScenario s = Star(4, 100, 1);
+  s.sizes = {1 << 20};
+  auto full = RunCaisSimScenario(s);
+  ASSERT_TRUE(full.ok()) << full.status();
+  s.max_events = full->events / 2;
+  auto cut = RunCaisSimScenario(s);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(cut.status().message().find("(max_events)"), std::string::npos) << cut.status();
+  s.max_events = full->events;
+  EXPECT_TRUE(RunCaisSimScenario(s).ok());
+  EXPECT_TRUE(ApplyCaisOverride("max_events=3e9", &s).ok());
+  EXPECT_EQ(s.max_events, 3'000'000'000u);
+  EXPECT_FALSE(ApplyCaisOverride("max_events=-1", &s).ok());
+}
+
 TEST(CaisSimTest, TheRingMatchesItsClosedFormWhenBandwidthOrLatencyBound) {
   // 16 MiB: every block outlasts a hop (bandwidth-bound). 64 KiB with a
   // 20 us step latency: each step waits for the one before (latency-bound).

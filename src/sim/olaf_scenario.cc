@@ -29,6 +29,9 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
   }
   if (key == "name") return Get(v, src, key, &s->name);
   if (key == "seed") return Get(v, src, key, &s->seed);
+  if (key == "max_events") {
+    return yaml_keys::GetCount(v, src, key, 1, yaml_keys::kMaxEventsHi, &s->max_events);
+  }
   if (key == "duration_s") return Get(v, src, key, &s->duration_s);
   if (key == "warmup_s") return Get(v, src, key, &s->warmup_s);
   if (key == "topology") return Get(v, src, key, &s->topology);
@@ -118,12 +121,13 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
     }
     return absl::OkStatus();
   }
-  return Bad(src, key,
-             "unknown key; known: system, name, seed, duration_s, warmup_s, topology, policy, "
-             "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
-             "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
-             "load, models, closed_loop, model_wait_ms, clock_offset_ms, clock_drift_ppm, "
-             "switch_clock_offset_ms, worker_clock, sweep, clusters");
+  return Bad(
+      src, key,
+      "unknown key; known: system, name, seed, max_events, duration_s, warmup_s, topology, policy, "
+      "send_control, queue_depth, delta_t_ms, tau_ms, egress_gbps, tree_ratio, "
+      "worker_link_gbps, link_delay_us, sample_ms, aligned_clusters, cluster_stagger_us, "
+      "load, models, closed_loop, model_wait_ms, clock_offset_ms, clock_drift_ppm, "
+      "switch_clock_offset_ms, worker_clock, sweep, clusters");
 }
 
 }  // namespace
@@ -137,7 +141,16 @@ absl::Status OlafScenario::Validate() const {
   if (!(delta_t_ms > 0) || !(tau_ms > 0)) return bad("delta_t_ms and tau_ms must be positive");
   if (!(egress_gbps > 0) || !(worker_link_gbps > 0)) return bad("link rates must be positive");
   if (!(tree_ratio > 0)) return bad("tree_ratio must be positive");
-  if (!(sample_ms > 0)) return bad("sample_ms must be positive");
+  // Every key that sets work has a range that bounds it (issue 46: a
+  // period of 1e-6 ms was accepted and grew to gigabytes).
+  if (!(sample_ms >= 0.01)) return bad("sample_ms must be at least 0.01");
+  if (duration_s * 1e3 / sample_ms > 1e7) {
+    return bad("duration_s / sample_ms is more than 10000000 samples; raise sample_ms");
+  }
+  if (!(link_delay_us >= 0) || link_delay_us > 1e6) return bad("link_delay_us must be in [0, 1e6]");
+  if (!(cluster_stagger_us >= 0) || cluster_stagger_us > 1e9) {
+    return bad("cluster_stagger_us must be in [0, 1e9]");
+  }
   if (!(load >= 0) || load > 1000)
     return bad("load must be in [0, 1000] (0: egress_gbps as given)");
   if (!(std::abs(clock_offset_ms) <= 3.6e6) || !(std::abs(switch_clock_offset_ms) <= 3.6e6)) {
@@ -152,8 +165,14 @@ absl::Status OlafScenario::Validate() const {
   if (clusters.empty()) return bad("clusters: at least one cluster group");
   uint64_t n = 0, per_switch[2] = {0, 0};
   for (const auto& g : clusters) {
+    if (g.count < 1 || g.count > 0xFFFE) return bad("clusters[].count must be in [1, 65534]");
     if (g.workers < 1 || g.workers > 4096) return bad("clusters[].workers must be in [1, 4096]");
-    if (!(g.period_ms > 0)) return bad("clusters[].period_ms must be positive");
+    if (!(g.period_ms >= 0.01) || g.period_ms > 3.6e6) {
+      return bad("clusters[].period_ms must be in [0.01, 3600000] (10 us to an hour)");
+    }
+    if (!(g.jitter_us >= 0) || g.jitter_us > 1e9) {
+      return bad("clusters[].jitter_us must be in [0, 1e9]");
+    }
     if (g.elements < 1 || g.elements > 2233) {
       return bad("clusters[].elements must be in [1, 2233] (one 9000-byte frame)");
     }
@@ -462,8 +481,10 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
   });
   net.Start();
   const TimeNs step = std::max<TimeNs>(end / 20, 1);
+  sim.set_event_budget(s.max_events);
   for (TimeNs t = step; t < end + step; t += step) {
     sim.RunUntil(std::min(t, end));
+    if (sim.budget_spent()) return absl::ResourceExhaustedError(EventBudgetMessage(s.max_events));
     if (progress) progress(static_cast<double>(std::min(t, end)) / static_cast<double>(end));
   }
   std::vector<double> aoms;

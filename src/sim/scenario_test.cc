@@ -103,6 +103,37 @@ TEST(OlafScenarioTest, BadScenariosNameTheKey) {
   EXPECT_DOUBLE_EQ(s.egress_gbps, 20);
 }
 
+// Issue 46: every key that sets work has a range that bounds it (a period
+// of 1e-6 ms was accepted and grew to gigabytes; count 0 and a negative
+// jitter were accepted), and a run stops at its event budget.
+TEST(OlafScenarioTest, WorkIsBoundedByKeyRangesAndAnEventBudget) {
+  auto e = [](const std::string& y) {
+    return std::string(ParseOlafScenario(y, "t").status().message());
+  };
+  EXPECT_THAT(e("clusters: [{count: 1, period_ms: 0.000001}]"), HasSubstr("period_ms"));
+  EXPECT_THAT(e("clusters: [{count: 0}]"), HasSubstr("clusters[].count"));
+  EXPECT_THAT(e("clusters: [{count: 1, jitter_us: -1}]"), HasSubstr("jitter_us"));
+  EXPECT_THAT(e("sample_ms: 0.000001\nclusters: [{count: 1}]"), HasSubstr("sample_ms"));
+  EXPECT_THAT(e("duration_s: 3600\nsample_ms: 0.1\nclusters: [{count: 1}]"), HasSubstr("samples"));
+  EXPECT_THAT(e("max_events: 0\nclusters: [{count: 1}]"), HasSubstr("max_events"));
+  EXPECT_THAT(e("max_events: 1.5\nclusters: [{count: 1}]"), HasSubstr("whole number"));
+  EXPECT_TRUE(ParseOlafScenario("clusters: [{count: 1, period_ms: 0.01}]", "t").ok());
+
+  OlafScenario s = Small();
+  EXPECT_EQ(s.max_events, kDefaultMaxEvents);
+  ASSERT_TRUE(ApplyOverride("max_events=2e4", &s).ok());
+  EXPECT_EQ(s.max_events, 20000u);
+  auto r = RunOlafScenario(s, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(), HasSubstr("budget of 20000 events (max_events)"));
+  EXPECT_THAT(r.status().message(), HasSubstr("--set max_events=N"));
+  ASSERT_TRUE(ApplyOverride("max_events=1e8", &s).ok());
+  auto ok = RunOlafScenario(s, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_GT(ok->events, 20000u);
+}
+
 TEST(OlafScenarioTest, JainIndex) {
   EXPECT_DOUBLE_EQ(JainIndex({1, 1, 1}), 1.0);
   EXPECT_DOUBLE_EQ(JainIndex({1, 0, 0, 0}), 0.25);

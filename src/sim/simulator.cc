@@ -23,7 +23,7 @@ void Simulator::Schedule(TimeNs at, Callback fn) {
 
 uint64_t Simulator::RunUntil(TimeNs until) {
   uint64_t n = 0;
-  while (!heap_.empty() && heap_.front().at <= until) {
+  while (!heap_.empty() && heap_.front().at <= until && events_run_ + n < budget_) {
     std::pop_heap(heap_.begin(), heap_.end(), Later);
     const Entry e = heap_.back();
     heap_.pop_back();
@@ -33,10 +33,17 @@ uint64_t Simulator::RunUntil(TimeNs until) {
     fn();
     ++n;
   }
+  events_run_ += n;
+  if (budget_spent()) return n;  // the clock stays at the last event run
   if (until > now_ && heap_.empty()) now_ = until;
   if (!heap_.empty() && until > now_) now_ = until;
-  events_run_ += n;
   return n;
+}
+
+std::string EventBudgetMessage(uint64_t max_events) {
+  return "the run reached its budget of " + std::to_string(max_events) +
+         " events (max_events) and stopped; raise it with --set max_events=N if the run "
+         "is meant to be that large, else shorten it (duration_s, clusters, period_ms)";
 }
 
 void Node::Send(dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {

@@ -39,6 +39,24 @@ TEST(SimulatorTest, PastTimesRunNowNotBackwards) {
   EXPECT_EQ(seen, 50);
 }
 
+// Issue 46: a run never goes past its event budget; what is left stays
+// queued, and the clock stays at the last event run.
+TEST(SimulatorTest, TheEventBudgetIsNeverExceeded) {
+  Simulator sim;
+  int ran = 0;
+  for (int i = 0; i < 10; ++i) sim.Schedule(10 * (i + 1), [&] { ++ran; });
+  sim.set_event_budget(4);
+  EXPECT_FALSE(sim.budget_spent());
+  EXPECT_EQ(sim.RunUntil(1000), 4u);
+  EXPECT_EQ(ran, 4);
+  EXPECT_TRUE(sim.budget_spent());
+  EXPECT_EQ(sim.now(), 40);
+  EXPECT_EQ(sim.RunUntil(1000), 0u);  // spent: nothing more
+  EXPECT_EQ(sim.pending(), 6u);
+  sim.set_event_budget(UINT64_MAX);
+  EXPECT_EQ(sim.RunUntil(1000), 6u);
+}
+
 // Records what arrives, and when.
 class Sink final : public Node {
  public:

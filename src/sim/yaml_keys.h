@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,23 @@ absl::Status Get(const YAML::Node& n, std::string_view source, const std::string
   }
   return absl::OkStatus();
 }
+
+// A count that may be written as 2e9 or 2000000000: a whole number in
+// [lo, hi].
+inline absl::Status GetCount(const YAML::Node& n, std::string_view source, const std::string& key,
+                             double lo, double hi, uint64_t* out) {
+  double v = 0;
+  if (auto st = Get(n, source, key, &v); !st.ok()) return st;
+  if (!(v >= lo && v <= hi) || v != static_cast<double>(static_cast<uint64_t>(v))) {
+    return Bad(source, key, absl::StrCat("must be a whole number in [", lo, ", ", hi, "]"));
+  }
+  *out = static_cast<uint64_t>(v);
+  return absl::OkStatus();
+}
+
+// The event budget of a run (Simulator::set_event_budget), a key of every
+// scenario kind.
+inline constexpr double kMaxEventsHi = 1e15;
 
 // "KEY=VALUE" of --set: the key, and the value parsed as YAML.
 inline absl::Status SplitOverride(std::string_view key_value, std::string* key, YAML::Node* v) {

@@ -22,6 +22,7 @@
 #include "switchd/group_manager.h"
 #include "switchd/settings.h"
 #include "switchd/string_compat.h"
+#include "util/file.h"
 
 namespace inca::switchd {
 
@@ -394,18 +395,12 @@ absl::Status ApplySwitchdConfigYaml(std::string_view yaml, std::string_view sour
 }
 
 absl::StatusOr<SwitchdConfig> LoadSwitchdConfigYaml(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " is a directory; name a YAML file"));
-  }
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open config file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path));
+  // Bounded: --config /dev/zero read forever; a read error (/proc/self/mem)
+  // started the switch silently with the defaults.
+  auto text = util::ReadSmallFile(path, util::kMaxConfigFileBytes, "config file");
+  if (!text.ok()) return text.status();
   SwitchdConfig config;
-  if (absl::Status s = ApplySwitchdConfigYaml(text.str(), path, &config); !s.ok()) return s;
+  if (absl::Status s = ApplySwitchdConfigYaml(*text, path, &config); !s.ok()) return s;
   if (absl::Status s = config.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "util/file.h"
 
 namespace inca::switchd {
 namespace {
@@ -260,6 +261,18 @@ TEST(SwitchdConfigTest, ValidateCatchesBadValuesSetInCode) {
   c = SwitchdConfig{};
   c.cais.timeout_ns = 0;
   EXPECT_FALSE(c.Validate().ok());
+  // Issue 46: the listeners' addresses are checked with everything else,
+  // before anything starts ("off" and port 0 stay valid).
+  c = SwitchdConfig{};
+  c.control_listen = "garbage";
+  EXPECT_THAT(std::string(c.Validate().message()), HasSubstr("control_listen"));
+  c = SwitchdConfig{};
+  c.http_listen = "127.0.0.1:99999";
+  EXPECT_THAT(std::string(c.Validate().message()), HasSubstr("http_listen"));
+  c = SwitchdConfig{};
+  c.control_listen = "off";
+  c.http_listen = "[::1]:0";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
   c = SwitchdConfig{};
   c.log_level = "verbose";
   EXPECT_FALSE(c.Validate().ok());
@@ -273,6 +286,31 @@ TEST(SwitchdConfigTest, MissingFileIsNotFound) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("/nonexistent/switchd.yaml"));
+}
+
+// Issue 46: --config /dev/zero read forever, and a file that cannot be
+// read (/proc/self/mem: EIO) started the switch with the defaults. Both
+// are one error now, and so is a directory.
+TEST(SwitchdConfigTest, EndlessUnreadableAndDirectoryConfigsAreErrors) {
+  auto zero = LoadSwitchdConfigYaml("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(zero.status().message()),
+              HasSubstr("config file /dev/zero is larger than 1048576 bytes"));
+  auto mem = LoadSwitchdConfigYaml("/proc/self/mem");
+  ASSERT_FALSE(mem.ok());
+  EXPECT_THAT(std::string(mem.status().message()),
+              HasSubstr("cannot read config file /proc/self/mem"));
+  auto dir = LoadSwitchdConfigYaml("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(std::string(dir.status().message()), HasSubstr("is a directory"));
+  // A config just under the bound still loads.
+  std::string big = "timeout_ms: 7\n";
+  big.append(util::kMaxConfigFileBytes - big.size() - 1, '#');
+  big += "\n";
+  auto ok = Load(big);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->cais.timeout_ns, 7 * dp::kNsPerMs);
 }
 
 TEST(SwitchdConfigTest, ApplyLayersOverExistingValues) {

@@ -57,6 +57,16 @@ absl::Status HostPort(const Value& v) {
   return hp.ok() ? absl::OkStatus() : hp.status();
 }
 
+// A listener's address: HOST:PORT (port 0: any free) or off (or empty).
+// Checked with the rest of the settings, before anything starts: garbage
+// reached gRPC (its own log line and "port in use?"), and a bad HTTP port
+// was refused only after the control API had started.
+absl::Status ListenOrOff(const Value& v) {
+  const auto& text = std::get<std::string>(v);
+  if (text.empty() || text == "off") return absl::OkStatus();
+  return HostPort(v);
+}
+
 constexpr double kMaxMs = 3.6e6;  // an hour
 
 settings::Table<C> Cais() {
@@ -206,11 +216,14 @@ settings::Table<C> Io() {
 settings::Table<C> Control() {
   return {
       Text(
-          {.key = "control_listen", .doc = "gRPC control API HOST:PORT (port 0: any free), or off"},
+          {.key = "control_listen",
+           .doc = "gRPC control API HOST:PORT (port 0: any free), or off",
+           .check = ListenOrOff},
           [](auto& c) -> auto& { return c.control_listen; }),
       Text(
           {.key = "http_listen",
-           .doc = "HOST:PORT of /metrics, /stats.json and the dashboard, or off"},
+           .doc = "HOST:PORT of /metrics, /stats.json and the dashboard, or off",
+           .check = ListenOrOff},
           [](auto& c) -> auto& { return c.http_listen; }),
       Text(
           {.key = "offload_controller",

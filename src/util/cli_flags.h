@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <string>
 
 namespace inca::util {
@@ -25,6 +26,22 @@ inline void RejectNegativeUnsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     RejectNegativeUnsigned(*sub);
   }
+}
+
+// Parses `argv` into `app`. Returns -1 to go on, or the exit code to
+// return: 0 after --help, 2 after one line "<tool>: <error>" on stderr.
+// (CLI11_PARSE prints two lines and exits with CLI11's own codes, 105, 109,
+// 114, ...; inca's tools exit 2 for every usage error.)
+inline int ParseCommandLine(CLI::App& app, int argc, const char* const* argv,
+                            const std::string& tool) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << tool << ": " << e.what() << "\n";
+    return 2;
+  }
+  return -1;
 }
 
 }  // namespace inca::util

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   app.add_flag("--settings-json", settings_json,
                "print the client settings as JSON (for the Python package) and exit");
   app.add_flag("!--no-check", o.check, "skip the result check");
-  app.add_option("--timeout-s", o.timeout_s, "give up after this long");
+  app.add_option("--timeout-s", o.timeout_s, "give up after this long")
+      ->check(CLI::Range(1, 7 * 86400));
   app.add_flag("--json", o.json, "also print one JSON line with every row");
   int rank = -1, world = -1;
   auto* rank_opt = app.add_option("--rank", rank, "run as this rank of a multi-host job (env RANK)")
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--bind", o.bind_ip, "this rank's local address (env INCA_BIND_IP)")
       ->envname("INCA_BIND_IP");
   inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "cais-perf"); rc >= 0) return rc;
 
   auto fail = [](const auto& status) {
     std::cerr << "cais-perf: " << status.message() << "\n";
@@ -143,7 +144,10 @@ int main(int argc, char** argv) {
     o.switchd_path = (self.parent_path() / "inca-switchd").string();
   }
   auto rows = inca::perf::RunPerf(o, std::cout);
-  if (!rows.ok()) return fail(rows.status()), 1;
+  if (!rows.ok()) {
+    fail(rows.status());  // a bad argument found there (--switch nohost) is a usage error too
+    return rows.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
   for (const auto& r : *rows) {
     if (r.wrong != 0) return 1;
   }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cli/cli_common.h"
 #include "control/controller_service.h"
 #include "util/cli_flags.h"
 
@@ -42,7 +43,9 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--switch", o.switches, "a switch's control API HOST:PORT (repeatable)")
       ->required();
-  app.add_option("--token", o.token, "bearer token the switches require")->envname("INCA_TOKEN");
+  app.add_option("--token", o.token, "bearer token the switches require")
+      ->envname("INCA_TOKEN")
+      ->check(inca::cli::ControlTokenCheck());
   app.add_option("--name", o.loop.name, "name reported to the switches")->capture_default_str();
   app.add_option("--period-ms", period_ms, "re-evaluation period")
       ->check(CLI::Range(1.0, 60000.0))

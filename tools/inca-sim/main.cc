@@ -6,6 +6,8 @@
 // tensor-parallel one (`system: cais-tp`), step times per TP degree, link
 // rate and backend. A scenario with `sweep:` (or --sweep KEY=V1,V2) runs once per value, named
 // <name>-<V>.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "inca/sim/olaf_scenario.h"
 #include "inca/sim/tp_scenario.h"
 #include "util/cli_flags.h"
+#include "util/file.h"
 
 namespace {
 
@@ -37,10 +40,34 @@ auto RunAndWrite(const std::string& name, const std::string& out_dir, bool progr
     std::cerr << "inca-sim: " << r.status().message() << "\n";
     return std::nullopt;
   }
-  std::filesystem::create_directories(out_dir);
-  std::ofstream(std::filesystem::path(out_dir) / (name + ".json")) << json(*r) << "\n";
-  std::ofstream(std::filesystem::path(out_dir) / (name + ".csv")) << csv(*r);
+  for (const auto& [ext, text] :
+       {std::pair{".json", json(*r) + "\n"}, std::pair{".csv", csv(*r)}}) {
+    const std::filesystem::path file = std::filesystem::path(out_dir) / (name + ext);
+    std::ofstream f(file);
+    f << text;
+    f.close();
+    if (!f) {
+      std::cerr << "inca-sim: cannot write " << file.string() << "\n";
+      return std::nullopt;
+    }
+  }
   return *std::move(r);
+}
+
+// Makes --out a directory that can be written before anything runs: a path
+// that cannot be created (/proc/nope) or that names a regular file was an
+// uncaught std::filesystem_error (abort) after the run. "" or the error.
+std::string PrepareOutDir(const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir, ec)) {
+    return "--out " + out_dir + " is not a directory that can be created (" +
+           (ec ? ec.message() : std::string("it exists and is not a directory")) + ")";
+  }
+  if (access(out_dir.c_str(), W_OK | X_OK) != 0) {
+    return "--out " + out_dir + " is a directory this process cannot write to";
+  }
+  return "";
 }
 
 int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool progress) {
@@ -136,7 +163,11 @@ int Main(const std::string& text, const std::string& path, const std::vector<std
     if (eq == std::string::npos) return Fail("--sweep '" + sweep + "' must be KEY=V1,V2,...");
     s->sweep_key = sweep.substr(0, eq);
     s->sweep_values = absl::StrSplit(sweep.substr(eq + 1), ',', absl::SkipEmpty());
+    if (s->sweep_key.empty() || s->sweep_values.empty()) {
+      return Fail("--sweep '" + sweep + "' must be KEY=V1,V2,... with at least one value");
+    }
   }
+  if (const std::string bad = PrepareOutDir(out_dir); !bad.empty()) return Fail(bad);
   if (s->sweep_key.empty()) return RunOne(*s, out_dir, progress);
   int rc = 0;
   for (const std::string& v : s->sweep_values) {
@@ -168,18 +199,20 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return Fail(e.what());
   }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (inca::sim::IsTpScenario(text.str())) {
-    return Main<inca::sim::TpScenario>(text.str(), path, sets, sweep, out_dir, progress,
+  // Bounded, and a read error is one: /dev/zero (it passes ExistingFile)
+  // was read forever.
+  const auto read = inca::util::ReadSmallFile(path, inca::util::kMaxConfigFileBytes, "scenario");
+  if (!read.ok()) return Fail(std::string(read.status().message()));
+  const std::string& text = *read;
+  if (inca::sim::IsTpScenario(text)) {
+    return Main<inca::sim::TpScenario>(text, path, sets, sweep, out_dir, progress,
                                        inca::sim::ParseTpScenario, inca::sim::ApplyTpOverride);
   }
-  if (inca::sim::IsCaisScenario(text.str())) {
-    return Main<inca::sim::CaisSimScenario>(text.str(), path, sets, sweep, out_dir, progress,
+  if (inca::sim::IsCaisScenario(text)) {
+    return Main<inca::sim::CaisSimScenario>(text, path, sets, sweep, out_dir, progress,
                                             inca::sim::ParseCaisSimScenario,
                                             inca::sim::ApplyCaisOverride);
   }
-  return Main<inca::sim::OlafScenario>(text.str(), path, sets, sweep, out_dir, progress,
+  return Main<inca::sim::OlafScenario>(text, path, sets, sweep, out_dir, progress,
                                        inca::sim::ParseOlafScenario, inca::sim::ApplyOverride);
 }

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
+#include "cli/cli_common.h"
 #include "daemon/daemon.h"
 #include "inca/control/stats.h"
 #include "switchd/config.h"
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
   inca::settings::FlagSet flags;
   flags.Add(app, SwitchdSettings(), c);
   app.add_option("--control-token", control_token, "bearer token the control API requires")
-      ->envname("INCA_TOKEN");
+      ->envname("INCA_TOKEN")
+      ->check(inca::cli::ControlTokenCheck());
   CLI::Option* f_clusters = app.add_option(
       "--cluster", cluster_args, "OLAF: cluster table entry SRC_PORT=CLUSTER (repeatable)");
   app.add_flag("--settings-markdown", markdown,

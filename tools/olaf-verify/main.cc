@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "olafverify/fairness_model.h"
@@ -39,7 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", cluster_flags, "NAME:PERIOD_MS[:JITTER_MS], repeatable");
   app.add_option("--periods", periods, "update periods (ms), clusters named c0, c1, ...")
       ->delimiter(',');
-  app.add_option("--capacity", capacity, "PS link capacity C (updates/ms); overrides the link");
+  // Given, it must be positive: 0 and -1 were silently the link's capacity.
+  CLI::Option* f_capacity = app.add_option(
+      "--capacity", capacity, "PS link capacity C (updates/ms), > 0; overrides the link");
   app.add_option("--link-gbps", link_gbps, "PS link rate, with --update-bytes")
       ->capture_default_str();
   app.add_option("--update-bytes", update_bytes, "bytes per update")->capture_default_str();
@@ -78,8 +81,12 @@ int main(int argc, char** argv) {
   for (double p : periods) {
     cfg.clusters.push_back({absl::StrFormat("c%d", cfg.clusters.size()), p, 0});
   }
+  if (*f_capacity && !(capacity > 0)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--capacity ", capacity, " must be positive (updates per ms)")));
+  }
   cfg.capacity_updates_per_ms =
-      capacity > 0 ? capacity : ov::CapacityFromLink(link_gbps, update_bytes);
+      *f_capacity ? capacity : ov::CapacityFromLink(link_gbps, update_bytes);
   cfg.norm = norm == "threshold" ? ov::FairnessNorm::kThreshold : ov::FairnessNorm::kPairMean;
   if (absl::Status s = ov::Validate(cfg); !s.ok()) return Fail(s);
 

@@ -192,8 +192,17 @@ class ControlClient : public ControlPlane, public CaisControlPlane, public OlafC
 // The FailedPrecondition a switch gives for calls its program does not serve.
 absl::Status WrongProgram(std::string_view running, std::string_view needed);
 
+// The one rule for a control-API bearer token, wherever it enters (a flag,
+// INCA_TOKEN, a client's argument, the Python cais.init(token=...)): every
+// byte printable ASCII, 0x20..0x7E, as gRPC requires of a metadata value
+// (anything else, a trailing newline from a file included, made gRPC abort
+// the process). Empty means no token and is fine. InvalidArgument naming
+// `where` and the first bad byte (position and hex value), never the token.
+absl::Status ValidateControlToken(std::string_view token, std::string_view where = "token");
+
 // A ControlPlane that talks to a switch's gRPC control service at `target`
-// ("host:port"). `token` is sent as a bearer token when non-empty.
+// ("host:port"). `token` is sent as a bearer token when non-empty; one that
+// ValidateControlToken refuses is InvalidArgument here.
 absl::StatusOr<std::unique_ptr<ControlClient>> ConnectControl(const std::string& target,
                                                               const std::string& token,
                                                               int timeout_ms = 3000);

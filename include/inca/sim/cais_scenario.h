@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "inca/sim/simulator.h"
 
 namespace inca::sim {
 
@@ -80,6 +81,8 @@ struct CaisSimScenario {
   double background_load = 0;
   uint64_t background_flow_bytes = uint64_t{4} << 20;
   double background_gbps = 0;
+  // Each simulation stops with an error after this many events (docs/sim.md).
+  uint64_t max_events = kDefaultMaxEvents;
   // Optional sweep: the scenario runs once per value of this key.
   std::string sweep_key;
   std::vector<std::string> sweep_values;

@@ -79,6 +79,8 @@ struct OlafScenario {
   double clock_drift_ppm = 0;
   double switch_clock_offset_ms = 0;
   olaf::WorkerClock worker_clock = olaf::WorkerClock::kLocal;
+  // The run stops with an error after this many events (docs/sim.md).
+  uint64_t max_events = kDefaultMaxEvents;
   // Optional sweep: the scenario runs once per value of this key.
   std::string sweep_key;
   std::vector<std::string> sweep_values;

@@ -30,6 +30,14 @@ namespace inca::sim {
 
 using dp::TimeNs;
 
+// The events one inca-sim run may take by default (every scenario's
+// `max_events`): room for fabric runs of hundreds of millions of events,
+// a bound for a scenario that asks for unbounded work (docs/sim.md).
+inline constexpr uint64_t kDefaultMaxEvents = 2'000'000'000;
+
+// The one-line error of a run that reached its budget.
+std::string EventBudgetMessage(uint64_t max_events);
+
 class Simulator {
  public:
   using Callback = std::function<void()>;
@@ -45,6 +53,11 @@ class Simulator {
   uint64_t RunUntil(TimeNs until);
   uint64_t events_run() const { return events_run_; }
   size_t pending() const { return heap_.size(); }
+  // At most this many events in all (RunUntil stops there, leaving the
+  // rest queued, and budget_spent() turns true): a scenario whose work grew
+  // without bound stops with an error instead of filling the machine.
+  void set_event_budget(uint64_t events) { budget_ = events; }
+  bool budget_spent() const { return events_run_ >= budget_; }
 
  private:
   struct Entry {
@@ -58,6 +71,7 @@ class Simulator {
   TimeNs now_ = 0;
   uint64_t seq_ = 0;
   uint64_t events_run_ = 0;
+  uint64_t budget_ = UINT64_MAX;
   std::vector<Entry> heap_;
   std::vector<Callback> slots_;
   std::vector<uint32_t> free_slots_;
