@@ -158,6 +158,8 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
                          "run under torchrun (which sets RANK and WORLD_SIZE)")
     if not 0 <= r < w:
         raise ValueError("cais.init: rank %d must be in [0, world_size=%d)" % (r, w))
+    tok = token if token is not None else os.environ.get("INCA_TOKEN", "")
+    _cais.validate_token(tok, "token=" if token is not None else "INCA_TOKEN")
     _state.rank, _state.world_size = int(r), int(w)
     _state.master_addr = master_addr or os.environ.get("MASTER_ADDR") or "127.0.0.1"
     mp = master_port if master_port is not None else _env_int("MASTER_PORT")
@@ -166,7 +168,7 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
     if offload is None:  # INCA_OFFLOAD, as the setting declares it
         offload = _env_setting("offload") is not False
     _state.offload = bool(offload)
-    _state.token = token if token is not None else os.environ.get("INCA_TOKEN", "")
+    _state.token = tok
     if require_switch is None:  # INCA_REQUIRE_SWITCH
         require_switch = _env_setting("require_switch")
     _state.require_switch = bool(require_switch)

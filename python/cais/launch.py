@@ -9,6 +9,7 @@ import random
 import os
 import re
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -61,6 +62,16 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return s.getsockname()[1]
 
 
+def dies_with_us(argv: Sequence[str], sig: str) -> List[str]:
+    """`argv`, run so that the kernel sends it `sig` (TERM, KILL) when this process dies,
+    however it dies (SIGKILL included): through util-linux's setpriv, which sets
+    PR_SET_PDEATHSIG and execs in place (so does `ip netns exec` after it). A preexec_fn
+    would do the same but can deadlock a parent with threads (torch's). Without setpriv,
+    `argv` as it is."""
+    setpriv = shutil.which("setpriv")
+    return ([setpriv, "--pdeathsig", sig, "--"] if setpriv else []) + list(argv)
+
+
 def hostport(host: str, port: int) -> str:
     """host:port, an IPv6 address in brackets."""
     return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
@@ -86,7 +97,8 @@ class Switch:
         args = [self.binary, "--listen", self.data_addr, "--control-listen", hostport(host, 0),
                 "--http-listen", "off", "--offload-controller", offload_controller,
                 "--timeout-ms", str(timeout_ms), "--log-level", "info"] + list(extra)
-        self.proc = subprocess.Popen(list(wrap) + args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(dies_with_us(list(wrap) + args, "TERM"), stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         self.control_addr = self._wait_ready(10.0)
 
     def _wait_ready(self, timeout_s: float) -> str:
@@ -155,7 +167,7 @@ def run_ranks(argv: Sequence[str], world_size: int, env: Optional[Dict[str, str]
         if rank_env:
             e.update(rank_env(r))
         prefix = wrap(r) if wrap else []
-        procs.append(subprocess.Popen(prefix + [PYTHON] + list(argv), env=e,
+        procs.append(subprocess.Popen(dies_with_us(prefix + [PYTHON] + list(argv), "KILL"), env=e,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     deadline = time.monotonic() + timeout_s
     outs = []

@@ -130,3 +130,14 @@ def test_client_variables_are_read_as_their_settings_declare(monkeypatch, switch
             cais.all_reduce(np.ones(4, dtype=np.float32))
     finally:
         cais.shutdown()
+
+
+def test_a_token_that_is_not_printable_ascii_is_a_value_error(monkeypatch):
+    # Issue 46: gRPC aborted the interpreter on such a token; the rule is the control
+    # API's own (ValidateControlToken), checked where the token enters.
+    for bad in ("sekret\n", "a\rb", "x\x7f", "gr\u00fcn"):
+        with pytest.raises(ValueError, match="printable ASCII"):
+            cais.init(rank=0, world_size=1, switch_addr="none", token=bad)
+    monkeypatch.setenv("INCA_TOKEN", "sekret\n")
+    with pytest.raises(ValueError, match="INCA_TOKEN"):
+        cais.init(rank=0, world_size=1, switch_addr="none")

@@ -312,6 +312,13 @@ PYBIND11_MODULE(_cais, m) {
       .def("close", &PyCommunicator::Close)
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("world_size", &PyCommunicator::world_size);
+  m.def(
+      "validate_token",
+      [](const std::string& token, const std::string& where) {
+        Check(inca::control::ValidateControlToken(token, where), "cais.init");
+      },
+      py::arg("token"), py::arg("where") = "token",
+      "Raises ValueError unless `token` can be sent to the control API (printable ASCII)");
   m.def("stats_help", &StatsHelp, "{key: help} of stats()'s dict, from its declaration");
   m.def("create", &Create, py::arg("options"),
         "Creates a communicator from a dict of CommunicatorOptions fields; every rank calls it");
