@@ -35,13 +35,15 @@ def test_import_cais_through_the_switch(quick_switch, n):
     _same_errors(res, API_FIELDS)
 
 
-def test_import_cais_on_the_host_path_alone():
-    res = run("disagree", 2, {"INCA_SWITCH": "none", "MODE": "api"})
+@pytest.mark.parametrize("n", [2, 4])
+def test_import_cais_on_the_host_path_alone(n):
+    res = run("disagree", n, {"INCA_SWITCH": "none", "MODE": "api"})
     _same_errors(res, API_FIELDS)
 
 
+@pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("switch_on", [True, False])
-def test_torch_backend(quick_switch, switch_on):
+def test_torch_backend(quick_switch, switch_on, n):
     addr = quick_switch.data_addr if switch_on else "none"
-    res = run("disagree", 2, {"INCA_SWITCH": addr, "MODE": "torch"})
+    res = run("disagree", n, {"INCA_SWITCH": addr, "MODE": "torch"})
     _same_errors(res, API_FIELDS[:-1])

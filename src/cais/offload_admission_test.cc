@@ -60,7 +60,7 @@ TEST_F(OffloadAdmissionTest, ADeclinedNoticeSaysWhy) {
   Make();
   AddAllReduce({1, 2});
   const uint64_t bit = uint64_t{1} << wire::SizeClass(4000);  // 1,000 floats
-  reducer_->SetOffloadRange(0, 1, 0);  // the model declines every size
+  reducer_->SetOffloadRange(0, 1, 0);                         // the model declines every size
   EXPECT_EQ(why(1, 1000), DeclineReason::kModel);
   reducer_->SetOffloadHold(0, true);
   EXPECT_EQ(why(2, 1000), DeclineReason::kHeld);

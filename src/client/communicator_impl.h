@@ -547,6 +547,7 @@ class CommunicatorImpl final : public Communicator {
   std::vector<uint8_t> PackedInput(const SwitchOp& s) const {
     const size_t b = s.count * wire::ElementBytes(s.type);
     std::vector<uint8_t> buf(b * static_cast<size_t>(o_.world_size));
+    if (b == 0) return buf;  // no elements: the buffers may be null
     for (int r = 0; r < o_.world_size; ++r) {
       std::memcpy(buf.data() + static_cast<size_t>(r) * b,
                   s.in + static_cast<size_t>(r) * s.block_stride_bytes, b);
@@ -568,7 +569,7 @@ class CommunicatorImpl final : public Communicator {
         !st.ok()) {
       return st;
     }
-    std::memcpy(s.out, packed->data() + static_cast<size_t>(o_.rank) * b, b);
+    if (b != 0) std::memcpy(s.out, packed->data() + static_cast<size_t>(o_.rank) * b, b);
     return absl::OkStatus();
   }
 
@@ -616,7 +617,10 @@ class CommunicatorImpl final : public Communicator {
     cache_rs_ = s.op == CaisOp::kReduceScatter;
     cache_type_ = s.type;
     cache_reduce_ = s.reduce;
-    if (!cache_valid_) return;
+    if (!cache_valid_ || bytes == 0) {
+      cache_bytes_ = 0;
+      return;
+    }
     if (cache_rs_) {
       cache_ = PackedInput(s);
       cache_bytes_ = cache_.size();

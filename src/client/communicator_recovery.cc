@@ -135,6 +135,19 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
       switch_mode_ = resume;
       return Refused(st);
     }
+    if (s.count == 0) {
+      // The ranks agree on an operation of no elements: nothing to move, and
+      // nothing for a peer to be served but its completion.
+      cache_valid_ = true;
+      cache_op_ = op_index_;
+      cache_bytes_ = 0;
+      cache_rs_ = s.op == CaisOp::kReduceScatter;
+      cache_type_ = s.type;
+      cache_reduce_ = s.reduce;
+      if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
+      switch_mode_ = resume;
+      return absl::OkStatus();
+    }
     const bool any_chunks = std::any_of(
         all.begin(), all.end(), [](const AgreeRecord& a) { return (a.flags & kHaveChunks) != 0; });
     const size_t bytes = s.count * wire::ElementBytes(s.type);
@@ -201,6 +214,7 @@ absl::Status CommunicatorImpl::Finalize() {
 }
 
 void CommunicatorImpl::Restore(const SwitchOp& s, const std::vector<uint8_t>& result) {
+  if (result.empty()) return;  // no elements: the buffers may be null
   if (s.op == CaisOp::kAllGather) {
     const size_t b = s.count * wire::ElementBytes(s.type);
     for (int r = 0; r < o_.world_size; ++r) {
