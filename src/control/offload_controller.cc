@@ -156,6 +156,15 @@ double MaxBandwidthGain(int participants) {
   return 1.0 - n / (2.0 * (n - 1.0));
 }
 
+// Stale: older than the interval, and than its cost allows under the
+// explore budget.
+bool OffloadController::Stale(const PathTiming& p) const {
+  if (!p.measured()) return true;
+  const double budget_ns = p.mean_us * 1e3 / config_.explore_budget;
+  const double interval_ns = std::max(static_cast<double>(config_.explore_interval_ns), budget_ns);
+  return static_cast<double>(p.age_ms) * dp::kNsPerMs >= interval_ns;
+}
+
 GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   const OffloadRange r = Range(g.world_size);
   GroupOffload out{g.group_id, g.world_size, r.min_bytes, r.max_bytes};
@@ -185,15 +194,7 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
   const auto per_byte = [](const PathTiming& p) {
     return p.best_us_per_byte > 0 ? p.best_us_per_byte : p.mean_us / std::max(1.0, p.mean_bytes);
   };
-  // Stale: older than the interval, and than its cost allows under the
-  // explore budget.
-  const auto stale = [&](const PathTiming& p) {
-    if (!p.measured()) return true;
-    const double budget_ns = p.mean_us * 1e3 / config_.explore_budget;
-    const double interval_ns =
-        std::max(static_cast<double>(config_.explore_interval_ns), budget_ns);
-    return static_cast<double>(p.age_ms) * dp::kNsPerMs >= interval_ns;
-  };
+  const auto stale = [&](const PathTiming& p) { return Stale(p); };
   const auto enough = [&](const PathTiming& p) { return p.samples >= config_.min_samples; };
   const auto both = [&](const OffloadTiming& t) {
     return enough(t.switch_path) && enough(t.host_path);
@@ -276,42 +277,51 @@ GroupOffload OffloadController::Plan(const GroupInfo& g, dp::TimeNs now) {
       const uint64_t size = static_cast<uint64_t>(std::max(1.0, seen.mean_bytes));
       on_switch = size >= out.min_bytes && size <= out.max_bytes;
     }
-    // The path not in use gets one operation when it lacks samples (again
-    // after explore_retry_ns) or when its last one is stale.
-    const PathTiming& other = on_switch ? t.host_path : t.switch_path;
-    const bool explored = (ex.ever & bit) != 0;
-    const bool landed = other.samples > ex.samples_then[t.bin];
-    // An explore still under way is not repeated: a 64 MiB host-path
-    // operation can take longer than explore_retry_ns.
-    const double slowest_ns = 1e3 * std::max(t.switch_path.mean_us, t.host_path.mean_us);
-    const auto lost_after = static_cast<dp::TimeNs>(
-        std::max(static_cast<double>(config_.explore_interval_ns), 3 * slowest_ns));
-    const dp::TimeNs gap =
-        enough(other)
-            ? std::max(config_.explore_interval_ns,
-                       static_cast<dp::TimeNs>(other.mean_us * 1e3 / config_.explore_budget))
-        : explored && !landed ? lost_after
-                              : config_.explore_retry_ns;
-    const bool armed_lately = explored && now - ex.at[t.bin] < gap;
-    // The first look at the host path from the switch waits until the
-    // class has run 1 / explore_budget operations on the switch (50 at
-    // 2 %), so that a short job is not slowed by one (issue 46: a
-    // bandwidth-bound operation explored onto a ring costs 1.5-1.75x); with
-    // the timings kept across jobs of one shape, later jobs add to the
-    // count. An explore toward the switch is not held back.
-    const bool budget_allows =
-        !on_switch || enough(other) ||
-        static_cast<double>(t.switch_path.samples) * config_.explore_budget >= 1.0;
-    // Not while another job shares the hosts: its traffic would be measured
-    // with the explore, and slowed by it (docs/control.md).
-    if ((!enough(other) || stale(other)) && !armed_lately && !g.contended && budget_allows) {
-      out.explore_bins |= bit;
-      ex.at[t.bin] = now;
-      ex.samples_then[t.bin] = other.samples;
-      ex.ever |= bit;
-    }
+    MaybeExplore(g, t, on_switch, now, ex, &out);
   }
   return out;
+}
+
+// The path class `t` does not use (on_switch: the host path) gets one
+// operation when it lacks samples (again after explore_retry_ns) or when its
+// last one is stale.
+void OffloadController::MaybeExplore(const GroupInfo& g, const OffloadTiming& t, bool on_switch,
+                                     dp::TimeNs now, Explored& ex, GroupOffload* out) const {
+  const uint64_t bit = uint64_t{1} << t.bin;
+  const auto enough = [&](const PathTiming& p) { return p.samples >= config_.min_samples; };
+  const auto stale = [&](const PathTiming& p) { return Stale(p); };
+  const PathTiming& other = on_switch ? t.host_path : t.switch_path;
+  const bool explored = (ex.ever & bit) != 0;
+  const bool landed = other.samples > ex.samples_then[t.bin];
+  // An explore still under way is not repeated: a 64 MiB host-path
+  // operation can take longer than explore_retry_ns.
+  const double slowest_ns = 1e3 * std::max(t.switch_path.mean_us, t.host_path.mean_us);
+  const auto lost_after = static_cast<dp::TimeNs>(
+      std::max(static_cast<double>(config_.explore_interval_ns), 3 * slowest_ns));
+  const dp::TimeNs gap =
+      enough(other)
+          ? std::max(config_.explore_interval_ns,
+                     static_cast<dp::TimeNs>(other.mean_us * 1e3 / config_.explore_budget))
+      : explored && !landed ? lost_after
+                            : config_.explore_retry_ns;
+  const bool armed_lately = explored && now - ex.at[t.bin] < gap;
+  // The first look at the host path from the switch waits until the
+  // class has run 1 / explore_budget operations on the switch (50 at
+  // 2 %), so that a short job is not slowed by one (issue 46: a
+  // bandwidth-bound operation explored onto a ring costs 1.5-1.75x); with
+  // the timings kept across jobs of one shape, later jobs add to the
+  // count. An explore toward the switch is not held back.
+  const bool budget_allows =
+      !on_switch || enough(other) ||
+      static_cast<double>(t.switch_path.samples) * config_.explore_budget >= 1.0;
+  // Not while another job shares the hosts: its traffic would be measured
+  // with the explore, and slowed by it (docs/control.md).
+  if ((!enough(other) || stale(other)) && !armed_lately && !g.contended && budget_allows) {
+    out->explore_bins |= bit;
+    ex.at[t.bin] = now;
+    ex.samples_then[t.bin] = other.samples;
+    ex.ever |= bit;
+  }
 }
 
 }  // namespace inca::control

@@ -5,23 +5,13 @@
 #include <cmath>
 #include <map>
 
+#include "control/offload_test_util.h"
 #include "inca/control/offload_loop.h"
 
 namespace inca::control {
 namespace {
 
 constexpr dp::TimeNs kPeriod = 100 * dp::kNsPerMs;
-
-// A snapshot with SRAM usage, a mean ingress delay over 1,000 samples, and
-// a fallback ratio.
-Stats Sram(double usage, double delay_us = 0, double fallback = 0) {
-  Stats s;
-  s.sram_usage = usage;
-  s.counters.ingress_delay_samples = 1000;
-  s.counters.ingress_delay_ns_total = static_cast<uint64_t>(delay_us * 1e3 * 1000);
-  s.fallback_ratio = fallback;
-  return s;
-}
 
 OffloadControllerConfig NoLatency() {
   OffloadControllerConfig c;
@@ -251,26 +241,6 @@ TEST(OffloadControllerTest, ConfigIsValidated) {
   EXPECT_FALSE(cfg.Validate().ok());
 }
 
-// A formed 4-rank group with one size class measured as given (mean_us < 0:
-// not measured on that path). 64 switch samples: past the first explore's
-// budget (1 / explore_budget = 50 at 2 %).
-GroupInfo Measured(int bin, double switch_us, double host_us, int64_t switch_age_ms = 0,
-                   int64_t host_age_ms = 0, uint32_t host_samples = 3,
-                   uint32_t switch_samples = 64) {
-  GroupInfo g;
-  g.group_id = 5;
-  g.world_size = 4;
-  g.formed = true;
-  g.seq_base = 77;
-  OffloadTiming t;
-  t.bin = bin;
-  const double bytes = std::ldexp(1.0, bin);
-  if (switch_us >= 0) t.switch_path = {switch_samples, switch_us, bytes, switch_age_ms};
-  if (host_us >= 0) t.host_path = {host_samples, host_us, bytes, host_age_ms};
-  g.timings.push_back(t);
-  return g;
-}
-
 TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
   OffloadController c{OffloadControllerConfig{}};
   const uint64_t bit = uint64_t{1} << 24;
@@ -297,21 +267,6 @@ TEST(OffloadControllerTest, MeasuredTimesDecideWhereBothPathsWereSeen) {
   // bound); measurements move them to the host path where it is faster.
   EXPECT_EQ(p.min_bytes, 1u);
   EXPECT_EQ(p.max_bytes, UINT64_MAX);
-}
-
-// Under SRAM pressure (the threshold raised above its base) the model's
-// range decides classes never seen again, as in the write-up.
-TEST(OffloadControllerTest, UnderSramPressureTheModelDecidesClassesNeverSeen) {
-  OffloadControllerConfig cfg;
-  cfg.sustain = 1;
-  OffloadController c{cfg};
-  GroupInfo g = Measured(24, 140e3, 210e3);
-  c.Observe(Sram(0.9), 0);
-  ASSERT_GT(c.threshold(), cfg.base_threshold);
-  const GroupOffload p = c.Plan(g, 0);
-  const OffloadRange r = c.Range(4);
-  EXPECT_EQ(p.min_bytes, r.min_bytes);
-  EXPECT_EQ(p.max_bytes, r.max_bytes);
 }
 
 // The alarm acts (docs/control.md, "Fallback hold"): a group whose chunks
@@ -419,26 +374,6 @@ TEST(OffloadControllerTest, ReExploringALongOperationKeepsToTheBudget) {
   EXPECT_EQ(d.Plan(Measured(20, 700, 1000, 0, 10'000), 0).explore_bins, uint64_t{1} << 20);
   cfg.explore_budget = 0;
   EXPECT_FALSE(cfg.Validate().ok());
-}
-
-// Issue 46: a short job on a fresh switch is not slowed by a look at the
-// host path. The first explore away from the switch waits until the class
-// has run 1 / explore_budget operations there (50 at 2 %); an explore toward
-// the switch does not wait.
-TEST(OffloadControllerTest, TheFirstLookAtTheHostPathWaitsForTheExploreBudget) {
-  const uint64_t bit = uint64_t{1} << 22;
-  OffloadControllerConfig cfg;  // explore_budget 0.02
-  for (uint32_t n : {1u, 6u, 49u}) {
-    const GroupOffload p = OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, n), 0);
-    EXPECT_EQ(p.explore_bins, 0u) << n;
-    EXPECT_EQ(p.offload_bins, bit) << n;  // on the switch, where it was measured
-  }
-  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 50), 0).explore_bins, bit);
-  // Measured on the host path only: the switch is explored at once.
-  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, -1, 51e3, 0, 0, 1), 0).explore_bins, bit);
-  cfg.explore_budget = 0.25;  // 4 operations
-  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 3), 0).explore_bins, 0u);
-  EXPECT_EQ(OffloadController{cfg}.Plan(Measured(22, 34e3, -1, 0, 0, 0, 4), 0).explore_bins, bit);
 }
 
 TEST(OffloadControllerTest, OneSampleDoesNotDecideAndIsTakenAgainSoon) {

@@ -7,67 +7,19 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "switchd/group_manager_test_util.h"
 
 namespace inca::switchd {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::Ep;
+using testing::GroupManagerTest;
 using wire::kAnyPort;
 using wire::MgmtMessage;
 using wire::MgmtReason;
 using wire::MgmtStatus;
 using wire::MgmtType;
-
-net::Endpoint Ep(int host, int port = 1000) {
-  auto e = net::Endpoint::Parse("10.0." + std::to_string(host / 256) + "." +
-                                std::to_string(host % 256) + ":" + std::to_string(port));
-  EXPECT_TRUE(e.ok());
-  return *e;
-}
-
-class GroupManagerTest : public ::testing::Test {
- protected:
-  static constexpr uint32_t kSeqStart = 1000;
-  void SetUp() override { spdlog::set_level(spdlog::level::off); }
-
-  MgmtMessage Join(uint8_t group, uint16_t rank, uint16_t world, const net::Endpoint& from,
-                   uint16_t port = kAnyPort, uint32_t nonce = 7, uint64_t job = 0) {
-    MgmtMessage m;
-    m.type = MgmtType::kJoin;
-    m.job = job;
-    m.group_id = group;
-    m.rank = rank;
-    m.world_size = world;
-    m.port = port;
-    m.nonce = nonce;
-    auto r = gm_.Handle(m, from, ++now_);
-    EXPECT_TRUE(r.has_value());
-    return r.value_or(MgmtMessage{});
-  }
-  MgmtMessage Simple(MgmtType type, uint8_t group, uint16_t rank, const net::Endpoint& from,
-                     uint32_t nonce = 9) {
-    MgmtMessage m;
-    m.type = type;
-    m.group_id = group;
-    m.rank = rank;
-    m.nonce = nonce;
-    auto r = gm_.Handle(m, from, ++now_);
-    EXPECT_TRUE(r.has_value());
-    return r.value_or(MgmtMessage{});
-  }
-  // Forms `group` of `world` ranks from endpoints host0.. host0+world-1.
-  MgmtMessage Form(uint8_t group, uint16_t world, int host0) {
-    MgmtMessage last;
-    for (uint16_t r = 0; r < world; ++r) last = Join(group, r, world, Ep(host0 + r));
-    return last;
-  }
-  const cais::Rule* GroupRule(uint8_t group) const { return rules_.Lookup(group, 12, 34); }
-
-  PortTable ports_;
-  cais::RuleTable rules_;
-  GroupManager gm_{&ports_, &rules_, kSeqStart};
-  dp::TimeNs now_ = 0;
-};
 
 TEST_F(GroupManagerTest, FormsGroupWhenLastRankJoins) {
   MgmtMessage r0 = Join(0, 0, 3, Ep(1));
@@ -676,68 +628,6 @@ TEST_F(GroupManagerTest, ManyGroupsAndReformationsKeepPortsBalanced) {
   EXPECT_EQ(ports_.size(), 0u);
   EXPECT_EQ(rules_.size(), 0u);
   EXPECT_EQ(gm_.next_seq_base(), kSeqStart + 50 * kSeqBaseStride);
-}
-
-}  // namespace
-}  // namespace inca::switchd
-
-namespace inca::switchd {
-namespace {
-
-// Issue 46: what one job measured is where the next job of the same shape
-// (world size, member hosts) starts; another shape starts afresh; at most
-// kTimingShapes shapes are kept, the least recently used given up first.
-TEST_F(GroupManagerTest, TimingsOutliveTheirJobForTheNextJobOfTheSameShape) {
-  auto report = [&](uint16_t rank, int host, uint32_t us) {
-    MgmtMessage m;
-    m.type = MgmtType::kReport;
-    m.group_id = 0;
-    m.rank = rank;
-    m.report_bytes = 1 << 20;
-    m.report_duration_us = us;
-    m.report_path = wire::ReportPath::kSwitch;
-    EXPECT_FALSE(gm_.Handle(m, Ep(host), ++now_).has_value());
-  };
-  const int bin = wire::SizeClass(1 << 20);
-  Form(0, 2, 1);  // hosts 1 and 2
-  report(0, 1, 800);
-  EXPECT_EQ(gm_.timing_shapes(), 0u);  // kept when the job ends
-  Simple(MgmtType::kLeave, 0, 0, Ep(1));
-  EXPECT_EQ(gm_.timing_shapes(), 1u);
-  // The next job on the same hosts (other ports) starts from it.
-  Join(0, 0, 2, Ep(2, 2000), kAnyPort, 7, 5);
-  Join(0, 1, 2, Ep(1, 2000), kAnyPort, 7, 5);
-  ASSERT_TRUE(gm_.group(0)->formed);
-  EXPECT_EQ(gm_.group(0)->timings[bin][0].samples, 1u);
-  EXPECT_EQ(gm_.group(0)->timings[bin][0].mean_us, 800);
-  EXPECT_EQ(gm_.timings_inherited(), 1u);
-  Simple(MgmtType::kLeave, 0, 0, Ep(2, 2000));
-  // Another shape: three ranks, or other hosts, start with nothing.
-  Form(0, 3, 1);
-  EXPECT_EQ(gm_.group(0)->timings[bin][0].samples, 0u);
-  Simple(MgmtType::kLeave, 0, 0, Ep(1));
-  Form(0, 2, 7);
-  EXPECT_EQ(gm_.group(0)->timings[bin][0].samples, 0u);
-  Simple(MgmtType::kLeave, 0, 0, Ep(7));
-  EXPECT_EQ(gm_.timings_inherited(), 1u);
-  // Bounded: kTimingShapes shapes of two hosts each, then one more; the
-  // first shape (least recently used) is given up.
-  for (size_t k = 0; k <= kTimingShapes; ++k) {
-    const int host = 100 + 2 * static_cast<int>(k);
-    Form(1, 2, host);
-    MgmtMessage m;
-    m.type = MgmtType::kReport;
-    m.group_id = 1;
-    m.rank = 0;
-    m.report_bytes = 1 << 20;
-    m.report_duration_us = 500;
-    m.report_path = wire::ReportPath::kHost;
-    gm_.Handle(m, Ep(host), ++now_);
-    Simple(MgmtType::kLeave, 1, 0, Ep(host));
-  }
-  EXPECT_EQ(gm_.timing_shapes(), kTimingShapes);
-  Form(0, 2, 1);  // hosts 1 and 2: given up
-  EXPECT_EQ(gm_.group(0)->timings[bin][0].samples, 0u);
 }
 
 }  // namespace

@@ -233,6 +233,12 @@ class OffloadController {
     uint64_t ever = 0;  // classes explored at least once
   };
   std::map<uint8_t, Explored> explored_;
+
+  // Plan's parts: whether a path's samples are due again, and the explore
+  // of the path class `t` does not use.
+  bool Stale(const PathTiming& p) const;
+  void MaybeExplore(const GroupInfo& g, const OffloadTiming& t, bool on_switch, dp::TimeNs now,
+                    Explored& ex, GroupOffload* out) const;
 };
 
 }  // namespace inca::control
