@@ -99,6 +99,8 @@ class _State:
         self.client: Dict[str, int] = {}
         self.controller_port = DEFAULT_CONTROLLER_PORT
         self.groups: Dict[int, "Group"] = {}
+        # On rank 0: the rendezvous store every group of this job meets in.
+        self.store_server: Optional[Any] = None
 
 
 _state = _State()
@@ -136,8 +138,8 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
     switch_addr: the switch's data address; default INCA_SWITCH, else the
         controller's host on port 9410, else 127.0.0.1:9410. "none": host path only.
     master_addr, master_port: default MASTER_ADDR/MASTER_PORT (127.0.0.1:29500);
-        the world group's rendezvous store listens on master_port + 1, group g
-        of new_group on master_port + 2 + g (served by the group's first rank).
+        rank 0 serves the rendezvous store that every group meets in (the world
+        group and new_group's) on master_addr:master_port + 1.
     offload: False starts on the host path (also INCA_OFFLOAD=0).
     token: the control API's bearer token (also INCA_TOKEN).
     require_switch: True fails instead of falling back to the host path (also
@@ -189,7 +191,19 @@ def init(controller_addr: Optional[str] = None, *, rank: Optional[int] = None,
         host = _state.controller_host or "127.0.0.1"
         switch_addr = "%s:%d" % (host, DEFAULT_SWITCH_PORT)
     _state.switch_address = "" if switch_addr == "none" else switch_addr
+    _state.store_server = None
+    if _state.rank == 0:
+        address = _world_store()
+        try:
+            _state.store_server = _cais.serve_store(address)
+        except RuntimeError as e:
+            raise RuntimeError("cais.init: rank 0 cannot serve the rendezvous store on %s "
+                               "(master_addr:master_port + 1): %s" % (address, e)) from None
     _state.initialized = True
+
+
+def _world_store() -> str:
+    return "%s:%d" % (_state.master_addr, _state.master_port + 1)
 
 
 def _connect_controller(addr: str) -> None:
@@ -224,15 +238,19 @@ def get_world_size() -> int:
 class Group:
     """A group of ranks with its own switch group id (new_group's result)."""
 
-    def __init__(self, ranks: List[int], group_id: int, store_address: str) -> None:
+    def __init__(self, ranks: List[int], group_id: int, store_address: Optional[str]) -> None:
         self.ranks = list(ranks)
         self.group_id = group_id
         self.rank = self.ranks.index(_state.rank)
         self.size = len(self.ranks)
         options = dict(
             rank=self.rank, world_size=self.size, group_id=group_id,
-            switch_address=_state.switch_address, store_address=store_address,
-            serve_store=self.rank == 0, offload=_state.offload, bind_ip=_state.bind_ip,
+            switch_address=_state.switch_address,
+            # The job's store (rank 0's, from init), or one of the group's own
+            # that its first rank serves.
+            store_address=store_address or _world_store(),
+            serve_store=store_address is not None and self.rank == 0,
+            offload=_state.offload, bind_ip=_state.bind_ip,
             require_switch=_state.require_switch)
         if _state.host_timeout_ms is not None:
             options["host_timeout_ms"] = _state.host_timeout_ms
@@ -284,7 +302,11 @@ def new_group(ranks: Optional[Iterable[int]] = None, group_id: int = 0,
               store_addr: Optional[str] = None) -> Optional[Group]:
     """Creates a group of the given global ranks (default: all) with a switch group id
     (0..254; 255 is the implicit world group). Every member calls it with the same
-    arguments; on a rank outside `ranks` it returns None without communicating."""
+    arguments; on a rank outside `ranks` it returns None without communicating. The
+    group meets in the job's rendezvous store (rank 0's, on master_port + 1) unless
+    `store_addr` names another, which the group's first rank then serves. Members that
+    disagree on group_id or on the ranks all get the same ValueError (group_id: once
+    the rendezvous times out, init's `timeout`)."""
     _require_init()
     rs = list(range(_state.world_size)) if ranks is None else [int(r) for r in ranks]
     if not rs or len(set(rs)) != len(rs) or any(not 0 <= r < _state.world_size for r in rs):
@@ -298,8 +320,6 @@ def new_group(ranks: Optional[Iterable[int]] = None, group_id: int = 0,
                          "pick another id" % (group_id, _state.groups[group_id]))
     if _state.rank not in rs:
         return None
-    if store_addr is None:
-        store_addr = "%s:%d" % (_state.master_addr, _state.master_port + 2 + group_id)
     g = Group(rs, group_id, store_addr)
     _state.groups[group_id] = g
     return g
@@ -309,8 +329,7 @@ def _world() -> Group:
     _require_init()
     g = _state.groups.get(WORLD_GROUP_ID)
     if g is None:
-        g = Group(list(range(_state.world_size)), WORLD_GROUP_ID,
-                  "%s:%d" % (_state.master_addr, _state.master_port + 1))
+        g = Group(list(range(_state.world_size)), WORLD_GROUP_ID, None)
         _state.groups[WORLD_GROUP_ID] = g
     return g
 
@@ -616,6 +635,7 @@ def shutdown() -> None:
         g.close()
     _state.groups.clear()
     _state.controller = None
+    _state.store_server = None
     _state.initialized = False
 
 

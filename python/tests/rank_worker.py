@@ -510,6 +510,18 @@ def _disagreements(rank, n, api):
     ]
     if "layer" in api:
         cases.append(("layer", lambda: api["layer"](3 if rank == 1 else 4)))
+    if "delegated" in api:
+        # The torch backend hands f64/i64 sums and BAND to Gloo: a rank that
+        # delegates while its peers run inca, and ranks that all delegate but disagree.
+        red = api["delegated"]
+        cases += [
+            ("dtype", lambda: red(torch.ones(1000, dtype=torch.float64 if rank == 0
+                                             else torch.float32), "sum")),
+            ("count", lambda: red(torch.ones(2000 if rank == 1 else 1000,
+                                             dtype=torch.int64), "sum")),
+            ("op", lambda: red(torch.ones(1000, dtype=torch.int32),
+                               "band" if rank == 1 else "sum")),
+        ]
     errors = []
     for field, fn in cases:
         try:
@@ -543,13 +555,39 @@ def scenario_disagree():
     else:
         import torch.distributed as dist
         dist.init_process_group("cais")
-        ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+        ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "band": dist.ReduceOp.BAND}
         api = {"all_reduce": lambda t, op="sum": dist.all_reduce(t, op=ops[op]),
-               "broadcast": lambda t, src: dist.broadcast(t, src=src)}
+               "broadcast": lambda t, src: dist.broadcast(t, src=src),
+               "delegated": lambda t, op: dist.all_reduce(t, op=ops[op])}
         errors = _disagreements(rank, n, api)
         stats = dist.distributed_c10d._get_default_group().stats()
         dist.destroy_process_group()
     return {"errors": errors, "refused": stats["ops_refused"]}
+
+
+def scenario_group_disagree():
+    """`import cais`: members that disagree on new_group's group_id, or (4 ranks) on its
+    ranks, get the same ValueError; a group created next with agreeing arguments works."""
+    import datetime
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.init(timeout=datetime.timedelta(seconds=3))
+    errors = []
+    cases = [lambda: cais.new_group(group_id=9 if rank == 1 else 3)]
+    if n > 2:
+        cases.append(lambda: cais.new_group(ranks=[0, 1] if rank == 1 else None, group_id=5))
+    for fn in cases:
+        try:
+            fn()
+            errors.append("no error")
+        except ValueError as e:  # after a prefix naming this rank: the same text on all
+            check("\n" not in str(e).strip(), "a multi-line error: %r" % str(e))
+            errors.append(str(e)[str(e).find("group creation:"):])
+    g = cais.new_group(group_id=4)
+    t = torch_ones(1000) * (rank + 1)
+    cais.all_reduce(t, group=g)
+    check(bool((t == n * (n + 1) / 2).all()), "the group created after the errors is not exact")
+    cais.shutdown()
+    return {"errors": errors}
 
 
 def torch_ones(k):

@@ -46,4 +46,19 @@ def test_import_cais_on_the_host_path_alone(n):
 def test_torch_backend(quick_switch, switch_on, n):
     addr = quick_switch.data_addr if switch_on else "none"
     res = run("disagree", n, {"INCA_SWITCH": addr, "MODE": "torch"})
-    _same_errors(res, API_FIELDS[:-1])
+    # Then three delegated to Gloo on some ranks or all: f64 against f32, i64 sums of
+    # different counts, BAND against SUM.
+    _same_errors(res, API_FIELDS[:-1] + ["dtype", "count", "op"])
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_import_cais_groups_that_disagree(n):
+    """new_group's group_id (and, on 4 ranks, its ranks) differing between members: the same
+    ValueError on every rank, from the job's shared rendezvous store."""
+    res = run("group_disagree", n, {"INCA_SWITCH": "none"})
+    errors = [r["errors"] for r in res]
+    assert all(e == errors[0] for e in errors), errors
+    want = ["group id"] + (["world size"] if n > 2 else [])
+    assert len(errors[0]) == len(want)
+    for msg, field in zip(errors[0], want):
+        assert "the ranks disagree on %s (" % field in msg, msg

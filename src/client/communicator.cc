@@ -4,12 +4,16 @@
 // protocol). Design: docs/design/cais-client.md.
 #include "inca/client/communicator.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/communicator_impl.h"
+#include "client/group_roster.h"
 #include "client/settings.h"
 #include "inca/cais/port_mask.h"
 #include "inca/dataplane/program.h"
@@ -89,6 +93,91 @@ void CommunicatorImpl::CountHostReason(const SwitchOp& whole) {
   absl::MutexLock lock(&stats_mu_);
   ++stats_.host_reasons[why];
   ++stats_.host_by_class[size_class][why];
+}
+
+void CommunicatorImpl::WarnFallback(const char* why) {
+  if (fallback_warned_) return;
+  fallback_warned_ = true;
+  std::fprintf(stderr,
+               "inca rank %d: warning: group %u, switch %s: %s; operations run on the host "
+               "path (Gloo) until the group is back on the switch (stats: ops_host, "
+               "rejoins)\n",
+               o_.rank, static_cast<unsigned>(o_.group_id), o_.switch_address.c_str(), why);
+}
+
+// Before the host path's mesh: every rank's entry in the store's roster,
+// whatever its group (client/group_roster.h), so that ranks that disagree on
+// the group id or the world size get the same error rather than each its own
+// timeout.
+absl::Status CommunicatorImpl::MeetInRoster() {
+  if (o_.world_size == 1) return absl::OkStatus();
+  client::RosterEntry me{o_.rank, o_.group_id, o_.world_size, store_server_ != nullptr};
+  auto index = store_->Add(std::string(client::kRosterCount), 1);
+  if (!index.ok()) return index.status();
+  if (auto s = store_->Set(client::RosterKey(*index), client::Encode(me)); !s.ok()) return s;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.host_timeout_ms);
+  std::vector<client::RosterEntry> seen;
+  std::vector<int64_t> at;  // each entry's index in the store
+  for (int64_t next = 1;; ++next) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto v = store_->Get(client::RosterKey(next), std::max(left, std::chrono::milliseconds(1)));
+    const bool timed_out = !v.ok();
+    if (timed_out && v.status().code() != absl::StatusCode::kDeadlineExceeded) return v.status();
+    if (v.ok()) {
+      if (auto e = client::Decode(*v)) {
+        seen.push_back(*e);
+        at.push_back(next);
+      }
+    }
+    const client::RosterJudgement j = client::JudgeRoster(me, seen, timed_out);
+    if (j.verdict == client::RosterVerdict::kFormed) return absl::OkStatus();
+    if (j.verdict != client::RosterVerdict::kRefused) continue;
+    absl::Status st = j.error;
+    if (st.code() == absl::StatusCode::kInvalidArgument) {
+      st = SharedVerdict(*index, j, at);
+    } else {
+      st = absl::Status(st.code(), absl::StrCat(st.message(), " at the store ", o_.store_address,
+                                                " within host_timeout_ms=", o_.host_timeout_ms));
+    }
+    // Rank 0, whose store dies with this communicator, waits (bounded)
+    // until every rank that came has its error, so that no peer gets a
+    // lost store instead.
+    (void)store_->Set(client::RosterKey(*index) + "/read", "1");
+    if (store_server_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      for (int64_t i : at) {
+        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        if (i == *index || wait.count() <= 0) continue;
+        (void)store_->Get(client::RosterKey(i) + "/read", wait);
+      }
+    }
+    return st;
+  }
+}
+
+// One text for every rank a disagreement names (client/group_roster.h,
+// VerdictKey). A rank that decides first for its own entry writes its text
+// for each entry it names that nobody decided for yet; a rank decided for
+// already (a peer that gave up earlier, whose next group's entries this
+// rank may have read since) takes that text and claims nothing.
+absl::Status CommunicatorImpl::SharedVerdict(int64_t mine, const client::RosterJudgement& j,
+                                             const std::vector<int64_t>& at) {
+  auto first = store_->Add(client::VerdictClaimKey(mine), 1);
+  if (first.ok() && *first == 1) {
+    (void)store_->Set(client::VerdictKey(mine), std::string(j.error.message()));
+    for (size_t k : j.named) {
+      if (at[k] == mine) continue;
+      auto claimed = store_->Add(client::VerdictClaimKey(at[k]), 1);
+      if (claimed.ok() && *claimed == 1) {
+        (void)store_->Set(client::VerdictKey(at[k]), std::string(j.error.message()));
+      }
+    }
+  }
+  auto text = store_->Get(client::VerdictKey(mine), std::chrono::seconds(5));
+  return text.ok() ? absl::InvalidArgumentError(*text) : j.error;
 }
 
 }  // namespace client_internal

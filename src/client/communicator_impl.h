@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/group_roster.h"
 #include "client/op_agreement.h"
 #include "client/switch_transport.h"
 #include "hostpath/host_group.h"
@@ -104,6 +105,7 @@ class CommunicatorImpl final : public Communicator {
                                              std::chrono::milliseconds(o_.host_timeout_ms));
     if (!store.ok()) return store.status();
     store_ = *store;
+    if (auto s = MeetInRoster(); !s.ok()) return s;
     hostpath::HostGroupOptions ho;
     ho.rank = o_.rank;
     ho.world_size = o_.world_size;
@@ -355,6 +357,10 @@ class CommunicatorImpl final : public Communicator {
   // Ranks that disagree (communicator_recovery.cc; docs/design/cais-client.md,
   // "Ranks that disagree").
   absl::Status RunEmpty(const SwitchOp& s);
+  absl::Status AgreeDelegated(const DelegatedOp& d) override;  // communicator_recovery.cc
+  absl::Status MeetInRoster();                                 // communicator.cc
+  absl::Status SharedVerdict(int64_t mine, const client::RosterJudgement& j,
+                             const std::vector<int64_t>& at);
   absl::Status AgreeOnHost(const SwitchOp& s);
   absl::Status Refused(absl::Status st);
 
@@ -412,15 +418,7 @@ class CommunicatorImpl final : public Communicator {
   // switch is configured and wanted (issue 18: only cais-perf's path column
   // showed it). Declines and SetOffload(false) are decisions, not
   // fallbacks, and stay quiet; stats() counts every case.
-  void WarnFallback(const char* why) {
-    if (fallback_warned_) return;
-    fallback_warned_ = true;
-    std::fprintf(stderr,
-                 "inca rank %d: warning: group %u, switch %s: %s; operations run on the host "
-                 "path (Gloo) until the group is back on the switch (stats: ops_host, "
-                 "rejoins)\n",
-                 o_.rank, static_cast<unsigned>(o_.group_id), o_.switch_address.c_str(), why);
-  }
+  void WarnFallback(const char* why);  // communicator.cc
 
   // yield_to_local_switch: once, on this (the progress) thread, when the
   // switch is on this host. The stat reads the policy back, so it says what

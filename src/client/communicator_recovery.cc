@@ -51,6 +51,16 @@ absl::Status CommunicatorImpl::RunEmpty(const SwitchOp& s) {
   return Recover(s, {});
 }
 
+// An operation this rank hands to another library: its index and its
+// check, as for an operation of no elements.
+absl::Status CommunicatorImpl::AgreeDelegated(const DelegatedOp& d) {
+  return Enqueue([=, this] {
+           desc_ = client::DescribeDelegated(d);
+           return RunEmpty(SwitchOp{});
+         })
+      ->Wait();
+}
+
 // The host path's one small exchange per operation (no switch
 // configured): every rank's description, checked before Gloo runs.
 absl::Status CommunicatorImpl::AgreeOnHost(const SwitchOp& s) {

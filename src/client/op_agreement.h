@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "client/transport_core.h"
+#include "inca/client/communicator.h"
 
 namespace inca::client {
 
@@ -18,10 +19,11 @@ struct OpDescriptor {
   uint64_t count = 0;  // elements of the whole operation (per block for AllGather/ReduceScatter)
   int32_t root = 0;    // Broadcast; 0 otherwise
   uint16_t layer_id = 0;
-  uint8_t kind = 0;    // OpKind
-  uint8_t dtype = 0;   // wire::DType
-  uint8_t reduce = 0;  // wire::ReduceOp; 0 where the collective reduces nothing
-  uint8_t pad[7] = {};
+  uint8_t kind = 0;       // OpKind
+  uint8_t dtype = 0;      // wire::DType, or kForeignCode + a name's index (DescribeDelegated)
+  uint8_t reduce = 0;     // wire::ReduceOp, likewise; 0 where the collective reduces nothing
+  uint8_t delegated = 0;  // 1: the rank hands the operation to another library
+  uint8_t pad[6] = {};
 };
 static_assert(sizeof(OpDescriptor) == 24);
 
@@ -32,12 +34,27 @@ enum class OpKind : uint8_t {
   kAllGather = 1,
   kBroadcast = 2,
   kReduceScatter = 3,
+  // Collectives inca does not run, which a rank can only delegate.
+  kReduce = 4,
+  kGather = 5,
+  kScatter = 6,
+  kAllToAll = 7,
   kLeaving = 255,  // no operation: the rank is destroying its communicator
 };
 
 // `op` as every rank must describe it; `whole_count`: the operation's count
 // before it was split into pieces.
 OpDescriptor Describe(const SwitchOp& op, uint64_t whole_count);
+
+// Codes at or above this in `dtype` and `reduce` name a type or reduction
+// inca does not have (f64, avg...): DescribeDelegated's tables.
+constexpr uint8_t kForeignCode = 0x40;
+
+// An operation handed to another library (include/inca/client/
+// communicator.h, DelegatedOp), described so that it is compared with
+// what the peers run: `dtype` and `reduce` by name ("f64", "avg"; inca's
+// own names match its operations'; an unknown name is "other").
+OpDescriptor DescribeDelegated(const DelegatedOp& op);
 
 // What a rank destroying its communicator says (its last agreement round).
 OpDescriptor Leaving();

@@ -95,5 +95,43 @@ TEST(OpAgreementTest, FieldsACollectiveDoesNotUseAreIgnored) {
   EXPECT_EQ(Check({Describe(a1, 8), Describe(AllReduce(), 8)}), "ok");
 }
 
+// An operation one rank hands to another library (the torch backend's
+// Gloo) is compared with what its peers run, by the names of its type and
+// reduction.
+TEST(OpAgreementTest, DelegatedOperations) {
+  DelegatedOp f64;
+  f64.count = 1000;
+  f64.dtype = "f64";
+  f64.reduce = "sum";
+  const OpDescriptor inca_f32 = Describe(AllReduce(), 1000);
+  EXPECT_EQ(Check({DescribeDelegated(f64), DescribeDelegated(f64)}), "ok");
+  EXPECT_EQ(Check({DescribeDelegated(f64), inca_f32, inca_f32}),
+            "group 3, operation 7: the ranks disagree on dtype (f64 on rank 0; f32 on ranks 1,2); "
+            "no rank ran it");
+  DelegatedOp avg = f64;
+  avg.reduce = "avg";
+  DelegatedOp odd = f64;
+  odd.dtype = "quaternion";  // a name inca does not know
+  odd.reduce = "xor_shift";
+  EXPECT_EQ(Check({DescribeDelegated(avg), DescribeDelegated(odd)}),
+            "group 3, operation 7: the ranks disagree on dtype (f64 on rank 0; other on rank 1), "
+            "op (avg on rank 0; other on rank 1); no rank ran it");
+  // The same operation, delegated on one rank only: the library is named.
+  DelegatedOp same;
+  same.count = 1000;
+  same.dtype = "f32";
+  same.reduce = "sum";
+  EXPECT_EQ(Check({inca_f32, DescribeDelegated(same)}),
+            "group 3, operation 7: the ranks disagree on library (inca on rank 0; delegated on "
+            "rank 1); no rank ran it");
+  DelegatedOp gather;
+  gather.kind = DelegatedOp::Kind::kGather;
+  gather.count = 1000;
+  gather.dtype = "f32";
+  EXPECT_EQ(Check({DescribeDelegated(gather), DescribeDelegated(same)}),
+            "group 3, operation 7: the ranks disagree on collective (gather on rank 0; all_reduce "
+            "on rank 1); no rank ran it");
+}
+
 }  // namespace
 }  // namespace inca::client

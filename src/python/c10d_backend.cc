@@ -40,6 +40,7 @@
 #include "inca/client/communicator.h"
 #include "python/options.h"
 #include "python/stats_dict.h"
+#include "python/store_server.h"
 
 namespace py = pybind11;
 
@@ -64,6 +65,52 @@ std::optional<ReduceOp> ToOp(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::PRODUCT: return ReduceOp::kProduct;
     default: return std::nullopt;
   }
+}
+
+// A delegated collective as the peers compare it (Communicator::
+// AgreeDelegated): inca's short names for types and reductions.
+std::string DTypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "f32";
+    case at::kHalf: return "f16";
+    case at::kBFloat16: return "bf16";
+    case at::kInt: return "i32";
+    case at::kDouble: return "f64";
+    case at::kLong: return "i64";
+    case at::kByte: return "u8";
+    case at::kChar: return "i8";
+    case at::kShort: return "i16";
+    case at::kBool: return "bool";
+    case at::kComplexFloat: return "c64";
+    case at::kComplexDouble: return "c128";
+    default: return "other";
+  }
+}
+
+std::string ReduceName(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return "sum";
+    case c10d::ReduceOp::AVG: return "avg";
+    case c10d::ReduceOp::PRODUCT: return "product";
+    case c10d::ReduceOp::MIN: return "min";
+    case c10d::ReduceOp::MAX: return "max";
+    case c10d::ReduceOp::BAND: return "band";
+    case c10d::ReduceOp::BOR: return "bor";
+    case c10d::ReduceOp::BXOR: return "bxor";
+    case c10d::ReduceOp::PREMUL_SUM: return "premul_sum";
+    default: return "other";
+  }
+}
+
+DelegatedOp Described(DelegatedOp::Kind kind, const std::vector<at::Tensor>& ts,
+                      std::string reduce = {}, int64_t root = 0) {
+  DelegatedOp d;
+  d.kind = kind;
+  for (const auto& t : ts) d.count += static_cast<uint64_t>(t.numel());
+  d.dtype = ts.empty() ? "other" : DTypeName(ts[0].scalar_type());
+  d.reduce = std::move(reduce);
+  d.root = static_cast<int>(root);
+  return d;
 }
 
 // Releases the GIL if this thread holds it: torch's bindings already release
@@ -199,12 +246,14 @@ class ProcessGroupCais : public c10d::ProcessGroup {
   }
 
   const std::string getBackendName() const override { return "cais"; }
+  using Kind = DelegatedOp::Kind;
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     const auto op = ToOp(opts.reduceOp);
     if (tensors.size() != 1 || !op || !Eligible(tensors[0])) {
-      return Delegate("allreduce", [&] { return gloo_->allreduce(tensors, opts); });
+      return Delegate("allreduce", Described(Kind::kAllReduce, tensors, ReduceName(opts.reduceOp)),
+                      [&] { return gloo_->allreduce(tensors, opts); });
     }
     auto st = std::make_shared<OpState>();
     at::Tensor buf = Dense(tensors[0], st.get());
@@ -226,6 +275,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     }
     if (!ok || total >= (int64_t{1} << 31)) {
       return Delegate("allreduce_coalesced",
+                      Described(Kind::kAllReduce, tensors, ReduceName(opts.reduceOp)),
                       [&] { return gloo_->allreduce_coalesced(tensors, opts); });
     }
     auto st = std::make_shared<OpState>();
@@ -251,7 +301,8 @@ class ProcessGroupCais : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     if (tensors.size() != 1 || opts.rootTensor != 0 || !Movable(tensors[0])) {
-      return Delegate("broadcast", [&] { return gloo_->broadcast(tensors, opts); });
+      return Delegate("broadcast", Described(Kind::kBroadcast, tensors, {}, opts.rootRank),
+                      [&] { return gloo_->broadcast(tensors, opts); });
     }
     auto st = std::make_shared<OpState>();
     at::Tensor buf = Words(Dense(tensors[0], st.get()));
@@ -272,7 +323,8 @@ class ProcessGroupCais : public c10d::ProcessGroup {
            o.device() == inputs[0].device();
     }
     if (!ok) {  // Gloo's own checks produce the error message
-      return Delegate("allgather", [&] { return gloo_->allgather(outputs, inputs, opts); });
+      return Delegate("allgather", Described(Kind::kAllGather, inputs),
+                      [&] { return gloo_->allgather(outputs, inputs, opts); });
     }
     auto st = std::make_shared<OpState>();
     at::Tensor in = inputs[0].contiguous();
@@ -294,7 +346,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
                                                  const c10d::AllgatherOptions& opts) override {
     if (!Movable(input) || output.scalar_type() != input.scalar_type() ||
         output.numel() != input.numel() * size_ || !output.device().is_cpu()) {
-      return Delegate("_allgather_base",
+      return Delegate("_allgather_base", Described(Kind::kAllGather, {input}),
                       [&] { return gloo_->_allgather_base(output, input, opts); });
     }
     auto st = std::make_shared<OpState>();
@@ -322,6 +374,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     }
     if (!ok) {
       return Delegate("reduce_scatter",
+                      Described(Kind::kReduceScatter, outputs, ReduceName(opts.reduceOp)),
                       [&] { return gloo_->reduce_scatter(outputs, inputs, opts); });
     }
     auto st = std::make_shared<OpState>();
@@ -344,6 +397,7 @@ class ProcessGroupCais : public c10d::ProcessGroup {
     if (!op || !Eligible(output) || !input.device().is_cpu() ||
         input.scalar_type() != output.scalar_type() || input.numel() != output.numel() * size_) {
       return Delegate("_reduce_scatter_base",
+                      Described(Kind::kReduceScatter, {output}, ReduceName(opts.reduceOp)),
                       [&] { return gloo_->_reduce_scatter_base(output, input, opts); });
     }
     auto st = std::make_shared<OpState>();
@@ -373,42 +427,47 @@ class ProcessGroupCais : public c10d::ProcessGroup {
   // Delegated to Gloo as they are.
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t,
                                         const c10d::ReduceOptions& o) override {
-    return Delegate("reduce", [&] { return gloo_->reduce(t, o); });
+    return Delegate("reduce", Described(Kind::kReduce, t, ReduceName(o.reduceOp), o.rootRank),
+                    [&] { return gloo_->reduce(t, o); });
   }
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
                                                      std::vector<at::Tensor>& in,
                                                      const c10d::AllgatherOptions& o) override {
-    return Delegate("allgather_coalesced", [&] { return gloo_->allgather_coalesced(out, in, o); });
+    return Delegate("allgather_coalesced", Described(Kind::kAllGather, in),
+                    [&] { return gloo_->allgather_coalesced(out, in, o); });
   }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out,
                                         std::vector<at::Tensor>& in,
                                         const c10d::GatherOptions& o) override {
-    return Delegate("gather", [&] { return gloo_->gather(out, in, o); });
+    return Delegate("gather", Described(Kind::kGather, in, {}, o.rootRank),
+                    [&] { return gloo_->gather(out, in, o); });
   }
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out,
                                          std::vector<std::vector<at::Tensor>>& in,
                                          const c10d::ScatterOptions& o) override {
-    return Delegate("scatter", [&] { return gloo_->scatter(out, in, o); });
+    return Delegate("scatter", Described(Kind::kScatter, out, {}, o.rootRank),
+                    [&] { return gloo_->scatter(out, in, o); });
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
                                                std::vector<int64_t>& out_splits,
                                                std::vector<int64_t>& in_splits,
                                                const c10d::AllToAllOptions& o) override {
-    return Delegate("alltoall_base",
+    return Delegate("alltoall_base", Described(Kind::kAllToAll, {in}),
                     [&] { return gloo_->alltoall_base(out, in, out_splits, in_splits, o); });
   }
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
                                           const c10d::AllToAllOptions& o) override {
-    return Delegate("alltoall", [&] { return gloo_->alltoall(out, in, o); });
+    return Delegate("alltoall", Described(Kind::kAllToAll, in),
+                    [&] { return gloo_->alltoall(out, in, o); });
   }
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& t, int dst, int tag) override {
-    return Delegate("send", [&] { return gloo_->send(t, dst, tag); });
+    return Delegate("send", std::nullopt, [&] { return gloo_->send(t, dst, tag); });
   }
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int src, int tag) override {
-    return Delegate("recv", [&] { return gloo_->recv(t, src, tag); });
+    return Delegate("recv", std::nullopt, [&] { return gloo_->recv(t, src, tag); });
   }
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override {
-    return Delegate("recvAnysource", [&] { return gloo_->recvAnysource(t, tag); });
+    return Delegate("recvAnysource", std::nullopt, [&] { return gloo_->recvAnysource(t, tag); });
   }
 
   void SetOffload(bool on) { comm_->SetOffload(on); }
@@ -469,9 +528,14 @@ class ProcessGroupCais : public c10d::ProcessGroup {
                                       const std::shared_ptr<OpState>& st) {
     return c10::make_intrusive<CaisWork>(rank_, type, std::move(w), st->future);
   }
-  // Runs `fn` on Gloo, counting it and warning once per kind of call.
+  // Runs `fn` on Gloo, counting it and warning once per kind of call. A
+  // collective (`d`; point-to-point calls have none) first takes its
+  // operation index in inca's order and is checked against the peers'
+  // (AgreeDelegated): a rank delegating while a peer runs the operation
+  // through inca, or ranks delegating different operations, get the same
+  // error instead of Gloo's abort or timeout.
   template <typename Fn>
-  c10::intrusive_ptr<c10d::Work> Delegate(const char* what, Fn&& fn) {
+  c10::intrusive_ptr<c10d::Work> Delegate(const char* what, std::optional<DelegatedOp> d, Fn&& fn) {
     bool first = false;
     {
       std::lock_guard lock(delegated_mu_);
@@ -488,6 +552,15 @@ class ProcessGroupCais : public c10d::ProcessGroup {
       throw std::runtime_error(absl::StrCat("cais backend (rank ", rank_, "): ", what,
                                             " needs the delegated Gloo group, which was released "
                                             "at interpreter exit"));
+    }
+    if (d) {
+      d->layer_id = current_layer;
+      absl::Status s;
+      {
+        ReleaseGil nogil;
+        s = comm_->AgreeDelegated(*d);
+      }
+      if (!s.ok()) throw std::runtime_error(absl::StrCat("cais backend: ", s.message()));
     }
     return fn();
   }
@@ -552,17 +625,7 @@ PYBIND11_MODULE(_cais_c10d, m) {
   // inca's rendezvous store, served by group rank 0 before the group is
   // created, so that its address is published only once it is bound; the
   // group then owns it (create's `store`).
-  py::class_<inca::hostpath::TcpStoreServer, std::shared_ptr<inca::hostpath::TcpStoreServer>>(
-      m, "StoreServer")
-      .def_property_readonly("port", &inca::hostpath::TcpStoreServer::port);
-  m.def(
-      "serve_store",
-      [](const std::string& address) -> std::shared_ptr<inca::hostpath::TcpStoreServer> {
-        auto server = inca::hostpath::TcpStoreServer::Start(address);
-        if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
-        return std::move(*server);
-      },
-      py::arg("address"), "Serves inca's store at host:port (raises RuntimeError if it cannot)");
+  inca::python::DefineStoreServer(m);
   m.def("create", &inca::python::Create, py::arg("rank"), py::arg("size"), py::arg("options"),
         py::arg("gloo"), py::arg("store") = nullptr);
   m.def(

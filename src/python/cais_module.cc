@@ -26,6 +26,7 @@
 #include "inca/control/control_plane.h"
 #include "python/options.h"
 #include "python/stats_dict.h"
+#include "python/store_server.h"
 
 namespace py = pybind11;
 
@@ -319,6 +320,7 @@ PYBIND11_MODULE(_cais, m) {
       },
       py::arg("token"), py::arg("where") = "token",
       "Raises ValueError unless `token` can be sent to the control API (printable ASCII)");
+  inca::python::DefineStoreServer(m);
   m.def("stats_help", &StatsHelp, "{key: help} of stats()'s dict, from its declaration");
   m.def("create", &Create, py::arg("options"),
         "Creates a communicator from a dict of CommunicatorOptions fields; every rank calls it");

@@ -1,5 +1,6 @@
 // Ranks that disagree about an operation (issue 46): count, dtype, op,
-// collective, root, layer, and no elements on one rank, on 2 and 4 ranks,
+// collective, root, layer, and no elements on one rank, and about the group
+// (its id, its world size), on 2 and 4 ranks,
 // through a real inca-switchd and with no switch at all. Every rank must get
 // the same one-line error naming what differs, no process may abort, and
 // the next correct operation must be exact (docs/design/cais-client.md,
@@ -149,6 +150,63 @@ TEST(DisagreementTest, TwoRanksOnTheHostPathAlone) {
 }
 TEST(DisagreementTest, FourRanksOnTheHostPathAlone) {
   ExpectTheSameErrorOnEveryRank(4, false);
+}
+
+// Ranks that disagree on the group itself: its id, or its world size. They
+// meet in the store's roster whatever their group (client/group_roster.h),
+// each gets the same InvalidArgument, and a group created again with
+// agreeing options works.
+void ExpectOneGroupError(int ranks, bool with_switch, const char* field) {
+  Cluster cl({}, with_switch);
+  const int retry_port = launch::FreeLoopbackPort(false);
+  const bool group_id = std::string(field) == "group id";
+  char tmpl[] = "/tmp/inca-disagree-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ExpectAllZero(launch::RunRanks(
+      ranks,
+      [&](int rank) {
+        auto o = cl.Options(rank, ranks);
+        if (!with_switch) o.switch_address.clear();
+        o.switch_timeout_ms = 1000;
+        o.host_timeout_ms = 3000;
+        CommunicatorOptions bad = o;
+        if (group_id && rank == 1) bad.group_id = 9;
+        // With 2 ranks, a rank 1 that counts 3 waits for a rank 2 that never
+        // comes: the error comes at host_timeout_ms, the same on both.
+        if (!group_id && rank == 1) bad.world_size = ranks > 2 ? ranks - 1 : ranks + 1;
+        auto c = Communicator::Create(bad);
+        std::ofstream(absl::StrCat(dir, "/rank-", rank))
+            << (c.ok() ? std::string("OK")
+                       : absl::StrCat(c.status().code(), " ", c.status().message()));
+        if (c.ok() || c.status().code() != absl::StatusCode::kInvalidArgument) return 20;
+        o.store_address = absl::StrCat("127.0.0.1:", retry_port);
+        auto good = Communicator::Create(o);
+        if (!good.ok()) return Fail("create again", good.status());
+        return CheckAll(**good, DType::kF32, ReduceOp::kSum, 3000, 1) == 0 ? 0 : 21;
+      },
+      kRankTimeout));
+  std::string first;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(absl::StrCat(dir, "/rank-", r));
+    std::string line;
+    std::getline(in, line);
+    if (r == 0) first = line;
+    EXPECT_EQ(line, first) << "rank " << r << " got another error than rank 0";
+  }
+  std::printf("every rank: %s\n", first.c_str());
+  EXPECT_NE(first.find(absl::StrCat("the ranks disagree on ", field, " (")), std::string::npos)
+      << first;
+  std::system(absl::StrCat("rm -rf ", dir).c_str());
+}
+
+TEST(GroupDisagreementTest, GroupIdOnTwoAndFourRanks) {
+  ExpectOneGroupError(2, true, "group id");
+  ExpectOneGroupError(4, false, "group id");
+}
+TEST(GroupDisagreementTest, WorldSizeOnTwoAndFourRanks) {
+  ExpectOneGroupError(2, false, "world size");
+  ExpectOneGroupError(4, true, "world size");
 }
 
 }  // namespace

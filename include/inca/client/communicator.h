@@ -252,6 +252,33 @@ struct OpOptions {
   std::function<void(const absl::Status&)> on_done;
 };
 
+// An operation a rank hands to another collective library instead of
+// running it through inca (the torch backend hands float64 sums, AVG and
+// the collectives inca lacks to Gloo): see Communicator::AgreeDelegated.
+struct DelegatedOp {
+  enum class Kind : uint8_t {
+    kAllReduce,
+    kAllGather,
+    kBroadcast,
+    kReduceScatter,
+    kReduce,
+    kGather,
+    kScatter,
+    kAllToAll,
+  };
+  Kind kind = Kind::kAllReduce;
+  uint64_t count = 0;  // elements, summed over the rank's tensors
+  // Names compared with the peers': "f64", "i64", "u8", "i8", "i16",
+  // "bool", "c64", "c128" or one of inca's ("f32", "i32", "f16", "bf16");
+  // any other compares as "other".
+  std::string dtype;
+  // "sum", "max", "min", "product", "avg", "band", "bor", "bxor",
+  // "premul_sum" (others: "other"); empty where nothing is reduced.
+  std::string reduce;
+  int root = 0;  // where the collective has one
+  uint16_t layer_id = 0;
+};
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -300,6 +327,16 @@ class Communicator {
                                                const OpOptions& o = {}) = 0;
   // Waits for every operation issued so far.
   virtual absl::Status Synchronize() = 0;
+
+  // For an operation this rank hands to another library: takes one
+  // operation index on every rank, as any operation does, after every
+  // operation issued before it, and checks `op` against what each peer runs
+  // at that index. OK when every rank delegated the same operation (then run
+  // it); otherwise every rank, the ones running an operation through inca
+  // included, gets the same InvalidArgument naming what differs, and no
+  // library waits out its timeout on the others (docs/design/cais-client.md,
+  // "Ranks that disagree"). One small exchange on the host path.
+  virtual absl::Status AgreeDelegated(const DelegatedOp& op) = 0;
 
   // Ask to use (true) or avoid (false) the switch. Takes effect for the
   // whole group within about switch_timeout_ms: the ranks agree on it.
