@@ -42,6 +42,27 @@ TEST(TransportCoreSimTest, ARankThirtyMsLateCausesNoRetransmissionFromTheEarlyRa
   EXPECT_LE(requests, 3u * 2 * 15);
 }
 
+// A round trip close to the RTO's 5 ms floor turns the tail probe off (it
+// would come after the RTO); a rank waiting for a late one then learns from
+// a probe sent at the RTO instead of resending its window there. Before,
+// each early rank resent its 8 chunks at 5, 10 and 20 ms of a 30 ms wait.
+TEST(TransportCoreSimTest, WithProbesOffTheRtoAsksBeforeItResends) {
+  Link link;
+  link.delay_ns = 1'400'000;  // a round trip of about 3 ms
+  Star star(4, 16384, link);  // 64 KiB: 8 chunks a rank
+  const int64_t on_time = star.Run(2).back();
+  star.SetLateness({0, 0, 0, 30'000'000});
+  const std::vector<int64_t> d = star.Run(3);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(star.retransmitted_by(r), 0u) << "rank " << r;
+  // Past the wait an operation takes up to about three on-time ones: delay
+  // control slows the early ranks' windows to the late rank's pace while
+  // they wait (docs/design/cais-client.md, "Ranks that arrive apart").
+  for (int64_t t : d) {
+    EXPECT_GE(t, 30'000'000);
+    EXPECT_LE(static_cast<double>(t - 30'000'000), 3.0 * static_cast<double>(on_time));
+  }
+}
+
 // Lateness and loss together: every loss is still recovered, exactly, and
 // the late operations take no longer past the wait than the loss alone does.
 TEST(TransportCoreSimTest, LossIsRecoveredAsFastWhenARankIsLate) {

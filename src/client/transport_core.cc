@@ -544,22 +544,7 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // guess; if the probe or its answer is lost, the RTO below still fires.
   const int64_t pto = ProbeTimeout();
   if (outstanding_ > 0 && !probed_ && pto > 0 && now >= rto_deadline_ + pto) {
-    uint32_t first = UINT32_MAX, last = UINT32_MAX;
-    for (uint32_t c : inflight_) {
-      if (sent_at_[c] < 0 || fast_done_[c] != 0 || now - sent_at_[c] < overdue) continue;
-      if (first == UINT32_MAX) first = c;
-      last = c;
-    }
-    if (first != UINT32_MAX) {
-      Send(first, true, true, out);
-      ++r_.requests;
-      if (last != first) {
-        Send(last, true, true, out);
-        ++r_.requests;
-      }
-      ++r_.tail_probes;
-    }
-    probed_ = true;
+    SendTailProbe(now, overdue, out);
   }
   // The switch lacks a contribution of this rank that a probe asked about:
   // the flight it belonged to was lost. Every overdue chunk not yet resent
@@ -597,6 +582,16 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // timer. A flight lost whole, as one GSO message of up to seven chunks
   // is, gets nothing back to overtake it: resending only the oldest brought
   // it back one chunk per backed-off RTO (5, 10, 20 ... 100 ms).
+  if (outstanding_ > 0 && now >= rto_deadline_ + path_.rto_ns() && !probed_ && pto == 0 &&
+      c_.probe_timeout_rtts > 0) {
+    // A round trip too close to the RTO for a tail probe before it (or no
+    // round trip measured yet): the timer's first expiry asks the switch
+    // instead, and only the next one resends. Without this, a rank waiting
+    // for a late one resent its window at every RTO of the wait; a loss
+    // costs one round trip more here, and only here.
+    SendTailProbe(now, overdue, out);
+    rto_deadline_ = now;
+  }
   if (outstanding_ > 0 && now >= rto_deadline_ + path_.rto_ns()) {
     uint32_t resent = 0;
     const uint32_t most = std::max<uint32_t>(1, path_.window_chunks());
@@ -647,6 +642,27 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     request_rto_ = std::min(request_rto_ * 2, c_.rto_max_ns);
     request_at_ = now + request_rto_;
   }
+}
+
+// A result request (20 bytes) for the oldest and the newest overdue chunk:
+// PENDING answers say whether this rank's contribution is at the switch.
+void OpCore::SendTailProbe(int64_t now, int64_t overdue, DatagramSink& out) {
+  uint32_t first = UINT32_MAX, last = UINT32_MAX;
+  for (uint32_t c : inflight_) {
+    if (sent_at_[c] < 0 || fast_done_[c] != 0 || now - sent_at_[c] < overdue) continue;
+    if (first == UINT32_MAX) first = c;
+    last = c;
+  }
+  if (first != UINT32_MAX) {
+    Send(first, true, true, out);
+    ++r_.requests;
+    if (last != first) {
+      Send(last, true, true, out);
+      ++r_.requests;
+    }
+    ++r_.tail_probes;
+  }
+  probed_ = true;
 }
 
 int64_t OpCore::ProbeTimeout() const {

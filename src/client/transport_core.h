@@ -339,6 +339,7 @@ class OpCore {
   int64_t PacingInterval() const;
   // The tail probe's timeout (TransportConfig::probe_timeout_rtts); 0: none.
   int64_t ProbeTimeout() const;
+  void SendTailProbe(int64_t now, int64_t overdue, DatagramSink& out);
   void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
   // Sends own chunk c again (fast retransmission or the RTO) and gives it a
   // new place in the send order.

@@ -12,6 +12,7 @@
 #include <iomanip>
 #include <map>
 #include <ostream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -215,7 +216,9 @@ bool CountedRun(SizeRun* r, Timing* t) {
 int TimeIters(SizeRun* r, int32_t timed_iters, Timing* t) {
   const auto t0 = std::chrono::steady_clock::now();
   t->timeline = {SteadyNs(t0)};
+  const bool straggler = r->o.straggler_ms > 0 && r->rank == r->comm.world_size() - 1;
   for (int timed = 0; timed < timed_iters; ++timed) {
+    if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(r->o.straggler_ms));
     if (!CountedRun(r, t)) return 5;
     t->timeline.push_back(SteadyNs(std::chrono::steady_clock::now()));
   }

@@ -36,6 +36,9 @@ struct PerfOptions {
   // 10,000 more; the ranks agree on it once), so that jobs run side by side
   // overlap for a known time. 0: exactly `iters`.
   int duration_ms = 0;
+  // The last rank sleeps this long before each timed operation: ranks that
+  // arrive apart (docs/design/cais-client.md, "Ranks that arrive apart").
+  int straggler_ms = 0;
   wire::DType type = wire::DType::kF32;
   wire::ReduceOp reduce = wire::ReduceOp::kSum;
   int root = 0;

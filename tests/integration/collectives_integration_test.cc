@@ -680,5 +680,24 @@ TEST(CaisPerfTest, TheJsonRowCountsHostPathOperations) {
   }
 }
 
+// --straggler-ms: the last rank starts each timed operation that much
+// later, so every timed operation takes at least as long, and the results
+// stay exact (the exit code).
+TEST(CaisPerfTest, AStragglerDelaysEveryTimedOperation) {
+  const std::string out = ::testing::TempDir() + "cais_perf_straggler.json";
+  Process p =
+      Process::SpawnToFile(INCA_CAIS_PERF_PATH,
+                           {"--ranks", "3", "-b", "4K", "-e", "4K", "--iters", "3", "--warmup", "1",
+                            "--straggler-ms", "40", "--json", "--switchd", INCA_SWITCHD_PATH},
+                           out);
+  ASSERT_EQ(p.Wait(std::chrono::seconds(120)), 0);
+  std::ifstream f(out);
+  std::string line, last;
+  while (std::getline(f, line)) last = line;
+  const size_t at = last.find("\"time_us\":");
+  ASSERT_NE(at, std::string::npos) << last;
+  EXPECT_GE(std::stod(last.substr(at + 10)), 40'000.0) << last;
+}
+
 }  // namespace
 }  // namespace inca::integration

@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
   app.add_option("--duration-ms", o.duration_ms,
                  "time each size about this long (more iterations than --iters; jobs side by side)")
       ->check(CLI::Range(0, 600000));
+  app.add_option("--straggler-ms", o.straggler_ms,
+                 "the last rank starts each timed operation this much later than the others (a "
+                 "straggler slowed on purpose: their contributions wait for it at the switch); "
+                 "the retransmitted chunks in --json show whether they resent")
+      ->check(CLI::Range(0, 10000));
   // The client's settings, one flag each, from their declaration
   // (src/client/settings.cc; docs/client-settings.md); a setting's variable
   // (INCA_IO, ...) stands in for its flag.
