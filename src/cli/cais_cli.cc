@@ -368,11 +368,17 @@ int Offload(const Args& a, control::ControlClient& cp, std::ostream& out, std::o
                 ? std::string("OFF (host path)")
                 : absl::StrCat("offload ", bytes(g.min_bytes), "..", bytes(g.max_bytes), " bytes"))
         << "\n";
+    // Per size class, with the reason names cais.stats()'s host_reasons and
+    // cais-perf's path column use (wire::DeclineReason).
     for (int b = 0; b < 64; ++b) {
-      if ((g.measured_bins >> b & 1) == 0) continue;
-      out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
-          << ((g.borrowed_bins >> b & 1) ? " (as a nearby size measured on both paths)\n"
-                                         : " (measured)\n");
+      if ((g.measured_bins >> b & 1) != 0) {
+        out << "  sizes 2^" << b << " B: " << ((g.offload_bins >> b & 1) ? "switch" : "host path")
+            << ((g.borrowed_bins >> b & 1)
+                    ? " (measured, as a nearby size measured on both paths)\n"
+                    : " (measured)\n");
+      } else if ((g.explore_bins >> b & 1) != 0) {
+        out << "  sizes 2^" << b << " B: host path for its next operation (explore)\n";
+      }
     }
   }
   return kOk;

@@ -115,10 +115,19 @@ TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
   p.groups.push_back({8, 4, 1, 0});
   p.groups.back().fallback_hold = true;
   p.groups.back().fallback_ratio = 0.3;
+  // Per size class: measured on the host path, on the switch as a nearby
+  // size, and one operation explored on the host path.
+  p.groups[0].measured_bins = (1u << 12) | (1u << 20);
+  p.groups[0].offload_bins = 1u << 20;
+  p.groups[0].borrowed_bins = 1u << 20;
+  p.groups[0].explore_bins = 1u << 24;
   ASSERT_TRUE(control_.plane->SetOffloadPolicy(p).ok());
   ASSERT_EQ(Cli({"offload"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("Controller: unit"));
   EXPECT_THAT(out_.str(), HasSubstr("group 2 (4 ranks): offload 65536..inf bytes"));
+  EXPECT_THAT(out_.str(), HasSubstr("  sizes 2^12 B: host path (measured)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("  sizes 2^20 B: switch (measured, as a nearby size"));
+  EXPECT_THAT(out_.str(), HasSubstr("  sizes 2^24 B: host path for its next operation (explore)"));
   EXPECT_THAT(out_.str(), HasSubstr("group 7 (2 ranks): OFF (host path)\n"));
   EXPECT_THAT(out_.str(), HasSubstr("group 8 (4 ranks): OFF (host path): fallback hold, 30.0% of "
                                     "its chunks fell back in the window"));
