@@ -479,6 +479,10 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
                    MASTER_PORT=str(port), INCA_SWITCH=switch_addr if backend == "switch"
                    else "none", INCA_BIND_IP=tb.data_ip(r))
+        if backend != "switch":
+            # The baseline is plain Gloo: without the description exchange that
+            # inca's own host path makes before each operation (check_agreement).
+            env["INCA_CHECK_AGREEMENT"] = "0"
         argv = [perf_bin, "--op", "allreduce", "-b", a.min_bytes, "-e", a.max_bytes, "-f",
                 str(a.factor), "--iters", str(a.iters), "--warmup", str(a.warmup),
                 "--warmup-ms", str(getattr(a, "warmup_ms", 0)),

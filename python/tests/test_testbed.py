@@ -312,6 +312,8 @@ def test_perf_launcher_runs_one_rank_per_host_on_both_backends():
             k: v for k, v in r.items() if k != "window_trace"}
         assert r["gloo_us"] > 0 and r["switch_us"] > 0
         assert r["chunks_sent"] > 0
+    # The baseline is plain Gloo, without inca's per-operation description exchange.
+    assert "backend gloo" in p.stdout and "plain Gloo (agreement check off)" in p.stdout
     # Rank 0's window samples (--window-trace 300): the last 300 at most, in
     # time order, windows within [2, 64] chunks, round trips measured.
     first, last = res["rows"][0]["window_trace"], res["rows"][-1]["window_trace"]

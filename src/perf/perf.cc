@@ -369,7 +369,11 @@ void PrintHeader(const PerfOptions& o, const std::string& backend, std::ostream&
   out << "# cais-perf: " << op_name << ", " << o.ranks << " ranks, backend " << backend << ", "
       << wire::ToString(o.type) << " " << wire::ToString(o.reduce) << ", chunk "
       << o.client.chunk_size << " B, window " << o.client.max_pending_chunks << ", iters "
-      << o.iters << "\n"
+      << o.iters
+      << (o.use_switch               ? ""
+          : o.client.check_agreement ? ", agreement check on (inca's host path)"
+                                     : ", plain Gloo (agreement check off)")
+      << "\n"
       << "#\n"
       << "#        size        count   type  redop      time    algbw    busbw  #wrong  path\n"
       << "#         (B)   (elements)                    (us)   (GB/s)   (GB/s)\n";
