@@ -88,6 +88,7 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
         switch_address="" if switch == "none" else switch,
         store_address=store_address,
         serve_store=False,  # rank 0's is store_server, which the group then owns
+        own_store=True,  # one per torch group: other group ids there disagree
         bind_ip=bind_ip,
         # INCA_OFFLOAD, INCA_REQUIRE_SWITCH and INCA_IO: the binding reads
         # them as their settings declare (src/client/settings.cc).

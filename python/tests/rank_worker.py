@@ -590,6 +590,31 @@ def scenario_group_disagree():
     return {"errors": errors}
 
 
+def scenario_torch_group_disagree():
+    """The torch backend: ranks whose CAIS_GROUP_BASE differs (so do their switch group ids)
+    get the same RuntimeError from new_group at once; a group created next works."""
+    import torch
+    import torch.distributed as dist
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo")
+    os.environ["CAIS_GROUP_BASE"] = "64" if rank == 1 else "128"
+    errors = []
+    try:
+        dist.new_group(backend="cais")
+        errors.append("no error")
+    except RuntimeError as e:
+        check("\n" not in str(e).strip(), "a multi-line error: %r" % str(e))
+        errors.append(str(e)[str(e).find("group creation:"):])
+    os.environ["CAIS_GROUP_BASE"] = "128"
+    g = dist.new_group(backend="cais")
+    t = torch.ones(1000) * (rank + 1)
+    dist.all_reduce(t, group=g)
+    check(bool((t == n * (n + 1) / 2).all()), "the group created after the error is not exact")
+    dist.destroy_process_group(g)
+    dist.destroy_process_group()
+    return {"errors": errors}
+
+
 def torch_ones(k):
     import torch
     return torch.ones(k)

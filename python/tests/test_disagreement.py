@@ -62,3 +62,13 @@ def test_import_cais_groups_that_disagree(n):
     assert len(errors[0]) == len(want)
     for msg, field in zip(errors[0], want):
         assert "the ranks disagree on %s (" % field in msg, msg
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_torch_backend_groups_that_disagree(n):
+    """CAIS_GROUP_BASE differing on one rank gives its torch group another switch group id:
+    the store is the group's own, so every rank gets the same RuntimeError at once."""
+    res = run("torch_group_disagree", n, {"INCA_SWITCH": "none"}, timeout_s=60)
+    errors = [r["errors"] for r in res]
+    assert all(e == errors[0] for e in errors), errors
+    assert "the ranks disagree on group id (" in errors[0][0], errors[0]

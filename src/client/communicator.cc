@@ -111,7 +111,10 @@ void CommunicatorImpl::WarnFallback(const char* why) {
 // timeout.
 absl::Status CommunicatorImpl::MeetInRoster() {
   if (o_.world_size == 1) return absl::OkStatus();
-  client::RosterEntry me{o_.rank, o_.group_id, o_.world_size, store_server_ != nullptr};
+  // Whether the store dies with this rank's communicator (rank 0 serves it,
+  // or its owner drops it when creation fails).
+  const bool serves = store_server_ != nullptr || (o_.own_store && o_.rank == 0);
+  client::RosterEntry me{o_.rank, o_.group_id, o_.world_size, serves || o_.own_store};
   auto index = store_->Add(std::string(client::kRosterCount), 1);
   if (!index.ok()) return index.status();
   if (auto s = store_->Set(client::RosterKey(*index), client::Encode(me)); !s.ok()) return s;
@@ -145,7 +148,7 @@ absl::Status CommunicatorImpl::MeetInRoster() {
     // until every rank that came has its error, so that no peer gets a
     // lost store instead.
     (void)store_->Set(client::RosterKey(*index) + "/read", "1");
-    if (store_server_) {
+    if (serves) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       for (int64_t i : at) {
         const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -27,6 +27,8 @@ inline bool SetOption(CommunicatorOptions* o, const std::string& key, pybind11::
     o->store_address = v.cast<std::string>();
   } else if (key == "serve_store") {
     o->serve_store = v.cast<bool>();
+  } else if (key == "own_store") {
+    o->own_store = v.cast<bool>();
   } else if (key == "switch_port") {
     o->switch_port = v.cast<int>();
   } else if (key == "bind_ip") {

@@ -45,6 +45,12 @@ struct CommunicatorOptions {
   // serve_store is set; every rank connects to it.
   std::string store_address = "127.0.0.1:29500";
   bool serve_store = true;
+  // The store serves this group alone (rank 0 serving it, as with
+  // serve_store, or its owner, as in the torch backend): ranks of another
+  // group id there disagree with this one, reported at once rather than at
+  // host_timeout_ms (docs/design/cais-client.md, "Ranks that disagree on
+  // the group"). A store shared by groups must leave it false.
+  bool own_store = false;
   // Switch port to ask for when joining (0..1023), or -1 for any. Asking for
   // port = rank makes the switch's ascending-port reduction order the rank
   // order (deterministic mode then reduces in rank order).
