@@ -398,7 +398,7 @@ def main() -> int:
         "pair's mutex (try_to_lock), so the device thread spins until the lock is "
         "released and, on two cores shared by four ranks, takes the core the lock holder "
         "needs. With the spin broken by a diagnostic shim (`scripts/diag/gloo-spin.sh`; "
-        "docs/PERFORMANCE.md, \"Gloo's small-size floor\") Gloo's 4 KiB all-reduce on this "
+        "docs/performance-log.md, \"Gloo's small-size floor\") Gloo's 4 KiB all-reduce on this "
         "testbed took 1.8-1.9 ms instead of 4.0-4.5 ms on 2026-12-05, and 1 MiB and 16 "
         "MiB did not move. The switch path does 4 KiB in about 0.2 ms, so it beats Gloo "
         "from 4 KiB either way; the small-size ratios in the tables are against Gloo as "

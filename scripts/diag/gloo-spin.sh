@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What Gloo's device-thread spin costs (docs/PERFORMANCE.md, "Gloo's
+# What Gloo's device-thread spin costs (docs/performance-log.md, "Gloo's
 # small-size floor"): cais-perf on loopback, the switch path, Gloo as
 # shipped, and Gloo with the spin broken by gloo_epoll_backoff.c, the arms
 # alternated in each pass.

@@ -8,7 +8,7 @@
 //
 // Built only with liburing (INCA_HAVE_LIBURING); `udp-forwarder --io uring`
 // runs it. switchd-bench --uring measures it against the recvmmsg/sendmmsg
-// and GSO/GRO forwarders in one run (docs/PERFORMANCE.md, "io_uring").
+// and GSO/GRO forwarders in one run (docs/performance-log.md, "io_uring").
 //
 // Threading as UdpForwarder: Run() on one thread; Stop() (async-signal-
 // safe) and counters() from any.

@@ -16,7 +16,7 @@
 //
 // Built only with libxdp (INCA_HAVE_LIBXDP); `udp-forwarder --io xdp
 // --interface IF` runs it; scripts/bench-xdp.py measures it against the
-// socket forwarders (docs/PERFORMANCE.md, "AF_XDP"). Needs root (or
+// socket forwarders (docs/performance-log.md, "AF_XDP"). Needs root (or
 // CAP_NET_ADMIN and CAP_BPF).
 //
 // Threading as UdpForwarder: Run() on one thread; Stop() (async-signal-
