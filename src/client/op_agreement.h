@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "client/transport_core.h"
-#include "inca/client/communicator.h"
+#include "inca/client/delegated_op.h"
 
 namespace inca::client {
 
@@ -50,8 +50,8 @@ OpDescriptor Describe(const SwitchOp& op, uint64_t whole_count);
 // inca does not have (f64, avg...): DescribeDelegated's tables.
 constexpr uint8_t kForeignCode = 0x40;
 
-// An operation handed to another library (include/inca/client/
-// communicator.h, DelegatedOp), described so that it is compared with
+// An operation handed to another library (inca/client/delegated_op.h),
+// described so that it is compared with
 // what the peers run: `dtype` and `reduce` by name ("f64", "avg"; inca's
 // own names match its operations'; an unknown name is "other").
 OpDescriptor DescribeDelegated(const DelegatedOp& op);
