@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/group_roster.h"
 #include "client/op_agreement.h"
+#include "client/recovery_cache.h"
 #include "client/switch_transport.h"
 #include "hostpath/host_group.h"
 #include "hostpath/tcp_store.h"
@@ -436,11 +437,12 @@ class CommunicatorImpl final : public Communicator {
   absl::Status RunOnSwitch(SwitchOp& s, bool* used_host, bool* declined) {
     MaybeYieldToLocalSwitch();
     s.seq = transport_->seq_base() + static_cast<uint32_t>(op_index_);
-    const bool mirrored = MirrorCache(&s);
+    s.mirror = cache_.Mirror(s);
+    const bool mirrored = s.mirror != nullptr;
     client::SwitchPhaseResult r = transport_->Run(s);
     s.mirror = nullptr;
     if (mirrored && std::any_of(r.have.begin(), r.have.end(), [](uint8_t h) { return h != 0; })) {
-      cache_valid_ = false;  // the last operation's cache is (partly) overwritten
+      cache_.Invalidate();  // the last operation's bytes are (partly) overwritten
     }
     {
       absl::MutexLock lock(&stats_mu_);
@@ -482,7 +484,7 @@ class CommunicatorImpl final : public Communicator {
             static_cast<long>(transport_->path().switch_wait_ns() / 1000),
             transport_->path().window());
       }
-      Cache(s, mirrored);
+      cache_.Keep(op_index_, s, mirrored);
       return absl::OkStatus();
     }
     if (r.declined) {
@@ -541,23 +543,11 @@ class CommunicatorImpl final : public Communicator {
     return st;
   }
 
-  // ReduceScatter's input blocks, packed (block r at r * count elements).
-  std::vector<uint8_t> PackedInput(const SwitchOp& s) const {
-    const size_t b = s.count * wire::ElementBytes(s.type);
-    std::vector<uint8_t> buf(b * static_cast<size_t>(o_.world_size));
-    if (b == 0) return buf;  // no elements: the buffers may be null
-    for (int r = 0; r < o_.world_size; ++r) {
-      std::memcpy(buf.data() + static_cast<size_t>(r) * b,
-                  s.in + static_cast<size_t>(r) * s.block_stride_bytes, b);
-    }
-    return buf;
-  }
-
   // On the host path a ReduceScatter is an all-reduce of the whole input of
   // which each rank keeps its block (Gloo in torch 1.13 has no
   // reduce-scatter; the host path is the fallback, not the fast path).
   absl::Status HostReduceScatter(const SwitchOp& s) {
-    std::vector<uint8_t> buf = PackedInput(s);
+    std::vector<uint8_t> buf = client::PackedInput(s, o_.world_size);
     return ReduceScatterOnHost(s, &buf);
   }
   absl::Status ReduceScatterOnHost(const SwitchOp& s, std::vector<uint8_t>* packed) {
@@ -577,65 +567,6 @@ class CommunicatorImpl final : public Communicator {
     if (now - last_join_ < std::chrono::milliseconds(o_.rejoin_interval_ms)) return;
     last_join_ = now;
     transport_->Join(std::chrono::milliseconds(20));
-  }
-
-  size_t ResultBytes(const SwitchOp& s) const {
-    const size_t b = s.count * wire::ElementBytes(s.type);
-    return s.op == CaisOp::kAllGather ? b * static_cast<size_t>(o_.world_size) : b;
-  }
-  // What Cache() keeps: the result, or for a ReduceScatter (whose results
-  // differ per rank) this rank's whole input.
-  size_t CacheBytes(const SwitchOp& s) const {
-    return s.op == CaisOp::kReduceScatter
-               ? s.count * wire::ElementBytes(s.type) * static_cast<size_t>(o_.world_size)
-               : ResultBytes(s);
-  }
-
-  // An all-reduce's results go into the recovery cache as they arrive
-  // (SwitchOp::mirror), while each payload is still in the CPU's cache, so
-  // Cache() has nothing left to copy. Writing over the last operation's
-  // cache is safe from the first result on: a reduction's result means that
-  // every rank contributed to this operation, so none is still behind and
-  // needs the last one served; a rank behind means no result here yet, and
-  // the cache intact. Whether the mirror was set.
-  bool MirrorCache(SwitchOp* s) {
-    const size_t bytes = CacheBytes(*s);
-    if (s->op != CaisOp::kAllReduce || bytes > o_.recovery_cache_bytes) return false;
-    if (cache_.size() < bytes) cache_.resize(bytes);  // keeps the last operation's bytes
-    s->mirror = cache_.data();
-    return true;
-  }
-
-  // Keeps what a peer that lost the end of this op needs to finish it;
-  // `mirrored`: the switch path already wrote it (MirrorCache).
-  void Cache(const SwitchOp& s, bool mirrored = false) {
-    const size_t bytes = CacheBytes(s);
-    cache_valid_ = bytes <= o_.recovery_cache_bytes;
-    cache_op_ = op_index_;
-    cache_rs_ = s.op == CaisOp::kReduceScatter;
-    cache_type_ = s.type;
-    cache_reduce_ = s.reduce;
-    if (!cache_valid_ || bytes == 0) {
-      cache_bytes_ = 0;
-      return;
-    }
-    if (cache_rs_) {
-      cache_ = PackedInput(s);
-      cache_bytes_ = cache_.size();
-      return;
-    }
-    cache_bytes_ = bytes;
-    if (mirrored) return;
-    if (cache_.size() < bytes) cache_.resize(bytes);
-    if (s.op == CaisOp::kAllGather) {
-      const size_t b = s.count * wire::ElementBytes(s.type);
-      for (int r = 0; r < o_.world_size; ++r) {
-        std::memcpy(cache_.data() + static_cast<size_t>(r) * b,
-                    s.out + static_cast<size_t>(r) * s.block_stride_bytes, b);
-      }
-    } else {
-      std::memcpy(cache_.data(), s.data, bytes);
-    }
   }
 
   // Host recovery (communicator_recovery.cc); every rank that could not
@@ -673,13 +604,7 @@ class CommunicatorImpl final : public Communicator {
   uint64_t op_index_ = 0;
   OpDescriptor desc_;  // the operation under way, as the peers must describe it
   HostReason host_reason_ = HostReason::kOff;  // why the piece under way used the host path
-  std::vector<uint8_t> cache_;                 // may be longer than the cached operation's
-  size_t cache_bytes_ = 0;                     // the cached operation's bytes at its start
-  uint64_t cache_op_ = 0;
-  bool cache_valid_ = false;
-  bool cache_rs_ = false;  // cache_ holds a ReduceScatter's input, not a result
-  DType cache_type_ = DType::kF32;
-  ReduceOp cache_reduce_ = ReduceOp::kSum;
+  client::RecoveryCache cache_{o_.recovery_cache_bytes, o_.world_size};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -90,7 +90,7 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
     MaybeRejoin();
     AgreeRecord mine{op_index_, static_cast<uint32_t>(have.size()), 0, desc_};
     if (transport_ && transport_->ready() && want_offload_) mine.flags |= kReady;
-    if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
+    if (cache_.Holds(op_index_ - 1)) mine.flags |= kCacheValid;
     if (std::any_of(have.begin(), have.end(), [](uint8_t h) { return h != 0; })) {
       mine.flags |= kHaveChunks;
     }
@@ -106,7 +106,7 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
     if (lo != hi) {
       // Some ranks finished op `lo` through the switch, others did not:
       // ranks ahead that kept what the others need serve it.
-      const bool rs = op_index_ == lo ? s.op == CaisOp::kReduceScatter : cache_rs_;
+      const bool rs = op_index_ == lo ? s.op == CaisOp::kReduceScatter : cache_.reduce_scatter();
       const int server = PickServer(all, hi, rs);
       if (server < 0) {
         if (op_index_ == lo) {
@@ -119,14 +119,14 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
       }
       if (op_index_ == lo) {
         if (s.op == CaisOp::kReduceScatter) {
-          std::vector<uint8_t> packed = PackedInput(s);
+          std::vector<uint8_t> packed = client::PackedInput(s, o_.world_size);
           if (auto st = ReduceScatterOnHost(s, &packed); !st.ok()) return st;
         } else {
-          std::vector<uint8_t> tmp(ResultBytes(s));
+          std::vector<uint8_t> tmp(client::ResultBytes(s, o_.world_size));
           if (auto st = host_->Broadcast(tmp.data(), tmp.size(), server); !st.ok()) return st;
           Restore(s, tmp);
         }
-        Cache(s);
+        cache_.Keep(op_index_, s);
         switch_mode_ = false;  // the others are on the host path for the next op
         Bump(&CommunicatorStats::chunks_recovered_on_host, have.size());
         return absl::OkStatus();
@@ -148,12 +148,7 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
     if (s.count == 0) {
       // The ranks agree on an operation of no elements: nothing to move, and
       // nothing for a peer to be served but its completion.
-      cache_valid_ = true;
-      cache_op_ = op_index_;
-      cache_bytes_ = 0;
-      cache_rs_ = s.op == CaisOp::kReduceScatter;
-      cache_type_ = s.type;
-      cache_reduce_ = s.reduce;
+      cache_.Keep(op_index_, s);
       if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
       switch_mode_ = resume;
       return absl::OkStatus();
@@ -167,7 +162,7 @@ absl::Status CommunicatorImpl::RecoverRounds(const SwitchOp& s, const std::vecto
                       : any_chunks                     ? RecoverAllReduce(s, have)
                                    : host_->AllReduce(s.data, s.count, s.type, s.reduce);
     if (!st.ok()) return st;
-    Cache(s);
+    cache_.Keep(op_index_, s);
     if (resume && !switch_mode_) Bump(&CommunicatorStats::rejoins);
     switch_mode_ = resume;
     return absl::OkStatus();
@@ -192,12 +187,12 @@ int CommunicatorImpl::PickServer(const std::vector<AgreeRecord>& all, uint64_t a
 // A rank ahead helps the ranks behind finish the op it cached: broadcasts
 // the result, or joins the host all-reduce of a ReduceScatter's input.
 absl::Status CommunicatorImpl::ServeFromCache(int server) {
-  std::vector<uint8_t> served(cache_.begin(),
-                              cache_.begin() + static_cast<ptrdiff_t>(cache_bytes_));
+  std::vector<uint8_t> served(cache_.bytes().begin(), cache_.bytes().end());
   absl::Status st =
-      cache_rs_ ? host_->AllReduce(served.data(), served.size() / wire::ElementBytes(cache_type_),
-                                   cache_type_, cache_reduce_)
-                : host_->Broadcast(served.data(), served.size(), server);
+      cache_.reduce_scatter()
+          ? host_->AllReduce(served.data(), served.size() / wire::ElementBytes(cache_.type()),
+                             cache_.type(), cache_.reduce())
+          : host_->Broadcast(served.data(), served.size(), server);
   if (st.ok() && o_.rank == server) Bump(&CommunicatorStats::served_peers);
   return st;
 }
@@ -210,13 +205,13 @@ absl::Status CommunicatorImpl::Finalize() {
   const size_t n = static_cast<size_t>(o_.world_size);
   for (int round = 0; round < 4 * o_.world_size + 4; ++round) {
     AgreeRecord mine{op_index_, 0, 0, client::Leaving()};
-    if (cache_valid_ && cache_op_ + 1 == op_index_) mine.flags |= kCacheValid;
+    if (cache_.Holds(op_index_ - 1)) mine.flags |= kCacheValid;
     std::vector<AgreeRecord> all(n);
     if (auto st = host_->AllGather(&mine, all.data(), sizeof(AgreeRecord)); !st.ok()) return st;
     uint64_t lo = UINT64_MAX;
     for (const auto& a : all) lo = std::min(lo, a.op_index);
     if (lo == op_index_) return absl::OkStatus();
-    const int server = PickServer(all, op_index_, cache_rs_);
+    const int server = PickServer(all, op_index_, cache_.reduce_scatter());
     if (server < 0) continue;  // the lagging ranks fail their op; agree again
     if (auto st = ServeFromCache(server); !st.ok()) return st;
   }
