@@ -26,6 +26,7 @@
 #include "client/op_agreement.h"
 #include "client/recovery_cache.h"
 #include "client/switch_transport.h"
+#include "client/transport_options.h"
 #include "hostpath/host_group.h"
 #include "hostpath/tcp_store.h"
 #include "inca/client/communicator.h"
@@ -131,7 +132,7 @@ class CommunicatorImpl final : public Communicator {
       o_.job = jobs[0];
     }
     if (!o_.switch_address.empty()) {
-      auto t = SwitchSet::Create(o_);
+      auto t = SwitchSet::Create(client::SwitchTransportOptionsFrom(o_));
       if (!t.ok()) return t.status();
       transport_ = std::move(*t);
       ready = transport_->Join(std::chrono::milliseconds(o_.join_timeout_ms));

@@ -69,12 +69,13 @@ absl::StatusOr<SwitchAddresses> ResolveSwitchAddresses(const std::string& switch
   return SwitchAddresses{*sw, *local};
 }
 
-SwitchTransport::SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket,
+SwitchTransport::SwitchTransport(const SwitchTransportOptions& o, net::UdpSocket socket,
                                  net::Endpoint switch_ep)
     : options_(o),
       socket_(std::move(socket)),
       switch_ep_(switch_ep),
-      rx_(net::RecvBatch::For(socket_, kRecvBatch, wire::kCaisHeaderBytes + o.chunk_size + 64)),
+      rx_(net::RecvBatch::For(socket_, kRecvBatch,
+                              wire::kCaisHeaderBytes + o.core.chunk_size + 64)),
       tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)) {
   switch_addr_len_ = switch_ep.ToSockaddr(socket_.family, &switch_addr_);
 }
@@ -82,7 +83,7 @@ SwitchTransport::SwitchTransport(const CommunicatorOptions& o, net::UdpSocket so
 SwitchTransport::~SwitchTransport() = default;
 
 absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
-    const CommunicatorOptions& o) {
+    const SwitchTransportOptions& o) {
   auto addrs = ResolveSwitchAddresses(o.switch_address, o.bind_ip);
   if (!addrs.ok()) return addrs.status();
   auto io = net::ParseIoMode(o.io);
@@ -104,8 +105,8 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
                                                    " cannot be reached from ",
                                                    addrs->local.ToString()));
   }
-  t->early_limit_ = 2 * size_t{o.max_pending_chunks} * static_cast<size_t>(o.world_size);
-  t->core_config_ = TransportConfigFrom(o);
+  t->early_limit_ = 2 * size_t{o.core.max_window} * static_cast<size_t>(o.core.world_size);
+  t->core_config_ = o.core;
   t->core_config_.switch_on_host = net::OnThisHost(addrs->switch_endpoint);
   t->path_ = std::make_unique<PathState>(t->core_config_);
   std::random_device rd;
@@ -116,9 +117,9 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
 wire::MgmtMessage SwitchTransport::Mgmt(wire::MgmtType type) {
   wire::MgmtMessage m;
   m.type = type;
-  m.group_id = options_.group_id;
+  m.group_id = options_.core.group_id;
   m.rank = static_cast<uint16_t>(options_.rank);
-  m.world_size = static_cast<uint16_t>(options_.world_size);
+  m.world_size = static_cast<uint16_t>(options_.core.world_size);
   m.nonce = ++nonce_;
   return m;
 }
@@ -202,7 +203,7 @@ bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
       }
       if (reply.lease_ms != 0) lease_ms_ = reply.lease_ms;
       if (reply.status != wire::MgmtStatus::kOk) continue;  // pending
-      if (reply.rank_ports.size() != static_cast<size_t>(options_.world_size)) continue;
+      if (reply.rank_ports.size() != static_cast<size_t>(options_.core.world_size)) continue;
       rank_ports_ = reply.rank_ports;
       seq_base_ = reply.seq_base;
       shards_ = reply.shards;
@@ -376,16 +377,16 @@ absl::StatusOr<std::vector<std::string>> SwitchSet::Addresses(const std::string&
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const CommunicatorOptions& o) {
+absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const SwitchTransportOptions& o) {
   auto addresses = Addresses(o.switch_address);
   if (!addresses.ok()) return addresses.status();
   std::unique_ptr<SwitchSet> set(new SwitchSet);
   set->options_ = o;
   set->one_address_ = addresses->size() == 1;
-  set->chunk_size_ = o.chunk_size;
-  set->world_size_ = o.world_size;
+  set->chunk_size_ = o.core.chunk_size;
+  set->world_size_ = o.core.world_size;
   for (const std::string& a : *addresses) {
-    CommunicatorOptions one = o;
+    SwitchTransportOptions one = o;
     one.switch_address = a;
     auto t = SwitchTransport::Create(one);
     if (!t.ok()) return t.status();
@@ -424,7 +425,7 @@ bool SwitchSet::JoinShards(Clock::time_point deadline) {
   std::vector<std::unique_ptr<SwitchTransport>> shards(n);
   for (size_t i = 0; i < n; ++i) {
     if (i == index) continue;
-    CommunicatorOptions one = options_;
+    SwitchTransportOptions one = options_;
     one.switch_address =
         known->switch_endpoint().WithPort(static_cast<uint16_t>(base + i)).ToString();
     auto t = SwitchTransport::Create(one);

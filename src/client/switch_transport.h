@@ -17,7 +17,6 @@
 
 #include "absl/status/statusor.h"
 #include "client/transport_core.h"
-#include "inca/client/communicator.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
 #include "net/clock.h"
@@ -35,9 +34,24 @@ struct SwitchAddresses {
 absl::StatusOr<SwitchAddresses> ResolveSwitchAddresses(const std::string& switch_address,
                                                        const std::string& bind_ip);
 
+// What the switch path needs of the communicator's options
+// (client/transport_options.h derives it from CommunicatorOptions).
+struct SwitchTransportOptions {
+  // One switch ("HOST:PORT"); SwitchSet takes a comma-separated list.
+  std::string switch_address;
+  std::string bind_ip = "127.0.0.1";
+  std::string io = "gso";  // net::ParseIoMode
+  int rank = 0;
+  uint64_t job = 0;      // the same on every rank (JOIN)
+  int switch_port = -1;  // to ask for; -1: any
+  // The core's configuration: group id, world size, chunk size, window,
+  // timeouts, pacing.
+  TransportConfig core;
+};
+
 class SwitchTransport {
  public:
-  static absl::StatusOr<std::unique_ptr<SwitchTransport>> Create(const CommunicatorOptions& o);
+  static absl::StatusOr<std::unique_ptr<SwitchTransport>> Create(const SwitchTransportOptions& o);
   ~SwitchTransport();
 
   // Sends JOIN until the group is complete (true), refused or `timeout`
@@ -75,13 +89,13 @@ class SwitchTransport {
                                                std::span<const SwitchOp> ops);
 
  private:
-  SwitchTransport(const CommunicatorOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
+  SwitchTransport(const SwitchTransportOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
   // A management message of `type` from this rank, with a fresh nonce.
   wire::MgmtMessage Mgmt(wire::MgmtType type);
   // One management datagram to the switch (best effort).
   void SendMgmt(const wire::MgmtMessage& m);
 
-  CommunicatorOptions options_;
+  SwitchTransportOptions options_;
   net::UdpSocket socket_;
   net::Endpoint switch_ep_;
   sockaddr_storage switch_addr_{};
@@ -115,7 +129,7 @@ class SwitchTransport {
 };
 
 // The transports of one rank's group, one per switch it stripes over
-// (CommunicatorOptions::switch_address: "a:9410,b:9410"; docs/design/
+// (SwitchTransportOptions::switch_address: "a:9410,b:9410"; docs/design/
 // cais-client.md, "Striping"), behind SwitchTransport's interface. With one
 // switch every call goes straight to it. Each switch forms its own group
 // (JOIN), keeps its own lease, window and sequence numbers; the set is
@@ -128,7 +142,7 @@ class SwitchSet {
   // The switch addresses of a comma-separated list (at most kMaxSwitches,
   // none repeated); InvalidArgument naming the bad one.
   static absl::StatusOr<std::vector<std::string>> Addresses(const std::string& list);
-  static absl::StatusOr<std::unique_ptr<SwitchSet>> Create(const CommunicatorOptions& o);
+  static absl::StatusOr<std::unique_ptr<SwitchSet>> Create(const SwitchTransportOptions& o);
 
   bool Join(std::chrono::milliseconds timeout);
   std::chrono::milliseconds KeepAlive();
@@ -152,7 +166,7 @@ class SwitchSet {
   // False when a shard cannot be reached or joined by `deadline`.
   bool JoinShards(std::chrono::steady_clock::time_point deadline);
 
-  CommunicatorOptions options_;
+  SwitchTransportOptions options_;
   bool one_address_ = false;
   std::vector<std::unique_ptr<SwitchTransport>> members_;
   uint32_t chunk_size_ = 0;

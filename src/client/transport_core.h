@@ -14,10 +14,6 @@
 
 #include "inca/wire/cais.h"
 
-namespace inca {
-struct CommunicatorOptions;
-}  // namespace inca
-
 namespace inca::client {
 
 // One operation (or one piece of a larger one) as the switch sees it.
@@ -177,10 +173,6 @@ std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k);
 SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int world_size,
                                const std::vector<Stripe>& stripes,
                                const std::vector<SwitchPhaseResult>& results);
-
-// What the Communicator's switch path runs its core with, from its options
-// (SwitchTransport; inca-sim and its tests derive theirs the same way).
-TransportConfig TransportConfigFrom(const CommunicatorOptions& o);
 
 // The window at one moment (PathState::trace).
 struct WindowSample {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/transport_options.h"
 #include "hostpath/tcp_store.h"
 #include "inca/client/communicator.h"
 #include "inca/sim/simulator.h"
