@@ -1,7 +1,5 @@
 #include "client/transport_core.h"
 
-#include "inca/client/communicator.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
