@@ -155,38 +155,38 @@ void BackgroundNode::SendFlow(uint32_t dst, uint64_t left) {
 
 // ------------------------------------------------------------ CaisSwitchNode
 
-class CaisSwitchNode::Sink final : public dp::PacketSink {
+// The dispatcher's output onto the simulated links: a switch port's packets
+// to the link whose endpoint holds the port, a management reply to the link
+// it came from. Also the trace, and the timing mode's wire charge.
+class CaisSwitchNode::Output final : public switchd::CaisDispatcher::Output {
  public:
-  explicit Sink(CaisSwitchNode* node) : node_(node) {}
-  void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
-    Deliver(egress, Packet(packet.begin(), packet.end()));
-  }
+  explicit Output(CaisSwitchNode* node) : node_(node) {}
   // A result's payload is copied once, straight into the simulated packet.
-  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
-                  std::span<const uint8_t> payload, uint64_t /*share*/) override {
+  void ToPort(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+              uint64_t /*share*/) override {
     Packet packet;
     packet.reserve(head.size() + payload.size());
     packet.insert(packet.end(), head.begin(), head.end());
     packet.insert(packet.end(), payload.begin(), payload.end());
-    Deliver(egress, std::move(packet));
-  }
-
- private:
-  void Deliver(dp::PortId egress, Packet packet) {
-    if (node_->trace_) node_->trace_(false, egress, packet);
+    if (node_->trace_) node_->trace_(false, port, packet);
     uint32_t extra = 0;
     wire::CaisPacketView v;
     if (node_->ledger_ != nullptr && wire::ParseCais(packet, &v) == wire::CaisParseError::kOk) {
       extra = node_->ledger_->Extra(v.header.seq_num, v.header.chunk_id, v.payload.size());
     }
-    if (node_->groups_ != nullptr) {
-      const int link = node_->LinkOf(egress);
-      if (link < 0) return;  // the port's endpoint left (the reducer counts its output)
-      egress = static_cast<dp::PortId>(link);
-    }
-    node_->Send(egress, std::move(packet), extra);
+    const int link = node_->LinkOf(port);
+    if (link < 0) return;  // the port's endpoint left (the reducer counts its output)
+    node_->Send(static_cast<dp::PortId>(link), std::move(packet), extra);
   }
+  void Reply(std::span<const uint8_t> mgmt) override {
+    node_->Send(from, Packet(mgmt.begin(), mgmt.end()));
+  }
+  void Ingress(dp::PortId port, std::span<const uint8_t> data) override {
+    if (node_->trace_) node_->trace_(true, port, data);
+  }
+  dp::PortId from = 0;  // the link of the datagram being handled
 
+ private:
   CaisSwitchNode* node_;
 };
 
@@ -194,18 +194,29 @@ CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config,
                                std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline)
     : PipelinedSwitch(std::move(name), pipeline),
       ranks_(ranks),
-      sink_(std::make_unique<Sink>(this)),
+      output_(std::make_unique<Output>(this)),
       ledger_(std::move(ledger)) {
   auto r = cais::CaisReducer::Create(config);
   if (!r.ok()) throw std::invalid_argument(std::string(r.status().message()));
   reducer_ = std::move(*r);
-  // One group (0) of every port, any operation: what a JOIN installs.
+  // One group (0) of every port, any operation: what a JOIN installs; link
+  // L is switch port L.
   cais::PortMask ports;
   for (int p = 0; p < ranks; ++p) ports.add(static_cast<dp::PortId>(p));
   const cais::Rule rule{cais::RuleKey{0, std::nullopt, std::nullopt}, ports, ports, std::nullopt};
   if (auto st = reducer_->rules().Add(rule); !st.ok()) {
     throw std::invalid_argument(std::string(st.message()));
   }
+  ports_ = std::make_unique<switchd::PortTable>();
+  for (int l = 0; l < ranks; ++l) {
+    endpoint_of_.push_back(HostEndpoint(l));
+    link_of_.emplace(HostEndpoint(l), l);
+    if (auto st = ports_->AddStatic(static_cast<dp::PortId>(l), HostEndpoint(l)); !st.ok()) {
+      throw std::invalid_argument(std::string(st.message()));
+    }
+  }
+  dispatcher_ = std::make_unique<switchd::CaisDispatcher>(reducer_.get(), ports_.get(),
+                                                          switchd::DispatcherOptions{});
 }
 
 CaisSwitchNode::~CaisSwitchNode() = default;
@@ -222,24 +233,10 @@ void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
     Send(static_cast<dp::PortId>(h.dst), std::move(packet), h.bytes);
     return;
   }
-  reducer_->Advance(sim().now(), *sink_);
-  if (groups_ != nullptr) {
-    if (wire::IsMgmtDatagram(packet)) {
-      Management(port, packet);
-      return;
-    }
-    const std::optional<dp::PortId> p = ports_->Lookup(HostEndpoint(port));
-    if (!p) {
-      ++unknown_sender_;
-      return;
-    }
-    groups_->SeenOnPort(*p, sim().now());
-    if (trace_) trace_(true, *p, packet);
-    reducer_->Process(packet, *p, sim().now(), *sink_);
-    return;
-  }
-  if (trace_) trace_(true, port, packet);
-  reducer_->Process(packet, port, sim().now(), *sink_);
+  // Chunk timeouts are driven by the packets that arrive.
+  dispatcher_->Advance(sim().now(), *output_);
+  output_->from = port;
+  dispatcher_->OnDatagram(packet, endpoint_of_[port], sim().now(), *output_);
 }
 
 net::Endpoint CaisSwitchNode::HostEndpoint(int link) {
@@ -249,33 +246,29 @@ net::Endpoint CaisSwitchNode::HostEndpoint(int link) {
 
 void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
   reducer_->rules().Delete(cais::RuleKey{0, std::nullopt, std::nullopt}).IgnoreError();
+  dispatcher_.reset();
   ports_ = std::make_unique<switchd::PortTable>();
-  groups_ = std::make_unique<switchd::GroupManager>(ports_.get(), &reducer_->rules(), seq_start,
-                                                    lease_ns);
+  dispatcher_ = std::make_unique<switchd::CaisDispatcher>(
+      reducer_.get(), ports_.get(),
+      switchd::DispatcherOptions{.seq_start = seq_start, .lease = lease_ns});
+  formed_ = true;
+}
+
+const switchd::GroupManager* CaisSwitchNode::groups() const {
+  return formed_ ? &dispatcher_->groups() : nullptr;
+}
+uint64_t CaisSwitchNode::unknown_sender() const {
+  return dispatcher_->counters().unknown_sender;
+}
+uint64_t CaisSwitchNode::mgmt_malformed() const {
+  return dispatcher_->counters().mgmt_malformed;
 }
 
 int CaisSwitchNode::LinkOf(dp::PortId port) const {
   const net::Endpoint* e = ports_->endpoint(port);
   if (e == nullptr) return -1;
-  for (int l = 0; l < ranks_; ++l) {
-    if (*e == HostEndpoint(l)) return l;
-  }
-  return -1;
-}
-
-void CaisSwitchNode::Management(dp::PortId link, const Packet& packet) {
-  wire::MgmtMessage request;
-  if (!wire::ParseMgmt(packet, &request)) {
-    ++mgmt_malformed_;
-    return;
-  }
-  groups_->Expire(sim().now());
-  const std::optional<wire::MgmtMessage> reply =
-      groups_->Handle(request, HostEndpoint(link), sim().now());
-  if (!reply) return;
-  std::vector<uint8_t> bytes;
-  wire::SerializeMgmt(*reply, &bytes);
-  Send(link, std::move(bytes));
+  auto it = link_of_.find(*e);
+  return it == link_of_.end() ? -1 : it->second;
 }
 
 // -------------------------------------------------------------- CaisRankNode

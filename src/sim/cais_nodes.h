@@ -18,10 +18,12 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
 #include "inca/sim/simulator.h"
 #include "net/endpoint.h"
+#include "switchd/cais_dispatcher.h"
 #include "switchd/group_manager.h"
 #include "switchd/port_table.h"
 
@@ -113,23 +115,26 @@ class CaisSwitchNode final : public PipelinedSwitch {
   // ports are mapped to links both ways. Call before the run starts.
   void FormGroups(uint32_t seq_start, TimeNs lease_ns = switchd::kDefaultLeaseNs);
   static net::Endpoint HostEndpoint(int link);
-  const switchd::GroupManager* groups() const { return groups_.get(); }
-  uint64_t unknown_sender() const { return unknown_sender_; }
-  uint64_t mgmt_malformed() const { return mgmt_malformed_; }
+  const switchd::GroupManager* groups() const;
+  uint64_t unknown_sender() const;
+  uint64_t mgmt_malformed() const;
 
  private:
+  // The dispatcher's (switchd/cais_dispatcher.h): the switch's logic is
+  // inca-switchd's, this node only moves its datagrams.
   void Process(dp::PortId port, Packet packet) override;
-  void Management(dp::PortId link, const Packet& packet);
-  // The link behind a GroupManager port (-1: none).
+  // The link behind a switch port (-1: none).
   int LinkOf(dp::PortId port) const;
-  class Sink;
+  class Output;
   int ranks_;
+  bool formed_ = false;
   uint64_t background_forwarded_ = 0, background_malformed_ = 0;
-  uint64_t unknown_sender_ = 0, mgmt_malformed_ = 0;
-  std::unique_ptr<switchd::PortTable> ports_;
-  std::unique_ptr<switchd::GroupManager> groups_;
   std::unique_ptr<cais::CaisReducer> reducer_;
-  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<switchd::PortTable> ports_;
+  std::unique_ptr<switchd::CaisDispatcher> dispatcher_;
+  std::unique_ptr<Output> output_;
+  std::vector<net::Endpoint> endpoint_of_;           // HostEndpoint(link), for each link
+  absl::flat_hash_map<net::Endpoint, int> link_of_;  // and back
   std::shared_ptr<const VirtualLedger> ledger_;
   Trace trace_;
 };

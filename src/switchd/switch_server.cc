@@ -14,18 +14,26 @@
 
 namespace inca::switchd {
 
-// Hands the reducer's output to SwitchServer::Egress (loss injection, then
-// the host).
-class SwitchServer::Sink final : public dp::PacketSink {
+// The dispatcher's output, onto the socket: data through the port table
+// (ProgramHost::SendGather), a management reply to its request's source.
+class SwitchServer::Output final : public CaisDispatcher::Output {
  public:
-  explicit Sink(SwitchServer* server) : server_(server) {}
-  void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
-    server_->Egress(egress, packet, {}, 0);
+  explicit Output(SwitchServer* server) : server_(server) {}
+  void ToPort(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+              uint64_t share) override {
+    server_->host_->SendGather(port, head, payload, share);
   }
-  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
-                  std::span<const uint8_t> payload, uint64_t share) override {
-    server_->Egress(egress, head, payload, share);
+  void Reply(std::span<const uint8_t> mgmt) override {
+    if (request_ != nullptr && server_->host_->SendNow(request_->from, request_->from_len, mgmt)) {
+      ++server_->live_.mgmt_tx;
+      return;
+    }
+    ++server_->live_.mgmt_send_errors;
+    spdlog::warn("event=mgmt_send_error endpoint={} error=\"{}\"",
+                 request_ != nullptr ? request_->source.ToString() : std::string("?"),
+                 std::strerror(errno));
   }
+  const ProgramHost::Datagram* request_ = nullptr;  // the datagram being handled
 
  private:
   SwitchServer* server_;
@@ -71,10 +79,14 @@ SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::Ca
       clock_(clock),
       reducer_(std::move(reducer)),
       host_(std::move(host)),
-      groups_(&host_->ports(), &reducer_->rules(), seq_start,
-              dp::TimeNs{config.lease_ms} * dp::kNsPerMs),
-      sink_(std::make_unique<Sink>(this)),
-      loss_rng_(config.loss_seed) {}
+      dispatcher_(std::make_unique<CaisDispatcher>(
+          reducer_.get(), &host_->ports(),
+          DispatcherOptions{.seq_start = seq_start,
+                            .lease = dp::TimeNs{config.lease_ms} * dp::kNsPerMs,
+                            .ingress_loss = config.ingress_loss,
+                            .egress_loss = config.egress_loss,
+                            .loss_seed = config.loss_seed})),
+      output_(std::make_unique<Output>(this)) {}
 
 SwitchServer::~SwitchServer() = default;
 
@@ -85,7 +97,7 @@ absl::Status SwitchServer::AddStaticPort(dp::PortId port, const net::Endpoint& e
 }
 
 absl::Status SwitchServer::AddStaticRule(const cais::Rule& rule) {
-  if (absl::Status s = groups_.AddStaticRule(rule); !s.ok()) return s;
+  if (absl::Status s = dispatcher_->groups().AddStaticRule(rule); !s.ok()) return s;
   spdlog::info("event=static_rule key=\"{}\" inputs={} outputs={} op={}", rule.key.ToString(),
                rule.input_ports.ToString(), rule.output_ports.ToString(),
                rule.op ? wire::ToString(*rule.op) : "any");
@@ -95,13 +107,6 @@ absl::Status SwitchServer::AddStaticRule(const cais::Rule& rule) {
     }
   });
   return absl::OkStatus();
-}
-
-bool SwitchServer::Lose(double p) {
-  if (p <= 0) return false;
-  if (p >= 1) return true;
-  // 53 random bits -> [0, 1): the same sequence for a seed on every platform.
-  return static_cast<double>(loss_rng_() >> 11) * 0x1.0p-53 < p;
 }
 
 void SwitchServer::Stop() noexcept {
@@ -119,72 +124,38 @@ void SwitchServer::Publish() {
   live_.reducer = reducer_->counters();
   live_.cais = reducer_->totals();
   live_.sram = reducer_->sram();
-  live_.groups_formed = groups_.groups_formed();
-  live_.groups_forming = groups_.groups_forming();
-  live_.groups_expired = groups_.groups_expired();
-  live_.leases_expired = groups_.leases_expired();
-  live_.groups_replaced = groups_.groups_replaced();
-  live_.groups_destroyed = groups_.groups_destroyed();
-  live_.ports_reclaimed = groups_.ports_reclaimed();
-  live_.lease_ms = static_cast<uint64_t>(groups_.lease() / dp::kNsPerMs);
-  live_.mgmt_reports = groups_.reports_accepted();
-  live_.mgmt_reports_ignored = groups_.reports_ignored();
-  live_.mgmt_reports_contended = groups_.reports_contended();
-  live_.timing_shapes = groups_.timing_shapes();
-  live_.timings_inherited = groups_.timings_inherited();
+  const GroupManager& g = dispatcher_->groups();
+  const DispatcherCounters& d = dispatcher_->counters();
+  live_.mgmt_rx = d.mgmt_rx;
+  live_.mgmt_malformed = d.mgmt_malformed;
+  live_.unknown_sender = d.unknown_sender;
+  live_.injected_ingress_loss = d.injected_ingress_loss;
+  live_.injected_egress_loss = d.injected_egress_loss;
+  live_.groups_formed = g.groups_formed();
+  live_.groups_forming = g.groups_forming();
+  live_.groups_expired = g.groups_expired();
+  live_.leases_expired = g.leases_expired();
+  live_.groups_replaced = g.groups_replaced();
+  live_.groups_destroyed = g.groups_destroyed();
+  live_.ports_reclaimed = g.ports_reclaimed();
+  live_.lease_ms = static_cast<uint64_t>(g.lease() / dp::kNsPerMs);
+  live_.mgmt_reports = g.reports_accepted();
+  live_.mgmt_reports_ignored = g.reports_ignored();
+  live_.mgmt_reports_contended = g.reports_contended();
+  live_.timing_shapes = g.timing_shapes();
+  live_.timings_inherited = g.timings_inherited();
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }
 
-void SwitchServer::Egress(dp::PortId port, std::span<const uint8_t> head,
-                          std::span<const uint8_t> payload, uint64_t share) {
-  if (host_->ports().endpoint(port) != nullptr && Lose(config_.egress_loss)) {
-    ++live_.injected_egress_loss;
-    return;
-  }
-  host_->SendGather(port, head, payload, share);
-}
-
-void SwitchServer::HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now) {
-  ++live_.mgmt_rx;
-  wire::MgmtMessage request;
-  if (!wire::ParseMgmt(d.data, &request)) {
-    ++live_.mgmt_malformed;
-    return;
-  }
-  std::optional<wire::MgmtMessage> reply = groups_.Handle(request, d.source, now);
-  if (!reply) return;
-  wire::SerializeMgmt(*reply, &mgmt_buf_);
-  if (host_->SendNow(d.from, d.from_len, mgmt_buf_)) {
-    ++live_.mgmt_tx;
-  } else {
-    ++live_.mgmt_send_errors;
-    spdlog::warn("event=mgmt_send_error endpoint={} error=\"{}\"", d.source.ToString(),
-                 std::strerror(errno));
-  }
-}
-
 void SwitchServer::OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) {
-  if (wire::IsMgmtDatagram(d.data)) {
-    HandleMgmt(d, now);
-    return;
-  }
-  const std::optional<dp::PortId> port = host_->ports().Lookup(d.source);
-  if (!port) {
-    ++live_.unknown_sender;
-    return;
-  }
-  groups_.SeenOnPort(*port, now);
-  if (Lose(config_.ingress_loss)) {
-    ++live_.injected_ingress_loss;
-    return;
-  }
-  reducer_->Process(d.data, *port, now, *sink_);
+  output_->request_ = &d;
+  dispatcher_->OnDatagram(d.data, d.source, now, *output_);
+  output_->request_ = nullptr;
 }
 
 void SwitchServer::OnTick(dp::TimeNs now) {
-  reducer_->Advance(now, *sink_);
-  groups_.Expire(now);
+  dispatcher_->OnTick(now, *output_);
   host_->Flush();
   RunTasks();
   Publish();

@@ -1,19 +1,13 @@
-// inca-switchd's server: binds the pure CaisReducer to one UDP socket
-// through the program host (program_host.h: socket, port table, poll loop,
-// batches); this class is the CAIS hooks.
+// inca-switchd's server: hosts the pure CAIS dispatcher (cais_dispatcher.h:
+// management to the GroupManager, data through the port table to the
+// CaisReducer, loss injection) on one UDP socket through the program host
+// (program_host.h: socket, port table, poll loop, batches).
 //
-// Per received datagram (recvmmsg batches), in order:
-//   management (byte 0 = 0xCA)   -> GroupManager; the reply goes back to the
-//                                   source (mgmt_rx; malformed: mgmt_malformed,
-//                                   no reply)
-//   source endpoint has no port  -> dropped (unknown_sender)
-//   ingress loss injection       -> dropped (injected_ingress_loss)
-//   otherwise                    -> CaisReducer::Process(bytes, port, now)
-// Every packet the reducer emits goes to its egress port's endpoint: none
-// bound -> egress_unmapped; egress loss injection -> injected_egress_loss;
-// else queued for sendmmsg (datagrams_tx, or send_errors when the kernel
-// refuses it). Queued packets are sent when the batch fills and at the end
-// of each receive batch. The reducer's Advance() runs on every host tick, at
+// Every packet the dispatcher emits goes to its egress port's endpoint:
+// none bound -> egress_unmapped; else queued for sendmmsg (datagrams_tx, or
+// send_errors when the kernel refuses it); a management reply goes to its
+// request's source at once (mgmt_tx, or mgmt_send_errors). Queued packets are sent when the batch
+// fills and at the end of each receive batch. The reducer's Advance() runs on every host tick, at
 // least once a millisecond, so chunk timeouts fire without traffic.
 //
 // Conservation (SwitchCounters::Conserved()):
@@ -32,7 +26,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -44,6 +37,7 @@
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
+#include "switchd/cais_dispatcher.h"
 #include "switchd/config.h"
 #include "switchd/group_manager.h"
 #include "switchd/port_table.h"
@@ -88,7 +82,7 @@ class SwitchServer final : private ProgramHost::Hooks {
   absl::Status AddStaticRule(const cais::Rule& rule);
   // This server is data-plane shard `index` of `count` (switchd/shards.h):
   // its JOIN_REPLYs tell hosts so.
-  void SetShard(uint8_t index, uint8_t count) { groups_.set_shard(index, count); }
+  void SetShard(uint8_t index, uint8_t count) { dispatcher_->groups().set_shard(index, count); }
   // Mutable state handed to Execute() callbacks.
   struct Control {
     cais::CaisReducer& reducer;
@@ -103,12 +97,12 @@ class SwitchServer final : private ProgramHost::Hooks {
   // active. Thread-safe; must not be called from inside `fn`.
   void Execute(const std::function<void(Control&)>& fn);
 
-  const GroupManager& groups() const { return groups_; }
+  const GroupManager& groups() const { return dispatcher_->groups(); }
   const PortTable& ports() const { return host_->ports(); }
   const cais::CaisReducer& reducer() const { return *reducer_; }
 
  private:
-  class Sink;
+  class Output;
 
   SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::CaisReducer> reducer,
                std::unique_ptr<ProgramHost> host, uint32_t seq_start, const net::TimeSource* clock);
@@ -117,24 +111,18 @@ class SwitchServer final : private ProgramHost::Hooks {
   void OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) override;
   void OnTick(dp::TimeNs now) override;
 
-  void HandleMgmt(const ProgramHost::Datagram& d, dp::TimeNs now);
-  // `head` then `payload` (EmitGather's, with its `share`; empty for a
-  // packet that is all head).
-  void Egress(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
-              uint64_t share);
-  bool Lose(double p);
   void Publish();
-  Control MakeControl() { return Control{*reducer_, host_->ports(), groups_, config_, Now()}; }
+  Control MakeControl() {
+    return Control{*reducer_, host_->ports(), dispatcher_->groups(), config_, Now()};
+  }
   dp::TimeNs Now() const { return clock_->NowNs(); }
 
   SwitchdConfig config_;
   const net::TimeSource* clock_;
   std::unique_ptr<cais::CaisReducer> reducer_;
   std::unique_ptr<ProgramHost> host_;
-  GroupManager groups_;
-  std::unique_ptr<Sink> sink_;
-  std::vector<uint8_t> mgmt_buf_;
-  std::mt19937_64 loss_rng_;
+  std::unique_ptr<CaisDispatcher> dispatcher_;
+  std::unique_ptr<Output> output_;
   dp::TimeNs next_stats_ = 0;
   SwitchCounters live_;  // owned by the Run() thread
 

@@ -1,0 +1,98 @@
+#include "switchd/cais_dispatcher.h"
+
+#include "inca/wire/mgmt.h"
+
+namespace inca::switchd {
+
+// The reducer's output, through egress loss injection, to the Output of
+// the call in progress.
+class CaisDispatcher::Sink final : public dp::PacketSink {
+ public:
+  explicit Sink(CaisDispatcher* d) : d_(d) {}
+  void Emit(dp::PortId egress, std::span<const uint8_t> packet) override {
+    Deliver(egress, packet, {}, 0);
+  }
+  void EmitGather(dp::PortId egress, std::span<const uint8_t> head,
+                  std::span<const uint8_t> payload, uint64_t share) override {
+    Deliver(egress, head, payload, share);
+  }
+  Output* out = nullptr;
+
+ private:
+  void Deliver(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+               uint64_t share) {
+    if (d_->ports_->endpoint(port) != nullptr && d_->Lose(d_->options_.egress_loss)) {
+      ++d_->counters_.injected_egress_loss;
+      return;
+    }
+    out->ToPort(port, head, payload, share);
+  }
+  CaisDispatcher* d_;
+};
+
+CaisDispatcher::CaisDispatcher(cais::CaisReducer* reducer, PortTable* ports,
+                               const DispatcherOptions& options)
+    : reducer_(reducer),
+      ports_(ports),
+      options_(options),
+      groups_(ports, &reducer->rules(), options.seq_start, options.lease),
+      sink_(std::make_unique<Sink>(this)),
+      loss_rng_(options.loss_seed) {}
+
+CaisDispatcher::~CaisDispatcher() = default;
+
+bool CaisDispatcher::Lose(double p) {
+  if (p <= 0) return false;
+  if (p >= 1) return true;
+  // 53 random bits -> [0, 1): the same sequence for a seed on every platform.
+  return static_cast<double>(loss_rng_() >> 11) * 0x1.0p-53 < p;
+}
+
+void CaisDispatcher::Management(std::span<const uint8_t> data, const net::Endpoint& source,
+                                dp::TimeNs now, Output& out) {
+  ++counters_.mgmt_rx;
+  wire::MgmtMessage request;
+  if (!wire::ParseMgmt(data, &request)) {
+    ++counters_.mgmt_malformed;
+    return;
+  }
+  // A lease that ran out is gone before a JOIN is judged against it.
+  groups_.Expire(now);
+  const std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
+  if (!reply) return;
+  wire::SerializeMgmt(*reply, &mgmt_buf_);
+  out.Reply(mgmt_buf_);
+}
+
+void CaisDispatcher::OnDatagram(std::span<const uint8_t> data, const net::Endpoint& source,
+                                dp::TimeNs now, Output& out) {
+  if (wire::IsMgmtDatagram(data)) {
+    Management(data, source, now, out);
+    return;
+  }
+  const std::optional<dp::PortId> port = ports_->Lookup(source);
+  if (!port) {
+    ++counters_.unknown_sender;
+    return;
+  }
+  groups_.SeenOnPort(*port, now);
+  if (Lose(options_.ingress_loss)) {
+    ++counters_.injected_ingress_loss;
+    return;
+  }
+  out.Ingress(*port, data);
+  sink_->out = &out;
+  reducer_->Process(data, *port, now, *sink_);
+}
+
+void CaisDispatcher::Advance(dp::TimeNs now, Output& out) {
+  sink_->out = &out;
+  reducer_->Advance(now, *sink_);
+}
+
+void CaisDispatcher::OnTick(dp::TimeNs now, Output& out) {
+  Advance(now, out);
+  groups_.Expire(now);
+}
+
+}  // namespace inca::switchd

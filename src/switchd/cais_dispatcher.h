@@ -1,0 +1,103 @@
+// What a CAIS switch does with one datagram, as a pure core: no sockets,
+// clock or threads inside (time comes with each call, output goes through
+// the caller's Output). inca-switchd's SwitchServer hosts it over UDP,
+// inca-sim's CaisSwitchNode over simulated links; both used to carry this
+// logic themselves (issue 47).
+//
+// Per datagram, in order:
+//   management (byte 0 = 0xCA)  -> leases expired, then the GroupManager;
+//                                  its reply to the source (mgmt_rx;
+//                                  malformed: mgmt_malformed, no reply)
+//   source endpoint has no port -> dropped (unknown_sender)
+//   ingress loss injection      -> dropped (injected_ingress_loss)
+//   otherwise                   -> the port's leases renewed, then
+//                                  CaisReducer::Process(bytes, port, now)
+// Every packet the reducer emits goes to Output::ToPort unless egress loss
+// injection drops it (injected_egress_loss; only for a port bound to an
+// endpoint, as the host cannot send to an unbound one either).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "inca/cais/reducer.h"
+#include "net/endpoint.h"
+#include "switchd/group_manager.h"
+#include "switchd/port_table.h"
+
+namespace inca::switchd {
+
+struct DispatcherCounters {
+  uint64_t mgmt_rx = 0;
+  uint64_t mgmt_malformed = 0;
+  uint64_t unknown_sender = 0;
+  uint64_t injected_ingress_loss = 0;
+  uint64_t injected_egress_loss = 0;
+};
+
+struct DispatcherOptions {
+  uint32_t seq_start = 0;  // the first group's sequence base (GroupManager)
+  dp::TimeNs lease = kDefaultLeaseNs;
+  // Loss injection (tests, the testbed), each datagram independently.
+  double ingress_loss = 0;
+  double egress_loss = 0;
+  uint64_t loss_seed = 1;
+};
+
+class CaisDispatcher {
+ public:
+  // Where the dispatcher's output goes.
+  class Output {
+   public:
+    virtual ~Output() = default;
+    // A packet for switch port `port`: `head` then `payload` (the reducer's
+    // EmitGather, `share` its payload's use count; empty payload for a
+    // packet that is all head).
+    virtual void ToPort(dp::PortId port, std::span<const uint8_t> head,
+                        std::span<const uint8_t> payload, uint64_t share) = 0;
+    // The reply to the management datagram being handled, for its source.
+    virtual void Reply(std::span<const uint8_t> mgmt) = 0;
+    // A data datagram about to enter the reducer on `port` (a trace).
+    virtual void Ingress(dp::PortId /*port*/, std::span<const uint8_t> /*data*/) {}
+  };
+
+  // `reducer` and `ports` must outlive the dispatcher; it owns the groups.
+  CaisDispatcher(cais::CaisReducer* reducer, PortTable* ports, const DispatcherOptions& options);
+  ~CaisDispatcher();
+  CaisDispatcher(const CaisDispatcher&) = delete;
+  CaisDispatcher& operator=(const CaisDispatcher&) = delete;
+
+  // One datagram from `source` at `now`.
+  void OnDatagram(std::span<const uint8_t> data, const net::Endpoint& source, dp::TimeNs now,
+                  Output& out);
+  // The reducer's timeouts at `now` (inca-sim: before each packet).
+  void Advance(dp::TimeNs now, Output& out);
+  // Advance, and leases that ran out (inca-switchd: every loop iteration).
+  void OnTick(dp::TimeNs now, Output& out);
+
+  const DispatcherCounters& counters() const { return counters_; }
+  GroupManager& groups() { return groups_; }
+  const GroupManager& groups() const { return groups_; }
+  cais::CaisReducer& reducer() { return *reducer_; }
+  PortTable& ports() { return *ports_; }
+
+ private:
+  class Sink;
+  void Management(std::span<const uint8_t> data, const net::Endpoint& source, dp::TimeNs now,
+                  Output& out);
+  bool Lose(double p);
+
+  cais::CaisReducer* reducer_;
+  PortTable* ports_;
+  DispatcherOptions options_;
+  GroupManager groups_;
+  std::unique_ptr<Sink> sink_;
+  std::mt19937_64 loss_rng_;
+  std::vector<uint8_t> mgmt_buf_;
+  DispatcherCounters counters_;
+};
+
+}  // namespace inca::switchd

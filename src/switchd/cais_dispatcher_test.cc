@@ -1,0 +1,178 @@
+// The CAIS dispatcher alone, on a manual clock: what inca-switchd and
+// inca-sim both host (cais_dispatcher.h).
+#include "switchd/cais_dispatcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inca/wire/cais.h"
+#include "inca/wire/mgmt.h"
+
+namespace inca::switchd {
+namespace {
+
+constexpr dp::TimeNs kLease = 1'000 * dp::kNsPerMs;
+
+net::Endpoint Ep(int host) {
+  return *net::Endpoint::Parse("10.0.0." + std::to_string(host) + ":1000");
+}
+
+struct Recorder final : CaisDispatcher::Output {
+  void ToPort(dp::PortId port, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+              uint64_t) override {
+    std::vector<uint8_t> p(head.begin(), head.end());
+    p.insert(p.end(), payload.begin(), payload.end());
+    data.push_back({port, p});
+  }
+  void Reply(std::span<const uint8_t> mgmt) override {
+    replies.emplace_back(mgmt.begin(), mgmt.end());
+  }
+  void Ingress(dp::PortId port, std::span<const uint8_t>) override { ingress.push_back(port); }
+  std::vector<std::pair<dp::PortId, std::vector<uint8_t>>> data;
+  std::vector<std::vector<uint8_t>> replies;
+  std::vector<dp::PortId> ingress;
+};
+
+class CaisDispatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spdlog::set_level(spdlog::level::off);
+    Make({});
+  }
+  void Make(DispatcherOptions o) {
+    o.seq_start = 1000;
+    o.lease = kLease;
+    d_.reset();
+    reducer_ = std::move(*cais::CaisReducer::Create(cais::CaisConfig{}));
+    ports_ = std::make_unique<PortTable>();
+    d_ = std::make_unique<CaisDispatcher>(reducer_.get(), ports_.get(), o);
+  }
+  // JOINs ranks 0..n-1 of group 0 from hosts 1..n; the last reply.
+  wire::MgmtMessage Form(int n) {
+    wire::MgmtMessage last;
+    for (int r = 0; r < n; ++r) {
+      wire::MgmtMessage m;
+      m.type = wire::MgmtType::kJoin;
+      m.group_id = 0;
+      m.rank = static_cast<uint16_t>(r);
+      m.world_size = static_cast<uint16_t>(n);
+      m.nonce = 5;
+      std::vector<uint8_t> bytes;
+      wire::SerializeMgmt(m, &bytes);
+      out_.replies.clear();
+      d_->OnDatagram(bytes, Ep(r + 1), now_ += 1000, out_);
+      EXPECT_EQ(out_.replies.size(), 1u);
+      if (!out_.replies.empty()) {
+        EXPECT_TRUE(wire::ParseMgmt(out_.replies[0], &last));
+      }
+    }
+    return last;
+  }
+  std::vector<uint8_t> Chunk(uint32_t seq, float v) {
+    wire::CaisHeader h;
+    h.seq_num = seq;
+    h.payload_len = 4;
+    std::vector<uint8_t> p(wire::kCaisHeaderBytes + 4);
+    wire::SerializeCaisHeader(h, p);
+    std::memcpy(p.data() + wire::kCaisHeaderBytes, &v, 4);
+    return p;
+  }
+  static float Value(const std::vector<uint8_t>& p) {
+    float v;
+    std::memcpy(&v, p.data() + wire::kCaisHeaderBytes, 4);
+    return v;
+  }
+
+  std::unique_ptr<cais::CaisReducer> reducer_;
+  std::unique_ptr<PortTable> ports_;
+  std::unique_ptr<CaisDispatcher> d_;
+  Recorder out_;
+  dp::TimeNs now_ = 0;
+};
+
+TEST_F(CaisDispatcherTest, AGroupFormsThroughJoinsAndReducesItsData) {
+  const wire::MgmtMessage reply = Form(2);
+  ASSERT_EQ(reply.type, wire::MgmtType::kJoinReply);
+  ASSERT_EQ(reply.status, wire::MgmtStatus::kOk);
+  EXPECT_EQ(d_->counters().mgmt_rx, 2u);
+  d_->OnDatagram(Chunk(reply.seq_base, 1.5f), Ep(1), now_ += 1000, out_);
+  EXPECT_TRUE(out_.data.empty());  // waits for rank 1
+  d_->OnDatagram(Chunk(reply.seq_base, 2.0f), Ep(2), now_ += 1000, out_);
+  ASSERT_EQ(out_.data.size(), 2u);  // the result, to both ports
+  for (const auto& [port, packet] : out_.data) EXPECT_EQ(Value(packet), 3.5f) << port;
+  EXPECT_EQ(out_.ingress.size(), 2u);
+  EXPECT_EQ(d_->counters().unknown_sender, 0u);
+}
+
+TEST_F(CaisDispatcherTest, DataFromAnEndpointWithoutAPortIsDroppedAndCounted) {
+  const wire::MgmtMessage reply = Form(2);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(9), now_ += 1000, out_);
+  EXPECT_EQ(d_->counters().unknown_sender, 1u);
+  EXPECT_TRUE(out_.ingress.empty());
+  EXPECT_EQ(reducer_->counters().rx_packets, 0u);
+  // Malformed management: counted, no reply.
+  const std::vector<uint8_t> junk = {0xCA, 1, 2};
+  out_.replies.clear();
+  d_->OnDatagram(junk, Ep(1), now_ += 1000, out_);
+  EXPECT_EQ(d_->counters().mgmt_malformed, 1u);
+  EXPECT_TRUE(out_.replies.empty());
+}
+
+TEST_F(CaisDispatcherTest, InjectedLossIsCountedEachWay) {
+  Make({.ingress_loss = 1.0});
+  wire::MgmtMessage reply = Form(2);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(1), now_ += 1000, out_);
+  EXPECT_EQ(d_->counters().injected_ingress_loss, 1u);
+  EXPECT_EQ(reducer_->counters().rx_packets, 0u);
+  Make({.egress_loss = 1.0});
+  reply = Form(2);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(1), now_ += 1000, out_);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(2), now_ += 1000, out_);
+  EXPECT_TRUE(out_.data.empty());
+  EXPECT_EQ(d_->counters().injected_egress_loss, 2u);
+}
+
+// A group whose members fall silent for a lease is dissolved on a tick, and
+// its ports are free again: their data is then from unknown senders.
+TEST_F(CaisDispatcherTest, ALeaseThatRunsOutOnATickDissolvesTheGroup) {
+  const wire::MgmtMessage reply = Form(2);
+  ASSERT_NE(d_->groups().group(0), nullptr);
+  d_->OnTick(now_ + kLease / 2, out_);
+  EXPECT_NE(d_->groups().group(0), nullptr);
+  d_->OnTick(now_ + 2 * kLease, out_);
+  EXPECT_EQ(d_->groups().group(0), nullptr);
+  EXPECT_EQ(d_->groups().leases_expired(), 1u);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(1), now_ + 2 * kLease + 1, out_);
+  EXPECT_EQ(d_->counters().unknown_sender, 1u);
+}
+
+// Data renews its senders' leases: a group that keeps sending outlives the
+// lease counted from its JOINs.
+TEST_F(CaisDispatcherTest, DataKeepsTheGroupsLease) {
+  const wire::MgmtMessage reply = Form(2);
+  const dp::TimeNs late = now_ + kLease * 3 / 4;
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(1), late, out_);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(2), late, out_);
+  d_->OnTick(now_ + kLease + kLease / 2, out_);
+  EXPECT_NE(d_->groups().group(0), nullptr);
+  d_->OnTick(late + 2 * kLease, out_);
+  EXPECT_EQ(d_->groups().group(0), nullptr);
+}
+
+// A chunk one rank never sends times out on a tick, without traffic: the
+// reducer's hand-back reaches the rank that did send.
+TEST_F(CaisDispatcherTest, ATickTimesOutAChunkWithoutTraffic) {
+  const wire::MgmtMessage reply = Form(2);
+  d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(1), now_ += 1000, out_);
+  EXPECT_TRUE(out_.data.empty());
+  d_->Advance(now_ + cais::CaisConfig{}.timeout_ns + 1, out_);
+  EXPECT_FALSE(out_.data.empty());
+}
+
+}  // namespace
+}  // namespace inca::switchd
