@@ -105,10 +105,14 @@ int RankMain(CommunicatorOptions o, const std::string& dir) {
   return rc;
 }
 
-void ExpectTheSameErrorOnEveryRank(int ranks, bool with_switch) {
-  Cluster cl({"--timeout-ms", "400"}, with_switch);
+// Runs `rank_main` on `ranks` forked ranks with the cluster's options (no
+// switch unless `with_switch`), each writing into a fresh directory, which
+// it returns.
+std::string RunEveryRank(
+    const Cluster& cl, int ranks, bool with_switch,
+    const std::function<int(CommunicatorOptions, const std::string&)>& rank_main) {
   char tmpl[] = "/tmp/inca-disagree-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   ExpectAllZero(launch::RunRanks(
       ranks,
@@ -116,14 +120,25 @@ void ExpectTheSameErrorOnEveryRank(int ranks, bool with_switch) {
         auto o = cl.Options(rank, ranks);
         if (!with_switch) o.switch_address.clear();
         o.switch_timeout_ms = 1000;
-        return RankMain(o, dir);
+        return rank_main(o, dir);
       },
       kRankTimeout));
+  return dir;
+}
+
+std::vector<std::string> LinesOf(const std::string& dir, int rank) {
+  std::ifstream in(absl::StrCat(dir, "/rank-", rank));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+void ExpectTheSameErrorOnEveryRank(int ranks, bool with_switch) {
+  Cluster cl({"--timeout-ms", "400"}, with_switch);
+  const std::string dir = RunEveryRank(cl, ranks, with_switch, RankMain);
   std::vector<std::string> first;
   for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(absl::StrCat(dir, "/rank-", r));
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    const std::vector<std::string> lines = LinesOf(dir, r);
     ASSERT_EQ(lines.size(), Cases().size()) << "rank " << r;
     if (r == 0) first = lines;
     EXPECT_EQ(lines, first) << "rank " << r << " got another error than rank 0";
@@ -160,15 +175,9 @@ void ExpectOneGroupError(int ranks, bool with_switch, const char* field) {
   Cluster cl({}, with_switch);
   const int retry_port = launch::FreeLoopbackPort(false);
   const bool group_id = std::string(field) == "group id";
-  char tmpl[] = "/tmp/inca-disagree-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  ExpectAllZero(launch::RunRanks(
-      ranks,
-      [&](int rank) {
-        auto o = cl.Options(rank, ranks);
-        if (!with_switch) o.switch_address.clear();
-        o.switch_timeout_ms = 1000;
+  const std::string dir =
+      RunEveryRank(cl, ranks, with_switch, [&](CommunicatorOptions o, const std::string& out_dir) {
+        const int rank = o.rank;
         o.host_timeout_ms = 3000;
         CommunicatorOptions bad = o;
         if (group_id && rank == 1) bad.group_id = 9;
@@ -176,7 +185,7 @@ void ExpectOneGroupError(int ranks, bool with_switch, const char* field) {
         // comes: the error comes at host_timeout_ms, the same on both.
         if (!group_id && rank == 1) bad.world_size = ranks > 2 ? ranks - 1 : ranks + 1;
         auto c = Communicator::Create(bad);
-        std::ofstream(absl::StrCat(dir, "/rank-", rank))
+        std::ofstream(absl::StrCat(out_dir, "/rank-", rank))
             << (c.ok() ? std::string("OK")
                        : absl::StrCat(c.status().code(), " ", c.status().message()));
         if (c.ok() || c.status().code() != absl::StatusCode::kInvalidArgument) return 20;
@@ -184,13 +193,11 @@ void ExpectOneGroupError(int ranks, bool with_switch, const char* field) {
         auto good = Communicator::Create(o);
         if (!good.ok()) return Fail("create again", good.status());
         return CheckAll(**good, DType::kF32, ReduceOp::kSum, 3000, 1) == 0 ? 0 : 21;
-      },
-      kRankTimeout));
+      });
   std::string first;
   for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(absl::StrCat(dir, "/rank-", r));
-    std::string line;
-    std::getline(in, line);
+    const std::vector<std::string> lines = LinesOf(dir, r);
+    const std::string line = lines.empty() ? std::string() : lines[0];
     if (r == 0) first = line;
     EXPECT_EQ(line, first) << "rank " << r << " got another error than rank 0";
   }
