@@ -323,28 +323,16 @@ class CommunicatorImpl final : public Communicator {
                      failed_.message(), "); create a new communicator to go on"));
   }
 
-  // Splits an operation into pieces of at most 65,535 chunks.
+  // Splits an operation into pieces of at most 65,535 chunks
+  // (client::PieceElements), one after the other.
   absl::Status RunPieces(const SwitchOp& whole) {
     Bump(&CommunicatorStats::ops);
     desc_ = client::Describe(whole, whole.count);
     if (whole.count == 0) return RunEmpty(whole);
-    const size_t esize = wire::ElementBytes(whole.type);
-    const size_t per = o_.chunk_size / esize;
-    const bool blocked = whole.op == CaisOp::kAllGather || whole.op == CaisOp::kReduceScatter;
-    const uint64_t max_chunks = blocked ? 65535 / static_cast<uint64_t>(o_.world_size) : 65535;
-    const size_t piece = static_cast<size_t>(max_chunks) * per;
+    const size_t piece = client::PieceElements(whole, o_.chunk_size, o_.world_size);
     bool any_host = false;
     for (size_t off = 0; off < whole.count; off += piece) {
-      SwitchOp s = whole;
-      s.count = std::min(piece, whole.count - off);
-      if (blocked) {
-        // The same slice of every block; block_stride_bytes stays the
-        // whole operation's (AllGather: output blocks, ReduceScatter: input).
-        s.in = whole.in + off * esize;
-        s.out = whole.out + off * esize;
-      } else {
-        s.data = whole.data + off * esize;
-      }
+      SwitchOp s = client::PieceOf(whole, off, std::min(piece, whole.count - off));
       bool used_host = false;
       host_reason_ = HostReason::kOff;
       if (s.broadcast && o_.rank != s.root) FillNegativeZero(s);

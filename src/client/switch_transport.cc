@@ -25,15 +25,18 @@ namespace inca::client {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using wire::CaisOp;
 
 // Datagrams per send batch and messages per receive batch.
 constexpr size_t kBatch = 64;
 constexpr size_t kRecvBatch = 32;
 
-int64_t NowNs() {
-  return net::SystemClock().NowNs();
+int64_t NowNs(const SwitchTransportOptions& o) {
+  return (o.time != nullptr ? o.time : &net::SystemClock())->NowNs();
+}
+
+std::chrono::milliseconds Left(int64_t deadline, int64_t now) {
+  return std::chrono::milliseconds(std::max<int64_t>(0, (deadline - now) / 1'000'000));
 }
 
 bool IsWildcardOrLoopbackV4(const std::string& ip) {
@@ -69,14 +72,31 @@ absl::StatusOr<SwitchAddresses> ResolveSwitchAddresses(const std::string& switch
   return SwitchAddresses{*sw, *local};
 }
 
-SwitchTransport::SwitchTransport(const SwitchTransportOptions& o, net::UdpSocket socket,
-                                 net::Endpoint switch_ep)
+// The session's management datagrams, straight to the switch's socket.
+class SwitchTransport::MgmtOut final : public MgmtSink {
+ public:
+  explicit MgmtOut(SwitchTransport* t) : t_(t) {}
+  void Send(std::span<const uint8_t> d) override {
+    (void)::sendto(t_->socket_.fd.get(), d.data(), d.size(), 0,
+                   reinterpret_cast<const sockaddr*>(&t_->switch_addr_), t_->switch_addr_len_);
+  }
+
+ private:
+  SwitchTransport* t_;
+};
+
+SwitchTransport::SwitchTransport(const SwitchTransportOptions& o, const SessionConfig& session,
+                                 net::UdpSocket socket, net::Endpoint switch_ep)
     : options_(o),
+      time_(o.time != nullptr ? o.time : &net::SystemClock()),
       socket_(std::move(socket)),
       switch_ep_(switch_ep),
+      session_(session),
+      mgmt_out_(std::make_unique<MgmtOut>(this)),
       rx_(net::RecvBatch::For(socket_, kRecvBatch,
                               wire::kCaisHeaderBytes + o.core.chunk_size + 64)),
-      tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)) {
+      tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)),
+      path_(std::make_unique<PathState>(session.transport)) {
   switch_addr_len_ = switch_ep.ToSockaddr(socket_.family, &switch_addr_);
 }
 
@@ -98,143 +118,63 @@ absl::StatusOr<std::unique_ptr<SwitchTransport>> SwitchTransport::Create(
     return absl::Status(socket.status().code(), absl::StrCat("switch socket (bind_ip ", o.bind_ip,
                                                              "): ", socket.status().message()));
   }
+  SessionConfig session;
+  session.transport = o.core;
+  session.transport.switch_on_host = net::OnThisHost(addrs->switch_endpoint);
+  session.rank = o.rank;
+  session.job = o.job;
+  session.port = o.switch_port;
+  std::random_device rd;
+  session.first_nonce = rd();
   std::unique_ptr<SwitchTransport> t(
-      new SwitchTransport(o, std::move(*socket), addrs->switch_endpoint));
+      new SwitchTransport(o, session, std::move(*socket), addrs->switch_endpoint));
   if (t->switch_addr_len_ == 0) {
     return absl::InvalidArgumentError(absl::StrCat("switch ", addrs->switch_endpoint.ToString(),
                                                    " cannot be reached from ",
                                                    addrs->local.ToString()));
   }
-  t->early_limit_ = 2 * size_t{o.core.max_window} * static_cast<size_t>(o.core.world_size);
-  t->core_config_ = o.core;
-  t->core_config_.switch_on_host = net::OnThisHost(addrs->switch_endpoint);
-  t->path_ = std::make_unique<PathState>(t->core_config_);
-  std::random_device rd;
-  t->nonce_ = rd();
   return t;
 }
 
-wire::MgmtMessage SwitchTransport::Mgmt(wire::MgmtType type) {
-  wire::MgmtMessage m;
-  m.type = type;
-  m.group_id = options_.core.group_id;
-  m.rank = static_cast<uint16_t>(options_.rank);
-  m.world_size = static_cast<uint16_t>(options_.core.world_size);
-  m.nonce = ++nonce_;
-  return m;
-}
-
-void SwitchTransport::SendMgmt(const wire::MgmtMessage& m) {
-  std::vector<uint8_t> bytes;
-  wire::SerializeMgmt(m, &bytes);
-  (void)::sendto(socket_.fd.get(), bytes.data(), bytes.size(), 0,
-                 reinterpret_cast<const sockaddr*>(&switch_addr_), switch_addr_len_);
-  last_sent_ = Clock::now();
-}
-
-std::chrono::milliseconds SwitchTransport::KeepAlive() {
-  constexpr std::chrono::milliseconds kIdle{60'000};  // nothing to keep alive
-  if (!ready_ || lease_ms_ == 0) return kIdle;
-  const std::chrono::milliseconds every{std::max<uint32_t>(lease_ms_ / 4, 1)};
-  // What arrived while idle: PONGs, and results of the next operation from
-  // faster ranks (kept for it, as Run does).
+void SwitchTransport::Drain(OpCore* op) {
   for (int round = 0; round < 64; ++round) {
     const int n = rx_.Receive(socket_.fd.get());
     if (n <= 0) break;
-    for (int i = 0; i < n; ++i) {
-      const std::span<const uint8_t> d = rx_.data(static_cast<size_t>(i));
-      wire::MgmtMessage m;
-      if (wire::ParseMgmt(d, &m)) {
-        if (m.type != wire::MgmtType::kPong) continue;
-        if (m.status == wire::MgmtStatus::kUnknown) {
-          ready_ = false;  // dissolved (lease, operator, restart): rejoin before the next op
-        } else if (m.lease_ms != 0) {
-          lease_ms_ = m.lease_ms;
-        }
-        continue;
-      }
-      if (wire::IsMgmtDatagram(d)) continue;
-      if (early_.size() >= early_limit_) early_.pop_front();
-      early_.emplace_back(d.begin(), d.end());
-    }
+    const int64_t now = Now();
+    for (int i = 0; i < n; ++i) session_.OnDatagram(rx_.data(static_cast<size_t>(i)), now, op);
     if (!rx_.filled()) break;
   }
-  if (!ready_) return kIdle;
-  const auto since = Clock::now() - last_sent_;
-  if (since >= every) {
-    SendMgmt(Mgmt(wire::MgmtType::kPing));
-    return every;
-  }
-  return std::chrono::duration_cast<std::chrono::milliseconds>(every - since) +
-         std::chrono::milliseconds(1);
+}
+
+std::chrono::milliseconds SwitchTransport::KeepAlive() {
+  Drain(nullptr);  // PONGs, and results of the next operation from faster ranks
+  const int64_t now = Now();
+  const int64_t next = session_.KeepAlive(now, *mgmt_out_);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(next - now));
 }
 
 bool SwitchTransport::Join(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  wire::MgmtMessage join = Mgmt(wire::MgmtType::kJoin);
-  join.port =
-      options_.switch_port < 0 ? wire::kAnyPort : static_cast<uint16_t>(options_.switch_port);
-  join.job = options_.job;
-  auto next_send = Clock::now();
-  while (Clock::now() < deadline) {
-    if (Clock::now() >= next_send) {
-      SendMgmt(join);
-      next_send = Clock::now() + std::chrono::milliseconds(20);
-    }
+  const int64_t deadline = Now() + std::chrono::nanoseconds(timeout).count();
+  int64_t next = session_.StartJoin(Now(), *mgmt_out_);
+  while (Now() < deadline) {
     pollfd p{socket_.fd.get(), POLLIN, 0};
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::min(next_send, deadline) - Clock::now());
-    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, wait.count()))) <= 0) continue;
-    const int n = rx_.Receive(socket_.fd.get());
-    for (int i = 0; i < n; ++i) {
-      wire::MgmtMessage reply;
-      if (!wire::ParseMgmt(rx_.data(static_cast<size_t>(i)), &reply)) continue;
-      if (reply.type != wire::MgmtType::kJoinReply || reply.nonce != join.nonce) continue;
-      if (reply.status == wire::MgmtStatus::kRefused) {
-        last_refusal_ = reply.reason;
-        // Both may give way: a dead group after half a lease; another
-        // rank of this group creating it for a source at its limit.
-        if (reply.reason == wire::MgmtReason::kGroupBusy ||
-            reply.reason == wire::MgmtReason::kSourceLimit) {
-          continue;
-        }
-        ready_ = false;
-        return false;
-      }
-      if (reply.lease_ms != 0) lease_ms_ = reply.lease_ms;
-      if (reply.status != wire::MgmtStatus::kOk) continue;  // pending
-      if (reply.rank_ports.size() != static_cast<size_t>(options_.core.world_size)) continue;
-      rank_ports_ = reply.rank_ports;
-      seq_base_ = reply.seq_base;
-      shards_ = reply.shards;
-      shard_ = reply.shard;
-      layout_ = LayoutFromPorts(rank_ports_, options_.rank);
-      last_refusal_ = wire::MgmtReason::kNone;
-      ready_ = true;
-      return true;
-    }
+    const int64_t wait_ns = std::max<int64_t>(0, std::min(next, deadline) - Now());
+    if (poll(&p, 1, static_cast<int>(wait_ns / 1'000'000)) > 0) Drain(nullptr);
+    if (session_.state() == SessionCore::State::kFormed) return true;
+    if (session_.state() == SessionCore::State::kRefused) return false;
+    next = session_.JoinTick(Now(), *mgmt_out_);
   }
-  ready_ = false;
+  session_.JoinTimedOut();
   return false;
 }
 
 void SwitchTransport::Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path) {
-  if (bytes == 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  auto& last = last_report_[static_cast<size_t>(path)][static_cast<size_t>(wire::SizeClass(bytes))];
-  if (now - last < std::chrono::milliseconds(5)) return;
-  last = now;
-  wire::MgmtMessage m = Mgmt(wire::MgmtType::kReport);
-  m.report_bytes = bytes;
-  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
-  m.report_duration_us = static_cast<uint32_t>(std::clamp<int64_t>(us, 1, UINT32_MAX));
-  m.report_path = path;
-  SendMgmt(m);
+  session_.Report(bytes, took.count(), path, Now(), *mgmt_out_);
 }
 
 void SwitchTransport::Leave() {
-  SendMgmt(Mgmt(wire::MgmtType::kLeave));
-  ready_ = false;
+  session_.Leave(Now(), *mgmt_out_);
 }
 
 namespace {
@@ -282,20 +222,7 @@ std::vector<SwitchPhaseResult> SwitchTransport::RunAll(std::span<SwitchTransport
   std::vector<std::unique_ptr<BatchSender>> senders;
   for (size_t i = 0; i < k; ++i) {
     SwitchTransport* t = transports[i];
-    cores.push_back(
-        std::make_unique<OpCore>(t->core_config_, t->layout_, ops[i], t->path_.get(), &r[i]));
-    OpCore& core = *cores.back();
-    core.Start(NowNs());
-    // Replay what arrived for this operation before it started.
-    std::deque<std::vector<uint8_t>> early;
-    early.swap(t->early_);
-    for (const auto& pkt : early) {
-      if (core.IsEarly(pkt)) {
-        t->early_.push_back(pkt);
-      } else {
-        core.OnDatagram(pkt, NowNs());
-      }
-    }
+    cores.push_back(t->session_.StartOp(ops[i], t->path_.get(), &r[i], t->Now()));
     senders.push_back(std::make_unique<BatchSender>(&t->tx_, t->socket_.fd.get(), &t->switch_addr_,
                                                     t->switch_addr_len_));
   }
@@ -305,7 +232,7 @@ std::vector<SwitchPhaseResult> SwitchTransport::RunAll(std::span<SwitchTransport
   std::vector<pollfd> polls;
   std::vector<size_t> polled;
   while (!all_finished()) {
-    int64_t now = NowNs();
+    int64_t now = transports[0]->Now();
     int64_t deadline = INT64_MAX;
     polls.clear();
     polled.clear();
@@ -332,16 +259,9 @@ std::vector<SwitchPhaseResult> SwitchTransport::RunAll(std::span<SwitchTransport
       for (int round = 0; round < 64 && !core.Finished(); ++round) {
         const int n = t->rx_.Receive(fd);
         if (n <= 0) break;
-        now = NowNs();
-        for (int d = 0; d < n; ++d) {
-          const std::span<const uint8_t> dg = t->rx_.data(static_cast<size_t>(d));
-          if (core.IsEarly(dg)) {
-            if (t->early_.size() >= t->early_limit_) t->early_.pop_front();
-            t->early_.emplace_back(dg.begin(), dg.end());
-          } else {
-            core.OnDatagram(dg, now);
-          }
-        }
+        now = t->Now();
+        for (int d = 0; d < n; ++d)
+          t->session_.OnDatagram(t->rx_.data(static_cast<size_t>(d)), now, &core);
         if (!t->rx_.filled()) break;
         // Keep the window full while draining a burst of results.
         core.Pump(now, *senders[i]);
@@ -349,7 +269,7 @@ std::vector<SwitchPhaseResult> SwitchTransport::RunAll(std::span<SwitchTransport
       }
     }
   }
-  for (SwitchTransport* t : transports) t->last_sent_ = Clock::now();  // data renews the lease
+  for (SwitchTransport* t : transports) t->session_.NoteSent(t->Now());  // data renews the lease
   return r;
 }
 
@@ -396,13 +316,9 @@ absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const SwitchTranspo
 }
 
 bool SwitchSet::Join(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const int64_t deadline = NowNs(options_) + std::chrono::nanoseconds(timeout).count();
   bool all = true;
-  for (auto& m : members_) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    all = m->Join(std::max(left, std::chrono::milliseconds(0))) && all;
-  }
+  for (auto& m : members_) all = m->Join(Left(deadline, NowNs(options_))) && all;
   // A list names its switches itself; one address may name a sharded one.
   if (one_address_ && members_[0]->ready() &&
       std::max<size_t>(1, members_[0]->shards()) != members_.size()) {
@@ -411,7 +327,7 @@ bool SwitchSet::Join(std::chrono::milliseconds timeout) {
   return all;
 }
 
-bool SwitchSet::JoinShards(Clock::time_point deadline) {
+bool SwitchSet::JoinShards(int64_t deadline) {
   const size_t n = std::max<size_t>(1, members_[0]->shards());
   // First join, or the switch came back with another --threads: rebuild
   // around the shard that answered, the others at base port + i.
@@ -441,9 +357,7 @@ bool SwitchSet::JoinShards(Clock::time_point deadline) {
   bool all = true;
   for (size_t i = 0; i < n; ++i) {
     if (i == index) continue;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    all = members_[i]->Join(std::max(left, std::chrono::milliseconds(0))) && all;
+    all = members_[i]->Join(Left(deadline, NowNs(options_))) && all;
     // Every shard must report the same count, or the set is rebuilt next time.
     all = all && members_[i]->shards() == n;
   }

@@ -6,16 +6,15 @@
 // the communicator's progress thread (not thread-safe).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/session_core.h"
 #include "client/transport_core.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
@@ -47,6 +46,8 @@ struct SwitchTransportOptions {
   // The core's configuration: group id, world size, chunk size, window,
   // timeouts, pacing.
   TransportConfig core;
+  // The clock (nullptr: net::SystemClock()); poll() waits in real time.
+  const net::TimeSource* time = nullptr;
 };
 
 class SwitchTransport {
@@ -59,25 +60,23 @@ class SwitchTransport {
   // group_busy (another live job holds the group) is retried until the
   // timeout: a crashed run's group gives way after half a lease of silence.
   bool Join(std::chrono::milliseconds timeout);
-  // While idle: a PING when nothing went to the switch for a quarter of the
-  // lease it announced, so the group keeps its place; reads what arrived
-  // (a PONG unknown marks the group stale; early results are kept). Returns
-  // how long until it wants to be called again.
+  // While idle: reads what arrived (PONGs; early results are kept) and
+  // keeps the group's lease (SessionCore::KeepAlive). Returns how long
+  // until it wants to be called again.
   std::chrono::milliseconds KeepAlive();
   // Tells the switch what one operation of `bytes` (OffloadEstimate) cost
-  // on `path` (a REPORT datagram, best effort). At most one per path and size
-  // class per 5 ms: enough for a moving average, bounded at high operation rates.
+  // on `path` (a REPORT datagram, best effort; SessionCore::Report).
   void Report(uint64_t bytes, std::chrono::nanoseconds took, wire::ReportPath path);
   // Tells the switch this rank leaves (best effort).
   void Leave();
-  bool ready() const { return ready_; }
-  void MarkStale() { ready_ = false; }
-  uint32_t seq_base() const { return seq_base_; }
-  wire::MgmtReason last_refusal() const { return last_refusal_; }
+  bool ready() const { return session_.formed(); }
+  void MarkStale() { session_.MarkStale(); }
+  uint32_t seq_base() const { return session_.seq_base(); }
+  wire::MgmtReason last_refusal() const { return session_.last_refusal(); }
   // From the last JOIN_REPLY: the switch's data-plane shards (0 or 1: one)
   // and this switch port's index among them (wire `shards`, `shard`).
-  uint8_t shards() const { return shards_; }
-  uint8_t shard() const { return shard_; }
+  uint8_t shards() const { return session_.shards(); }
+  uint8_t shard() const { return session_.shard(); }
   const net::Endpoint& switch_endpoint() const { return switch_ep_; }
 
   // Moves `op` through the switch. Returns when every chunk is done or
@@ -88,44 +87,29 @@ class SwitchTransport {
   static std::vector<SwitchPhaseResult> RunAll(std::span<SwitchTransport* const> transports,
                                                std::span<const SwitchOp> ops);
 
+  const PathState& path() const { return *path_; }
+  const net::UdpSocket& socket() const { return socket_; }
+
  private:
-  SwitchTransport(const SwitchTransportOptions& o, net::UdpSocket socket, net::Endpoint switch_ep);
-  // A management message of `type` from this rank, with a fresh nonce.
-  wire::MgmtMessage Mgmt(wire::MgmtType type);
-  // One management datagram to the switch (best effort).
-  void SendMgmt(const wire::MgmtMessage& m);
+  class MgmtOut;
+  SwitchTransport(const SwitchTransportOptions& o, const SessionConfig& session,
+                  net::UdpSocket socket, net::Endpoint switch_ep);
+  // Hands what arrived (up to 64 batches) to the session, and to `op`.
+  void Drain(OpCore* op);
+  int64_t Now() const { return time_->NowNs(); }
 
   SwitchTransportOptions options_;
+  const net::TimeSource* time_;
   net::UdpSocket socket_;
   net::Endpoint switch_ep_;
   sockaddr_storage switch_addr_{};
   socklen_t switch_addr_len_ = 0;
-  uint8_t shards_ = 0, shard_ = 0;
-  bool ready_ = false;
-  uint32_t seq_base_ = 0;
-  uint32_t nonce_ = 1;
-  uint32_t lease_ms_ = 0;  // from the last JOIN_REPLY/PONG; 0 = no keep-alives
-  std::chrono::steady_clock::time_point last_sent_{};  // last datagram to the switch
-  wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
-  std::vector<uint16_t> rank_ports_;
-  // Per path and size class: an explore's one report is never held back.
-  std::array<std::array<std::chrono::steady_clock::time_point, wire::kSizeClasses>, 2>
-      last_report_{};
+  SessionCore session_;
+  std::unique_ptr<MgmtOut> mgmt_out_;
   net::RecvBatch rx_;
   net::SendBatch tx_;
-  // Results of the next operation that arrive while this rank is still on
-  // the current one (a faster rank's AllGather blocks): kept, bounded, and
-  // replayed when that operation starts, instead of being requested again.
-  std::deque<std::vector<uint8_t>> early_;
-  size_t early_limit_ = 0;
-  TransportConfig core_config_;
-  GroupLayout layout_;
   // Round-trip estimate and congestion window, across operations.
   std::unique_ptr<PathState> path_;
-
- public:
-  const PathState& path() const { return *path_; }
-  const net::UdpSocket& socket() const { return socket_; }
 };
 
 // The transports of one rank's group, one per switch it stripes over
@@ -164,7 +148,7 @@ class SwitchSet {
   // One address naming a switch of several shards (inca-switchd --threads):
   // the set becomes one transport per shard, in shard order, each joined.
   // False when a shard cannot be reached or joined by `deadline`.
-  bool JoinShards(std::chrono::steady_clock::time_point deadline);
+  bool JoinShards(int64_t deadline);
 
   SwitchTransportOptions options_;
   bool one_address_ = false;

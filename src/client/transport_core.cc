@@ -70,17 +70,21 @@ SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int worl
       if (c < r.have.size()) r.have[c] = x.have[j];
     }
     r.complete = r.complete && x.complete;
-    r.fallback_notice = r.fallback_notice || x.fallback_notice;
-    r.declined = r.declined || x.declined;
-    r.disagreed = r.disagreed || x.disagreed;
-    if (x.declined_reason != 0) r.declined_reason = x.declined_reason;
-    r.sent += x.sent;
-    r.retransmitted += x.retransmitted;
-    r.requests += x.requests;
-    r.notices += x.notices;
-    r.tail_probes += x.tail_probes;
+    AddCounters(x, &r);
   }
   return r;
+}
+
+void AddCounters(const SwitchPhaseResult& x, SwitchPhaseResult* into) {
+  into->fallback_notice = into->fallback_notice || x.fallback_notice;
+  into->declined = into->declined || x.declined;
+  into->disagreed = into->disagreed || x.disagreed;
+  if (x.declined_reason != 0) into->declined_reason = x.declined_reason;
+  into->sent += x.sent;
+  into->retransmitted += x.retransmitted;
+  into->requests += x.requests;
+  into->notices += x.notices;
+  into->tail_probes += x.tail_probes;
 }
 
 GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank) {

@@ -72,6 +72,10 @@ struct SwitchPhaseResult {
   uint64_t tail_probes = 0;  // quiet spells that sent a tail probe (result requests)
 };
 
+// Adds a piece's (or a stripe's) flags and counters to `into`; `have`,
+// total_chunks and `complete` are the caller's.
+void AddCounters(const SwitchPhaseResult& x, SwitchPhaseResult* into);
+
 struct TransportConfig {
   uint8_t group_id = 0;
   int world_size = 1;

@@ -273,7 +273,9 @@ int CaisSwitchNode::LinkOf(dp::PortId port) const {
 
 // -------------------------------------------------------------- CaisRankNode
 
-class CaisRankNode::Sink final : public client::DatagramSink {
+// The client cores' datagrams onto the rank's link: data (OpCore, with
+// the timing mode's wire charge) and management (SessionCore).
+class CaisRankNode::Sink final : public client::DatagramSink, public client::MgmtSink {
  public:
   explicit Sink(CaisRankNode* node) : node_(node) {}
   void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
@@ -284,41 +286,56 @@ class CaisRankNode::Sink final : public client::DatagramSink {
     }
     node_->Send(0, std::move(d), node_->virt_.Extra(h.chunk_id, payload.size()));
   }
+  void Send(std::span<const uint8_t> mgmt) override {
+    node_->Send(0, Packet(mgmt.begin(), mgmt.end()));
+  }
 
  private:
   CaisRankNode* node_;
 };
+
+namespace {
+
+client::SessionConfig RankSession(int rank, const client::TransportConfig& config) {
+  client::SessionConfig s;
+  s.transport = config;
+  s.rank = rank;
+  return s;
+}
+
+}  // namespace
 
 CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportConfig& config,
                            RankDone done, VirtualChunks virt, std::shared_ptr<VirtualLedger> ledger)
     : Node(std::move(name)),
       rank_(rank),
       config_(config),
+      session_(RankSession(rank, config)),
       path_(config),
       sink_(std::make_unique<Sink>(this)),
       done_(std::move(done)),
       whole_virt_(virt),
       virt_(virt),
-      ledger_(std::move(ledger)) {
-  layout_.my_index = rank;
-  for (int k = 0; k < config.world_size; ++k) {
-    layout_.rank_at_index.push_back(k);
-    layout_.index_of_rank.push_back(k);
-  }
-}
+      ledger_(std::move(ledger)) {}
 
 CaisRankNode::~CaisRankNode() = default;
 
 void CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
                          std::vector<float>* out) {
-  if (op != wire::CaisOp::kAllReduce && op != wire::CaisOp::kReduceScatter &&
-      op != wire::CaisOp::kAllGather) {
-    throw std::invalid_argument("CaisRankNode: all-reduce, reduce-scatter or all-gather");
-  }
-  kind_ = op;
-  in_ = in;
-  out_ = out;
+  whole_ = client::SwitchOp{};
+  whole_.op = op;
   block_ = op == wire::CaisOp::kReduceScatter ? out->size() : in->size();
+  whole_.count = block_;
+  switch (op) {
+    case wire::CaisOp::kAllReduce: whole_.data = reinterpret_cast<uint8_t*>(in->data()); break;
+    case wire::CaisOp::kReduceScatter:
+    case wire::CaisOp::kAllGather:
+      whole_.in = reinterpret_cast<const uint8_t*>(in->data());
+      whole_.out = reinterpret_cast<uint8_t*>(out->data());
+      whole_.block_stride_bytes = block_ * sizeof(float);
+      break;
+    default: throw std::invalid_argument("CaisRankNode: all-reduce, reduce-scatter or all-gather");
+  }
   offset_ = 0;
   next_seq_ = seq;
   total_ = client::SwitchPhaseResult{};
@@ -326,84 +343,52 @@ void CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
 }
 
 // As the Communicator runs an operation of more than 65,535 chunks: in
-// pieces of at most that many (over all blocks), one after the other, each
-// its own sequence number. In timing mode an element is a chunk, and the
-// piece's chunks stand for its share of the block's bytes.
+// pieces (client::PieceElements), one after the other, each its own
+// sequence number. In timing mode an element is a chunk, and the piece's
+// chunks stand for its share of the block's bytes.
 void CaisRankNode::StartPiece() {
-  const bool blocked = kind_ != wire::CaisOp::kAllReduce;
+  const bool blocked = whole_.op != wire::CaisOp::kAllReduce;
   const size_t per = std::max<size_t>(1, config_.chunk_size / sizeof(float));
-  const size_t max_chunks =
-      blocked ? kMaxChunks / static_cast<size_t>(config_.world_size) : kMaxChunks;
-  const size_t count = std::min(max_chunks * per, block_ - offset_);
+  const size_t piece = client::PieceElements(whole_, config_.chunk_size, config_.world_size);
+  const size_t count = std::min(piece, block_ - offset_);
   if (whole_virt_.chunk_size != 0) {
     const uint64_t first = uint64_t{offset_} * whole_virt_.chunk_size;
-    virt_.bytes = std::min<uint64_t>(uint64_t{max_chunks} * whole_virt_.chunk_size,
+    virt_.bytes = std::min<uint64_t>(uint64_t{piece / per} * whole_virt_.chunk_size,
                                      whole_virt_.bytes - std::min(first, whole_virt_.bytes));
     virt_.block_chunks = blocked ? static_cast<uint32_t>((count + per - 1) / per) : 0;
   }
-  op_ = client::SwitchOp{};
-  op_.op = kind_;
-  op_.count = count;
+  op_ = client::PieceOf(whole_, offset_, count);
   op_.seq = next_seq_++;
-  const size_t stride = block_ * sizeof(float);
-  switch (kind_) {
-    case wire::CaisOp::kReduceScatter:
-      op_.in = reinterpret_cast<const uint8_t*>(in_->data() + offset_);
-      op_.block_stride_bytes = stride;
-      op_.out = reinterpret_cast<uint8_t*>(out_->data() + offset_);
-      break;
-    case wire::CaisOp::kAllGather:
-      op_.in = reinterpret_cast<const uint8_t*>(in_->data() + offset_);
-      op_.out = reinterpret_cast<uint8_t*>(out_->data() + offset_);
-      op_.block_stride_bytes = stride;
-      break;
-    default: op_.data = reinterpret_cast<uint8_t*>(in_->data() + offset_);
-  }
   if (ledger_ != nullptr && virt_.chunk_size != 0) ledger_->Put(op_.seq, virt_);
   result_ = client::SwitchPhaseResult{};
-  core_ = std::make_unique<client::OpCore>(config_, layout_, op_, &path_, &result_);
-  core_->Start(sim().now());
+  core_ = session_.StartOp(op_, &path_, &result_, sim().now());
   Pump();
 }
 
 void CaisRankNode::EndPiece() {
   total_.have.insert(total_.have.end(), result_.have.begin(), result_.have.end());
   total_.total_chunks += result_.total_chunks;
-  total_.fallback_notice |= result_.fallback_notice;
-  total_.declined |= result_.declined;
-  total_.sent += result_.sent;
-  total_.retransmitted += result_.retransmitted;
-  total_.requests += result_.requests;
-  total_.notices += result_.notices;
-  total_.tail_probes += result_.tail_probes;
+  client::AddCounters(result_, &total_);
   offset_ += op_.count;
 }
 
 void CaisRankNode::JoinFirst(uint64_t job, RankDone joined) {
-  job_ = job;
+  client::SessionConfig s = session_.config();
+  s.job = job;
+  session_ = client::SessionCore(s);
   joining_ = true;
   on_joined_ = std::move(joined);
 }
 
 void CaisRankNode::Start() {
-  if (joining_) SendJoin();
+  if (joining_) session_.StartJoin(sim().now(), *sink_);
+  if (joining_) sim().ScheduleIn(20 * dp::kNsPerMs, [this] { JoinTick(); });
 }
 
-void CaisRankNode::SendJoin() {
-  if (joined_) return;
-  wire::MgmtMessage m;
-  m.type = wire::MgmtType::kJoin;
-  m.group_id = config_.group_id;
-  m.rank = static_cast<uint16_t>(rank_);
-  m.world_size = static_cast<uint16_t>(config_.world_size);
-  m.nonce = ++nonce_;
-  m.port = wire::kAnyPort;
-  m.job = job_;
-  std::vector<uint8_t> bytes;
-  wire::SerializeMgmt(m, &bytes);
-  Send(0, std::move(bytes));
-  ++joins_sent_;
-  sim().ScheduleIn(20 * dp::kNsPerMs, [this] { SendJoin(); });
+void CaisRankNode::JoinTick() {
+  if (session_.state() != client::SessionCore::State::kJoining) return;
+  const TimeNs next = session_.JoinTick(sim().now(), *sink_);
+  sim().Schedule(next, [this] { JoinTick(); });
 }
 
 void CaisRankNode::Receive(dp::PortId, Packet packet) {
@@ -411,23 +396,16 @@ void CaisRankNode::Receive(dp::PortId, Packet packet) {
     ++background_;
     return;
   }
-  if (wire::IsMgmtDatagram(packet)) {
-    wire::MgmtMessage reply;
-    if (joined_ || !wire::ParseMgmt(packet, &reply) || reply.type != wire::MgmtType::kJoinReply ||
-        reply.nonce != nonce_ || reply.status != wire::MgmtStatus::kOk ||
-        reply.rank_ports.size() != static_cast<size_t>(config_.world_size)) {
-      return;  // pending, stale or refused: the next JOIN asks again
+  const bool was_joining = session_.state() == client::SessionCore::State::kJoining;
+  const bool running = core_ && !core_->Finished();  // else late, or early for the next piece
+  if (session_.OnDatagram(packet, sim().now(), core_.get())) {
+    if (was_joining && session_.formed()) {
+      next_seq_ = session_.seq_base() + 1;
+      if (on_joined_) on_joined_(rank_);
     }
-    layout_ = client::LayoutFromPorts(reply.rank_ports, rank_);
-    seq_base_ = reply.seq_base;
-    next_seq_ = seq_base_ + 1;
-    joined_ = true;
-    if (on_joined_) on_joined_(rank_);
     return;
   }
-  if (!core_ || core_->Finished()) return;  // late results of an operation already done
-  core_->OnDatagram(packet, sim().now());
-  Pump();
+  if (running) Pump();
 }
 
 void CaisRankNode::Pump() {

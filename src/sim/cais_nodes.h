@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "client/session_core.h"
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
 #include "inca/sim/simulator.h"
@@ -144,6 +145,10 @@ class CaisSwitchNode final : public PipelinedSwitch {
 using RankDone = std::function<void(int rank)>;
 
 // One rank of the switch path: collectives of f32 (sums), one at a time.
+// The session (JOIN, layout, epoch, early results) is the client's
+// SessionCore and each piece the client's OpCore: this node only moves
+// their datagrams over the simulated link and splits an operation into
+// pieces as the Communicator does (client::PieceElements).
 class CaisRankNode final : public Node {
  public:
   // `virt` (timing mode): the chunk size and the bytes of each operation's
@@ -167,44 +172,38 @@ class CaisRankNode final : public Node {
   // The operation's result, over all its pieces.
   const client::SwitchPhaseResult& result() const { return total_; }
   uint32_t next_seq() const { return next_seq_; }
-  static constexpr size_t kMaxChunks = 65535;  // per piece: chunk ids are 16 bits
   const client::PathState& path() const { return path_; }
   uint64_t background() const { return background_; }  // received and discarded
 
   // Joins group `group` of the switch before any operation, as the
-  // Communicator's SwitchTransport does: a JOIN (job `job`, any port) every
-  // 20 ms until the reply is OK; then the layout comes from its rank_ports
-  // and sequence numbers from its seq_base (the first operation's is
-  // seq_base + 1, the Communicator's). `joined` hears when. Call before the
-  // run starts.
+  // Communicator's SwitchTransport does (SessionCore: a JOIN, job `job`,
+  // any port, every 20 ms until the reply is OK); then the layout comes
+  // from its rank_ports and sequence numbers from its seq_base (the first
+  // operation's is seq_base + 1, the Communicator's). `joined` hears when.
+  // Call before the run starts.
   void JoinFirst(uint64_t job, RankDone joined);
-  bool joined() const { return joined_; }
-  uint32_t seq_base() const { return seq_base_; }
-  uint64_t joins_sent() const { return joins_sent_; }
+  bool joined() const { return session_.formed(); }
+  uint32_t seq_base() const { return session_.seq_base(); }
+  uint64_t joins_sent() const { return session_.joins_sent(); }
   void Start() override;
 
  private:
   class Sink;
-  void SendJoin();
-  uint64_t job_ = 0;
-  bool joining_ = false, joined_ = false;
-  uint32_t seq_base_ = 0, nonce_ = 0;
-  uint64_t joins_sent_ = 0;
-  RankDone on_joined_;
+  void JoinTick();
   void StartPiece();
   void EndPiece();
   void Pump();
+  bool joining_ = false;
+  RankDone on_joined_;
   uint64_t background_ = 0;
-  wire::CaisOp kind_ = wire::CaisOp::kAllReduce;
-  std::vector<float>* in_ = nullptr;
-  std::vector<float>* out_ = nullptr;
-  size_t block_ = 0;   // elements per block (kAllReduce: all of them)
-  size_t offset_ = 0;  // the current piece's first element of each block
+  client::SwitchOp whole_;  // the operation under way
+  size_t block_ = 0;        // elements per block (kAllReduce: all of them)
+  size_t offset_ = 0;       // the current piece's first element of each block
   uint32_t next_seq_ = 0;
   client::SwitchPhaseResult total_;
   int rank_;
   client::TransportConfig config_;
-  client::GroupLayout layout_;
+  client::SessionCore session_;
   client::PathState path_;
   client::SwitchOp op_;
   client::SwitchPhaseResult result_;
