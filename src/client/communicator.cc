@@ -98,11 +98,10 @@ void CommunicatorImpl::CountHostReason(const SwitchOp& whole) {
 void CommunicatorImpl::WarnFallback(const char* why) {
   if (fallback_warned_) return;
   fallback_warned_ = true;
-  std::fprintf(stderr,
-               "inca rank %d: warning: group %u, switch %s: %s; operations run on the host "
-               "path (Gloo) until the group is back on the switch (stats: ops_host, "
-               "rejoins)\n",
-               o_.rank, static_cast<unsigned>(o_.group_id), o_.switch_address.c_str(), why);
+  Log(absl::StrCat("inca rank ", o_.rank, ": warning: group ", o_.group_id, ", switch ",
+                   o_.switch_address, ": ", why,
+                   "; operations run on the host path (Gloo) until the group is back on the "
+                   "switch (stats: ops_host, rejoins)"));
 }
 
 // Before the host path's mesh: every rank's entry in the store's roster,

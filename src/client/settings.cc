@@ -119,6 +119,13 @@ settings::Table<C> PathsAndTimeouts() {
                   "plain Gloo (baselines)",
            .env = "INCA_CHECK_AGREEMENT"},
           [](auto& c) -> auto& { return c.check_agreement; }),
+      Bool(
+          {.key = "debug",
+           .doc = "one line per operation on the switch path (chunks, retransmissions, round "
+                  "trip, window) and per operation that leaves it, through "
+                  "CommunicatorOptions::log (standard error unless set)",
+           .env = "INCA_DEBUG"},
+          [](auto& c) -> auto& { return c.debug; }),
       Uint(
           {.key = "retransmit_timeout_ms",
            .lo = 1,

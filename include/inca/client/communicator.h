@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -117,6 +118,13 @@ struct CommunicatorOptions {
   // error instead of a wrong result or an abort. With a switch the check
   // costs nothing and is always made. false: plain Gloo, for baselines.
   bool check_agreement = true;
+  // Debug lines (INCA_DEBUG=1): one per operation on the switch path and
+  // per operation that leaves it.
+  bool debug = false;
+  // Where the communicator's warnings and debug lines go, one line each
+  // without its newline (called on the progress thread); unset: standard
+  // error.
+  std::function<void(std::string_view line)> log;
   // The job this communicator belongs to, sent in JOIN so that a re-run
   // replaces its own dead group on the switch (docs/protocol.md). 0: rank 0
   // draws one at random and every rank takes it at creation.
