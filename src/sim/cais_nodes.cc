@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/util/endian.h"
 #include "inca/wire/mgmt.h"
+#include "util/spdlog_event_log.h"
 
 namespace inca::sim {
 
@@ -215,8 +216,8 @@ CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config,
       throw std::invalid_argument(std::string(st.message()));
     }
   }
-  dispatcher_ = std::make_unique<switchd::CaisDispatcher>(reducer_.get(), ports_.get(),
-                                                          switchd::DispatcherOptions{});
+  dispatcher_ = std::make_unique<switchd::CaisDispatcher>(
+      reducer_.get(), ports_.get(), switchd::DispatcherOptions{.log = &ProcessEventLog()});
 }
 
 CaisSwitchNode::~CaisSwitchNode() = default;
@@ -250,7 +251,8 @@ void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
   ports_ = std::make_unique<switchd::PortTable>();
   dispatcher_ = std::make_unique<switchd::CaisDispatcher>(
       reducer_.get(), ports_.get(),
-      switchd::DispatcherOptions{.seq_start = seq_start, .lease = lease_ns});
+      switchd::DispatcherOptions{
+          .seq_start = seq_start, .lease = lease_ns, .log = &ProcessEventLog()});
   formed_ = true;
 }
 

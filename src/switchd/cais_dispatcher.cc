@@ -35,7 +35,7 @@ CaisDispatcher::CaisDispatcher(cais::CaisReducer* reducer, PortTable* ports,
     : reducer_(reducer),
       ports_(ports),
       options_(options),
-      groups_(ports, &reducer->rules(), options.seq_start, options.lease),
+      groups_(ports, &reducer->rules(), options.seq_start, options.lease, options.log),
       sink_(std::make_unique<Sink>(this)),
       loss_rng_(options.loss_seed) {}
 

@@ -45,6 +45,8 @@ struct DispatcherOptions {
   double ingress_loss = 0;
   double egress_loss = 0;
   uint64_t loss_seed = 1;
+  // The group manager's events (nullptr: kept nowhere); must outlive it.
+  EventLog* log = nullptr;
 };
 
 class CaisDispatcher {

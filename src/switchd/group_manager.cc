@@ -1,6 +1,6 @@
 #include "switchd/group_manager.h"
 
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
@@ -17,6 +17,12 @@ using wire::MgmtStatus;
 using wire::MgmtType;
 
 namespace {
+
+// One event line to the injected log, formatted only when it is kept.
+template <typename... A>
+void Emit(EventLog& log, LogLevel level, fmt::format_string<A...> f, A&&... a) {
+  if (log.Enabled(level)) log.Log(level, fmt::format(f, std::forward<A>(a)...));
+}
 
 cais::RuleKey GroupKey(uint8_t group_id) {
   return cais::RuleKey{group_id, std::nullopt, std::nullopt};
@@ -43,8 +49,11 @@ std::vector<uint16_t> GroupState::rank_ports() const {
 }
 
 GroupManager::GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start,
-                           dp::TimeNs lease)
-    : ports_(ports), rules_(rules), next_seq_base_(seq_start), lease_(lease) {}
+                           dp::TimeNs lease, EventLog* log)
+    : ports_(ports), rules_(rules), next_seq_base_(seq_start), lease_(lease), log_(log) {
+  static NullEventLog none;
+  if (log_ == nullptr) log_ = &none;
+}
 
 bool GroupManager::AllSilent(const GroupState& g, dp::TimeNs now, dp::TimeNs quiet) const {
   for (const auto& r : g.ranks) {
@@ -67,7 +76,8 @@ absl::StatusOr<int> GroupManager::ReleasePort(dp::PortId port) {
   }
   if (ports_->endpoint(port) != nullptr) ports_->Remove(port);  // static, or still referenced
   port_refs_[port] = 0;
-  spdlog::info("event=port_released_by_operator port={} groups_dissolved={}", port, dissolved);
+  Emit(*log_, LogLevel::kInfo, "event=port_released_by_operator port={} groups_dissolved={}", port,
+       dissolved);
   return dissolved;
 }
 
@@ -176,7 +186,7 @@ GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const net
 
 void GroupManager::Unref(dp::PortId port) {
   if (port_refs_[port] > 0 && --port_refs_[port] == 0) {
-    if (ports_->Release(port)) spdlog::debug("event=port_released port={}", port);
+    if (ports_->Release(port)) Emit(*log_, LogLevel::kDebug, "event=port_released port={}", port);
   }
 }
 
@@ -215,8 +225,8 @@ void GroupManager::Dissolve(uint8_t group_id, const char* why) {
   for (const auto& r : g->ranks) {
     if (r) Unref(r->port);
   }
-  spdlog::info("event=group_dissolved group={} world_size={} reason={}", group_id, g->world_size,
-               why);
+  Emit(*log_, LogLevel::kInfo, "event=group_dissolved group={} world_size={} reason={}", group_id,
+       g->world_size, why);
   g.reset();
 }
 
@@ -227,9 +237,9 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     reply.reason = reason;
     // group_busy is retried every 20 ms while a dead group waits out its
     // half lease: not worth a warning each time.
-    spdlog::log(reason == MgmtReason::kGroupBusy ? spdlog::level::debug : spdlog::level::warn,
-                "event=join_refused group={} rank={} world_size={} endpoint={} reason={}",
-                m.group_id, m.rank, m.world_size, from.ToString(), wire::ToString(reason));
+    Emit(*log_, reason == MgmtReason::kGroupBusy ? LogLevel::kDebug : LogLevel::kWarn,
+         "event=join_refused group={} rank={} world_size={} endpoint={} reason={}", m.group_id,
+         m.rank, m.world_size, from.ToString(), wire::ToString(reason));
     return reply;
   };
   if (m.world_size == 0 || m.world_size > cais::kMaxGroupMembers || m.rank >= m.world_size ||
@@ -244,8 +254,8 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
       return refuse(MgmtReason::kGroupBusy);
     }
     // A re-run after a crash: its own dead group gives way.
-    spdlog::info("event=group_replaced group={} old_job={:#x} new_job={:#x}", m.group_id, g->job,
-                 m.job);
+    Emit(*log_, LogLevel::kInfo, "event=group_replaced group={} old_job={:#x} new_job={:#x}",
+         m.group_id, g->job, m.job);
     Dissolve(m.group_id, "replaced_by_new_job");
     ++groups_replaced_;
   }
@@ -299,8 +309,9 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
   ++port_refs_[*port];
   g->ranks[m.rank] = GroupMember{from, *port, now, now};
   ++g->joined;
-  spdlog::info("event=member_joined group={} rank={} world_size={} joined={} endpoint={} port={}",
-               m.group_id, m.rank, m.world_size, g->joined, from.ToString(), *port);
+  Emit(*log_, LogLevel::kInfo,
+       "event=member_joined group={} rank={} world_size={} joined={} endpoint={} port={}",
+       m.group_id, m.rank, m.world_size, g->joined, from.ToString(), *port);
 
   if (g->joined == g->world_size) {
     cais::PortMask ports;
@@ -312,7 +323,8 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
       --g->joined;
       Unref(*port);
       if (g->joined == 0) g.reset();
-      spdlog::warn("event=rule_install_failed group={} error=\"{}\"", m.group_id, Sv(s.message()));
+      Emit(*log_, LogLevel::kWarn, "event=rule_install_failed group={} error=\"{}\"", m.group_id,
+           Sv(s.message()));
       return refuse(MgmtReason::kGroupConflict);
     }
     g->formed = true;
@@ -324,8 +336,8 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     }
     g->seq_base = next_seq_base_;
     next_seq_base_ += kSeqBaseStride;  // wraps modulo 2^32
-    spdlog::info("event=group_formed group={} world_size={} ports={} seq_base={}", m.group_id,
-                 g->world_size, ports.ToString(), g->seq_base);
+    Emit(*log_, LogLevel::kInfo, "event=group_formed group={} world_size={} ports={} seq_base={}",
+         m.group_id, g->world_size, ports.ToString(), g->seq_base);
   }
   return current(*g->ranks[m.rank]);
 }
@@ -384,8 +396,9 @@ bool GroupManager::ReclaimPort(uint8_t joining) {
   }
   if (victim < 0) return false;
   const auto port = static_cast<dp::PortId>(victim);
-  spdlog::warn("event=port_reclaimed port={} endpoint={} forming_ports_of_source={}", port,
-               ports_->endpoint(port)->ToString(), count[static_cast<size_t>(victim)]);
+  Emit(*log_, LogLevel::kWarn,
+       "event=port_reclaimed port={} endpoint={} forming_ports_of_source={}", port,
+       ports_->endpoint(port)->ToString(), count[static_cast<size_t>(victim)]);
   for (auto& g : groups_) {
     if (!g || g->formed) continue;
     for (auto& r : g->ranks) {
@@ -410,8 +423,9 @@ void GroupManager::Expire(dp::TimeNs now) {
       for (size_t rank = 0; rank < g->ranks.size(); ++rank) {
         const auto& r = g->ranks[rank];
         if (!r || now - LastHeard(*r) < lease_) continue;
-        spdlog::warn("event=lease_expired group={} rank={} endpoint={} silent_ms={}", g->group_id,
-                     rank, r->endpoint.ToString(), (now - LastHeard(*r)) / dp::kNsPerMs);
+        Emit(*log_, LogLevel::kWarn,
+             "event=lease_expired group={} rank={} endpoint={} silent_ms={}", g->group_id, rank,
+             r->endpoint.ToString(), (now - LastHeard(*r)) / dp::kNsPerMs);
         ++leases_expired_;
         Dissolve(g->group_id, "lease_expired");
         break;
@@ -419,8 +433,9 @@ void GroupManager::Expire(dp::TimeNs now) {
       continue;
     }
     if (!AllSilent(*g, now, lease_)) continue;
-    spdlog::warn("event=group_expired group={} world_size={} joined={} reason=forming_timeout",
-                 g->group_id, g->world_size, g->joined);
+    Emit(*log_, LogLevel::kWarn,
+         "event=group_expired group={} world_size={} joined={} reason=forming_timeout", g->group_id,
+         g->world_size, g->joined);
     for (const auto& r : g->ranks) {
       if (r) Unref(r->port);
     }
@@ -440,8 +455,8 @@ MgmtMessage GroupManager::Leave(const MgmtMessage& m, const net::Endpoint& from)
   auto& g = groups_[m.group_id];
   reply.status = MgmtStatus::kOk;
   reply.world_size = g->world_size;
-  spdlog::info("event=member_left group={} rank={} endpoint={} port={}", m.group_id, m.rank,
-               from.ToString(), member->port);
+  Emit(*log_, LogLevel::kInfo, "event=member_left group={} rank={} endpoint={} port={}", m.group_id,
+       m.rank, from.ToString(), member->port);
   if (g->formed) {
     Dissolve(m.group_id, "member_left");
   } else {

@@ -104,6 +104,7 @@
 #include "absl/status/status.h"
 #include "inca/cais/rule_table.h"
 #include "inca/dataplane/program.h"
+#include "inca/util/event_log.h"
 #include "inca/wire/mgmt.h"
 #include "net/endpoint.h"
 #include "switchd/port_table.h"
@@ -172,9 +173,11 @@ struct GroupState {
 
 class GroupManager {
  public:
-  // `ports` and `rules` must outlive the manager.
+  // `ports`, `rules` and `log` must outlive the manager. Its events
+  // (member_joined, group_formed, lease_expired, ...) go to `log`
+  // (nullptr: kept nowhere).
   GroupManager(PortTable* ports, cais::RuleTable* rules, uint32_t seq_start,
-               dp::TimeNs lease = kDefaultLeaseNs);
+               dp::TimeNs lease = kDefaultLeaseNs, EventLog* log = nullptr);
 
   // Installs a rule from configuration and marks its group static: JOINs for
   // it are refused with group_conflict. The rule table's status otherwise.
@@ -290,6 +293,7 @@ class GroupManager {
   uint64_t history_tick_ = 0;
   uint64_t timings_inherited_ = 0;
   dp::TimeNs lease_;
+  EventLog* log_;
   uint8_t shard_ = 0, shards_ = 0;
   uint64_t groups_expired_ = 0, leases_expired_ = 0, groups_replaced_ = 0, groups_destroyed_ = 0;
   uint64_t ports_reclaimed_ = 0;

@@ -630,5 +630,32 @@ TEST_F(GroupManagerTest, ManyGroupsAndReformationsKeepPortsBalanced) {
   EXPECT_EQ(gm_.next_seq_base(), kSeqStart + 50 * kSeqBaseStride);
 }
 
+// The manager's events go to the log it was given, never to a logging
+// library of its own (inca/util/event_log.h).
+TEST_F(GroupManagerTest, EventsGoToTheInjectedLogAtTheirLevel) {
+  struct Recorder final : EventLog {
+    bool Enabled(LogLevel level) const override { return level != LogLevel::kDebug; }
+    void Log(LogLevel level, std::string_view line) override {
+      lines.emplace_back(level, std::string(line));
+    }
+    std::vector<std::pair<LogLevel, std::string>> lines;
+  } log;
+  GroupManager gm(&ports_, &rules_, 100, kDefaultLeaseNs, &log);
+  MgmtMessage m;
+  m.type = MgmtType::kJoin;
+  m.world_size = 1;
+  m.group_id = 3;
+  ASSERT_TRUE(gm.Handle(m, Ep(1), 1).has_value());
+  m.world_size = 0;  // refused: bad_request, a warning
+  ASSERT_TRUE(gm.Handle(m, Ep(2), 2).has_value());
+  ASSERT_EQ(log.lines.size(), 3u);
+  EXPECT_EQ(log.lines[0].first, LogLevel::kInfo);
+  EXPECT_EQ(log.lines[0].second.rfind("event=member_joined group=3 rank=0 world_size=1", 0), 0u)
+      << log.lines[0].second;
+  EXPECT_EQ(log.lines[1].second.rfind("event=group_formed group=3 world_size=1", 0), 0u);
+  EXPECT_EQ(log.lines[2].first, LogLevel::kWarn);
+  EXPECT_NE(log.lines[2].second.find("reason=bad_request"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace inca::switchd

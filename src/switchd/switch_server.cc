@@ -11,6 +11,7 @@
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
 #include "switchd/string_compat.h"
+#include "util/spdlog_event_log.h"
 
 namespace inca::switchd {
 
@@ -85,7 +86,8 @@ SwitchServer::SwitchServer(const SwitchdConfig& config, std::unique_ptr<cais::Ca
                             .lease = dp::TimeNs{config.lease_ms} * dp::kNsPerMs,
                             .ingress_loss = config.ingress_loss,
                             .egress_loss = config.egress_loss,
-                            .loss_seed = config.loss_seed})),
+                            .loss_seed = config.loss_seed,
+                            .log = &ProcessEventLog()})),
       output_(std::make_unique<Output>(this)) {}
 
 SwitchServer::~SwitchServer() = default;
