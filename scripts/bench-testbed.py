@@ -25,7 +25,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import testbed  # noqa: E402
+import testbed  # noqa: E402  (the command line: perf_options)
+import testbed_net  # noqa: E402
 import testbed_perf  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
@@ -138,7 +139,7 @@ def r_star(results: dict) -> str:
         res = results.get(key)
         row = next((r for r in (res or {}).get("rows", []) if r["bytes"] == 64 << 20), None)
         if row is not None and row.get("switch_of_bound") is not None:
-            rows.append((testbed.parse_rate(res["testbed"]["rate"]), res["testbed"]["rate"],
+            rows.append((testbed_net.parse_rate(res["testbed"]["rate"]), res["testbed"]["rate"],
                          row["switch_of_bound"]))
     if not rows:
         return ""
@@ -209,7 +210,7 @@ def main() -> int:
                          "the others come from that file, and each rerun row says when")
     a = ap.parse_args()
     only = set(k for k in a.only.split(",") if k)
-    testbed.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
+    testbed_net.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
     saved = os.path.join(ROOT, "docs", "eval", "testbed.json")
     results = {}
     text = []
@@ -223,8 +224,8 @@ def main() -> int:
             return 2
     if not a.from_json:
         try:
-            testbed.require_root()
-        except testbed.TestbedError as e:
+            testbed_net.require_root()
+        except testbed_net.TestbedError as e:
             print("bench-testbed: %s" % e, file=sys.stderr)
             return 2
     today = datetime.date.today().isoformat()

@@ -7,9 +7,12 @@
 #   2. file size: no tracked C++ or Python file over 700 lines;
 #   3. repeated code: jscpd (pinned in tools/ci/package.json; settings in
 #      .jscpd.json: runs of 6 or more lines and 50 or more tokens, C++ and
-#      Python), at most MAX_CLONES clones.
+#      Python), at most MAX_CLONES clones;
+#   4. layers (scripts/check_layers.py): no include cycle between src/
+#      folders, no import cycle between Python modules of one directory, no
+#      import of another module's private (_x) names.
 #
-#   scripts/check-code.sh [size|files|repeats]     (all without an argument)
+#   scripts/check-code.sh [size|files|repeats|layers]     (all without an argument)
 #
 # Needs build/release/compile_commands.json (scripts/setup.sh), clang-tidy,
 # and npm for the first run (it installs jscpd into tools/ci/node_modules).
@@ -80,17 +83,23 @@ sys.exit(1 if len(clones) > limit else 0)
 PY
 }
 
+check_layers() {
+  /usr/bin/python3 scripts/check_layers.py
+}
+
 case "$what" in
   size) check_size || status=1 ;;
+  layers) check_layers || status=1 ;;
   files) check_files || status=1 ;;
   repeats) check_repeats || status=1 ;;
   all)
     check_size || status=1
     check_files || status=1
     check_repeats || status=1
+    check_layers || status=1
     ;;
   *)
-    echo "usage: scripts/check-code.sh [size|files|repeats]" >&2
+    echo "usage: scripts/check-code.sh [size|files|repeats|layers]" >&2
     exit 2
     ;;
 esac

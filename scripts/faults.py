@@ -40,8 +40,8 @@ import time
 from typing import Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import testbed  # noqa: E402
-from testbed import REPO, STATE_DIR, LinkShape, Testbed, TestbedError  # noqa: E402
+import testbed_net as testbed  # noqa: E402
+from testbed_net import REPO, STATE_DIR, LinkShape, Testbed, TestbedError  # noqa: E402
 
 FAULT_AT_S = 3.0
 RUN_MS = 9000

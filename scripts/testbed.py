@@ -1,7 +1,35 @@
 #!/usr/bin/python3
-"""scripts/testbed.py's command line (up, down, reap, measure, perf, olaf,
-reflect, status, exec): see testbed.py's docstring. Kept apart from the library so that each
-file stays short; run it through testbed.py."""
+"""A multi-host testbed on one machine: a star of network namespaces.
+
+    sudo scripts/testbed.py up --name tb --hosts 4 --rate 1gbit      # builds it
+    sudo scripts/testbed.py exec --name tb --host 0 -- ip addr        # runs in host 0
+    sudo scripts/testbed.py status                                    # lists instances
+    sudo scripts/testbed.py down --name tb                            # removes it
+    sudo scripts/testbed.py reap                                      # removes orphans
+
+N host namespaces (inca-NAME-h0 ... ) and a switch namespace (inca-NAME-sw)
+holding a Linux bridge; each host has one veth (eth0) whose other end is a
+port of the bridge. Addresses come from the benchmarking range 198.18.0.0/15
+(RFC 2544), one /24 per instance: the switch is .1, host i is .(10+i). With
+ipv6 every namespace also gets an address from the IPv6 benchmarking range
+2001:2::/48 (RFC 5180), one /64 per instance, 2001:2:0:S::1 for the switch
+and 2001:2:0:S::(10+i) for host i (S: the instance's subnet, in hex).
+Every host link is shaped in both directions (tbf: rate, burst and a
+stated queue limit; optionally delay, jitter and reordering, and loss and
+duplication); the switch namespace's own address on the bridge is not a
+host link and is never shaped. Delay, jitter and reordering are netem's
+where the kernel has sch_netem, and otherwise inca-linkdelay's, a user-space
+delay line spliced into the link in the switch namespace (the same
+semantics). docs/testbed.md has the details.
+
+As a library (the tests and benchmarks use it): testbed_net.py, and
+testbed_perf.py, testbed_olaf.py and testbed_reflect.py for the runs; this
+file is their command line and imports them, never the other way round.
+
+An instance records its owner process in /run/inca-testbed/NAME.json; `reap`
+(and every `up`) removes instances whose owner is gone, so a crashed test
+leaves nothing behind for long. Needs root (CAP_NET_ADMIN).
+"""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +38,8 @@ import subprocess
 import sys
 from typing import List, Optional
 
-import testbed
-from testbed import (LinkShape, Testbed, TestbedError, _instances, _netns_list, _probe,
-                     interrupt_on_sigterm, reap, require_root)
+from testbed_net import (LinkShape, Testbed, TestbedError, instances, interrupt_on_sigterm,
+                         netns_list, probe_main, reap, require_root)
 
 
 def _shape_from(a, prefix: str = "") -> LinkShape:
@@ -40,7 +67,7 @@ def _finish(a: argparse.Namespace) -> argparse.Namespace:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=testbed.__doc__,
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="build (or rebuild) an instance")
@@ -121,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = _parser()
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_probe"]:
-        return _probe(argv[1:])
+        return probe_main(argv[1:])
     a = ap.parse_args(argv)
     interrupt_on_sigterm()
     try:
@@ -153,7 +180,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for name in reap():
                 print("removed", name)
         elif a.cmd == "measure":
-            st = [i for i in _instances() if i.get("name") == a.name]
+            st = [i for i in instances() if i.get("name") == a.name]
             if not st:
                 raise TestbedError("no testbed %s: scripts/testbed.py up --name %s" % (a.name,
                                                                                       a.name))
@@ -176,7 +203,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             import testbed_reflect  # scripts/testbed_reflect.py, beside this file
             testbed_reflect.run(a)
         elif a.cmd == "status":
-            for inst in _instances():
+            for inst in instances():
                 print(json.dumps(inst))
         elif a.cmd == "exec":
             cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
@@ -184,7 +211,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 raise TestbedError("exec needs a command after --")
             tb = Testbed(a.name, 1)
             ns = tb.switch_ns if a.host == "sw" else tb.host_ns(int(a.host))
-            if ns not in _netns_list():
+            if ns not in netns_list():
                 raise TestbedError("no namespace %s: is testbed %s up?" % (ns, a.name))
             return subprocess.call(["ip", "netns", "exec", ns] + cmd)
     except TestbedError as e:
@@ -194,3 +221,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("testbed: interrupted; what was built was removed", file=sys.stderr)
         return 130
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

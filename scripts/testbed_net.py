@@ -1,36 +1,13 @@
 #!/usr/bin/python3
-"""A multi-host testbed on one machine: a star of network namespaces.
+"""The testbed's network: a star of network namespaces on one machine
+(Testbed, LinkShape, instances and their reaping). The command line is
+scripts/testbed.py, whose docstring describes the testbed; the perf, OLAF
+and reflector runs are testbed_perf.py, testbed_olaf.py and
+testbed_reflect.py, each importing this module.
 
-    sudo scripts/testbed.py up --name tb --hosts 4 --rate 1gbit      # builds it
-    sudo scripts/testbed.py exec --name tb --host 0 -- ip addr        # runs in host 0
-    sudo scripts/testbed.py status                                    # lists instances
-    sudo scripts/testbed.py down --name tb                            # removes it
-    sudo scripts/testbed.py reap                                      # removes orphans
-
-N host namespaces (inca-NAME-h0 ... ) and a switch namespace (inca-NAME-sw)
-holding a Linux bridge; each host has one veth (eth0) whose other end is a
-port of the bridge. Addresses come from the benchmarking range 198.18.0.0/15
-(RFC 2544), one /24 per instance: the switch is .1, host i is .(10+i). With
-ipv6 every namespace also gets an address from the IPv6 benchmarking range
-2001:2::/48 (RFC 5180), one /64 per instance, 2001:2:0:S::1 for the switch
-and 2001:2:0:S::(10+i) for host i (S: the instance's subnet, in hex).
-Every host link is shaped in both directions (tbf: rate, burst and a
-stated queue limit; optionally delay, jitter and reordering, and loss and
-duplication); the switch namespace's own address on the bridge is not a
-host link and is never shaped. Delay, jitter and reordering are netem's
-where the kernel has sch_netem, and otherwise inca-linkdelay's, a user-space
-delay line spliced into the link in the switch namespace (the same
-semantics). docs/testbed.md has the details.
-
-As a library (the tests and benchmarks use it):
-
-    from testbed import Testbed, LinkShape
+    from testbed_net import Testbed, LinkShape
     with Testbed("t1", hosts=3, shape=LinkShape(rate="200mbit")) as tb:
         p = tb.popen(tb.host_ns(0), ["ping", "-c1", tb.switch_ip])
-
-An instance records its owner process in /run/inca-testbed/NAME.json; `reap`
-(and every `up`) removes instances whose owner is gone, so a crashed test
-leaves nothing behind for long. Needs root (CAP_NET_ADMIN).
 """
 
 from __future__ import annotations
@@ -181,7 +158,7 @@ def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess
     return p
 
 
-def _netns_list() -> List[str]:
+def netns_list() -> List[str]:
     p = _run(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
 
@@ -279,7 +256,7 @@ class Testbed:
         is removed first). On any failure, or Ctrl-C, removes what it made."""
         require_root()
         reap()
-        if os.path.exists(self.state_path()) or self.switch_ns in _netns_list():
+        if os.path.exists(self.state_path()) or self.switch_ns in netns_list():
             self.down()
         self.subnet = _free_subnet()
         os.makedirs(STATE_DIR, exist_ok=True)
@@ -507,7 +484,7 @@ class Testbed:
         """Removes the instance; idempotent. Killing the namespaces' processes
         first: a namespace with processes in it would outlive `ip netns del`."""
         for ns in [self.host_ns(i) for i in range(MAX_HOSTS)] + [self.switch_ns]:
-            if ns in _netns_list():
+            if ns in netns_list():
                 _kill_in(ns)
                 _run(["ip", "netns", "del", ns], check=False)
         self._collect_linkdelay()
@@ -548,7 +525,7 @@ class Testbed:
         numbered datagrams of `size` bytes, paced well below the link rate,
         from host i to the switch (up) or back (down); returns the fractions
         lost, duplicated and reordered (arrived after a higher number)."""
-        here = os.path.abspath(__file__)
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testbed.py")
         rx_ns, tx_ns, dst = ((self.switch_ns, self.host_ns(i), self.switch_ip) if direction == "up"
                              else (self.host_ns(i), self.switch_ns, self.host_ip(i)))
         rx = self.popen(rx_ns, [sys.executable, here, "_probe", "rx", dst, str(count)],
@@ -599,7 +576,7 @@ def _kill_in(ns: str) -> None:
                 time.sleep(0.02)  # bounded wait for the kernel to reap them
 
 
-def _instances() -> List[dict]:
+def instances() -> List[dict]:
     out = []
     if not os.path.isdir(STATE_DIR):
         return out
@@ -614,7 +591,7 @@ def _instances() -> List[dict]:
 
 
 def _free_subnet() -> int:
-    used = {i.get("subnet") for i in _instances()}
+    used = {i.get("subnet") for i in instances()}
     for k in range(255):
         if k not in used:
             return k
@@ -627,7 +604,7 @@ def reap() -> List[str]:
     ours that no instance records. Returns the names removed."""
     removed = []
     known = set()
-    for inst in _instances():
+    for inst in instances():
         name = inst.get("name", "")
         if not NAME_RE.match(name):
             continue
@@ -636,7 +613,7 @@ def reap() -> List[str]:
             removed.append(name)
         else:
             known.add(name)
-    for ns in _netns_list():
+    for ns in netns_list():
         m = re.fullmatch(PREFIX + r"([a-z0-9]{1,8})-(sw|h\d+)", ns)
         if m and m.group(1) not in known:
             _kill_in(ns)
@@ -646,8 +623,8 @@ def reap() -> List[str]:
     return removed
 
 
-def _probe(argv: List[str]) -> int:
-    """Internal: `_probe rx ADDR COUNT` / `_probe tx ADDR PORT COUNT SIZE`."""
+def probe_main(argv: List[str]) -> int:
+    """`testbed.py _probe rx ADDR COUNT` / `_probe tx ADDR PORT COUNT SIZE`."""
     import socket
     import struct
     if argv[0] == "rx":
@@ -676,13 +653,3 @@ def _probe(argv: List[str]) -> int:
             time.sleep(0.001)  # pacing (bounded: count/16 ms), not synchronisation
     return 0
 
-
-def perf_options(argv: List[str]) -> argparse.Namespace:
-    """`perf`'s options from its command-line words (for scripts/bench-testbed.py)."""
-    import testbed_cli  # the command line, beside this file
-    return testbed_cli.perf_options(argv)
-
-
-if __name__ == "__main__":
-    import testbed_cli
-    sys.exit(testbed_cli.main())

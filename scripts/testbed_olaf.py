@@ -31,7 +31,7 @@ import os
 import subprocess
 from typing import List
 
-from testbed import REPO, LinkShape, Testbed, TestbedError, parse_rate
+from testbed_net import REPO, LinkShape, Testbed, TestbedError, parse_rate
 
 BOTTLENECKS = ("switch", "link", "both")
 

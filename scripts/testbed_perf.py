@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from testbed import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
+from testbed_net import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
                      parse_rate)
 
 ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
@@ -160,7 +160,7 @@ def _parse_tbf_backlogs(text: str) -> Dict[str, int]:
             if q.get("kind") == "tbf" and "dev" in q}
 
 
-def _tbf_backlogs(ns: str) -> Dict[str, int]:
+def tbf_backlogs(ns: str) -> Dict[str, int]:
     """Each tbf's backlog in namespace ns, in bytes, by device, from one
     `tc -json -s -netns NS qdisc show` (exact bytes; the text form rounds
     to KiB, and `ip netns exec` would cost a second exec per sample)."""
@@ -197,7 +197,7 @@ class TbfSampler:
             except (OSError, ValueError):
                 pass
             self.close()
-        return _tbf_backlogs(self.ns)
+        return tbf_backlogs(self.ns)
 
     def close(self) -> None:
         if self.proc is None:

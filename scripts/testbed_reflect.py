@@ -35,7 +35,7 @@ import signal
 import subprocess
 from typing import Dict, List
 
-from testbed import REPO, Testbed, TestbedError
+from testbed_net import REPO, Testbed, TestbedError
 
 REFLECTORS = ("mmsg", "gso", "uring", "xdp")
 ROW_RE = re.compile(r"^\s+\S+\s+([0-9.]+) pkt/s \(([0-9.]+) Gbit/s\), ([0-9.]+) pkt per target "
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                      os.path.join(REPO, "build", "release")))
 
 
-def _start(tb: Testbed, build: str, reflector: str, port: int) -> subprocess.Popen:
+def start(tb: Testbed, build: str, reflector: str, port: int) -> subprocess.Popen:
     """udp-forwarder in the switch namespace, returned once it says it runs."""
     argv = [os.path.join(build, "bin", "udp-forwarder"), "--listen",
             "%s:%d" % (tb.switch_ip, port)]
@@ -74,7 +74,7 @@ def _start(tb: Testbed, build: str, reflector: str, port: int) -> subprocess.Pop
     return p
 
 
-def _stop(p: subprocess.Popen) -> dict:
+def stop(p: subprocess.Popen) -> dict:
     """SIGTERM; the counters it prints as it exits."""
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=10)
@@ -86,7 +86,7 @@ def _stop(p: subprocess.Popen) -> dict:
 
 def measure(tb: Testbed, a, reflector: str) -> List[dict]:
     """One reflector: a row per client I/O path."""
-    p = _start(tb, a.build, reflector, a.port)
+    p = start(tb, a.build, reflector, a.port)
     try:
         # The namespaces share the machine's PID space: this pid is the
         # reflector's own (ip netns exec execs it).
@@ -98,7 +98,7 @@ def measure(tb: Testbed, a, reflector: str) -> List[dict]:
         r = subprocess.run(["ip", "netns", "exec", tb.host_ns(0)] + bench, capture_output=True,
                            text=True, timeout=4 * a.max_seconds + 30)
     finally:
-        counters = _stop(p)
+        counters = stop(p)
     if r.returncode != 0:
         raise TestbedError("switchd-bench against --io %s: %s" % (
             reflector, (r.stderr.strip().splitlines() or ["exited %d" % r.returncode])[-1]))

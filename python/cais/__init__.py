@@ -48,7 +48,11 @@ __all__ = [
     "get_world_size", "ReduceOp", "Group", "Work", "Error", "CaisWarning",
 ]
 
-from ._buffers import CaisWarning, _Buffer, _buffer, _empty_like_shape, _empty_like_stacked  # noqa: E402,F401
+from ._buffers import Buffer as _Buffer  # noqa: E402,F401
+from ._buffers import CaisWarning  # noqa: E402,F401
+from ._buffers import buffer_of as _buffer  # noqa: E402
+from ._buffers import empty_like_shape as _empty_like_shape  # noqa: E402
+from ._buffers import empty_like_stacked as _empty_like_stacked  # noqa: E402
 
 Error = _cais.Error
 """Raised for failures that are neither bad arguments (ValueError), timeouts
@@ -69,8 +73,12 @@ DEFAULT_SWITCH_PORT = 9410
 
 # configure()'s keys and their declarations (src/client/settings.cc,
 # src/switchd/settings.cc), read from the files the build writes.
-from ._settings import (_CLIENT_KEYS, _CLIENT_OPTION, _SWITCH_KEYS,  # noqa: E402
-                        _SWITCH_SETTINGS, _client_value, _env_setting)
+from ._settings import CLIENT_KEYS as _CLIENT_KEYS  # noqa: E402
+from ._settings import CLIENT_OPTION as _CLIENT_OPTION  # noqa: E402
+from ._settings import SWITCH_KEYS as _SWITCH_KEYS  # noqa: E402
+from ._settings import SWITCH_SETTINGS as _SWITCH_SETTINGS  # noqa: E402
+from ._settings import client_value as _client_value  # noqa: E402
+from ._settings import env_setting as _env_setting  # noqa: E402
 
 _ALL_KEYS = _CLIENT_KEYS | _SWITCH_KEYS | {"controller_port"}
 # The largest chunk one UDP datagram carries (65,507 bytes less the 20-byte

@@ -15,7 +15,7 @@ class CaisWarning(UserWarning):
     """A performance note: e.g. a non-contiguous buffer was copied."""
 
 
-class _Buffer:
+class Buffer:
     """A host buffer inca can read/write in place: ptr, count, dtype code; the
     objects to keep alive, and the write-back for a non-contiguous original."""
 
@@ -51,8 +51,8 @@ def _is_torch(x: Any) -> bool:
     return t is not None and isinstance(x, t.Tensor)
 
 
-def _buffer(x: Any, what: str, writable: bool) -> _Buffer:
-    b = _Buffer()
+def buffer_of(x: Any, what: str, writable: bool) -> Buffer:
+    b = Buffer()
     if _is_torch(x):
         import torch
         b.kind = "torch"
@@ -101,7 +101,7 @@ def _buffer(x: Any, what: str, writable: bool) -> _Buffer:
                     % (what, type(x).__name__))
 
 
-def _empty_like_shape(x: Any, shape: tuple) -> Any:
+def empty_like_shape(x: Any, shape: tuple) -> Any:
     if _is_torch(x):
         import torch
         return torch.empty(shape, dtype=x.dtype)
@@ -109,7 +109,7 @@ def _empty_like_shape(x: Any, shape: tuple) -> Any:
     return np.empty(shape, dtype=x.dtype)
 
 
-def _empty_like_stacked(x: Any, n: int) -> Any:
-    return _empty_like_shape(x, (n,) + tuple(x.shape))
+def empty_like_stacked(x: Any, n: int) -> Any:
+    return empty_like_shape(x, (n,) + tuple(x.shape))
 
 

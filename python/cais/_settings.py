@@ -22,16 +22,16 @@ _CLIENT_SETTINGS = _client_settings()
 # The client settings configure() sets, for groups created from now on, by
 # their configure() names (docs/python.md): their own, except where the
 # write-up's name means the switch's (its max_pending_chunks: client_window).
-_CLIENT_OPTION = {"client_window" if k == "max_pending_chunks" else k: k
+CLIENT_OPTION = {"client_window" if k == "max_pending_chunks" else k: k
                   for k in ("chunk_size", "switch_timeout_ms", "join_timeout_ms",
                             "max_pending_chunks", "competitive")}
-_CLIENT_KEYS = set(_CLIENT_OPTION)
+CLIENT_KEYS = set(CLIENT_OPTION)
 
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-def _env_setting(key: str) -> Any:
+def env_setting(key: str) -> Any:
     """Client setting `key` from the environment variable its declaration
     names ("env", e.g. INCA_OFFLOAD for offload), read as the C++ side reads
     it (src/util/settings.cc FromEnvironment); None when it declares none or
@@ -64,14 +64,14 @@ def _switch_settings() -> Dict[str, Dict[str, Any]]:
     return out
 
 
-_SWITCH_SETTINGS = _switch_settings()
-_SWITCH_KEYS = set(_SWITCH_SETTINGS)
+SWITCH_SETTINGS = _switch_settings()
+SWITCH_KEYS = set(SWITCH_SETTINGS)
 
 
-def _client_value(name: str, v: Any) -> Any:
+def client_value(name: str, v: Any) -> Any:
     """`v` checked against the declared type and range of client setting `name`
     (chunk_size's upper bound is _chunk_size's: it caps, with a warning)."""
-    spec = _CLIENT_SETTINGS[_CLIENT_OPTION[name]]
+    spec = _CLIENT_SETTINGS[CLIENT_OPTION[name]]
     if spec["type"] == "bool":
         if not isinstance(v, bool):
             raise ValueError("cais.configure: %s must be True or False, got %r" % (name, v))

@@ -13,7 +13,7 @@ from conftest import HERE
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import testbed  # noqa: E402
+import testbed_net as testbed  # noqa: E402
 import testbed_perf  # noqa: E402
 import testbed_reflect  # noqa: E402
 
@@ -56,8 +56,8 @@ def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
         res = run_job(tb, 3)
         stats = tb.link_stats()
         # The rate step's queue sampler reads every shaped port's tbf, in bytes.
-        backlogs = testbed_perf._tbf_backlogs(tb.switch_ns)
-        host_backlog = testbed_perf._tbf_backlogs(tb.host_ns(0))
+        backlogs = testbed_perf.tbf_backlogs(tb.switch_ns)
+        host_backlog = testbed_perf.tbf_backlogs(tb.host_ns(0))
         # The same through one tc process that stays up, read several times,
         # and by a tc run per sample once that process is gone.
         sampler = testbed_perf.TbfSampler(tb.switch_ns)
@@ -238,7 +238,7 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
     name = instance_name("x")
     build = build_dir()
     with testbed.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
-        p = testbed_reflect._start(tb, build, "xdp", 9420)
+        p = testbed_reflect.start(tb, build, "xdp", 9420)
         try:
             bench = subprocess.run(
                 ["ip", "netns", "exec", tb.host_ns(0), os.path.join(build, "bin", "switchd-bench"),
@@ -251,7 +251,7 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
                             "for _ in range(5): s.sendto(b'x' * 64, ('%s', 9421))" % tb.switch_ip],
                            check=True, timeout=30)
         finally:
-            counters = testbed_reflect._stop(p)
+            counters = testbed_reflect.stop(p)
     assert bench.returncode == 0, bench.stderr
     rows = [m for m in map(testbed_reflect.ROW_RE.match, bench.stdout.splitlines()) if m]
     assert len(rows) == 1 and float(rows[0].group(1)) > 0, bench.stdout

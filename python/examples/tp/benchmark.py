@@ -138,7 +138,7 @@ def on_testbed(a) -> dict:
     """Every rank in its own host namespace of a fresh testbed, the switch in
     the switch namespace; torn down afterwards (also on failure)."""
     sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
-    import testbed
+    import testbed_net as testbed  # scripts/testbed_net.py
     from cais import launch
     testbed.require_root()
     shape = testbed.LinkShape(rate=a.rate, burst="256kb", latency="20ms")
