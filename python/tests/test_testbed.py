@@ -13,7 +13,8 @@ from conftest import HERE
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import testbed_net as testbed  # noqa: E402
+import testbed  # noqa: E402  (the command line: perf_options)
+import testbed_net  # noqa: E402
 import testbed_perf  # noqa: E402
 import testbed_reflect  # noqa: E402
 
@@ -44,15 +45,15 @@ def run_job(tb, hosts, env=None, on_switch=None):
 def leftovers(name):
     """Namespaces, records and logs of instance `name` still there."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    files = os.listdir(testbed.STATE_DIR) if os.path.isdir(testbed.STATE_DIR) else []
+    files = os.listdir(testbed_net.STATE_DIR) if os.path.isdir(testbed_net.STATE_DIR) else []
     return ([l for l in ns.splitlines() if l.startswith("inca-%s-" % name)] +
             [f for f in files if f.startswith(name + ".") or f.startswith(name + "-")])
 
 
 def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     name = instance_name("a")
-    shape = testbed.LinkShape(rate="200mbit")
-    with testbed.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = testbed_net.LinkShape(rate="200mbit")
+    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         res = run_job(tb, 3)
         stats = tb.link_stats()
         # The rate step's queue sampler reads every shaped port's tbf, in bytes.
@@ -99,7 +100,7 @@ def test_ipv6_end_to_end_through_the_switch_and_its_control_api():
         assert p.returncode == 0, p.stderr
         seen["stats"] = json.loads(p.stdout)
 
-    with testbed.Testbed(name, 3, shape=testbed.LinkShape(rate="200mbit"), owner_pid=os.getpid(),
+    with testbed_net.Testbed(name, 3, shape=testbed_net.LinkShape(rate="200mbit"), owner_pid=os.getpid(),
                          ipv6=True) as tb:
         assert tb.data_ip() == tb.switch_ip6 and tb.data_ip(1) == tb.host_ip6(1)
         # 8,932 B: an IPv6 datagram's CAIS payload in one 9000-byte MTU.
@@ -118,8 +119,8 @@ def test_ipv6_end_to_end_through_the_switch_and_its_control_api():
 def test_exact_under_loss_and_duplication(competitive):
     # Both transport modes: in competitive mode a loss also halves the window.
     name = instance_name("b")
-    shape = testbed.LinkShape(rate="200mbit", loss="1%", duplicate="1%")
-    with testbed.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = testbed_net.LinkShape(rate="200mbit", loss="1%", duplicate="1%")
+    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         probe = tb.measure(1, "down", count=2000)
         res = run_job(tb, 3, {"COUNT": str(1 << 18), "COMPETITIVE": "1" if competitive else "0"})
     # The links did what was asked (2000 samples: 1 % +- 0.22 %, 6 sigma bounds) ...
@@ -138,8 +139,8 @@ def test_exact_under_jitter_that_reorders():
     # 2 ms +- 1 ms each way: netem's where the kernel has it, else
     # inca-linkdelay's (the same semantics; this CI kernel has no sch_netem).
     name = instance_name("j")
-    shape = testbed.LinkShape(rate="200mbit", delay="2ms", jitter="1ms")
-    with testbed.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = testbed_net.LinkShape(rate="200mbit", delay="2ms", jitter="1ms")
+    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         up, down = tb.measure(0, "up"), tb.measure(2, "down")
         res = run_job(tb, 3, {"COUNT": str(1 << 18)})
     # The links reorder (datagrams 62 us apart on average, jitter 2 ms wide) ...
@@ -160,7 +161,7 @@ def test_exact_under_jitter_that_reorders():
 
 def test_loss_is_measured_as_configured():
     name = instance_name("m")
-    with testbed.Testbed(name, 1, shape=testbed.LinkShape(loss="5%"), owner_pid=os.getpid()) as tb:
+    with testbed_net.Testbed(name, 1, shape=testbed_net.LinkShape(loss="5%"), owner_pid=os.getpid()) as tb:
         up, down = tb.measure(0, "up"), tb.measure(0, "down")
     for m in (up, down):  # 2000 samples: 5 % +- 0.49 %
         assert 0.02 < m["lost"] < 0.08 and m["duplicated"] == 0 and m["reordered"] == 0, m
@@ -170,12 +171,12 @@ def test_reaper_removes_an_instance_whose_owner_died():
     name = instance_name("c")
     owner = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)
-    tb = testbed.Testbed(name, 2, owner_pid=owner.pid).up()
+    tb = testbed_net.Testbed(name, 2, owner_pid=owner.pid).up()
     assert len(leftovers(name)) == 4  # two hosts, the switch, the state file
-    assert name not in testbed.reap()  # the owner lives
+    assert name not in testbed_net.reap()  # the owner lives
     owner.stdin.close()
     owner.wait(10)
-    assert name in testbed.reap()
+    assert name in testbed_net.reap()
     assert leftovers(name) == []
     tb.down()  # idempotent
 
@@ -237,7 +238,7 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
     # driven from host 0 through the real veth, as `testbed.py reflect` runs it.
     name = instance_name("x")
     build = build_dir()
-    with testbed.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
+    with testbed_net.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
         p = testbed_reflect.start(tb, build, "xdp", 9420)
         try:
             bench = subprocess.run(
@@ -446,7 +447,7 @@ def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
     assert out["window_settle_ms"] == pytest.approx(2.0)   # within 25 % of 6 from step + 2 ms
     assert out["op_ms"] == pytest.approx(40.0)
     assert out["sample_period_ms"] == pytest.approx(20.0)  # gaps of 1, 20, 20, 20 ms
-    with pytest.raises(testbed.TestbedError, match="not a time"):
+    with pytest.raises(testbed_net.TestbedError, match="not a time"):
         testbed_perf.step_summary(dict(res, delay="1 fortnight"), 8952)
 
 
