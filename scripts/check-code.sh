@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Code checks that run in CI (scripts/test.sh) and by hand:
-#   1. function size: clang-tidy's readability-function-size, at most 150
+#   1. function size: clang-tidy's readability-function-size, at most 120
 #      lines per function, over every production translation unit of
 #      build/release longer than that (tests, fuzzers and benchmarks are
 #      left out);
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MAX_LINES=150
+MAX_LINES=120
 MAX_FILE_LINES=700
 MAX_CLONES=40
 what="${1:-all}"

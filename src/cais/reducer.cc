@@ -504,6 +504,102 @@ void CaisReducer::EmitResult(uint32_t i, PortId port, std::span<const uint8_t> h
                  share);
 }
 
+// A chunk that has a slot: its shape checked, a completed result asked for
+// again, a tail probe answered, a duplicate dropped. An outcome when the
+// packet ends here; nothing when it contributes.
+std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const wire::CaisHeader& h, PortId ingress,
+                                           bool request, bool single, dp::PacketSink& out) {
+  const uint8_t g = h.group_id;
+  Slot& s = pool_->slot(i);
+  if (!SameShape(s, h, request)) {
+    // The ranks disagree about this operation: hand the chunk back to
+    // every contributor and to the sender at once (each with its own
+    // header), rather than let it time out, so that every rank reaches
+    // the agreement round that names what differs.
+    if (s.state == SlotState::kPending) HandBack(i, wire::kFallbackShapeMismatch, out);
+    SendNotice(h, kFallbackNotice, wire::kFallbackShapeMismatch, ingress, out);
+    Bump(g, &GroupCounters::fallback_notices);
+    return Drop(g, DropReason::kShapeMismatch);
+  }
+  if (s.state == SlotState::kCompleted) {
+    // A host that lost the result (or a contributor awaiting its echo)
+    // asks again: answer on its port only, within its resend credit.
+    if (resend_credit_[ingress] == 0) return Drop(g, DropReason::kResendLimit);
+    --resend_credit_[ingress];
+    SendRetained(i, ingress, out);
+    Bump(g, &GroupCounters::results_resent);
+    return Outcome::Forwarded();
+  }
+  if (request) {
+    // A host's tail probe: say whether its contribution is here, so that
+    // it resends only what the switch lacks (docs/protocol.md, PENDING).
+    if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kNotReady);
+    SendNotice(h, kPendingNotice, s.arrived.contains(ingress) ? 1 : 0, ingress, out);
+    Bump(g, &GroupCounters::pending_answers);
+    return Outcome::Forwarded();
+  }
+  if (!s.inputs.contains(ingress)) {
+    return Drop(g, single ? DropReason::kNotContributor : DropReason::kPortNotInRule);
+  }
+  if (s.arrived.contains(ingress)) return Drop(g, DropReason::kDuplicate);
+  return std::nullopt;
+}
+
+// A chunk without a slot: closed, declined, a tail probe answered, or a
+// slot admitted (*i) for this first contribution.
+std::optional<Outcome> CaisReducer::OpenSlot(const wire::CaisHeader& h, const Rule& rule,
+                                             PortMask contributors, uint8_t block, PortId ingress,
+                                             bool request, TimeNs now, uint32_t* slot,
+                                             dp::PacketSink& out) {
+  const uint8_t g = h.group_id;
+  const bool single = IsSingleContributor(h.op);
+  const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
+  uint32_t& i = *slot;
+  if (pool_->IsTombstoned(key)) {
+    // Too late: the chunk timed out or its result is gone.
+    SendNotice(h, kFallbackNotice, 0, ingress, out);
+    Bump(g, &GroupCounters::fallback_notices);
+    return Drop(g, DropReason::kChunkClosed);
+  }
+  if (const uint8_t why = offload_policy_set_[g] ? OffloadDeclined(h, /*by_rule=*/false) : 0;
+      why != 0) {
+    SendNotice(h, kDeclinedNotice, why, ingress, out);
+    Bump(g, &GroupCounters::declined_notices);
+    return Drop(g, DropReason::kOffloadDeclined);
+  }
+  if (request) {
+    // No slot: nothing of this chunk is here, the asker's part neither.
+    if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotReady);
+    SendNotice(h, kPendingNotice, 0, ingress, out);
+    Bump(g, &GroupCounters::pending_answers);
+    return Outcome::Forwarded();
+  }
+  if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
+  if (rules_.version() != shares_version_) Reshare();
+  const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
+  const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
+    Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
+    ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
+  });
+  if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
+  if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
+  if (a == SlotPool::Admit::kGroupShare) return Drop(g, DropReason::kGroupShare);
+  // Without a policy every operation is accepted: counted once, at its
+  // first chunk's slot (with one, OffloadDeclined counts it).
+  if (!offload_policy_set_[g] && h.chunk_id == 0) {
+    Bump(g, &GroupCounters::offload_accepted_ops);
+  }
+  Bump(g, &GroupCounters::sram_cells, static_cast<uint64_t>(ncells));
+  Slot& s = pool_->slot(i);
+  s.header = h;
+  s.header.flags = 0;
+  s.header.block = block;
+  s.tag = single ? uint8_t{0} : h.block;
+  s.inputs = contributors;
+  s.outputs = rule.output_ports;
+  return std::nullopt;
+}
+
 Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress, TimeNs now,
                                dp::PacketSink& out) {
   Expire(now, out);
@@ -556,83 +652,10 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   }
   const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
   uint32_t i = pool_->Find(key);
-  if (i != kNoSlot) {
-    Slot& s = pool_->slot(i);
-    if (!SameShape(s, h, request)) {
-      // The ranks disagree about this operation: hand the chunk back to
-      // every contributor and to the sender at once (each with its own
-      // header), rather than let it time out, so that every rank reaches
-      // the agreement round that names what differs.
-      if (s.state == SlotState::kPending) HandBack(i, wire::kFallbackShapeMismatch, out);
-      SendNotice(h, kFallbackNotice, wire::kFallbackShapeMismatch, ingress, out);
-      Bump(g, &GroupCounters::fallback_notices);
-      return Drop(g, DropReason::kShapeMismatch);
-    }
-    if (s.state == SlotState::kCompleted) {
-      // A host that lost the result (or a contributor awaiting its echo)
-      // asks again: answer on its port only, within its resend credit.
-      if (resend_credit_[ingress] == 0) return Drop(g, DropReason::kResendLimit);
-      --resend_credit_[ingress];
-      SendRetained(i, ingress, out);
-      Bump(g, &GroupCounters::results_resent);
-      return Outcome::Forwarded();
-    }
-    if (request) {
-      // A host's tail probe: say whether its contribution is here, so that
-      // it resends only what the switch lacks (docs/protocol.md, PENDING).
-      if (!s.inputs.contains(ingress)) return Drop(g, DropReason::kNotReady);
-      SendNotice(h, kPendingNotice, s.arrived.contains(ingress) ? 1 : 0, ingress, out);
-      Bump(g, &GroupCounters::pending_answers);
-      return Outcome::Forwarded();
-    }
-    if (!s.inputs.contains(ingress)) {
-      return Drop(g, single ? DropReason::kNotContributor : DropReason::kPortNotInRule);
-    }
-    if (s.arrived.contains(ingress)) return Drop(g, DropReason::kDuplicate);
-  } else {
-    if (pool_->IsTombstoned(key)) {
-      // Too late: the chunk timed out or its result is gone.
-      SendNotice(h, kFallbackNotice, 0, ingress, out);
-      Bump(g, &GroupCounters::fallback_notices);
-      return Drop(g, DropReason::kChunkClosed);
-    }
-    if (const uint8_t why = offload_policy_set_[g] ? OffloadDeclined(h, /*by_rule=*/false) : 0;
-        why != 0) {
-      SendNotice(h, kDeclinedNotice, why, ingress, out);
-      Bump(g, &GroupCounters::declined_notices);
-      return Drop(g, DropReason::kOffloadDeclined);
-    }
-    if (request) {
-      // No slot: nothing of this chunk is here, the asker's part neither.
-      if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotReady);
-      SendNotice(h, kPendingNotice, 0, ingress, out);
-      Bump(g, &GroupCounters::pending_answers);
-      return Outcome::Forwarded();
-    }
-    if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
-    if (rules_.version() != shares_version_) Reshare();
-    const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
-    const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
-      Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
-      ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
-    });
-    if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
-    if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
-    if (a == SlotPool::Admit::kGroupShare) return Drop(g, DropReason::kGroupShare);
-    // Without a policy every operation is accepted: counted once, at its
-    // first chunk's slot (with one, OffloadDeclined counts it).
-    if (!offload_policy_set_[g] && h.chunk_id == 0) {
-      Bump(g, &GroupCounters::offload_accepted_ops);
-    }
-    Bump(g, &GroupCounters::sram_cells, static_cast<uint64_t>(ncells));
-    Slot& s = pool_->slot(i);
-    s.header = h;
-    s.header.flags = 0;
-    s.header.block = block;
-    s.tag = single ? uint8_t{0} : h.block;
-    s.inputs = contributors;
-    s.outputs = rule->output_ports;
-  }
+  const std::optional<Outcome> ended =
+      i != kNoSlot ? AtSlot(i, h, ingress, request, single, out)
+                   : OpenSlot(h, *rule, contributors, block, ingress, request, now, &i, out);
+  if (ended.has_value()) return *ended;
   Contribute(i, ingress, pkt.payload, now);
   Bump(g, &GroupCounters::contributions);
   Bump(g, &GroupCounters::reduced_bytes, h.payload_len);

@@ -94,43 +94,51 @@ absl::Status CommunicatorImpl::Init() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// An operation as the switch path runs it: one of the four collectives of
+// `count` elements of `type`, reduced with `reduce`.
+SwitchOp OpOf(CaisOp op, DType type, ReduceOp reduce, size_t count, const OpOptions& oo) {
+  SwitchOp s;
+  s.op = op;
+  s.type = type;
+  s.reduce = reduce;
+  s.layer_id = oo.layer_id;
+  s.count = count;
+  return s;
+}
+
+// AllGather and ReduceScatter: `count` elements per block, blocks
+// `count` elements apart (AllGather: in the output; ReduceScatter: in the
+// input).
+SwitchOp BlockedOp(CaisOp op, const void* in, void* out, size_t count, DType type, ReduceOp reduce,
+                   const OpOptions& oo) {
+  SwitchOp s = OpOf(op, type, reduce, count, oo);
+  s.in = static_cast<const uint8_t*>(in);
+  s.out = static_cast<uint8_t*>(out);
+  s.block_stride_bytes = count * wire::ElementBytes(type);
+  return s;
+}
+
+}  // namespace
+
 std::shared_ptr<Work> CommunicatorImpl::AllReduceAsync(void* data, size_t count, DType type,
                                                        ReduceOp op, const OpOptions& oo) {
-  SwitchOp s;
-  s.op = CaisOp::kAllReduce;
-  s.type = type;
-  s.reduce = op;
-  s.layer_id = oo.layer_id;
+  SwitchOp s = OpOf(CaisOp::kAllReduce, type, op, count, oo);
   s.data = static_cast<uint8_t*>(data);
-  s.count = count;
   return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
 }
 
 std::shared_ptr<Work> CommunicatorImpl::AllGatherAsync(const void* in, void* out, size_t count,
                                                        DType type, const OpOptions& oo) {
-  SwitchOp s;
-  s.op = CaisOp::kAllGather;
-  s.type = type;
-  s.layer_id = oo.layer_id;
-  s.in = static_cast<const uint8_t*>(in);
-  s.out = static_cast<uint8_t*>(out);
-  s.count = count;
-  s.block_stride_bytes = count * wire::ElementBytes(type);
+  const SwitchOp s = BlockedOp(CaisOp::kAllGather, in, out, count, type, ReduceOp::kSum, oo);
   return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
 }
 
 std::shared_ptr<Work> CommunicatorImpl::ReduceScatterAsync(const void* in, void* out, size_t count,
                                                            DType type, ReduceOp op,
                                                            const OpOptions& oo) {
-  SwitchOp s;
-  s.op = CaisOp::kReduceScatter;
-  s.type = type;
-  s.reduce = op;
-  s.layer_id = oo.layer_id;
-  s.in = static_cast<const uint8_t*>(in);
-  s.out = static_cast<uint8_t*>(out);
-  s.count = count;
-  s.block_stride_bytes = count * wire::ElementBytes(type);  // between input blocks
+  const SwitchOp s = BlockedOp(CaisOp::kReduceScatter, in, out, count, type, op, oo);
   return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
 }
 
@@ -149,14 +157,9 @@ std::shared_ptr<Work> CommunicatorImpl::BroadcastAsync(void* data, size_t count,
   // rank takes part, so no rank can finish an operation without the
   // others (the recovery protocol relies on that), and each link still
   // carries the tensor once.
-  SwitchOp s;
-  s.op = CaisOp::kAllReduce;
-  s.reduce = ReduceOp::kSum;
+  SwitchOp s = OpOf(CaisOp::kAllReduce, type, ReduceOp::kSum, count, oo);
   s.broadcast = true;
-  s.type = type;
-  s.layer_id = oo.layer_id;
   s.data = static_cast<uint8_t*>(data);
-  s.count = count;
   s.root = root;
   return Enqueue([=, this] { return RunPieces(s); }, oo.on_done);
 }

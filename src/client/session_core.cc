@@ -188,26 +188,4 @@ void SessionCore::MarkStale() {
   if (state_ == State::kFormed) state_ = State::kIdle;
 }
 
-// ------------------------------------------------------------------- pieces
-
-size_t PieceElements(const SwitchOp& whole, uint32_t chunk_size, int world_size) {
-  const size_t per = std::max<size_t>(1, chunk_size / wire::ElementBytes(whole.type));
-  const bool blocked =
-      whole.op == wire::CaisOp::kAllGather || whole.op == wire::CaisOp::kReduceScatter;
-  const uint64_t max_chunks =
-      blocked ? kMaxPieceChunks / static_cast<uint64_t>(world_size) : kMaxPieceChunks;
-  return static_cast<size_t>(max_chunks) * per;
-}
-
-SwitchOp PieceOf(const SwitchOp& whole, size_t offset, size_t count) {
-  SwitchOp s = whole;
-  s.count = count;
-  const size_t off = offset * wire::ElementBytes(whole.type);
-  if (whole.data != nullptr) s.data = whole.data + off;
-  if (whole.in != nullptr) s.in = whole.in + off;
-  if (whole.out != nullptr) s.out = whole.out + off;
-  if (whole.mirror != nullptr) s.mirror = whole.mirror + off;
-  return s;
-}
-
 }  // namespace inca::client

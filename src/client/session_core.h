@@ -1,7 +1,7 @@
 // One member's session with one switch, as a pure core: JOIN until the
 // group forms, keep-alive PINGs within the switch's lease, REPORTs, LEAVE,
 // the group's layout and epoch (seq_base, shards), data that arrives before
-// its operation starts, and the split of a large operation into pieces.
+// its operation starts.
 // Time comes with each call and management datagrams go out through a
 // MgmtSink; no socket, clock, thread or logging inside.
 //
@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "client/op_split.h"
 #include "client/transport_core.h"
 #include "inca/wire/mgmt.h"
 
@@ -126,18 +127,5 @@ class SessionCore {
   size_t early_limit_;
   std::vector<uint8_t> buf_;
 };
-
-// ------------------------------------------------------------------- pieces
-
-// Chunk ids are 16 bits: an operation of more chunks runs in pieces of at
-// most kMaxPieceChunks (over all blocks), one after the other, each its own
-// sequence number.
-inline constexpr uint64_t kMaxPieceChunks = 65535;
-// Elements of each block per piece of `whole`.
-size_t PieceElements(const SwitchOp& whole, uint32_t chunk_size, int world_size);
-// The piece of `whole` from element `offset` of each block, `count` long:
-// the same slice of every block; block_stride_bytes stays the whole
-// operation's (AllGather: output blocks, ReduceScatter: input blocks).
-SwitchOp PieceOf(const SwitchOp& whole, size_t offset, size_t count);
 
 }  // namespace inca::client

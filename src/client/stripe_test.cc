@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "client/op_split.h"
 #include "client/transport_core.h"
 
 namespace inca::client {

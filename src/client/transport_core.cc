@@ -23,70 +23,6 @@ uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size
   return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
 }
 
-std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k) {
-  const size_t per = std::max<size_t>(1, chunk_size / wire::ElementBytes(op.type));
-  const size_t esize = wire::ElementBytes(op.type);
-  // Chunks of the operation (all-reduce, broadcast) or of each block.
-  const uint64_t chunks = (op.count + per - 1) / per;
-  std::vector<Stripe> out;
-  k = std::max<size_t>(1, k);
-  for (size_t i = 0; i < k; ++i) {
-    const uint64_t c0 = chunks * i / k, c1 = chunks * (i + 1) / k;
-    if (c1 == c0) continue;
-    const size_t e0 = static_cast<size_t>(c0) * per;
-    const size_t e1 = std::min(op.count, static_cast<size_t>(c1) * per);
-    Stripe st;
-    st.op = op;
-    st.op.count = e1 - e0;
-    st.first = static_cast<uint32_t>(c0);
-    const size_t off = e0 * esize;
-    if (op.data != nullptr) st.op.data = op.data + off;
-    if (op.in != nullptr) st.op.in = op.in + off;
-    if (op.out != nullptr) st.op.out = op.out + off;  // block_stride_bytes stays
-    if (op.mirror != nullptr) st.op.mirror = op.mirror + off;
-    out.push_back(st);
-  }
-  return out;
-}
-
-SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int world_size,
-                               const std::vector<Stripe>& stripes,
-                               const std::vector<SwitchPhaseResult>& results) {
-  SwitchPhaseResult r;
-  r.total_chunks = static_cast<uint32_t>(ChunkCount(op, chunk_size, world_size));
-  r.have.assign(r.total_chunks, 0);
-  r.complete = !stripes.empty();
-  const bool blocked = op.op == CaisOp::kAllGather || op.op == CaisOp::kReduceScatter;
-  const size_t per = std::max<size_t>(1, chunk_size / wire::ElementBytes(op.type));
-  const uint64_t cpb = (op.count + per - 1) / per;  // chunks per block (blocked ops)
-  for (size_t i = 0; i < stripes.size() && i < results.size(); ++i) {
-    const SwitchPhaseResult& x = results[i];
-    const uint64_t stripe_cpb = (stripes[i].op.count + per - 1) / per;
-    for (size_t j = 0; j < x.have.size(); ++j) {
-      // Chunk j of the stripe: chunk first + j of the operation, or of its
-      // block j / stripe_cpb.
-      const uint64_t c = blocked ? (j / stripe_cpb) * cpb + stripes[i].first + j % stripe_cpb
-                                 : stripes[i].first + j;
-      if (c < r.have.size()) r.have[c] = x.have[j];
-    }
-    r.complete = r.complete && x.complete;
-    AddCounters(x, &r);
-  }
-  return r;
-}
-
-void AddCounters(const SwitchPhaseResult& x, SwitchPhaseResult* into) {
-  into->fallback_notice = into->fallback_notice || x.fallback_notice;
-  into->declined = into->declined || x.declined;
-  into->disagreed = into->disagreed || x.disagreed;
-  if (x.declined_reason != 0) into->declined_reason = x.declined_reason;
-  into->sent += x.sent;
-  into->retransmitted += x.retransmitted;
-  into->requests += x.requests;
-  into->notices += x.notices;
-  into->tail_probes += x.tail_probes;
-}
-
 GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank) {
   GroupLayout layout;
   const int n = static_cast<int>(rank_ports.size());
@@ -492,6 +428,17 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   if (inflight_.size() > 4 * size_t{c_.max_window} + 64) {
     std::erase_if(inflight_, [&](uint32_t c) { return sent_at_[c] == -2; });
   }
+  const int64_t rto = path_.rto_ns();
+  const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
+  FastRetransmit(now, rto, overdue, out);
+  const int64_t pto = ProbeTimeout();
+  Probe(now, overdue, pto, out);
+  RetransmitTimer(now, rto, overdue, pto, out);
+  SendNew(now, out);
+  RequestOthers(now, out);
+}
+
+void OpCore::FastRetransmit(int64_t now, int64_t rto, int64_t overdue, DatagramSink& out) {
   // Fast retransmission: own chunks that later-sent chunks overtook; again
   // after each RTO while they stay missing (the resend can be lost too).
   // Delay control leaves the window alone: a chunk lost at random says
@@ -499,8 +446,6 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // 1 % random loss, cutting on every loss held the window at its floor).
   // Competitive mode halves it (PathState::OnLoss).
   uint32_t budget = std::max<uint32_t>(1, path_.window_chunks());
-  const int64_t rto = path_.rto_ns();
-  const int64_t overdue = path_.srtt_ns() + path_.reorder_window_ns();
   for (size_t i = 0; i < inflight_.size() && budget > 0; ++i) {
     const uint32_t c = inflight_[i];
     if (sent_at_[c] == -2) continue;
@@ -516,6 +461,9 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     Resend(c, now, out);
     --budget;
   }
+}
+
+void OpCore::Probe(int64_t now, int64_t overdue, int64_t pto, DatagramSink& out) {
   // The tail probe (after RACK-TLP, RFC 8985, with the switch's answer):
   // nothing completed for a probe timeout, well short of the RTO. Either
   // this rank's flight was lost (one GSO message takes up to seven chunks,
@@ -526,7 +474,6 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
   // this rank's contribution is there (OnDatagram), a completed one with
   // its result (a result lost on the way down). Nothing is resent on a
   // guess; if the probe or its answer is lost, the RTO below still fires.
-  const int64_t pto = ProbeTimeout();
   if (outstanding_ > 0 && !probed_ && pto > 0 && now >= rto_deadline_ + pto) {
     SendTailProbe(now, overdue, out);
   }
@@ -561,6 +508,10 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     probed_ = false;
     held_rounds_ = std::min(held_rounds_ + 1, 16);
   }
+}
+
+void OpCore::RetransmitTimer(int64_t now, int64_t rto, int64_t overdue, int64_t pto,
+                             DatagramSink& out) {
   // The retransmission timer: nothing completed for an RTO. Resend every
   // chunk as old as the RTO (the window at most), back off, and restart the
   // timer. A flight lost whole, as one GSO message of up to seven chunks
@@ -589,6 +540,9 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     path_.OnTimeout(now);
     rto_deadline_ = now;
   }
+}
+
+void OpCore::SendNew(int64_t now, DatagramSink& out) {
   // Fill the window with new chunks, paced.
   const uint32_t window = path_.window_chunks();
   const int64_t interval = PacingInterval();
@@ -610,6 +564,9 @@ void OpCore::Pump(int64_t now, DatagramSink& out) {
     inflight_.push_back(c);
     ++outstanding_;
   }
+}
+
+void OpCore::RequestOthers(int64_t now, DatagramSink& out) {
   // Chunks owned by others: after a quiet spell, ask for missing ones.
   const bool awaits_others = op_.op == CaisOp::kAllGather || op_.op == CaisOp::kBroadcast;
   if (awaits_others && now >= request_at_) {

@@ -72,10 +72,6 @@ struct SwitchPhaseResult {
   uint64_t tail_probes = 0;  // quiet spells that sent a tail probe (result requests)
 };
 
-// Adds a piece's (or a stripe's) flags and counters to `into`; `have`,
-// total_chunks and `complete` are the caller's.
-void AddCounters(const SwitchPhaseResult& x, SwitchPhaseResult* into);
-
 struct TransportConfig {
   uint8_t group_id = 0;
   int world_size = 1;
@@ -159,24 +155,6 @@ struct TransportConfig {
   // round trip and on every loss or timeout, the oldest dropped first.
   size_t trace_capacity = 0;
 };
-
-// Striping (docs/design/cais-client.md, "Striping"): an operation cut into
-// up to k stripes at chunk boundaries, stripe i for switch i. An
-// all-reduce or broadcast splits its chunks; a reduce-scatter or
-// all-gather splits each block's chunks alike (every stripe has a piece of
-// every block). Stripes that would be empty are left out; `first` is each
-// stripe's first chunk (of a block).
-struct Stripe {
-  SwitchOp op;
-  uint32_t first = 0;
-};
-std::vector<Stripe> StripeOp(const SwitchOp& op, uint32_t chunk_size, size_t k);
-// The operation's result from its stripes' (one per stripe, in order):
-// chunks numbered as the whole operation's core numbers them, counters
-// summed; complete if every stripe is, declined or handed back if any.
-SwitchPhaseResult MergeStripes(const SwitchOp& op, uint32_t chunk_size, int world_size,
-                               const std::vector<Stripe>& stripes,
-                               const std::vector<SwitchPhaseResult>& results);
 
 // The window at one moment (PathState::trace).
 struct WindowSample {
@@ -336,6 +314,15 @@ class OpCore {
   // The tail probe's timeout (TransportConfig::probe_timeout_rtts); 0: none.
   int64_t ProbeTimeout() const;
   void SendTailProbe(int64_t now, int64_t overdue, DatagramSink& out);
+  // Pump's steps, in order: own chunks overtaken by later ones (and
+  // resends due again), the tail probe and what its answer asks for, the
+  // retransmission timer, new chunks within the window, result requests
+  // for chunks other ranks own.
+  void FastRetransmit(int64_t now, int64_t rto, int64_t overdue, DatagramSink& out);
+  void Probe(int64_t now, int64_t overdue, int64_t pto, DatagramSink& out);
+  void RetransmitTimer(int64_t now, int64_t rto, int64_t overdue, int64_t pto, DatagramSink& out);
+  void SendNew(int64_t now, DatagramSink& out);
+  void RequestOthers(int64_t now, DatagramSink& out);
   void Send(uint32_t c, bool retransmit, bool request, DatagramSink& out);
   // Sends own chunk c again (fast retransmission or the RTO) and gives it a
   // new place in the send order.

@@ -105,137 +105,173 @@ std::string PromCheckResult::Type(std::string_view name) const {
   return "";
 }
 
-PromCheckResult CheckPrometheusText(std::string_view text, std::string_view required_prefix) {
-  PromCheckResult result;
-  std::set<std::string> helped, seen_series, finished_families;
-  std::map<std::string, std::string> typed;
-  std::string current_family;
-  size_t line_no = 0;
-  auto fail = [&](std::string_view what) {
-    result.errors.push_back(internal::StrCat("line ", line_no, ": ", what));
-  };
-  auto check_name = [&](std::string_view name) {
-    if (!IsMetricName(name)) fail(internal::StrCat("bad metric name '", name, "'"));
-    if (!name.starts_with(required_prefix)) {
-      fail(internal::StrCat("'", name, "' lacks prefix ", required_prefix));
-    }
-  };
+namespace {
 
-  if (!text.empty() && text.back() != '\n') {
-    result.errors.push_back("text does not end in a newline");
-  }
-  size_t pos = 0;
-  while (pos < text.size()) {
-    ++line_no;
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+// The state of one exposition being checked, line by line.
+class PromChecker {
+ public:
+  explicit PromChecker(std::string_view required_prefix) : prefix_(required_prefix) {}
+
+  void Line(std::string_view line) {
+    ++line_no_;
     if (line.empty()) {
-      fail("blank line");
-      continue;
+      Fail("blank line");
+    } else if (line[0] == '#') {
+      Comment(line);
+    } else {
+      Sample(line);
     }
-    if (line[0] == '#') {
-      const bool help = line.starts_with("# HELP ");
-      const bool type = line.starts_with("# TYPE ");
-      if (!help && !type) {
-        fail("comment that is neither HELP nor TYPE");
-        continue;
-      }
-      std::string_view rest = line.substr(7);
-      const size_t sp = rest.find(' ');
-      const std::string name(rest.substr(0, sp));
-      const std::string_view arg = sp == std::string_view::npos ? "" : rest.substr(sp + 1);
-      check_name(name);
-      if (finished_families.count(name) || (!current_family.empty() && current_family == name)) {
-        fail(internal::StrCat(help ? "HELP" : "TYPE", " for '", name, "' after its samples"));
-      }
-      if (help) {
-        if (!helped.insert(name).second) fail(internal::StrCat("second HELP for '", name, "'"));
-        if (arg.empty()) fail(internal::StrCat("empty HELP for '", name, "'"));
-        for (size_t i = 0; i < arg.size(); ++i) {
-          if (arg[i] == '\\' &&
-              (i + 1 == arg.size() || (arg[i + 1] != '\\' && arg[i + 1] != 'n'))) {
-            fail("bad escape in HELP text");
-          }
-          if (arg[i] == '\\') ++i;
-        }
-      } else {
-        if (typed.count(name)) fail(internal::StrCat("second TYPE for '", name, "'"));
-        if (arg != "counter" && arg != "gauge") {
-          fail(internal::StrCat("TYPE '", arg, "' for '", name, "' (counter or gauge expected)"));
-        }
-        const bool total = name.ends_with("_total");
-        if (arg == "counter" && !total) fail(internal::StrCat("counter '", name, "' not *_total"));
-        if (arg == "gauge" && total) fail(internal::StrCat("gauge '", name, "' named *_total"));
-        typed[name] = std::string(arg);
-        result.types.emplace_back(name, std::string(arg));
-      }
-      continue;
-    }
+  }
+  PromCheckResult& result() { return result_; }
 
-    // A sample: name[{labels}] value
+ private:
+  void Fail(std::string_view what) {
+    result_.errors.push_back(internal::StrCat("line ", line_no_, ": ", what));
+  }
+  void CheckName(std::string_view name) {
+    if (!IsMetricName(name)) Fail(internal::StrCat("bad metric name '", name, "'"));
+    if (!name.starts_with(prefix_)) Fail(internal::StrCat("'", name, "' lacks prefix ", prefix_));
+  }
+
+  // "# HELP name text" or "# TYPE name counter|gauge".
+  void Comment(std::string_view line) {
+    const bool help = line.starts_with("# HELP ");
+    const bool type = line.starts_with("# TYPE ");
+    if (!help && !type) {
+      Fail("comment that is neither HELP nor TYPE");
+      return;
+    }
+    std::string_view rest = line.substr(7);
+    const size_t sp = rest.find(' ');
+    const std::string name(rest.substr(0, sp));
+    const std::string_view arg = sp == std::string_view::npos ? "" : rest.substr(sp + 1);
+    CheckName(name);
+    if (finished_families_.count(name) || (!current_family_.empty() && current_family_ == name)) {
+      Fail(internal::StrCat(help ? "HELP" : "TYPE", " for '", name, "' after its samples"));
+    }
+    if (help) {
+      Help(name, arg);
+    } else {
+      Type(name, arg);
+    }
+  }
+  void Help(const std::string& name, std::string_view arg) {
+    if (!helped_.insert(name).second) Fail(internal::StrCat("second HELP for '", name, "'"));
+    if (arg.empty()) Fail(internal::StrCat("empty HELP for '", name, "'"));
+    for (size_t i = 0; i < arg.size(); ++i) {
+      if (arg[i] == '\\' && (i + 1 == arg.size() || (arg[i + 1] != '\\' && arg[i + 1] != 'n'))) {
+        Fail("bad escape in HELP text");
+      }
+      if (arg[i] == '\\') ++i;
+    }
+  }
+  void Type(const std::string& name, std::string_view arg) {
+    if (typed_.count(name)) Fail(internal::StrCat("second TYPE for '", name, "'"));
+    if (arg != "counter" && arg != "gauge") {
+      Fail(internal::StrCat("TYPE '", arg, "' for '", name, "' (counter or gauge expected)"));
+    }
+    const bool total = name.ends_with("_total");
+    if (arg == "counter" && !total) Fail(internal::StrCat("counter '", name, "' not *_total"));
+    if (arg == "gauge" && total) Fail(internal::StrCat("gauge '", name, "' named *_total"));
+    typed_[name] = std::string(arg);
+    result_.types.emplace_back(name, std::string(arg));
+  }
+
+  // A sample: name[{labels}] value
+  void Sample(std::string_view line) {
     PromSample sample;
     size_t n = 0;
     while (n < line.size() && line[n] != '{' && line[n] != ' ') ++n;
     sample.name = std::string(line.substr(0, n));
-    check_name(sample.name);
+    CheckName(sample.name);
     std::string_view rest = line.substr(n);
     if (!rest.empty() && rest[0] == '{') {
       std::string error;
       if (!ParseLabels(rest, &sample.labels, &error)) {
-        fail(error);
-        continue;
+        Fail(error);
+        return;
       }
     }
     if (rest.empty() || rest[0] != ' ') {
-      fail("no space before the value");
-      continue;
+      Fail("no space before the value");
+      return;
     }
     rest.remove_prefix(1);
     if (rest.find(' ') != std::string_view::npos) {
-      fail("trailing fields after the value (timestamps are not used)");
-      continue;
+      Fail("trailing fields after the value (timestamps are not used)");
+      return;
     }
     const std::optional<double> value = ParseValue(rest);
     if (!value) {
-      fail(internal::StrCat("value '", rest, "' is not a number"));
-      continue;
+      Fail(internal::StrCat("value '", rest, "' is not a number"));
+      return;
     }
     sample.value = *value;
-
-    if (!helped.count(sample.name))
-      fail(internal::StrCat("sample of '", sample.name, "' without HELP"));
-    const auto t = typed.find(sample.name);
-    if (t == typed.end()) {
-      fail(internal::StrCat("sample of '", sample.name, "' without TYPE"));
+    Family(sample, rest);
+    sample.series = SeriesKey(sample);
+    if (!seen_series_.insert(sample.series).second) {
+      Fail(internal::StrCat("duplicate series ", sample.series));
+    }
+    result_.samples.push_back(std::move(sample));
+  }
+  // A sample's family: declared (HELP, TYPE), a counter's value, and its
+  // samples contiguous.
+  void Family(const PromSample& sample, std::string_view value_text) {
+    if (!helped_.count(sample.name)) {
+      Fail(internal::StrCat("sample of '", sample.name, "' without HELP"));
+    }
+    const auto t = typed_.find(sample.name);
+    if (t == typed_.end()) {
+      Fail(internal::StrCat("sample of '", sample.name, "' without TYPE"));
     } else if (t->second == "counter" && !(std::isfinite(sample.value) && sample.value >= 0)) {
-      fail(internal::StrCat("counter '", sample.name, "' has value ", rest));
+      Fail(internal::StrCat("counter '", sample.name, "' has value ", value_text));
     }
-    if (sample.name != current_family) {
-      if (finished_families.count(sample.name)) {
-        fail(internal::StrCat("samples of '", sample.name, "' not contiguous"));
+    if (sample.name != current_family_) {
+      if (finished_families_.count(sample.name)) {
+        Fail(internal::StrCat("samples of '", sample.name, "' not contiguous"));
       }
-      if (!current_family.empty()) finished_families.insert(current_family);
-      current_family = sample.name;
+      if (!current_family_.empty()) finished_families_.insert(current_family_);
+      current_family_ = sample.name;
     }
+  }
+  // name{a="x",b="y"} with the labels sorted.
+  static std::string SeriesKey(const PromSample& sample) {
     auto sorted = sample.labels;
     std::sort(sorted.begin(), sorted.end());
-    sample.series = sample.name;
+    std::string series = sample.name;
     if (!sorted.empty()) {
-      sample.series += "{";
+      series += "{";
       for (size_t i = 0; i < sorted.size(); ++i) {
-        internal::StrAppend(&sample.series, i ? "," : "", sorted[i].first, "=\"", sorted[i].second,
-                            "\"");
+        internal::StrAppend(&series, i ? "," : "", sorted[i].first, "=\"", sorted[i].second, "\"");
       }
-      sample.series += "}";
+      series += "}";
     }
-    if (!seen_series.insert(sample.series).second) {
-      fail(internal::StrCat("duplicate series ", sample.series));
-    }
-    result.samples.push_back(std::move(sample));
+    return series;
   }
-  return result;
+
+  std::string_view prefix_;
+  PromCheckResult result_;
+  std::set<std::string> helped_, seen_series_, finished_families_;
+  std::map<std::string, std::string> typed_;
+  std::string current_family_;
+  size_t line_no_ = 0;
+};
+
+}  // namespace
+
+PromCheckResult CheckPrometheusText(std::string_view text, std::string_view required_prefix) {
+  PromChecker checker(required_prefix);
+  if (!text.empty() && text.back() != '\n') {
+    checker.result().errors.push_back("text does not end in a newline");
+  }
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    checker.Line(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return std::move(checker.result());
 }
 
 }  // namespace inca::monitor

@@ -32,6 +32,29 @@ constexpr size_t R(dp::DropReason r) {
   return static_cast<size_t>(r);
 }
 
+// The groups' counters summed (switch-wide), and the sum of their slot
+// holding times weighted by completed chunks (ms x chunks).
+cais::GroupCounters SumGroups(const std::vector<GroupMetrics>& groups, double* pending_weighted) {
+  cais::GroupCounters totals;
+  for (const GroupMetrics& g : groups) {
+    const cais::GroupCounters& c = g.counters;
+    totals.rx_packets += c.rx_packets;
+    totals.contributions += c.contributions;
+    totals.completed_chunks += c.completed_chunks;
+    totals.reduced_bytes += c.reduced_bytes;
+    totals.results_resent += c.results_resent;
+    totals.timeouts += c.timeouts;
+    totals.fallback_notices += c.fallback_notices;
+    totals.dropped += c.dropped;
+    totals.sram_cells += c.sram_cells;
+    for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
+      totals.drops_by_reason[r] += c.drops_by_reason[r];
+    }
+    *pending_weighted += g.slot_holding_avg_us / 1e3 * static_cast<double>(c.completed_chunks);
+  }
+  return totals;
+}
+
 }  // namespace
 
 SyntheticMetrics::SyntheticMetrics(std::chrono::system_clock::time_point start) : start_(start) {
@@ -118,24 +141,8 @@ MetricsSnapshot SyntheticMetrics::Next(std::chrono::milliseconds step) {
   }
 
   // Switch-wide totals and the program/switch counters (conserved).
-  cais::GroupCounters totals;
   double pending_weighted = 0;
-  for (const GroupMetrics& g : s.groups) {
-    const cais::GroupCounters& c = g.counters;
-    totals.rx_packets += c.rx_packets;
-    totals.contributions += c.contributions;
-    totals.completed_chunks += c.completed_chunks;
-    totals.reduced_bytes += c.reduced_bytes;
-    totals.results_resent += c.results_resent;
-    totals.timeouts += c.timeouts;
-    totals.fallback_notices += c.fallback_notices;
-    totals.dropped += c.dropped;
-    totals.sram_cells += c.sram_cells;
-    for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
-      totals.drops_by_reason[r] += c.drops_by_reason[r];
-    }
-    pending_weighted += g.slot_holding_avg_us / 1e3 * static_cast<double>(c.completed_chunks);
-  }
+  cais::GroupCounters totals = SumGroups(s.groups, &pending_weighted);
   // A little garbage that names no group: counted switch-wide only.
   const uint64_t too_short = Round(3 * dt);
   const uint64_t too_short_total =

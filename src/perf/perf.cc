@@ -517,10 +517,9 @@ absl::Status CheckOptions(const PerfOptions& o) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
-  if (absl::Status s = CheckOptions(o); !s.ok()) return s;
+// The sizes of the rows: min_bytes to max_bytes by factor, each a whole
+// number of elements (AllGather, ReduceScatter: of every rank's block).
+std::vector<uint64_t> Sizes(const PerfOptions& o) {
   const size_t esize = wire::ElementBytes(o.type);
   const bool blocked = o.op == Collective::kAllGather || o.op == Collective::kReduceScatter;
   const uint64_t unit = esize * (blocked ? static_cast<uint64_t>(o.ranks) : 1);
@@ -530,6 +529,65 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
     const uint64_t s = std::max<uint64_t>(unit, static_cast<uint64_t>(b) / unit * unit);
     if (sizes.empty() || sizes.back() != s) sizes.push_back(s);
   }
+  return sizes;
+}
+
+// The switch the ranks use: the given address, or an inca-switchd started
+// here (kept in *switchd) on a free loopback port.
+absl::StatusOr<std::string> SwitchFor(const PerfOptions& o, launch::Process* switchd) {
+  if (!o.switch_address.empty()) return o.switch_address;
+  const std::string switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
+  // Ranks sharing a few cores arrive at a collective far apart; a chunk
+  // timeout above that skew keeps them on the switch (flags may override).
+  std::vector<std::string> args = {"--listen",         switch_addr,   "--log-level",   "warn",
+                                   "--control-listen", "127.0.0.1:0", "--http-listen", "off"};
+  if (std::find(o.switchd_args.begin(), o.switchd_args.end(), "--timeout-ms") ==
+      o.switchd_args.end()) {
+    args.insert(args.end(), {"--timeout-ms", "1000"});
+  }
+  // A perf tool measures a path, not a policy: the started switch takes
+  // every operation unless the caller asks for a controller
+  // (--switchd-arg=--offload-controller=embedded).
+  const bool controller_given =
+      std::any_of(o.switchd_args.begin(), o.switchd_args.end(),
+                  [](const std::string& a) { return a.rfind("--offload-controller", 0) == 0; });
+  if (!controller_given) args.insert(args.end(), {"--offload-controller", "off"});
+  args.insert(args.end(), o.switchd_args.begin(), o.switchd_args.end());
+  *switchd = launch::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
+  if (!switchd->running() || !launch::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {
+    return absl::UnavailableError(
+        absl::StrCat("could not start ", o.switchd_path, " on ", switch_addr));
+  }
+  return switch_addr;
+}
+
+// One row from every rank's record of a size: the slowest rank's time,
+// the ranks' wrong elements and chunks summed.
+PerfRow CombineRanks(const PerfOptions& o, uint64_t bytes, const std::vector<Record>& recs) {
+  double time_us = 0;
+  uint64_t wrong = 0, sent = 0, again = 0, competitive = 0;
+  uint32_t host = 0, reasons = 0;
+  for (const auto& x : recs) {
+    time_us = std::max(time_us, x.mean_us);
+    wrong += x.wrong;
+    host = std::max(host, x.host_ops);
+    reasons |= x.reasons;
+    sent += x.sent;
+    again += x.retransmitted;
+    competitive += x.competitive_entries;
+  }
+  PerfRow row = MakeRow(o, bytes, time_us, wrong, host, reasons);
+  row.chunks_sent = sent;
+  row.chunks_retransmitted = again;
+  row.competitive_entries = competitive;
+  return row;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream& out) {
+  if (absl::Status s = CheckOptions(o); !s.ok()) return s;
+  const std::vector<uint64_t> sizes = Sizes(o);
 
   if (o.rank >= 0) {
     if (o.rank >= o.ranks) {
@@ -546,31 +604,9 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
   launch::Process switchd;
   std::string switch_addr;
   if (o.use_switch) {
-    switch_addr = o.switch_address;
-    if (switch_addr.empty()) {
-      switch_addr = absl::StrCat("127.0.0.1:", launch::FreeLoopbackPort(true));
-      // Ranks sharing a few cores arrive at a collective far apart; a chunk
-      // timeout above that skew keeps them on the switch (flags may override).
-      std::vector<std::string> args = {"--listen",         switch_addr,   "--log-level",   "warn",
-                                       "--control-listen", "127.0.0.1:0", "--http-listen", "off"};
-      if (std::find(o.switchd_args.begin(), o.switchd_args.end(), "--timeout-ms") ==
-          o.switchd_args.end()) {
-        args.insert(args.end(), {"--timeout-ms", "1000"});
-      }
-      // A perf tool measures a path, not a policy: the started switch takes
-      // every operation unless the caller asks for a controller
-      // (--switchd-arg=--offload-controller=embedded).
-      const bool controller_given =
-          std::any_of(o.switchd_args.begin(), o.switchd_args.end(),
-                      [](const std::string& a) { return a.rfind("--offload-controller", 0) == 0; });
-      if (!controller_given) args.insert(args.end(), {"--offload-controller", "off"});
-      args.insert(args.end(), o.switchd_args.begin(), o.switchd_args.end());
-      switchd = launch::Process::Spawn(o.switchd_path, args, /*quiet_stdout=*/true);
-      if (!switchd.running() || !launch::WaitForSwitch(switch_addr, std::chrono::seconds(10))) {
-        return absl::UnavailableError(
-            absl::StrCat("could not start ", o.switchd_path, " on ", switch_addr));
-      }
-    }
+    auto addr = SwitchFor(o, &switchd);
+    if (!addr.ok()) return addr.status();
+    switch_addr = *addr;
   }
   const int store_port = launch::FreeLoopbackPort(false);
 
@@ -617,23 +653,8 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o, std::ostream&
       got[rec.index].push_back(rec);
       while (got.count(static_cast<uint32_t>(rows.size())) &&
              got[static_cast<uint32_t>(rows.size())].size() == fds.size()) {
-        const auto& recs = got[static_cast<uint32_t>(rows.size())];
-        double time_us = 0;
-        uint64_t wrong = 0, sent = 0, again = 0, competitive = 0;
-        uint32_t host = 0, reasons = 0;
-        for (const auto& x : recs) {
-          time_us = std::max(time_us, x.mean_us);
-          wrong += x.wrong;
-          host = std::max(host, x.host_ops);
-          reasons |= x.reasons;
-          sent += x.sent;
-          again += x.retransmitted;
-          competitive += x.competitive_entries;
-        }
-        PerfRow row = MakeRow(o, sizes[rows.size()], time_us, wrong, host, reasons);
-        row.chunks_sent = sent;
-        row.chunks_retransmitted = again;
-        row.competitive_entries = competitive;
+        const PerfRow row =
+            CombineRanks(o, sizes[rows.size()], got[static_cast<uint32_t>(rows.size())]);
         PrintRow(o, row, out);
         rows.push_back(row);
       }

@@ -105,18 +105,9 @@ double LunarLander::Uniform(double lo, double hi) {
   return lo + (hi - lo) * u;
 }
 
-LunarObservation LunarLander::Reset(std::optional<uint64_t> seed) {
-  if (seed.has_value()) rng_.seed(*seed);
-  // A fresh world per episode: no state (contacts, warm starts) leaks across.
-  world_ = std::make_unique<b2World>(V(0, options_.gravity));
-  world_->SetContactListener(listener_.get());
-  game_over_ = false;
-  leg_contact_ = {false, false};
-  prev_shaping_.reset();
-  elapsed_steps_ = 0;
-
-  // Terrain: 11 chunks, random heights smoothed over 3 neighbours (index -1
-  // wraps to the last height, as NumPy indexing does), flat around the pad.
+// Terrain: 11 chunks, random heights smoothed over 3 neighbours (index -1
+// wraps to the last height, as NumPy indexing does), flat around the pad.
+void LunarLander::BuildTerrain() {
   std::array<double, kTerrainChunks + 1> height;
   for (double& h : height) h = Uniform(0, kH / 2);
   std::array<double, kTerrainChunks> chunk_x;
@@ -151,9 +142,10 @@ LunarObservation LunarLander::Reset(std::optional<uint64_t> seed) {
     fd.friction = 0.1f;
     moon->CreateFixture(&fd);
   }
+}
 
-  // Lander hull at the top centre, collides only with the ground.
-  const double initial_y = kViewportH / kLunarScale;
+// The hull at (kW / 2, initial_y): collides only with the ground.
+void LunarLander::BuildHull(double initial_y) {
   {
     b2BodyDef bd;
     bd.type = b2_dynamicBody;
@@ -175,11 +167,10 @@ LunarObservation LunarLander::Reset(std::optional<uint64_t> seed) {
     fd.filter.maskBits = kGroundCategory;
     lander_->CreateFixture(&fd);
   }
-  const double fx = Uniform(-kInitialRandomForce, kInitialRandomForce);
-  const double fy = Uniform(-kInitialRandomForce, kInitialRandomForce);
-  lander_->ApplyForceToCenter(V(fx, fy), true);
+}
 
-  // Legs: i = -1 (legs_[0], the left one) and +1, on spring-loaded joints.
+// Legs: i = -1 (legs_[0], the left one) and +1, on spring-loaded joints.
+void LunarLander::BuildLegs(double initial_y) {
   for (int k = 0; k < 2; ++k) {
     const double i = k == 0 ? -1.0 : 1.0;
     b2BodyDef bd;
@@ -216,6 +207,27 @@ LunarObservation LunarLander::Reset(std::optional<uint64_t> seed) {
     world_->CreateJoint(&rjd);
     legs_[k] = leg;
   }
+}
+
+LunarObservation LunarLander::Reset(std::optional<uint64_t> seed) {
+  if (seed.has_value()) rng_.seed(*seed);
+  // A fresh world per episode: no state (contacts, warm starts) leaks across.
+  world_ = std::make_unique<b2World>(V(0, options_.gravity));
+  world_->SetContactListener(listener_.get());
+  game_over_ = false;
+  leg_contact_ = {false, false};
+  prev_shaping_.reset();
+  elapsed_steps_ = 0;
+
+  BuildTerrain();
+  // Lander hull at the top centre, collides only with the ground.
+  const double initial_y = kViewportH / kLunarScale;
+  BuildHull(initial_y);
+  const double fx = Uniform(-kInitialRandomForce, kInitialRandomForce);
+  const double fy = Uniform(-kInitialRandomForce, kInitialRandomForce);
+  lander_->ApplyForceToCenter(V(fx, fy), true);
+
+  BuildLegs(initial_y);
 
   // Gymnasium's reset() returns the observation after one no-op step; that
   // step's reward is discarded but it sets the shaping baseline.

@@ -298,6 +298,13 @@ class CaisReducer final : public dp::Program {
   // of its input ports, its cells released, the slot closed.
   void HandBack(uint32_t slot, uint8_t why, dp::PacketSink& out);
   void UpdateRates(dp::TimeNs now);
+  // DoProcess's two cases after the rule lookup (reducer.cc).
+  std::optional<dp::Outcome> AtSlot(uint32_t slot, const wire::CaisHeader& h, dp::PortId ingress,
+                                    bool request, bool single, dp::PacketSink& out);
+  std::optional<dp::Outcome> OpenSlot(const wire::CaisHeader& h, const Rule& rule,
+                                      PortMask contributors, uint8_t block, dp::PortId ingress,
+                                      bool request, dp::TimeNs now, uint32_t* slot,
+                                      dp::PacketSink& out);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
   void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload,
                   dp::TimeNs now);

@@ -117,6 +117,11 @@ class LunarLander {
   // Physics for one frame; returns the observation and fuel cost terms.
   LunarObservation Simulate(LunarAction action, double* main_power, double* side_power);
   double Uniform(double lo, double hi);
+  // Reset's world: the ground, the hull, the two legs (in this order, as
+  // the random draws are).
+  void BuildTerrain();
+  void BuildHull(double initial_y);
+  void BuildLegs(double initial_y);
 
   LunarLanderOptions options_;
   std::mt19937_64 rng_;
