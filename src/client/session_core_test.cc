@@ -78,7 +78,7 @@ class Fabric {
 
   struct Switch {
     std::unique_ptr<cais::CaisReducer> reducer;
-    std::unique_ptr<switchd::PortTable> ports;
+    std::unique_ptr<membership::PortTable> ports;
     std::unique_ptr<switchd::CaisDispatcher> dispatcher;
   };
 
@@ -93,7 +93,7 @@ class Fabric {
     Switch& sw = switches_[static_cast<size_t>(s)];
     sw.dispatcher.reset();
     sw.reducer = std::move(*cais::CaisReducer::Create(cais::CaisConfig{}));
-    sw.ports = std::make_unique<switchd::PortTable>();
+    sw.ports = std::make_unique<membership::PortTable>();
     sw.dispatcher = std::make_unique<switchd::CaisDispatcher>(
         sw.reducer.get(), sw.ports.get(),
         switchd::DispatcherOptions{.seq_start = seq_start, .lease = kLease});
@@ -115,7 +115,7 @@ class Fabric {
   }
 
   Member& m(int i) { return *members_[static_cast<size_t>(i)]; }
-  const switchd::GroupManager& groups(int s) const {
+  const membership::GroupManager& groups(int s) const {
     return switches_[static_cast<size_t>(s)].dispatcher->groups();
   }
   int64_t now() const { return now_; }
@@ -222,7 +222,7 @@ TEST(SessionCoreTest, FormsAGroupAndAgreesOnItsEpochAndLayout) {
   const std::vector<int> ids = Group(f, 4);
   for (int i : ids) f.Join(i);
   f.RunUntil(30 * kMs);
-  const switchd::GroupState* g = f.groups(0).group(0);
+  const membership::GroupState* g = f.groups(0).group(0);
   ASSERT_NE(g, nullptr);
   ASSERT_TRUE(g->formed);
   for (int i : ids) {

@@ -208,7 +208,7 @@ CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config,
   if (auto st = reducer_->rules().Add(rule); !st.ok()) {
     throw std::invalid_argument(std::string(st.message()));
   }
-  ports_ = std::make_unique<switchd::PortTable>();
+  ports_ = std::make_unique<membership::PortTable>();
   for (int l = 0; l < ranks; ++l) {
     endpoint_of_.push_back(HostEndpoint(l));
     link_of_.emplace(HostEndpoint(l), l);
@@ -248,7 +248,7 @@ net::Endpoint CaisSwitchNode::HostEndpoint(int link) {
 void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
   reducer_->rules().Delete(cais::RuleKey{0, std::nullopt, std::nullopt}).IgnoreError();
   dispatcher_.reset();
-  ports_ = std::make_unique<switchd::PortTable>();
+  ports_ = std::make_unique<membership::PortTable>();
   dispatcher_ = std::make_unique<switchd::CaisDispatcher>(
       reducer_.get(), ports_.get(),
       switchd::DispatcherOptions{
@@ -256,7 +256,7 @@ void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
   formed_ = true;
 }
 
-const switchd::GroupManager* CaisSwitchNode::groups() const {
+const membership::GroupManager* CaisSwitchNode::groups() const {
   return formed_ ? &dispatcher_->groups() : nullptr;
 }
 uint64_t CaisSwitchNode::unknown_sender() const {

@@ -23,10 +23,10 @@
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
 #include "inca/sim/simulator.h"
+#include "membership/group_manager.h"
+#include "membership/port_table.h"
 #include "net/endpoint.h"
 #include "switchd/cais_dispatcher.h"
-#include "switchd/group_manager.h"
-#include "switchd/port_table.h"
 
 namespace inca::sim {
 
@@ -114,9 +114,9 @@ class CaisSwitchNode final : public PipelinedSwitch {
   // HostEndpoint(L), and data from a link whose endpoint holds no switch
   // port is dropped (counted in unknown_sender()). The GroupManager's
   // ports are mapped to links both ways. Call before the run starts.
-  void FormGroups(uint32_t seq_start, TimeNs lease_ns = switchd::kDefaultLeaseNs);
+  void FormGroups(uint32_t seq_start, TimeNs lease_ns = membership::kDefaultLeaseNs);
   static net::Endpoint HostEndpoint(int link);
-  const switchd::GroupManager* groups() const;
+  const membership::GroupManager* groups() const;
   uint64_t unknown_sender() const;
   uint64_t mgmt_malformed() const;
 
@@ -131,7 +131,7 @@ class CaisSwitchNode final : public PipelinedSwitch {
   bool formed_ = false;
   uint64_t background_forwarded_ = 0, background_malformed_ = 0;
   std::unique_ptr<cais::CaisReducer> reducer_;
-  std::unique_ptr<switchd::PortTable> ports_;
+  std::unique_ptr<membership::PortTable> ports_;
   std::unique_ptr<switchd::CaisDispatcher> dispatcher_;
   std::unique_ptr<Output> output_;
   std::vector<net::Endpoint> endpoint_of_;           // HostEndpoint(link), for each link

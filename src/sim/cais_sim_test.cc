@@ -427,7 +427,7 @@ TEST(CaisSimTest, RanksFormTheirGroupThroughTheSwitchsGroupManager) {
   // The last JOIN completes the group; the others hear OK 20 ms later.
   EXPECT_GE(formed, 20 * dp::kNsPerMs);
   EXPECT_LT(formed, 21 * dp::kNsPerMs);
-  const switchd::GroupState* g = sw->groups()->group(0);
+  const membership::GroupState* g = sw->groups()->group(0);
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(g->formed);
   EXPECT_EQ(g->rank_ports(), (std::vector<uint16_t>{2, 1, 0}));

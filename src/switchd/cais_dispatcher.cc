@@ -30,7 +30,7 @@ class CaisDispatcher::Sink final : public dp::PacketSink {
   CaisDispatcher* d_;
 };
 
-CaisDispatcher::CaisDispatcher(cais::CaisReducer* reducer, PortTable* ports,
+CaisDispatcher::CaisDispatcher(cais::CaisReducer* reducer, membership::PortTable* ports,
                                const DispatcherOptions& options)
     : reducer_(reducer),
       ports_(ports),

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "inca/cais/reducer.h"
+#include "membership/group_manager.h"
+#include "membership/port_table.h"
 #include "net/endpoint.h"
-#include "switchd/group_manager.h"
-#include "switchd/port_table.h"
 
 namespace inca::switchd {
 
@@ -40,7 +40,7 @@ struct DispatcherCounters {
 
 struct DispatcherOptions {
   uint32_t seq_start = 0;  // the first group's sequence base (GroupManager)
-  dp::TimeNs lease = kDefaultLeaseNs;
+  dp::TimeNs lease = membership::kDefaultLeaseNs;
   // Loss injection (tests, the testbed), each datagram independently.
   double ingress_loss = 0;
   double egress_loss = 0;
@@ -67,7 +67,8 @@ class CaisDispatcher {
   };
 
   // `reducer` and `ports` must outlive the dispatcher; it owns the groups.
-  CaisDispatcher(cais::CaisReducer* reducer, PortTable* ports, const DispatcherOptions& options);
+  CaisDispatcher(cais::CaisReducer* reducer, membership::PortTable* ports,
+                 const DispatcherOptions& options);
   ~CaisDispatcher();
   CaisDispatcher(const CaisDispatcher&) = delete;
   CaisDispatcher& operator=(const CaisDispatcher&) = delete;
@@ -81,10 +82,10 @@ class CaisDispatcher {
   void OnTick(dp::TimeNs now, Output& out);
 
   const DispatcherCounters& counters() const { return counters_; }
-  GroupManager& groups() { return groups_; }
-  const GroupManager& groups() const { return groups_; }
+  membership::GroupManager& groups() { return groups_; }
+  const membership::GroupManager& groups() const { return groups_; }
   cais::CaisReducer& reducer() { return *reducer_; }
-  PortTable& ports() { return *ports_; }
+  membership::PortTable& ports() { return *ports_; }
 
  private:
   class Sink;
@@ -93,9 +94,9 @@ class CaisDispatcher {
   bool Lose(double p);
 
   cais::CaisReducer* reducer_;
-  PortTable* ports_;
+  membership::PortTable* ports_;
   DispatcherOptions options_;
-  GroupManager groups_;
+  membership::GroupManager groups_;
   std::unique_ptr<Sink> sink_;
   std::mt19937_64 loss_rng_;
   std::vector<uint8_t> mgmt_buf_;

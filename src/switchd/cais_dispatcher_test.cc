@@ -49,7 +49,7 @@ class CaisDispatcherTest : public ::testing::Test {
     o.lease = kLease;
     d_.reset();
     reducer_ = std::move(*cais::CaisReducer::Create(cais::CaisConfig{}));
-    ports_ = std::make_unique<PortTable>();
+    ports_ = std::make_unique<membership::PortTable>();
     d_ = std::make_unique<CaisDispatcher>(reducer_.get(), ports_.get(), o);
   }
   // JOINs ranks 0..n-1 of group 0 from hosts 1..n; the last reply.
@@ -89,7 +89,7 @@ class CaisDispatcherTest : public ::testing::Test {
   }
 
   std::unique_ptr<cais::CaisReducer> reducer_;
-  std::unique_ptr<PortTable> ports_;
+  std::unique_ptr<membership::PortTable> ports_;
   std::unique_ptr<CaisDispatcher> d_;
   Recorder out_;
   dp::TimeNs now_ = 0;

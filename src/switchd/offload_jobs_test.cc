@@ -15,7 +15,7 @@
 
 #include "inca/cais/reducer.h"
 #include "inca/control/offload_controller.h"
-#include "switchd/group_manager.h"
+#include "membership/group_manager.h"
 #include "switchd/switch_control.h"
 
 namespace inca::switchd {
@@ -49,7 +49,7 @@ class PersistentSwitch {
     cais::CaisConfig cfg;
     cfg.sram_bytes = size_t{64} << 20;
     reducer_ = *cais::CaisReducer::Create(cfg);
-    gm_ = std::make_unique<GroupManager>(&ports_, &reducer_->rules(), 1000);
+    gm_ = std::make_unique<membership::GroupManager>(&ports_, &reducer_->rules(), 1000);
   }
 
   // Runs one job; returns how many of its operations ran on the host path.
@@ -77,7 +77,7 @@ class PersistentSwitch {
     now_ += 1000 * dp::kNsPerMs;  // the next job starts a second later
     return host;
   }
-  const GroupManager& groups() const { return *gm_; }
+  const membership::GroupManager& groups() const { return *gm_; }
 
  private:
   static net::Endpoint Host(uint16_t r) {
@@ -114,9 +114,9 @@ class PersistentSwitch {
   }
 
   double switch_ms_, host_ms_;
-  PortTable ports_;
+  membership::PortTable ports_;
   std::unique_ptr<cais::CaisReducer> reducer_;
-  std::unique_ptr<GroupManager> gm_;
+  std::unique_ptr<membership::GroupManager> gm_;
   control::OffloadController controller_{control::OffloadControllerConfig{}};
   dp::TimeNs now_ = 0;
   uint64_t job_ = 0;

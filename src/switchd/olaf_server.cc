@@ -8,7 +8,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
-#include "switchd/group_manager.h"
+#include "membership/group_manager.h"
 #include "switchd/string_compat.h"
 
 namespace inca::switchd {
@@ -34,9 +34,9 @@ absl::Status OlafServerConfig::Validate() const {
   if (batch_size < 1 || batch_size > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size ", batch_size, " not in 1..1024"));
   }
-  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lease_ms ", lease_ms, " not in ", kMinLeaseMs, "..", kMaxLeaseMs));
+  if (lease_ms < membership::kMinLeaseMs || lease_ms > membership::kMaxLeaseMs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_ms ", lease_ms, " not in ", membership::kMinLeaseMs, "..", membership::kMaxLeaseMs));
   }
   return program.Validate();
 }
@@ -102,7 +102,7 @@ void OlafServer::Publish(dp::TimeNs now) {
 
 void OlafServer::OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) {
   const net::Endpoint& source = d.source;
-  PortTable& ports = host_->ports();
+  membership::PortTable& ports = host_->ports();
   std::optional<dp::PortId> port = ports.Lookup(source);
   if (!port) {
     auto bound = ports.Bind(source);
@@ -132,7 +132,7 @@ void OlafServer::Unbind(dp::PortId port) {
 }
 
 bool OlafServer::EvictSilentest() {
-  const PortTable& ports = host_->ports();
+  const membership::PortTable& ports = host_->ports();
   int victim = -1;
   for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
     const net::Endpoint* e = ports.endpoint(p);
@@ -153,7 +153,7 @@ void OlafServer::ExpirePeers(dp::TimeNs now) {
   const dp::TimeNs lease = dp::TimeNs{config_.lease_ms} * dp::kNsPerMs;
   if (now < next_expiry_scan_) return;
   next_expiry_scan_ = now + lease / 10;
-  const PortTable& ports = host_->ports();
+  const membership::PortTable& ports = host_->ports();
   for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
     const net::Endpoint* e = ports.endpoint(p);
     if (e == nullptr || ports.is_static(p) || now - seen_[p] < lease) continue;

@@ -44,10 +44,10 @@
 #include "absl/synchronization/mutex.h"
 #include "inca/olaf/olaf_switch.h"
 #include "inca/switchd/counters.h"
+#include "membership/port_table.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
-#include "switchd/port_table.h"
 #include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
@@ -88,7 +88,7 @@ class OlafServer final : private ProgramHost::Hooks {
 
   struct Control {
     olaf::OlafSwitch& program;
-    PortTable& ports;
+    membership::PortTable& ports;
     dp::TimeNs now;
   };
   // Runs `fn` on the switch thread between batches and waits (before Run()

@@ -41,10 +41,10 @@
 #include "inca/dataplane/program.h"
 #include "inca/switchd/counters.h"
 #include "inca/util/counters.h"
+#include "membership/port_table.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
-#include "switchd/port_table.h"
 
 namespace inca::switchd {
 
@@ -110,8 +110,8 @@ class ProgramHost final : private dp::PacketSink {
   // thread, or before Run() starts: adapters copy them when they publish.
   const HostCounters& counters() const { return live_; }
 
-  PortTable& ports() { return ports_; }
-  const PortTable& ports() const { return ports_; }
+  membership::PortTable& ports() { return ports_; }
+  const membership::PortTable& ports() const { return ports_; }
   const net::UdpSocket& socket() const { return socket_; }
   dp::TimeNs Now() const { return clock_->NowNs(); }
 
@@ -130,7 +130,7 @@ class ProgramHost final : private dp::PacketSink {
   HostCounters live_;
   net::UdpSocket socket_;
   net::Wakeup wakeup_;
-  PortTable ports_;
+  membership::PortTable ports_;
   net::RecvBatch rx_;
   net::SendBatch tx_;
   std::atomic<bool> stop_{false};

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "inca/dataplane/drop_reason.h"
 #include "inca/util/counters.h"
+#include "membership/group_manager.h"
 #include "net/endpoint.h"
-#include "switchd/group_manager.h"
 #include "switchd/olaf_server.h"
 #include "switchd/switch_server.h"
 
@@ -138,8 +138,8 @@ settings::Table<C> Cais() {
           [](auto& c) -> auto& { return c.cais.deterministic; }),
       Uint(
           {.key = "lease_ms",
-           .lo = kMinLeaseMs,
-           .hi = kMaxLeaseMs,
+           .lo = membership::kMinLeaseMs,
+           .hi = membership::kMaxLeaseMs,
            .unit = "ms",
            .runtime = true,
            .doc = "a group member silent this long (no JOIN, PING, REPORT or data) loses its "

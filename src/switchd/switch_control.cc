@@ -172,7 +172,8 @@ absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
   return s;
 }
 
-control::GroupInfo GroupInfoOf(const GroupManager& groups, const GroupState& st, dp::TimeNs now) {
+control::GroupInfo GroupInfoOf(const membership::GroupManager& groups,
+                               const membership::GroupState& st, dp::TimeNs now) {
   control::GroupInfo info;
   info.group_id = st.group_id;
   info.world_size = st.world_size;
@@ -208,7 +209,7 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
   std::vector<control::GroupInfo> out;
   First([&](SwitchServer::Control& c) {
     for (int g = 0; g < 256; ++g) {
-      const GroupState* st = c.groups.group(static_cast<uint8_t>(g));
+      const membership::GroupState* st = c.groups.group(static_cast<uint8_t>(g));
       if (st == nullptr) continue;
       out.push_back(GroupInfoOf(c.groups, *st, c.now));
     }

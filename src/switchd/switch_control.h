@@ -25,7 +25,8 @@ namespace inca::switchd {
 
 // What the control API reports of a JOIN-formed group, its measured
 // operation times included (the offload controller's input).
-control::GroupInfo GroupInfoOf(const GroupManager& groups, const GroupState& st, dp::TimeNs now);
+control::GroupInfo GroupInfoOf(const membership::GroupManager& groups,
+                               const membership::GroupState& st, dp::TimeNs now);
 // An offload controller's decision for one group, applied to the reducer.
 void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer);
 

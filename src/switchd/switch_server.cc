@@ -126,7 +126,7 @@ void SwitchServer::Publish() {
   live_.reducer = reducer_->counters();
   live_.cais = reducer_->totals();
   live_.sram = reducer_->sram();
-  const GroupManager& g = dispatcher_->groups();
+  const membership::GroupManager& g = dispatcher_->groups();
   const DispatcherCounters& d = dispatcher_->counters();
   live_.mgmt_rx = d.mgmt_rx;
   live_.mgmt_malformed = d.mgmt_malformed;

@@ -34,13 +34,13 @@
 #include "absl/synchronization/mutex.h"
 #include "inca/cais/reducer.h"
 #include "inca/switchd/counters.h"
+#include "membership/group_manager.h"
+#include "membership/port_table.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
 #include "switchd/cais_dispatcher.h"
 #include "switchd/config.h"
-#include "switchd/group_manager.h"
-#include "switchd/port_table.h"
 #include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
@@ -86,8 +86,8 @@ class SwitchServer final : private ProgramHost::Hooks {
   // Mutable state handed to Execute() callbacks.
   struct Control {
     cais::CaisReducer& reducer;
-    PortTable& ports;
-    GroupManager& groups;
+    membership::PortTable& ports;
+    membership::GroupManager& groups;
     SwitchdConfig& config;
     dp::TimeNs now;  // the switch's clock when the task runs
   };
@@ -97,8 +97,8 @@ class SwitchServer final : private ProgramHost::Hooks {
   // active. Thread-safe; must not be called from inside `fn`.
   void Execute(const std::function<void(Control&)>& fn);
 
-  const GroupManager& groups() const { return dispatcher_->groups(); }
-  const PortTable& ports() const { return host_->ports(); }
+  const membership::GroupManager& groups() const { return dispatcher_->groups(); }
+  const membership::PortTable& ports() const { return host_->ports(); }
   const cais::CaisReducer& reducer() const { return *reducer_; }
 
  private:

@@ -23,7 +23,6 @@
 #include "gtest/gtest.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
-#include "switchd/udp_forwarder.h"
 
 namespace inca::switchd::server_test {
 

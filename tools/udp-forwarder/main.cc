@@ -7,17 +7,17 @@
 #include <iostream>
 #include <memory>
 
-#include "switchd/udp_forwarder.h"
-#include "switchd/uring_reflector.h"
-#include "switchd/xsk_reflector.h"
+#include "reflect/udp_forwarder.h"
+#include "reflect/uring_reflector.h"
+#include "reflect/xsk_reflector.h"
 #include "util/cli_flags.h"
 #include "util/stop_signals.h"
 
 namespace {
 
-std::atomic<inca::switchd::UdpForwarder*> g_forwarder{nullptr};
-std::atomic<inca::switchd::UringReflector*> g_uring{nullptr};
-std::atomic<inca::switchd::XskReflector*> g_xsk{nullptr};
+std::atomic<inca::reflect::UdpForwarder*> g_forwarder{nullptr};
+std::atomic<inca::reflect::UringReflector*> g_uring{nullptr};
+std::atomic<inca::reflect::XskReflector*> g_xsk{nullptr};
 
 extern "C" void OnSignal(int /*signo*/) {
   if (auto* f = g_forwarder.load()) f->Stop();  // async-signal-safe
@@ -47,9 +47,9 @@ int Serve(const absl::StatusOr<std::unique_ptr<T>>& r, std::atomic<T*>& slot,
   return 0;
 }
 
-// --io xdp: the AF_XDP reflector (src/switchd/xsk_reflector.h) for the
+// --io xdp: the AF_XDP reflector (src/reflect/xsk_reflector.h) for the
 // --listen port on --interface.
-int RunXsk(const inca::switchd::UdpForwarderConfig& c, inca::switchd::XskConfig x) {
+int RunXsk(const inca::reflect::UdpForwarderConfig& c, inca::reflect::XskConfig x) {
   if (!c.forward.empty()) {
     std::cerr << "udp-forwarder: --io xdp reflects only; drop --forward\n";
     return 2;
@@ -60,7 +60,7 @@ int RunXsk(const inca::switchd::UdpForwarderConfig& c, inca::switchd::XskConfig 
     return 2;
   }
   x.port = listen->port();
-  auto r = inca::switchd::XskReflector::Create(x);
+  auto r = inca::reflect::XskReflector::Create(x);
   const std::string what = r.ok() ? "reflecting UDP port " + std::to_string(x.port) + " on " +
                                         x.interface + " queue " + std::to_string(x.queue) +
                                         " io=xdp mode=" + (*r)->attach_mode()
@@ -71,8 +71,8 @@ int RunXsk(const inca::switchd::UdpForwarderConfig& c, inca::switchd::XskConfig 
 }  // namespace
 
 int main(int argc, char** argv) {
-  inca::switchd::UdpForwarderConfig c;
-  inca::switchd::XskConfig x;
+  inca::reflect::UdpForwarderConfig c;
+  inca::reflect::XskConfig x;
   CLI::App app{"udp-forwarder: plain UDP forwarder (benchmark baseline for inca-switchd)"};
   app.add_option("--listen", c.listen, "HOST:PORT to listen on (--io xdp: the port reflected)")
       ->capture_default_str();
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
 
   if (io == "xdp") return RunXsk(c, x);
   if (io == "uring") {
-    auto r = inca::switchd::UringReflector::Create(c);
+    auto r = inca::reflect::UringReflector::Create(c);
     const std::string what =
         r.ok() ? "listening on port " + std::to_string((*r)->socket().local.port()) + " io=uring"
                : "";
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.io = *mode;
-  auto fwd = inca::switchd::UdpForwarder::Create(c);
+  auto fwd = inca::reflect::UdpForwarder::Create(c);
   const std::string what = fwd.ok() ? "listening on port " + std::to_string((*fwd)->local_port()) +
                                           " " + (*fwd)->socket().Describe()
                                     : "";

@@ -1,4 +1,4 @@
-#include "switchd/xsk_reflector.h"
+#include "reflect/xsk_reflector.h"
 
 #include <net/if.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 #include <xdp/xsk.h>
 #endif
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 namespace {
 constexpr size_t kEthBytes = 14;
@@ -273,4 +273,4 @@ UdpForwarderCounters XskReflector::counters() const {
   return snapshot_;
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

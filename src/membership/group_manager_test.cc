@@ -1,4 +1,4 @@
-#include "switchd/group_manager.h"
+#include "membership/group_manager.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,9 +7,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "switchd/group_manager_test_util.h"
+#include "membership/group_manager_test_util.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 namespace {
 
 using ::testing::ElementsAre;
@@ -658,4 +658,4 @@ TEST_F(GroupManagerTest, EventsGoToTheInjectedLogAtTheirLevel) {
 }
 
 }  // namespace
-}  // namespace inca::switchd
+}  // namespace inca::membership

@@ -1,4 +1,4 @@
-#include "switchd/uring_reflector.h"
+#include "reflect/uring_reflector.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -13,7 +13,7 @@
 #include <liburing.h>
 #endif
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 #ifdef INCA_HAVE_LIBURING
 
@@ -172,4 +172,4 @@ UdpForwarderCounters UringReflector::counters() const {
   return snapshot_;
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

@@ -2,7 +2,7 @@
 // through) and the configurations it refuses before touching the kernel.
 // The reflector itself runs end to end on a testbed namespace's veth in
 // python/tests/test_testbed.py (it needs root and an interface of its own).
-#include "switchd/xsk_reflector.h"
+#include "reflect/xsk_reflector.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace inca::switchd {
+namespace inca::reflect {
 namespace {
 
 uint16_t Load16(const std::vector<uint8_t>& f, size_t at) {
@@ -139,4 +139,4 @@ TEST(XskReflectorTest, BadConfigsAreOneLineErrors) {
 }
 
 }  // namespace
-}  // namespace inca::switchd
+}  // namespace inca::reflect

@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "net/udp.h"
-#include "switchd/udp_forwarder.h"
+#include "reflect/udp_forwarder.h"
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 // True when this build has io_uring (liburing).
 bool UringAvailable();
@@ -55,4 +55,4 @@ class UringReflector {
   UdpForwarderCounters snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

@@ -2,7 +2,7 @@
 // back to its sender unchanged and is counted; a forward target is refused
 // with a clear error. Where the kernel refuses io_uring (a seccomp profile
 // that blocks it), Create says so in one line instead.
-#include "switchd/uring_reflector.h"
+#include "reflect/uring_reflector.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace inca::switchd {
+namespace inca::reflect {
 namespace {
 
 TEST(UringReflectorTest, ReflectsEveryDatagramOrSaysWhyNot) {
@@ -81,4 +81,4 @@ TEST(UringReflectorTest, ForwardTargetsAreRefused) {
 }
 
 }  // namespace
-}  // namespace inca::switchd
+}  // namespace inca::reflect

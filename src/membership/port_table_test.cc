@@ -1,4 +1,4 @@
-#include "switchd/port_table.h"
+#include "membership/port_table.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "net/endpoint.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 namespace {
 
 net::Endpoint Ep(const char* s) {
@@ -170,4 +170,4 @@ TEST(PortTableTest, ASmallTableRefusesDynamicBindsButNeverStaticOnes) {
   EXPECT_EQ(*t.Bind(Ep("10.0.0.3:1")), 0);
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::membership

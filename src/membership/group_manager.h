@@ -106,10 +106,10 @@
 #include "inca/dataplane/program.h"
 #include "inca/util/event_log.h"
 #include "inca/wire/mgmt.h"
+#include "membership/port_table.h"
 #include "net/endpoint.h"
-#include "switchd/port_table.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 
 inline constexpr uint32_t kSeqBaseStride = uint32_t{1} << 20;
 inline constexpr dp::TimeNs kDefaultLeaseNs = 10'000 * dp::kNsPerMs;
@@ -300,4 +300,4 @@ class GroupManager {
   dp::TimeNs next_expire_scan_ = 0;
 };
 
-}  // namespace inca::switchd
+}  // namespace inca::membership

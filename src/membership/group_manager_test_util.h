@@ -9,9 +9,9 @@
 
 #include <string>
 
-#include "switchd/group_manager.h"
+#include "membership/group_manager.h"
 
-namespace inca::switchd::testing {
+namespace inca::membership::testing {
 
 using wire::kAnyPort;
 using wire::MgmtMessage;
@@ -70,4 +70,4 @@ class GroupManagerTest : public ::testing::Test {
   dp::TimeNs now_ = 0;
 };
 
-}  // namespace inca::switchd::testing
+}  // namespace inca::membership::testing

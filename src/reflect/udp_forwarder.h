@@ -21,7 +21,7 @@
 #include "net/endpoint.h"
 #include "net/udp.h"
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 struct UdpForwarderConfig {
   std::string listen = "127.0.0.1:9420";  // HOST:PORT; port 0 = ephemeral
@@ -73,4 +73,4 @@ class UdpForwarder {
   UdpForwarderCounters snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

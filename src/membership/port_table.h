@@ -21,7 +21,7 @@
 #include "inca/dataplane/program.h"
 #include "net/endpoint.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 
 class PortTable {
  public:
@@ -78,4 +78,4 @@ class PortTable {
   absl::flat_hash_map<net::Endpoint, dp::PortId> by_endpoint_;
 };
 
-}  // namespace inca::switchd
+}  // namespace inca::membership

@@ -1,8 +1,8 @@
-#include "switchd/port_table.h"
+#include "membership/port_table.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 
 void PortTable::Set(dp::PortId port, const net::Endpoint& endpoint, bool is_static) {
   entries_[port] = Entry{endpoint, true, is_static};
@@ -65,4 +65,4 @@ bool PortTable::Release(dp::PortId port) {
   return true;
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::membership

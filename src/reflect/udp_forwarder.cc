@@ -1,4 +1,4 @@
-#include "switchd/udp_forwarder.h"
+#include "reflect/udp_forwarder.h"
 
 #include <poll.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 namespace {
 constexpr size_t kSlotBytes = 65536;  // any UDP datagram
@@ -111,4 +111,4 @@ absl::Status UdpForwarder::Run() {
   return absl::OkStatus();
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

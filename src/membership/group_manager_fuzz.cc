@@ -15,8 +15,8 @@
 #include <string>
 
 #include "inca/cais/rule_table.h"
-#include "switchd/group_manager.h"
-#include "switchd/port_table.h"
+#include "membership/group_manager.h"
+#include "membership/port_table.h"
 
 namespace {
 
@@ -39,12 +39,12 @@ inca::net::Endpoint Endpoint(uint8_t id) {
   return *e;
 }
 
-void CheckConsistent(const inca::switchd::GroupManager& gm, const inca::switchd::PortTable& ports,
-                     const inca::cais::RuleTable& rules) {
+void CheckConsistent(const inca::membership::GroupManager& gm,
+                     const inca::membership::PortTable& ports, const inca::cais::RuleTable& rules) {
   Check(ports.size() <= ports.max_bound());
   size_t formed = 0, forming = 0;
   for (int id = 0; id < 256; ++id) {
-    const inca::switchd::GroupState* g = gm.group(static_cast<uint8_t>(id));
+    const inca::membership::GroupState* g = gm.group(static_cast<uint8_t>(id));
     if (g == nullptr) {
       Check(!rules.HasGroup(static_cast<uint8_t>(id)));
       continue;
@@ -75,10 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return true;
   }();
   (void)quiet;
-  switchd::PortTable ports{64};  // small, so that ports run out
+  membership::PortTable ports{64};  // small, so that ports run out
   cais::RuleTable rules;
-  const TimeNs lease = TimeNs{switchd::kMinLeaseMs} * dp::kNsPerMs;  // scans every lease/10
-  switchd::GroupManager gm(&ports, &rules, /*seq_start=*/7, lease);
+  const TimeNs lease = TimeNs{membership::kMinLeaseMs} * dp::kNsPerMs;  // scans every lease/10
+  membership::GroupManager gm(&ports, &rules, /*seq_start=*/7, lease);
   TimeNs now = 1;
   for (size_t i = 0; i + 6 <= size; i += 6) {
     const uint8_t op = data[i], group = data[i + 1] % 8, rank = data[i + 2] % 8;

@@ -33,9 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "switchd/udp_forwarder.h"
+#include "reflect/udp_forwarder.h"
 
-namespace inca::switchd {
+namespace inca::reflect {
 
 // True when this build has AF_XDP (libxdp).
 bool XskAvailable();
@@ -85,4 +85,4 @@ class XskReflector {
   UdpForwarderCounters snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace inca::switchd
+}  // namespace inca::reflect

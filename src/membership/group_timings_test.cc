@@ -3,13 +3,13 @@
 // that shape, bounded. The rest of its tests: group_manager_test.cc.
 #include <gtest/gtest.h>
 
-#include "switchd/group_manager.h"
-#include "switchd/group_manager_test_util.h"
+#include "membership/group_manager.h"
+#include "membership/group_manager_test_util.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 namespace {
 
-using namespace ::inca::switchd::testing;  // NOLINT(build/namespaces)
+using namespace ::inca::membership::testing;  // NOLINT(build/namespaces)
 
 // Issue 46: what one job measured is where the next job of the same shape
 // (world size, member hosts) starts; another shape starts afresh; at most
@@ -68,4 +68,4 @@ TEST_F(GroupManagerTest, TimingsOutliveTheirJobForTheNextJobOfTheSameShape) {
 }
 
 }  // namespace
-}  // namespace inca::switchd
+}  // namespace inca::membership

@@ -1,4 +1,4 @@
-#include "switchd/group_manager.h"
+#include "membership/group_manager.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "switchd/string_compat.h"
 
-namespace inca::switchd {
+namespace inca::membership {
 
 using wire::MgmtMessage;
 using wire::MgmtReason;
@@ -324,7 +323,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
       Unref(*port);
       if (g->joined == 0) g.reset();
       Emit(*log_, LogLevel::kWarn, "event=rule_install_failed group={} error=\"{}\"", m.group_id,
-           Sv(s.message()));
+           std::string(s.message()));
       return refuse(MgmtReason::kGroupConflict);
     }
     g->formed = true;
@@ -486,4 +485,4 @@ MgmtMessage GroupManager::Ping(const MgmtMessage& m, const net::Endpoint& from, 
   return reply;
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::membership
