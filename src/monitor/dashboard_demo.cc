@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write the bound port here once serving");
   app.add_option("--duration-s", duration_s, "exit after this long; 0 = until a signal")
       ->check(CLI::Range(0.0, 86400.0));
-  inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "monitor_dashboard_demo");
+      rc >= 0) {
+    return rc;
+  }
 
   inca::monitor::SyntheticMetrics synthetic;
   // Each request advances the synthetic clock by one second, so a poll

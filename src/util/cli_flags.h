@@ -28,12 +28,14 @@ inline void RejectNegativeUnsigned(CLI::App& app) {
   }
 }
 
-// Parses `argv` into `app`. Returns -1 to go on, or the exit code to
-// return: 0 after --help, 2 after one line "<tool>: <error>" on stderr.
+// Parses `argv` into `app` (after RejectNegativeUnsigned). Returns -1 to go
+// on, or the exit code to return: 0 after --help, 2 after one line
+// "<tool>: <error>" on stderr. Every tool's main parses through this.
 // (CLI11_PARSE prints two lines and exits with CLI11's own codes, 105, 109,
 // 114, ...; inca's tools exit 2 for every usage error.)
 inline int ParseCommandLine(CLI::App& app, int argc, const char* const* argv,
                             const std::string& tool) {
+  RejectNegativeUnsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -80,7 +80,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65534));
   app.add_option("--bind", o.bind_ip, "this rank's local address (env INCA_BIND_IP)")
       ->envname("INCA_BIND_IP");
-  inca::util::RejectNegativeUnsigned(app);
   if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "cais-perf"); rc >= 0) return rc;
 
   auto fail = [](const auto& status) {

@@ -66,14 +66,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "inca-controller: " << e.what() << "\n";
-    return 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-controller"); rc >= 0)
+    return rc;
   c.host_bandwidth_bps = host_gbps * 1e9 / 8;
   c.switch_rate_bps = switch_gbps * 1e9 / 8;
   c.host_latency_s = host_latency_us * 1e-6;

@@ -25,8 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--sram-usage-limit", o.switch_config.sram_usage_limit, "admission limit (0,1]");
   app.add_option("--sram-bytes", o.switch_config.sram_bytes, "switch slot memory");
   app.add_flag("!--no-timeout-demo", o.timeout_demo, "do not leave a chunk to time out");
-  inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-demo"); rc >= 0) return rc;
   o.tensor_bytes = static_cast<size_t>(tensor_mib * (1 << 20)) / 4 * 4;
   o.switch_config.timeout_ns = static_cast<inca::dp::TimeNs>(timeout_ms * 1e6);
 

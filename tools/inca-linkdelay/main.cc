@@ -70,14 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", c.batch, "frames per recvmmsg or sendmmsg")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "inca-linkdelay: " << e.what() << "\n";
-    return 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-linkdelay"); rc >= 0)
+    return rc;
   for (const std::string& l : links) {
     const size_t comma = l.find(',');
     if (comma == std::string::npos || l.find(',', comma + 1) != std::string::npos) {

@@ -192,13 +192,7 @@ int main(int argc, char** argv) {
   app.add_option("--sweep", sweep, "run once per value: KEY=V1,V2,...");
   app.add_option("--out", out_dir, "output directory")->capture_default_str();
   app.add_flag("--progress", progress, "show progress on stderr");
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return Fail(e.what());
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-sim"); rc >= 0) return rc;
   // Bounded, and a read error is one: /dev/zero (it passes ExistingFile)
   // was read forever.
   const auto read = inca::util::ReadSmallFile(path, inca::util::kMaxConfigFileBytes, "scenario");

@@ -64,14 +64,8 @@ int main(int argc, char** argv) {
                "print the settings' keys, types, ranges and run-time flags as JSON and exit");
   app.add_flag("--stats-proto", stats_proto,
                "print the control API's proto/inca/control/v1/stats.proto and exit");
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "inca-switchd: " << e.what() << "\n";
-    return 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-switchd"); rc >= 0)
+    return rc;
   if (markdown || counters_markdown || stats_proto || json) {
     std::cout << (markdown            ? inca::switchd::SettingsMarkdown()
                   : counters_markdown ? inca::switchd::CountersMarkdown()

@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", max_seconds);
   app.add_option("--max-steps", max_steps);
   app.add_option("--report-every", report_every_s, "seconds between progress lines");
-  inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "lunar-train"); rc >= 0)
+    return rc;
   o.model.seed = o.seed;
 
   double next_report = report_every_s;

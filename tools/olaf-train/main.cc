@@ -166,14 +166,8 @@ int main(int argc, char** argv) {
   worker->add_option("--send-control", d.send_control)->capture_default_str();
   worker->add_option("--clock", d.clock, "ps | local: whose clock updates are stamped on")
       ->capture_default_str();
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "olaf-train: " << e.what() << "\n";
-    return 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "olaf-train"); rc >= 0)
+    return rc;
   if (*sim) return RunSim(sets, out_dir, quiet);
   if (*run) {
     std::error_code ec;

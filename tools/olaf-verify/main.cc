@@ -65,13 +65,8 @@ int main(int argc, char** argv) {
   app.add_flag("--seed-queue-dynamics", cfg.assert_queue_dynamics,
                "also assert the paper's D(n) >= A(n) + Q(n)/C (redundant, slower)");
   app.add_flag("--json", json, "one JSON object on stdout instead of the report");
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "olaf-verify"); rc >= 0)
+    return rc;
 
   for (const std::string& f : cluster_flags) {
     absl::StatusOr<ov::ClusterSpec> c = ov::ParseClusterSpec(f);

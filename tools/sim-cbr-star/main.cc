@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("--duration-s", duration_s, "simulated time")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1000.0));
-  inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "sim-cbr-star"); rc >= 0)
+    return rc;
 
   namespace sim = inca::sim;
   sim::Simulator s;

@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   std::vector<std::string> io = {"mmsg", "gso"};
   app.add_option("--io", io, "socket paths to measure, in order (mmsg, gso; repeatable)");
-  inca::util::RejectNegativeUnsigned(app);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "switchd-bench"); rc >= 0)
+    return rc;
   o.io.clear();
   for (const std::string& m : io) {
     auto mode = inca::net::ParseIoMode(m);

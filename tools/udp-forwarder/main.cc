@@ -94,14 +94,8 @@ int main(int argc, char** argv) {
   app.add_option("--xdp-mode", x.mode, "--io xdp: attach libxdp's program natively or as skb")
       ->check(CLI::IsMember({"auto", "native", "skb"}))
       ->capture_default_str();
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "udp-forwarder: " << e.what() << "\n";
-    return 2;
-  }
+  if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "udp-forwarder"); rc >= 0)
+    return rc;
   x.batch = c.batch_size;
 
   if (io == "xdp") return RunXsk(c, x);
