@@ -53,24 +53,49 @@ size_t Fragmenter::FragmentCount(size_t elements) const {
   return (elements + per - 1) / per;
 }
 
-absl::Status Fragmenter::ForEachUpdate(
-    const UpdateHeader& header, std::span<const float> values,
-    absl::FunctionRef<void(std::span<const uint8_t>)> emit) const {
-  if (absl::Status s = CheckCount(values.size(), MaxElements()); !s.ok()) return s;
-  const size_t per = elements_per_fragment();
-  const size_t n = FragmentCount(values.size());
-  std::vector<uint8_t> buf(kOlafUpdateHeaderBytes + max_payload_bytes_);
-  UpdateHeader h = header;
+namespace {
+
+// One message of `values` cut into `n` fragments of at most `per`
+// elements, each `header` (frag_index, frag_count, payload_len set) then
+// its slice, handed to `emit` from one reused buffer.
+template <typename Header>
+void EmitFragments(Header h, size_t header_bytes,
+                   size_t (*serialize)(const Header&, std::span<uint8_t>) noexcept, size_t per,
+                   size_t n, size_t max_payload, std::span<const float> values,
+                   absl::FunctionRef<void(std::span<const uint8_t>)> emit) {
+  std::vector<uint8_t> buf(header_bytes + max_payload);
   h.frag_count = static_cast<uint16_t>(n);
   for (size_t i = 0; i < n; ++i) {
     const size_t first = i * per;
     const size_t count = std::min(per, values.size() - first);
     h.frag_index = static_cast<uint16_t>(i);
     h.payload_len = static_cast<uint32_t>(count * 4);
-    SerializeUpdateHeader(h, buf);
-    std::memcpy(buf.data() + kOlafUpdateHeaderBytes, values.data() + first, count * 4);
-    emit(std::span<const uint8_t>(buf.data(), kOlafUpdateHeaderBytes + count * 4));
+    serialize(h, buf);
+    std::memcpy(buf.data() + header_bytes, values.data() + first, count * 4);
+    emit(std::span<const uint8_t>(buf.data(), header_bytes + count * 4));
   }
+}
+
+// Every fragment `for_each` emits, copied.
+absl::StatusOr<std::vector<std::vector<uint8_t>>> Collect(
+    size_t expected,
+    absl::FunctionRef<absl::Status(absl::FunctionRef<void(std::span<const uint8_t>)>)> for_each) {
+  std::vector<std::vector<uint8_t>> out;
+  out.reserve(expected);
+  absl::Status s =
+      for_each([&](std::span<const uint8_t> d) { out.emplace_back(d.begin(), d.end()); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+absl::Status Fragmenter::ForEachUpdate(
+    const UpdateHeader& header, std::span<const float> values,
+    absl::FunctionRef<void(std::span<const uint8_t>)> emit) const {
+  if (absl::Status s = CheckCount(values.size(), MaxElements()); !s.ok()) return s;
+  EmitFragments(header, kOlafUpdateHeaderBytes, &SerializeUpdateHeader, elements_per_fragment(),
+                FragmentCount(values.size()), max_payload_bytes_, values, emit);
   return absl::OkStatus();
 }
 
@@ -78,41 +103,21 @@ absl::Status Fragmenter::ForEachModel(
     const ModelHeader& header, std::span<const float> values,
     absl::FunctionRef<void(std::span<const uint8_t>)> emit) const {
   if (absl::Status s = CheckCount(values.size(), MaxElements()); !s.ok()) return s;
-  const size_t per = elements_per_fragment();
-  const size_t n = FragmentCount(values.size());
-  std::vector<uint8_t> buf(kOlafModelHeaderBytes + max_payload_bytes_);
-  ModelHeader h = header;
-  h.frag_count = static_cast<uint16_t>(n);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t first = i * per;
-    const size_t count = std::min(per, values.size() - first);
-    h.frag_index = static_cast<uint16_t>(i);
-    h.payload_len = static_cast<uint32_t>(count * 4);
-    SerializeModelHeader(h, buf);
-    std::memcpy(buf.data() + kOlafModelHeaderBytes, values.data() + first, count * 4);
-    emit(std::span<const uint8_t>(buf.data(), kOlafModelHeaderBytes + count * 4));
-  }
+  EmitFragments(header, kOlafModelHeaderBytes, &SerializeModelHeader, elements_per_fragment(),
+                FragmentCount(values.size()), max_payload_bytes_, values, emit);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::vector<uint8_t>>> Fragmenter::Update(
     const UpdateHeader& header, std::span<const float> values) const {
-  std::vector<std::vector<uint8_t>> out;
-  out.reserve(values.empty() ? 0 : std::min(FragmentCount(values.size()), kMaxFragments));
-  absl::Status s = ForEachUpdate(
-      header, values, [&](std::span<const uint8_t> d) { out.emplace_back(d.begin(), d.end()); });
-  if (!s.ok()) return s;
-  return out;
+  return Collect(values.empty() ? 0 : std::min(FragmentCount(values.size()), kMaxFragments),
+                 [&](auto emit) { return ForEachUpdate(header, values, emit); });
 }
 
 absl::StatusOr<std::vector<std::vector<uint8_t>>> Fragmenter::Model(
     const ModelHeader& header, std::span<const float> values) const {
-  std::vector<std::vector<uint8_t>> out;
-  out.reserve(values.empty() ? 0 : std::min(FragmentCount(values.size()), kMaxFragments));
-  absl::Status s = ForEachModel(
-      header, values, [&](std::span<const uint8_t> d) { out.emplace_back(d.begin(), d.end()); });
-  if (!s.ok()) return s;
-  return out;
+  return Collect(values.empty() ? 0 : std::min(FragmentCount(values.size()), kMaxFragments),
+                 [&](auto emit) { return ForEachModel(header, values, emit); });
 }
 
 // ---- Reassembler ----
