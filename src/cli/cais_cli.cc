@@ -318,9 +318,7 @@ int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ost
   if (a.paction != "list") throw UsageError{"ports action must be list, register or release"};
   auto ps = cp.ListPorts();
   if (!ps.ok()) return Report(ps.status(), err);
-  for (const auto& p : *ps) {
-    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
-  }
+  PrintPorts(*ps, out);
   return kOk;
 }
 
@@ -436,17 +434,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   auto* offload =
       app.add_subcommand("offload", "the offload controller's decisions (CAIS write-up 3.3)");
 
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      out << app.help();
-      return kOk;
-    }
-    err << "cais-cli: " << e.what() << "\n";
-    return kUsage;
-  }
+  if (const int rc = ParseArgs(app, argc, argv, "cais-cli", out, err); rc >= 0) return rc;
 
   try {
     using Verb = int (*)(const Args&, control::ControlClient&, std::ostream&, std::ostream&);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "inca/control/control_plane.h"
+#include "util/cli_flags.h"
 
 namespace inca::cli {
 
@@ -42,6 +43,32 @@ inline void AddConnectionOptions(CLI::App& app, std::string* device, std::string
   app.add_flag("--json", *json, "machine-readable output");
   app.add_option("--timeout-ms", *timeout_ms, "per-request deadline")
       ->check(CLI::Range(1, 3600000));
+}
+
+// Parses the command line into `app` (negative unsigned values refused):
+// -1 to go on; kOk after --help (printed on `out`); kUsage after one line
+// "<tool>: <error>" on `err`.
+inline int ParseArgs(CLI::App& app, int argc, const char* const* argv, std::string_view tool,
+                     std::ostream& out, std::ostream& err) {
+  util::RejectNegativeUnsigned(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      out << app.help();
+      return kOk;
+    }
+    err << tool << ": " << e.what() << "\n";
+    return kUsage;
+  }
+  return -1;
+}
+
+// A switch port listed by the control API, one line each.
+inline void PrintPorts(const std::vector<control::PortInfo>& ports, std::ostream& out) {
+  for (const auto& p : ports) {
+    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
+  }
 }
 
 // "HOST" -> "HOST:50051" (the control API's default port).

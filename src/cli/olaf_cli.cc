@@ -107,9 +107,7 @@ int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ost
   }
   auto ps = cp.ListPorts();
   if (!ps.ok()) return Report(ps.status(), err);
-  for (const auto& p : *ps) {
-    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
-  }
+  PrintPorts(*ps, out);
   return kOk;
 }
 
@@ -205,17 +203,7 @@ int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
       "show or set delta_t_ms, tau_ms, depth, verify_epsilon (key=value ...; override=true "
       "applies a change the verifier refuses)");
   conf->add_option("settings", a.settings, "e.g. delta_t_ms=300 depth=16");
-  inca::util::RejectNegativeUnsigned(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      out << app.help();
-      return kOk;
-    }
-    err << "olaf-cli: " << e.what() << "\n";
-    return kUsage;
-  }
+  if (const int rc = ParseArgs(app, argc, argv, "olaf-cli", out, err); rc >= 0) return rc;
   if (int rc = CheckArgs(a, *clusters, *ports, err); rc != kOk) return rc;
   // A verified change waits for the solver (seconds): a longer default deadline.
   if (*conf && app.get_option("--timeout-ms")->count() == 0) timeout_ms = 30000;
