@@ -43,7 +43,8 @@ LinkConfig Links(const CaisSimScenario& s) {
   return lc;
 }
 
-void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, const RankDone& done) {
+absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j,
+                       const RankDone& done) {
   Plane* pl = &j->planes[static_cast<size_t>(plane)];
   cais::CaisConfig cc;
   cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
@@ -61,8 +62,10 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, cons
     cc.max_payload_bytes = sizeof(float);
     cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
   }
-  auto* sw = j->net->Add(std::make_unique<CaisSwitchNode>(absl::StrCat("switch", plane), cc,
-                                                          s.hosts, ledger, Pipeline(s, false)));
+  auto created = CaisSwitchNode::Create(absl::StrCat("switch", plane), cc, s.hosts, ledger,
+                                        Pipeline(s, false));
+  if (!created.ok()) return created.status();
+  auto* sw = j->net->Add(*std::move(created));
   pl->hub = sw;
   // As SwitchTransport sets it from CommunicatorOptions.
   client::TransportConfig tc;
@@ -101,11 +104,11 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, cons
   pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
     CaisRankNode* rank = ranks[static_cast<size_t>(r)];
     // Pieces take sequence numbers of their own.
-    if (op == wire::CaisOp::kAllGather) {
-      rank->Begin(rank->next_seq(), op, block, data);
-    } else {
-      rank->Begin(rank->next_seq(), op, data, block);
-    }
+    // The scenario's collective, checked when the plane was built.
+    const absl::Status st = op == wire::CaisOp::kAllGather
+                                ? rank->Begin(rank->next_seq(), op, block, data)
+                                : rank->Begin(rank->next_seq(), op, data, block);
+    st.IgnoreError();
   };
   // A reduce-scatter's or all-gather's chunks are numbered over all blocks
   // of each piece: a rank either completed the operation or is taken to
@@ -120,6 +123,7 @@ void BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j, cons
     for (const auto* r : ranks) n += r->result().retransmitted;
     return n;
   };
+  return absl::OkStatus();
 }
 
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a
@@ -151,23 +155,26 @@ void BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDo
 
 }  // namespace
 
-void BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes, int plane,
-                Job* j, const RankDone& done) {
+absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes,
+                        int plane, Job* j, const RankDone& done) {
   if (backend == "inca") {
-    BuildInca(s, bytes, plane, j, done);
+    return BuildInca(s, bytes, plane, j, done);
   } else if (backend == "ring") {
     BuildHostBaseline<RingRankNode>(s, plane, j, done);
   } else {
     BuildHostBaseline<TreeRankNode>(s, plane, j, done);
   }
+  return absl::OkStatus();
 }
 
-BackgroundNode* AddBackground(const CaisSimScenario& s, int plane, Job* j) {
+absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plane, Job* j) {
   if (s.background_load <= 0) return nullptr;
   const BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9};
-  auto* bg = j->net->Add(std::make_unique<BackgroundNode>(
-      absl::StrCat("background", plane), s.hosts, s.link_gbps * 1e9, t, s.chunk_size,
-      s.overhead_bytes, s.seed + 1 + static_cast<uint64_t>(plane)));
+  auto node = BackgroundNode::Create(absl::StrCat("background", plane), s.hosts, s.link_gbps * 1e9,
+                                     t, s.chunk_size, s.overhead_bytes,
+                                     s.seed + 1 + static_cast<uint64_t>(plane));
+  if (!node.ok()) return node.status();
+  auto* bg = j->net->Add(*std::move(node));
   LinkConfig lc = Links(s);
   lc.rate_bps *= s.hosts;
   lc.loss = 0;

@@ -4,6 +4,9 @@
 // model. Internal to the simulator.
 #pragma once
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,13 +52,14 @@ struct Job {
 
 // Builds plane `plane` of `backend` (inca, ring or tree) for operations
 // of `bytes` (the plane's stripe), into j->planes[plane] (sized already).
-void BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes, int plane,
-                Job* j, const RankDone& done);
+// A configuration the nodes refuse is InvalidArgument.
+absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes,
+                        int plane, Job* j, const RankDone& done);
 
 // Other traffic through the plane's switch's last port, on a link that
 // carries all of it (so only the ranks' downlinks are shared); nullptr
 // without load.
-BackgroundNode* AddBackground(const CaisSimScenario& s, int plane, Job* j);
+absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plane, Job* j);
 
 // The CPU time one rank's packets cost (host model), over its cores: what
 // each backend sends and receives per rank for an operation of `bytes`,

@@ -117,10 +117,17 @@ BackgroundNode::BackgroundNode(std::string name, int ranks, double link_bps,
       traffic_(traffic),
       payload_(payload / 4 * 4),
       overhead_(overhead_bytes),
-      rng_(seed) {
-  if (ranks < 1 || payload_ == 0 || traffic.flow_bytes == 0) {
-    throw std::invalid_argument("background traffic needs ranks, a payload and a flow size");
+      rng_(seed) {}
+
+absl::StatusOr<std::unique_ptr<BackgroundNode>> BackgroundNode::Create(
+    std::string name, int ranks, double link_bps, BackgroundTraffic traffic, uint32_t payload,
+    uint32_t overhead_bytes, uint64_t seed) {
+  if (ranks < 1 || payload / 4 * 4 == 0 || traffic.flow_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "background traffic needs ranks, a payload of at least 4 bytes and a flow size");
   }
+  return std::unique_ptr<BackgroundNode>(
+      new BackgroundNode(std::move(name), ranks, link_bps, traffic, payload, overhead_bytes, seed));
 }
 
 void BackgroundNode::Start() {
@@ -191,30 +198,44 @@ class CaisSwitchNode::Output final : public switchd::CaisDispatcher::Output {
   CaisSwitchNode* node_;
 };
 
-CaisSwitchNode::CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                               std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline)
-    : PipelinedSwitch(std::move(name), pipeline),
-      ranks_(ranks),
-      output_(std::make_unique<Output>(this)),
-      ledger_(std::move(ledger)) {
+absl::StatusOr<std::unique_ptr<CaisSwitchNode>> CaisSwitchNode::Create(
+    std::string name, const cais::CaisConfig& config, int ranks,
+    std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline) {
+  if (ranks < 1 || ranks > cais::kMaxGroupMembers) {
+    return absl::InvalidArgumentError(absl::StrCat("a CAIS switch node needs 1..",
+                                                   cais::kMaxGroupMembers, " ranks, got ", ranks));
+  }
   auto r = cais::CaisReducer::Create(config);
-  if (!r.ok()) throw std::invalid_argument(std::string(r.status().message()));
-  reducer_ = std::move(*r);
+  if (!r.ok()) return r.status();
   // One group (0) of every port, any operation: what a JOIN installs; link
   // L is switch port L.
   cais::PortMask ports;
   for (int p = 0; p < ranks; ++p) ports.add(static_cast<dp::PortId>(p));
   const cais::Rule rule{cais::RuleKey{0, std::nullopt, std::nullopt}, ports, ports, std::nullopt};
-  if (auto st = reducer_->rules().Add(rule); !st.ok()) {
-    throw std::invalid_argument(std::string(st.message()));
+  if (absl::Status st = (*r)->rules().Add(rule); !st.ok()) return st;
+  std::unique_ptr<CaisSwitchNode> node(
+      new CaisSwitchNode(std::move(name), ranks, *std::move(r), std::move(ledger), pipeline));
+  for (int l = 0; l < ranks; ++l) {
+    if (absl::Status st = node->ports_->AddStatic(static_cast<dp::PortId>(l), HostEndpoint(l));
+        !st.ok()) {
+      return st;
+    }
   }
-  ports_ = std::make_unique<membership::PortTable>();
+  return node;
+}
+
+CaisSwitchNode::CaisSwitchNode(std::string name, int ranks,
+                               std::unique_ptr<cais::CaisReducer> reducer,
+                               std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline)
+    : PipelinedSwitch(std::move(name), pipeline),
+      ranks_(ranks),
+      reducer_(std::move(reducer)),
+      ports_(std::make_unique<membership::PortTable>()),
+      output_(std::make_unique<Output>(this)),
+      ledger_(std::move(ledger)) {
   for (int l = 0; l < ranks; ++l) {
     endpoint_of_.push_back(HostEndpoint(l));
     link_of_.emplace(HostEndpoint(l), l);
-    if (auto st = ports_->AddStatic(static_cast<dp::PortId>(l), HostEndpoint(l)); !st.ok()) {
-      throw std::invalid_argument(std::string(st.message()));
-    }
   }
   dispatcher_ = std::make_unique<switchd::CaisDispatcher>(
       reducer_.get(), ports_.get(), switchd::DispatcherOptions{.log = &ProcessEventLog()});
@@ -322,21 +343,33 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
 
 CaisRankNode::~CaisRankNode() = default;
 
-void CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
-                         std::vector<float>* out) {
+absl::Status CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+                                 std::vector<float>* out) {
+  if (op != wire::CaisOp::kAllReduce && op != wire::CaisOp::kReduceScatter &&
+      op != wire::CaisOp::kAllGather) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a simulated rank runs all-reduce, reduce-scatter or all-gather, not op ",
+                     static_cast<int>(op)));
+  }
+  if (op != wire::CaisOp::kAllReduce && out == nullptr) {
+    return absl::InvalidArgumentError("reduce-scatter and all-gather need an output");
+  }
+  Launch(seq, op, in, out);
+  return absl::OkStatus();
+}
+
+void CaisRankNode::Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+                          std::vector<float>* out) {
   whole_ = client::SwitchOp{};
   whole_.op = op;
   block_ = op == wire::CaisOp::kReduceScatter ? out->size() : in->size();
   whole_.count = block_;
-  switch (op) {
-    case wire::CaisOp::kAllReduce: whole_.data = reinterpret_cast<uint8_t*>(in->data()); break;
-    case wire::CaisOp::kReduceScatter:
-    case wire::CaisOp::kAllGather:
-      whole_.in = reinterpret_cast<const uint8_t*>(in->data());
-      whole_.out = reinterpret_cast<uint8_t*>(out->data());
-      whole_.block_stride_bytes = block_ * sizeof(float);
-      break;
-    default: throw std::invalid_argument("CaisRankNode: all-reduce, reduce-scatter or all-gather");
+  if (op == wire::CaisOp::kAllReduce) {
+    whole_.data = reinterpret_cast<uint8_t*>(in->data());
+  } else {
+    whole_.in = reinterpret_cast<const uint8_t*>(in->data());
+    whole_.out = reinterpret_cast<uint8_t*>(out->data());
+    whole_.block_stride_bytes = block_ * sizeof(float);
   }
   offset_ = 0;
   next_seq_ = seq;

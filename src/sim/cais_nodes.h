@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/session_core.h"
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
@@ -93,10 +95,11 @@ class PipelinedSwitch : public Node {
 // packets that arrive (Advance before each), as in inca-switchd's loop.
 class CaisSwitchNode final : public PipelinedSwitch {
  public:
-  // `ledger`: timing mode (nullptr: byte-exact).
-  CaisSwitchNode(std::string name, const cais::CaisConfig& config, int ranks,
-                 std::shared_ptr<const VirtualLedger> ledger = nullptr,
-                 SwitchPipeline pipeline = {});
+  // `ledger`: timing mode (nullptr: byte-exact). InvalidArgument when
+  // `config` is not a valid reducer configuration or `ranks` is not 1..64.
+  static absl::StatusOr<std::unique_ptr<CaisSwitchNode>> Create(
+      std::string name, const cais::CaisConfig& config, int ranks,
+      std::shared_ptr<const VirtualLedger> ledger = nullptr, SwitchPipeline pipeline = {});
   ~CaisSwitchNode() override;
   const cais::CaisReducer& reducer() const { return *reducer_; }
   // Sees every packet the reducer takes (ingress true) and emits, in order:
@@ -121,6 +124,8 @@ class CaisSwitchNode final : public PipelinedSwitch {
   uint64_t mgmt_malformed() const;
 
  private:
+  CaisSwitchNode(std::string name, int ranks, std::unique_ptr<cais::CaisReducer> reducer,
+                 std::shared_ptr<const VirtualLedger> ledger, SwitchPipeline pipeline);
   // The dispatcher's (switchd/cais_dispatcher.h): the switch's logic is
   // inca-switchd's, this node only moves its datagrams.
   void Process(dp::PortId port, Packet packet) override;
@@ -160,14 +165,16 @@ class CaisRankNode final : public Node {
   // until done), in pieces of at most 65,535 chunks with sequence numbers
   // from `seq` on.
   void Begin(uint32_t seq, std::vector<float>* data) {
-    Begin(seq, wire::CaisOp::kAllReduce, data, nullptr);
+    Launch(seq, wire::CaisOp::kAllReduce, data, nullptr);
   }
   // Any of the three: kAllReduce of `in` in place (out unused);
   // kReduceScatter of `in` (one block per rank, rank r's at r x out->size())
   // into `out`; kAllGather of `in` into `out` (rank r's block at
   // r x in->size()). Pieces split every block alike, at most 65,535 chunks
   // over all blocks each.
-  void Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in, std::vector<float>* out);
+  // InvalidArgument for another collective.
+  absl::Status Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+                     std::vector<float>* out);
   void Receive(dp::PortId port, Packet packet) override;
   // The operation's result, over all its pieces.
   const client::SwitchPhaseResult& result() const { return total_; }
@@ -189,6 +196,7 @@ class CaisRankNode final : public Node {
 
  private:
   class Sink;
+  void Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in, std::vector<float>* out);
   void JoinTick();
   void StartPiece();
   void EndPiece();
@@ -267,14 +275,19 @@ bool IsBackground(const Packet& packet);
 class BackgroundNode final : public Node {
  public:
   // `link_bps`: a host link's rate; `payload`: bytes per packet (elided).
-  BackgroundNode(std::string name, int ranks, double link_bps, BackgroundTraffic traffic,
-                 uint32_t payload, uint32_t overhead_bytes, uint64_t seed);
+  // InvalidArgument without ranks, a payload of at least 4 bytes or a flow
+  // size.
+  static absl::StatusOr<std::unique_ptr<BackgroundNode>> Create(
+      std::string name, int ranks, double link_bps, BackgroundTraffic traffic, uint32_t payload,
+      uint32_t overhead_bytes, uint64_t seed);
   void Start() override;
   void Receive(dp::PortId, Packet) override {}  // nothing is sent back to it
   uint64_t flows() const { return flows_; }
   uint64_t packets() const { return packets_; }
 
  private:
+  BackgroundNode(std::string name, int ranks, double link_bps, BackgroundTraffic traffic,
+                 uint32_t payload, uint32_t overhead_bytes, uint64_t seed);
   void Arrive();
   void SendFlow(uint32_t dst, uint64_t left);
   int ranks_;

@@ -368,8 +368,13 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   };
   j.planes.resize(k);
   for (size_t p = 0; p < k; ++p) {
-    BuildPlane(s, backend, stripes[p].bytes, static_cast<int>(p), &j, done);
-    j.planes[p].background = AddBackground(s, static_cast<int>(p), &j);
+    if (absl::Status st = BuildPlane(s, backend, stripes[p].bytes, static_cast<int>(p), &j, done);
+        !st.ok()) {
+      return st;
+    }
+    auto bg = AddBackground(s, static_cast<int>(p), &j);
+    if (!bg.ok()) return bg.status();
+    j.planes[p].background = *bg;
   }
   j.net->Start();
   size_t ready = 0;

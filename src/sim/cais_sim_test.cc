@@ -30,6 +30,31 @@ const CaisSimRow& Row(const CaisSimResult& r, const std::string& backend, uint64
   return r.rows.front();
 }
 
+// The nodes refuse what they cannot run with an error, not an exception.
+TEST(CaisSimTest, NodesRefuseABadConfigurationWithAStatus) {
+  cais::CaisConfig bad;
+  bad.sram_usage_limit = 2;  // outside (0, 1]
+  auto sw = CaisSwitchNode::Create("switch", bad, 4);
+  EXPECT_EQ(sw.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CaisSwitchNode::Create("switch", cais::CaisConfig{}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CaisSwitchNode::Create("switch", cais::CaisConfig{}, 65).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CaisSwitchNode::Create("switch", cais::CaisConfig{}, 64).ok());
+  auto bg = BackgroundNode::Create("bg", 4, 1e9, BackgroundTraffic{.load = 0.5, .flow_bytes = 0},
+                                   8952, 0, 1);
+  EXPECT_EQ(bg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BackgroundNode::Create("bg", 4, 1e9, BackgroundTraffic{.load = 0.5}, 3, 0, 1).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  CaisRankNode rank("rank", 0, client::TransportConfig{}, [](int) {});
+  std::vector<float> in(4), out(4);
+  EXPECT_EQ(rank.Begin(1, wire::CaisOp::kBroadcast, &in, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rank.Begin(1, wire::CaisOp::kAllGather, &in, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CaisSimTest, BothBackendsGiveTheExactSumAndNeverBeatTheirLinks) {
   CaisSimScenario s = Star(4, 100, 1);
   s.sizes = {64 << 10, 1 << 20, 4 << 20};
@@ -399,7 +424,7 @@ TEST(CaisSimTest, RanksFormTheirGroupThroughTheSwitchsGroupManager) {
   cais::CaisConfig cc;
   cc.max_payload_bytes = 1024;
   // Links 0-2: the group's ranks; link 3: a host that never joins.
-  auto* sw = net.Add(std::make_unique<CaisSwitchNode>("switch", cc, kRanks + 1));
+  auto* sw = net.Add(*CaisSwitchNode::Create("switch", cc, kRanks + 1));
   sw->FormGroups(/*seq_start=*/5000);
   client::TransportConfig tc;
   tc.world_size = kRanks;
@@ -442,7 +467,8 @@ TEST(CaisSimTest, RanksFormTheirGroupThroughTheSwitchsGroupManager) {
   std::vector<std::vector<float>> in(kRanks), out(kRanks, std::vector<float>(kRanks * kBlock));
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < kBlock; ++i) in[r].push_back(static_cast<float>(i + 10 * r));
-    ranks[r]->Begin(ranks[r]->next_seq(), wire::CaisOp::kAllGather, &in[r], &out[r]);
+    ASSERT_TRUE(
+        ranks[r]->Begin(ranks[r]->next_seq(), wire::CaisOp::kAllGather, &in[r], &out[r]).ok());
   }
   sim.RunUntil(sim.now() + 100 * dp::kNsPerMs);
   ASSERT_EQ(done, kRanks);

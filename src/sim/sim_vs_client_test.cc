@@ -172,7 +172,7 @@ Exchange Simulate(const cais::CaisConfig& cc, const client::TransportConfig& tc,
                   const std::vector<std::vector<float>>& inputs) {
   Simulator s;
   Network net(&s, /*seed=*/3);
-  auto* sw = net.Add(std::make_unique<CaisSwitchNode>("switch", cc, kRanks));
+  auto* sw = net.Add(*CaisSwitchNode::Create("switch", cc, kRanks));
   Exchange e;
   e.sent.resize(kRanks);
   e.received.resize(kRanks);

@@ -31,7 +31,7 @@ struct Traced {
 Traced Simulate(const cais::CaisConfig& cc, int ranks, size_t count, double loss) {
   Simulator s;
   Network net(&s, /*seed=*/3);
-  auto* sw = net.Add(std::make_unique<CaisSwitchNode>("switch", cc, ranks));
+  auto* sw = net.Add(*CaisSwitchNode::Create("switch", cc, ranks));
   Traced t;
   sw->set_trace([&t](bool ingress, dp::PortId port, std::span<const uint8_t> p) {
     std::vector<uint8_t> d(p.begin(), p.end());
