@@ -25,9 +25,9 @@ SwitchPipeline Pipeline(const CaisSimScenario& s, bool lossless) {
 }
 
 // Rank r's node on host r's CPU, when the scenario has a host model.
-void PutOnHost(const CaisSimScenario& s, Network* net, Node* node, int r) {
-  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return;
-  net->SetHost(
+absl::Status PutOnHost(const CaisSimScenario& s, Network* net, Node* node, int r) {
+  if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return absl::OkStatus();
+  return net->SetHost(
       node, r,
       HostCost{static_cast<TimeNs>(std::llround(s.host_packet_ns)), s.host_byte_ps, s.host_cores});
 }
@@ -80,7 +80,7 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
     auto* node = j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane), r,
                                                             tc, done, virt, ledger));
     j->net->Connect(node, sw, Links(s));  // the switch's port r
-    PutOnHost(s, j->net.get(), node, r);
+    if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
     ranks.push_back(node);
     pl->ranks.push_back(node);
   }
@@ -129,7 +129,10 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a
 // forwarder.
 template <typename RankNode>
-void BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDone& done) {
+absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDone& done) {
+  if (absl::Status st = HostCollectiveNode::CheckShape(s.hosts, s.HostPayload()); !st.ok()) {
+    return st;
+  }
   Plane* pl = &j->planes[static_cast<size_t>(plane)];
   auto* fwd = j->net->Add(
       std::make_unique<ForwarderNode>(absl::StrCat("switch", plane), Pipeline(s, true)));
@@ -143,14 +146,16 @@ void BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDo
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
     j->net->Connect(node, fwd, lossless);
-    PutOnHost(s, j->net.get(), node, r);
+    if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
     ranks.push_back(node);
     pl->ranks.push_back(node);
   }
   const wire::CaisOp op = CollectiveOp(s.collective);
   pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
-    ranks[static_cast<size_t>(r)]->Begin(data, count, op);
+    // The scenario's collective, checked against the backend when read.
+    ranks[static_cast<size_t>(r)]->Begin(data, count, op).IgnoreError();
   };
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -160,11 +165,9 @@ absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, ui
   if (backend == "inca") {
     return BuildInca(s, bytes, plane, j, done);
   } else if (backend == "ring") {
-    BuildHostBaseline<RingRankNode>(s, plane, j, done);
-  } else {
-    BuildHostBaseline<TreeRankNode>(s, plane, j, done);
+    return BuildHostBaseline<RingRankNode>(s, plane, j, done);
   }
-  return absl::OkStatus();
+  return BuildHostBaseline<TreeRankNode>(s, plane, j, done);
 }
 
 absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plane, Job* j) {

@@ -409,7 +409,9 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   row.closed_form_us = 1e6 * ClosedFormSeconds(s, backend, stripes);
   if (s.host_packet_ns > 0 || s.host_byte_ps > 0) {
     TimeNs busiest = 0;
-    for (int r = 0; r < s.hosts; ++r) busiest = std::max(busiest, j.net->host(r).busy_ns);
+    for (int r = 0; r < s.hosts; ++r) {
+      if (const HostCounters* h = j.net->host(r)) busiest = std::max(busiest, h->busy_ns);
+    }
     row.host_busy_us = static_cast<double>(busiest) / 1e3 / s.ops;
   }
   row.of_closed_form = row.closed_form_us / row.mean_us;

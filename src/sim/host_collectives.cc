@@ -21,10 +21,14 @@ HostCollectiveNode::HostCollectiveNode(std::string name, int rank, int ranks,
       link_bps_(link_bps),
       overhead_(overhead_bytes),
       step_latency_(step_latency_ns),
-      done_(std::move(done)) {
-  if (n_ < 2 || payload_ == 0) {
-    throw std::invalid_argument("a host collective needs 2 ranks and a payload");
+      done_(std::move(done)) {}
+
+absl::Status HostCollectiveNode::CheckShape(int ranks, uint32_t payload_bytes) {
+  if (ranks < 2 || payload_bytes / 4 * 4 == 0) {
+    return absl::InvalidArgumentError(
+        "a host collective needs 2 ranks and a payload of at least 4 bytes");
   }
+  return absl::OkStatus();
 }
 
 void HostCollectiveNode::Reset(std::vector<float>* data, size_t count, uint64_t to_receive) {
@@ -139,13 +143,14 @@ void RingRankNode::SendStep(uint32_t step, uint32_t index) {
   Enqueue(static_cast<uint32_t>((rank_ + 1) % n_), step, index, first, count);
 }
 
-void RingRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
+absl::Status RingRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
   const auto n1 = static_cast<uint32_t>(n_ - 1);
   switch (op) {
     case wire::CaisOp::kAllReduce: steps_ = 2 * n1, add_steps_ = n1, shift_ = 0; break;
     case wire::CaisOp::kReduceScatter: steps_ = n1, add_steps_ = n1, shift_ = 1; break;
     case wire::CaisOp::kAllGather: steps_ = n1, add_steps_ = 0, shift_ = 0; break;
-    default: throw std::invalid_argument("RingRankNode: all-reduce, reduce-scatter or all-gather");
+    default:
+      return absl::InvalidArgumentError("the ring runs all-reduce, reduce-scatter or all-gather");
   }
   const size_t largest = (count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_);
   Reset(data, count, 0);
@@ -162,6 +167,7 @@ void RingRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op
     if (BlockSlice(BlockOf(0, rank_), j).second > 0) SendStep(0, j);
   }
   Received();
+  return absl::OkStatus();
 }
 
 void RingRankNode::Receive(dp::PortId, Packet packet) {
@@ -211,8 +217,10 @@ std::pair<size_t, size_t> TreeRankNode::HalfSlice(int t, uint32_t index) const {
   return t == 0 ? Slice(0, h, index) : Slice(h, count_, index);
 }
 
-void TreeRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
-  if (op != wire::CaisOp::kAllReduce) throw std::invalid_argument("the tree: all-reduce only");
+absl::Status TreeRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op) {
+  if (op != wire::CaisOp::kAllReduce) {
+    return absl::InvalidArgumentError("the tree runs all-reduce only");
+  }
   Reset(data, count, 0);
   uint64_t expect = 0;
   for (int t = 0; t < 2; ++t) {
@@ -228,6 +236,7 @@ void TreeRankNode::Begin(std::vector<float>* data, size_t count, wire::CaisOp op
     for (uint32_t j = 0; j < got_[t].size(); ++j) Forward(t, j);  // a leaf's own packets go up
   }
   Received();
+  return absl::OkStatus();
 }
 
 void TreeRankNode::Forward(int t, uint32_t index) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "inca/sim/simulator.h"
 #include "inca/wire/cais.h"
 #include "sim/cais_nodes.h"
@@ -26,6 +27,11 @@ namespace inca::sim {
 // NIC).
 class HostCollectiveNode : public Node {
  public:
+  // Whether a host collective of `ranks` ranks and `payload_bytes` per
+  // packet can run: InvalidArgument without 2 ranks and a payload of at
+  // least 4 bytes. The ring's and the tree's constructors expect a shape
+  // that passed.
+  static absl::Status CheckShape(int ranks, uint32_t payload_bytes);
   uint64_t malformed() const { return malformed_; }
   uint64_t background() const { return background_; }
 
@@ -93,7 +99,9 @@ class RingRankNode final : public HostCollectiveNode {
   // reduce-scatter leaves block r of rank r reduced, an all-gather fills
   // every block from rank r's block r); data nullptr: timing mode (nothing
   // is carried, every slice is charged on the wire).
-  void Begin(std::vector<float>* data, size_t count, wire::CaisOp op = wire::CaisOp::kAllReduce);
+  // InvalidArgument for another collective.
+  absl::Status Begin(std::vector<float>* data, size_t count,
+                     wire::CaisOp op = wire::CaisOp::kAllReduce);
   void Receive(dp::PortId port, Packet packet) override;
 
  private:
@@ -118,8 +126,9 @@ class TreeRankNode final : public HostCollectiveNode {
                uint32_t overhead_bytes, TimeNs step_latency_ns, RankDone done)
       : HostCollectiveNode(std::move(name), rank, ranks, payload_bytes, link_bps, overhead_bytes,
                            step_latency_ns, std::move(done)) {}
-  // An all-reduce only (other ops throw std::invalid_argument).
-  void Begin(std::vector<float>* data, size_t count, wire::CaisOp op = wire::CaisOp::kAllReduce);
+  // An all-reduce only (another op: InvalidArgument).
+  absl::Status Begin(std::vector<float>* data, size_t count,
+                     wire::CaisOp op = wire::CaisOp::kAllReduce);
   void Receive(dp::PortId port, Packet packet) override;
 
   // The tree's shape, for the closed form: rank r's parent (-1 at the root)

@@ -72,16 +72,16 @@ const LinkCounters& Network::link(const Node* node, dp::PortId port) const {
   return dirs_.at(ports_.at(node->id_).at(port)).counters;
 }
 
-void Network::SetHost(Node* node, int host, const HostCost& cost) {
+absl::Status Network::SetHost(Node* node, int host, const HostCost& cost) {
   if (node == nullptr || node->net_ != this || node->id_ >= nodes_.size() ||
       nodes_[node->id_].get() != node) {
-    throw std::invalid_argument("Network::SetHost: not a node of this network");
+    return absl::InvalidArgumentError("Network::SetHost: not a node of this network");
   }
-  if (host < 0) throw std::invalid_argument("Network::SetHost: host < 0");
-  if (cost.cores < 1) throw std::invalid_argument("Network::SetHost: cores < 1");
+  if (host < 0) return absl::InvalidArgumentError("Network::SetHost: host < 0");
+  if (cost.cores < 1) return absl::InvalidArgumentError("Network::SetHost: cores < 1");
   // `!(x >= 0)` also rejects NaN.
   if (cost.packet_ns < 0 || !(cost.byte_ps >= 0) || std::isinf(cost.byte_ps)) {
-    throw std::invalid_argument("Network::SetHost: negative or infinite cost");
+    return absl::InvalidArgumentError("Network::SetHost: negative or infinite cost");
   }
   auto [it, added] = host_index_.try_emplace(host, hosts_.size());
   if (added) hosts_.emplace_back();
@@ -90,12 +90,12 @@ void Network::SetHost(Node* node, int host, const HostCost& cost) {
   // Cores already busy keep their work; new ones start idle.
   h.core_free_ps.resize(static_cast<size_t>(cost.cores), 0);
   host_of_[node->id_] = static_cast<int>(it->second);
+  return absl::OkStatus();
 }
 
-const HostCounters& Network::host(int host) const {
+const HostCounters* Network::host(int host) const {
   const auto it = host_index_.find(host);
-  if (it == host_index_.end()) throw std::out_of_range("Network::host: no such host");
-  return hosts_[it->second].counters;
+  return it == host_index_.end() ? nullptr : &hosts_[it->second].counters;
 }
 
 bool Network::Occupy(Host& h, size_t payload, TimeNs* release) {
@@ -120,7 +120,10 @@ bool Network::Occupy(Host& h, size_t payload, TimeNs* release) {
 }
 
 void Network::Send(uint32_t from, dp::PortId port, Packet packet, uint32_t extra_wire_bytes) {
-  if (port >= ports_[from].size()) throw std::out_of_range("Node::Send: no such port");
+  if (port >= ports_[from].size()) {  // a port the node does not have
+    ++unrouted_;
+    return;
+  }
   const int hi = host_of_[from];
   if (hi >= 0) {
     Host& h = hosts_[static_cast<size_t>(hi)];

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "inca/dataplane/program.h"
 
 namespace inca::sim {
@@ -165,11 +166,13 @@ class Network {
   const LinkCounters& link(const Node* node, dp::PortId port) const;
   // Puts `node` on host CPU number `host` (>= 0); nodes on one host share
   // its cores, and the cost given last for a host applies to all of them.
-  // Throws std::invalid_argument for a node of another network, host < 0,
-  // cores < 1 or a negative cost.
-  void SetHost(Node* node, int host, const HostCost& cost);
-  // Throws std::out_of_range for a host no SetHost named.
-  const HostCounters& host(int host) const;
+  // InvalidArgument for a node of another network, host < 0, cores < 1 or
+  // a negative cost (and nothing changes).
+  absl::Status SetHost(Node* node, int host, const HostCost& cost);
+  // nullptr for a host no SetHost named.
+  const HostCounters* host(int host) const;
+  // Packets a node sent out of a port it does not have: dropped, counted.
+  uint64_t unrouted() const { return unrouted_; }
 
  private:
   friend class Node;
@@ -209,6 +212,7 @@ class Network {
   std::vector<Host> hosts_;           // in the order SetHost first named them
   std::map<int, size_t> host_index_;  // host number -> index in hosts_
   std::mt19937_64 rng_;
+  uint64_t unrouted_ = 0;
 };
 
 }  // namespace inca::sim
