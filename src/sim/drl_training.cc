@@ -6,7 +6,6 @@
 #include <deque>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -184,20 +183,19 @@ struct Shared {
 // modelled compute time, sends the gradient through its WorkerCore.
 class DrlWorkerNode final : public Node {
  public:
-  DrlWorkerNode(std::string name, std::unique_ptr<rl::AsyncWorker> agent, olaf::WorkerOptions wo,
-                double slowdown, const DrlTrainingConfig& config, TimeNs phase, Shared* shared)
+  // `core`: the OLAF worker core (WorkerCore::Create's, checked by the caller).
+  DrlWorkerNode(std::string name, std::unique_ptr<rl::AsyncWorker> agent,
+                std::unique_ptr<olaf::WorkerCore> core, uint64_t seed, double slowdown,
+                const DrlTrainingConfig& config, TimeNs phase, Shared* shared)
       : Node(std::move(name)),
         agent_(std::move(agent)),
+        core_(std::move(core)),
         slowdown_(slowdown),
         gradient_ns_(config.gradient_ms * 1e6),
         env_step_ns_(config.env_step_us * 1e3),
         phase_(phase),
-        rng_(wo.seed ^ 0x9e3779b97f4a7c15ULL),
-        shared_(shared) {
-    auto core = olaf::WorkerCore::Create(wo);
-    if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
-    core_ = std::move(*core);
-  }
+        rng_(seed ^ 0x9e3779b97f4a7c15ULL),
+        shared_(shared) {}
   void Start() override {
     sim().Schedule(phase_, [this] { Compute(); });
   }
@@ -271,7 +269,7 @@ struct DrlRun {
 };
 
 // Adds the PS, which applies fragments to the learner as they arrive.
-void AddPs(DrlRun* r) {
+absl::Status AddPs(DrlRun* r) {
   rl::FragmentLearner& learner = r->learner;
   const Simulator& sim = r->sim;
   PsNodeConfig pc;
@@ -283,7 +281,10 @@ void AddPs(DrlRun* r) {
                   static_cast<double>(sim.now()) / 1e9);
   };
   pc.ps.expected_elements = r->n_params;
-  r->ps = r->net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+  auto ps = PsNode::Create("ps", std::move(pc));
+  if (!ps.ok()) return ps.status();
+  r->ps = r->net.Add(*std::move(ps));
+  return absl::OkStatus();
 }
 
 // The switch's configuration from the run's.
@@ -300,11 +301,9 @@ olaf::OlafSwitchConfig SwitchConfig(const DrlTrainingConfig& config) {
 
 // Adds the switch and links it to the PS.
 absl::Status AddSwitch(DrlRun* r) {
-  try {
-    r->sw = r->net.Add(std::make_unique<SwitchNode>("sw", SwitchConfig(r->config)));
-  } catch (const std::invalid_argument& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
+  auto sw = SwitchNode::Create("sw", SwitchConfig(r->config));
+  if (!sw.ok()) return sw.status();
+  r->sw = r->net.Add(*std::move(sw));
   r->net.Connect(r->sw, r->ps, r->link);
   return absl::OkStatus();
 }
@@ -340,14 +339,11 @@ absl::Status AddWorkers(DrlRun* r, const rl::ActorCriticOptions& model_options) 
         // Workers start spread over one gradient time: no global step boundary.
         const auto phase =
             static_cast<TimeNs>(Uniform01(phase_rng) * config.gradient_ms * 1e6 * g.slowdown);
-        DrlWorkerNode* node = nullptr;
-        try {
-          node = r->net.Add(std::make_unique<DrlWorkerNode>(absl::StrCat("w", cluster, ".", w),
-                                                            std::move(agent).value(), wo,
-                                                            g.slowdown, config, phase, &r->shared));
-        } catch (const std::invalid_argument& e) {
-          return absl::InvalidArgumentError(e.what());
-        }
+        auto core = olaf::WorkerCore::Create(wo);
+        if (!core.ok()) return core.status();
+        DrlWorkerNode* node = r->net.Add(std::make_unique<DrlWorkerNode>(
+            absl::StrCat("w", cluster, ".", w), std::move(agent).value(), *std::move(core), wo.seed,
+            g.slowdown, config, phase, &r->shared));
         r->net.Connect(node, edge, r->link);
         r->by_cluster.back().push_back(node);
       }
@@ -469,7 +465,7 @@ absl::StatusOr<DrlTrainingResult> RunDrlTraining(
                               olaf::kDefaultUpdatePayloadBytes / 4);
 
   DrlRun r(config, learner);
-  AddPs(&r);
+  if (absl::Status st = AddPs(&r); !st.ok()) return st;
   if (absl::Status st = AddSwitch(&r); !st.ok()) return st;
   if (absl::Status st = AddWorkers(&r, model_options); !st.ok()) return st;
 

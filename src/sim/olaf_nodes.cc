@@ -1,7 +1,6 @@
 #include "inca/sim/olaf_nodes.h"
 
 #include <cmath>
-#include <stdexcept>
 
 namespace inca::sim {
 
@@ -11,8 +10,8 @@ double Uniform01(std::mt19937_64& rng) {
 }
 }  // namespace
 
-WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
-    : Node(std::move(name)), config_(config), rng_(config.seed), grad_(config.elements, 0.001f) {
+absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(std::string name,
+                                                               const WorkerNodeConfig& config) {
   olaf::WorkerOptions o;
   o.cluster_id = config.cluster_id;
   o.worker_id = config.worker_id;
@@ -20,9 +19,17 @@ WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config)
   o.seed = config.seed;
   o.clock = config.clock;
   auto core = olaf::WorkerCore::Create(o);
-  if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
-  core_ = std::move(*core);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<WorkerNode>(new WorkerNode(std::move(name), config, *std::move(core)));
 }
+
+WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config,
+                       std::unique_ptr<olaf::WorkerCore> core)
+    : Node(std::move(name)),
+      config_(config),
+      core_(std::move(core)),
+      rng_(config.seed),
+      grad_(config.elements, 0.001f) {}
 
 TimeNs WorkerNode::Jitter() {
   return config_.jitter_ns > 0
@@ -103,11 +110,11 @@ void WorkerNode::Receive(dp::PortId, Packet packet) {
   }
 }
 
-PsNode::PsNode(std::string name, PsNodeConfig config) : Node(std::move(name)) {
+absl::StatusOr<std::unique_ptr<PsNode>> PsNode::Create(std::string name, PsNodeConfig config) {
   if (!config.ps.apply) config.ps.apply = [](const olaf::AppliedUpdate&) {};
   auto core = olaf::PsCore::Create(std::move(config.ps));
-  if (!core.ok()) throw std::invalid_argument(std::string(core.status().message()));
-  core_ = std::move(*core);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<PsNode>(new PsNode(std::move(name), *std::move(core)));
 }
 
 void PsNode::Receive(dp::PortId port, Packet packet) {
@@ -127,15 +134,21 @@ class SwitchNode::Sink final : public dp::PacketSink {
   SwitchNode* node_;
 };
 
-SwitchNode::SwitchNode(std::string name, const olaf::OlafSwitchConfig& config,
+absl::StatusOr<std::unique_ptr<SwitchNode>> SwitchNode::Create(std::string name,
+                                                               const olaf::OlafSwitchConfig& config,
+                                                               TimeNs clock_offset_ns) {
+  auto p = olaf::OlafSwitch::Create(config);
+  if (!p.ok()) return p.status();
+  return std::unique_ptr<SwitchNode>(
+      new SwitchNode(std::move(name), *std::move(p), clock_offset_ns));
+}
+
+SwitchNode::SwitchNode(std::string name, std::unique_ptr<olaf::OlafSwitch> program,
                        TimeNs clock_offset_ns)
     : Node(std::move(name)),
+      program_(std::move(program)),
       sink_(std::make_unique<Sink>(this)),
-      clock_offset_ns_(clock_offset_ns) {
-  auto p = olaf::OlafSwitch::Create(config);
-  if (!p.ok()) throw std::invalid_argument(std::string(p.status().message()));
-  program_ = std::move(*p);
-}
+      clock_offset_ns_(clock_offset_ns) {}
 
 SwitchNode::~SwitchNode() = default;
 

@@ -323,8 +323,9 @@ double Uniform(std::mt19937_64& rng) {
 }
 
 // Every cluster: an edge on its switch and its workers behind it.
-std::vector<std::vector<WorkerNode*>> AddClusters(const OlafScenario& s, Network& net,
-                                                  SwitchNode* sw1, SwitchNode* sw2) {
+absl::StatusOr<std::vector<std::vector<WorkerNode*>>> AddClusters(const OlafScenario& s,
+                                                                  Network& net, SwitchNode* sw1,
+                                                                  SwitchNode* sw2) {
   const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
   const LinkConfig link{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096};
   std::vector<std::vector<WorkerNode*>> workers;
@@ -363,7 +364,9 @@ std::vector<std::vector<WorkerNode*>> AddClusters(const OlafScenario& s, Network
         wc.clock_offset_ns =
             static_cast<TimeNs>((2 * Uniform(clock_rng) - 1) * s.clock_offset_ms * 1e6);
         wc.clock_drift_ppm = (2 * Uniform(clock_rng) - 1) * s.clock_drift_ppm;
-        auto* node = net.Add(std::make_unique<WorkerNode>(absl::StrCat("w", cluster, ".", w), wc));
+        auto created = WorkerNode::Create(absl::StrCat("w", cluster, ".", w), wc);
+        if (!created.ok()) return created.status();
+        auto* node = net.Add(*std::move(created));
         net.Connect(node, edge, link);
         workers.back().push_back(node);
       }
@@ -431,23 +434,31 @@ absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
     pc.ps.model_policy = olaf::ModelPolicy::kToUpdatedCluster;
     pc.ps.model_params = [&model] { return std::span<const float>(model); };
   }
-  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+  auto ps_node = PsNode::Create("ps", std::move(pc));
+  if (!ps_node.ok()) return ps_node.status();
+  auto* ps = net.Add(*std::move(ps_node));
 
   const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
   const double r1 = out.egress_gbps, r2 = out.egress_gbps / s.tree_ratio;
   std::vector<SwitchNode*> switches;
   const auto sw_offset = static_cast<TimeNs>(s.switch_clock_offset_ms * 1e6);
-  auto* sw1 = net.Add(std::make_unique<SwitchNode>("sw1", SwitchConfig(s, r1), sw_offset));
+  auto sw1_node = SwitchNode::Create("sw1", SwitchConfig(s, r1), sw_offset);
+  if (!sw1_node.ok()) return sw1_node.status();
+  auto* sw1 = net.Add(*std::move(sw1_node));
   switches.push_back(sw1);
   // The uplink serialises at the switch's paced rate: delivery = end of transmission.
   net.Connect(sw1, ps, LinkConfig{r1 * 1e9, delay, 9000, 66, 1u << 20});
   SwitchNode* sw2 = nullptr;
   if (s.topology == "tree") {
-    sw2 = net.Add(std::make_unique<SwitchNode>("sw2", SwitchConfig(s, r2), sw_offset));
+    auto sw2_node = SwitchNode::Create("sw2", SwitchConfig(s, r2), sw_offset);
+    if (!sw2_node.ok()) return sw2_node.status();
+    sw2 = net.Add(*std::move(sw2_node));
     switches.push_back(sw2);
     net.Connect(sw2, sw1, LinkConfig{r2 * 1e9, delay, 9000, 66, 1u << 20});
   }
-  const std::vector<std::vector<WorkerNode*>> workers = AddClusters(s, net, sw1, sw2);
+  auto added = AddClusters(s, net, sw1, sw2);
+  if (!added.ok()) return added.status();
+  const std::vector<std::vector<WorkerNode*>> workers = *std::move(added);
   const size_t n_clusters = workers.size();
   log.Resize(n_clusters);
   // Sampling: AoM at the PS and queue occupancy, every sample_ms.

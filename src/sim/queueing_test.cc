@@ -40,7 +40,7 @@ QueueRun RunQueue(double lambda, std::function<uint32_t(std::mt19937_64&)> paylo
   };
   pc.ps.reassembly.max_pending = 1 << 16;
   pc.ps.update_payload_bytes = 60000;
-  auto* ps = net.Add(std::make_unique<PsNode>("ps", std::move(pc)));
+  auto* ps = net.Add(*PsNode::Create("ps", std::move(pc)));
   olaf::OlafSwitchConfig sc;
   sc.policy = olaf::QueuePolicy::kFifo;
   sc.depth = 512;  // no loss at rho 0.5
@@ -48,7 +48,7 @@ QueueRun RunQueue(double lambda, std::function<uint32_t(std::mt19937_64&)> paylo
   sc.egress_rate_bps = static_cast<uint64_t>(kRateBps);
   sc.egress_overhead_bytes = 0;
   sc.delta_t_ns = INT64_MAX / 4;  // no eviction: a plain FIFO
-  auto* sw = net.Add(std::make_unique<SwitchNode>("sw", sc));
+  auto* sw = net.Add(*SwitchNode::Create("sw", sc));
   net.Connect(sw, ps, LinkConfig{kRateBps, 0, 1 << 20, 0, 1 << 20});
   PoissonSourceConfig src;
   src.rate_per_s = lambda;

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "inca/olaf/olaf_switch.h"
 #include "inca/olaf/ps.h"
 #include "inca/olaf/worker.h"
@@ -54,7 +55,9 @@ struct WorkerNodeConfig {
 
 class WorkerNode final : public Node {
  public:
-  WorkerNode(std::string name, const WorkerNodeConfig& config);
+  // The worker core's error (InvalidArgument) for a configuration it refuses.
+  static absl::StatusOr<std::unique_ptr<WorkerNode>> Create(std::string name,
+                                                            const WorkerNodeConfig& config);
   void Start() override;
   void Receive(dp::PortId port, Packet packet) override;
   const olaf::WorkerCore& core() const { return *core_; }
@@ -67,6 +70,8 @@ class WorkerNode final : public Node {
   const WorkerNodeConfig& config() const { return config_; }
 
  private:
+  WorkerNode(std::string name, const WorkerNodeConfig& config,
+             std::unique_ptr<olaf::WorkerCore> core);
   void Tick();
   void ScheduleNext(TimeNs after);
   void Resume(bool timed_out);
@@ -92,12 +97,15 @@ struct PsNodeConfig {
 
 class PsNode final : public Node {
  public:
-  PsNode(std::string name, PsNodeConfig config);
+  // The PS core's error for options it refuses.
+  static absl::StatusOr<std::unique_ptr<PsNode>> Create(std::string name, PsNodeConfig config);
   void Receive(dp::PortId port, Packet packet) override;
   const olaf::PsCore& core() const { return *core_; }
   olaf::PsCore& mutable_core() { return *core_; }
 
  private:
+  PsNode(std::string name, std::unique_ptr<olaf::PsCore> core)
+      : Node(std::move(name)), core_(std::move(core)) {}
   std::unique_ptr<olaf::PsCore> core_;
 };
 
@@ -105,13 +113,17 @@ class PsNode final : public Node {
 class SwitchNode final : public Node {
  public:
   // clock_offset_ns: the switch's clock − the simulator's (= the PS's).
-  SwitchNode(std::string name, const olaf::OlafSwitchConfig& config, TimeNs clock_offset_ns = 0);
+  // The switch program's error for a configuration it refuses.
+  static absl::StatusOr<std::unique_ptr<SwitchNode>> Create(std::string name,
+                                                            const olaf::OlafSwitchConfig& config,
+                                                            TimeNs clock_offset_ns = 0);
   ~SwitchNode() override;
   void Receive(dp::PortId port, Packet packet) override;
   const olaf::OlafSwitch& program() const { return *program_; }
 
  private:
   class Sink;
+  SwitchNode(std::string name, std::unique_ptr<olaf::OlafSwitch> program, TimeNs clock_offset_ns);
   void Wake();
   void ArmWake();
   std::unique_ptr<olaf::OlafSwitch> program_;
