@@ -507,8 +507,9 @@ void CaisReducer::EmitResult(uint32_t i, PortId port, std::span<const uint8_t> h
 // A chunk that has a slot: its shape checked, a completed result asked for
 // again, a tail probe answered, a duplicate dropped. An outcome when the
 // packet ends here; nothing when it contributes.
-std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const wire::CaisHeader& h, PortId ingress,
-                                           bool request, bool single, dp::PacketSink& out) {
+std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const Arrival& arrival,
+                                           dp::PacketSink& out) {
+  const auto& [h, ingress, request, single, contributors, block] = arrival;
   const uint8_t g = h.group_id;
   Slot& s = pool_->slot(i);
   if (!SameShape(s, h, request)) {
@@ -547,12 +548,10 @@ std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const wire::CaisHeader& h
 
 // A chunk without a slot: closed, declined, a tail probe answered, or a
 // slot admitted (*i) for this first contribution.
-std::optional<Outcome> CaisReducer::OpenSlot(const wire::CaisHeader& h, const Rule& rule,
-                                             PortMask contributors, uint8_t block, PortId ingress,
-                                             bool request, TimeNs now, uint32_t* slot,
-                                             dp::PacketSink& out) {
+std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule& rule, TimeNs now,
+                                             uint32_t* slot, dp::PacketSink& out) {
+  const auto& [h, ingress, request, single, contributors, block] = arrival;
   const uint8_t g = h.group_id;
-  const bool single = IsSingleContributor(h.op);
   const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
   uint32_t& i = *slot;
   if (pool_->IsTombstoned(key)) {
@@ -650,11 +649,10 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
     block = static_cast<uint8_t>(idx);
     contributors = PortMask{rule->input_ports.nth(static_cast<int>(idx))};
   }
-  const SlotKey key{g, h.layer_id, h.seq_num, h.chunk_id};
-  uint32_t i = pool_->Find(key);
+  const Arrival arrival{h, ingress, request, single, contributors, block};
+  uint32_t i = pool_->Find(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id});
   const std::optional<Outcome> ended =
-      i != kNoSlot ? AtSlot(i, h, ingress, request, single, out)
-                   : OpenSlot(h, *rule, contributors, block, ingress, request, now, &i, out);
+      i != kNoSlot ? AtSlot(i, arrival, out) : OpenSlot(arrival, *rule, now, &i, out);
   if (ended.has_value()) return *ended;
   Contribute(i, ingress, pkt.payload, now);
   Bump(g, &GroupCounters::contributions);

@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -50,11 +49,7 @@ class Fabric {
       f_->queue_.push_back(Datagram{true, member_, {d.begin(), d.end()}});
     }
     void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
-      std::vector<uint8_t> d(wire::kCaisHeaderBytes + payload.size());
-      wire::SerializeCaisHeader(h, d);
-      if (!payload.empty())
-        std::memcpy(d.data() + wire::kCaisHeaderBytes, payload.data(), payload.size());
-      f_->queue_.push_back(Datagram{true, member_, std::move(d)});
+      f_->queue_.push_back(Datagram{true, member_, wire::SerializeCais(h, payload)});
     }
 
    private:
@@ -273,6 +268,37 @@ TEST(SessionCoreTest, ALostJoinReplyIsAskedForAgainWithTheSameNonce) {
   ASSERT_GE(nonces.size(), 3u);
   for (uint32_t n : nonces) EXPECT_EQ(n, nonces[0]);
   EXPECT_EQ(f.m(ids[1]).session.seq_base(), f.m(ids[0]).session.seq_base());
+}
+
+TEST(SessionCoreTest, AReplyOutsideAJoinAttemptChangesNothing) {
+  Fabric f(1);
+  const std::vector<int> ids = Group(f, 2);
+  std::vector<wire::MgmtMessage> replies;  // what member 1's attempt was answered
+  f.drop = [&](const Datagram& d) {
+    wire::MgmtMessage m;
+    if (!d.to_switch && d.member == ids[1] && wire::ParseMgmt(d.bytes, &m)) replies.push_back(m);
+    return false;
+  };
+  for (int i : ids) f.Join(i);
+  f.RunUntil(30 * kMs);
+  SessionCore& s = f.m(ids[1]).session;
+  ASSERT_TRUE(s.formed());
+  ASSERT_FALSE(replies.empty());
+  const uint32_t seq_base = s.seq_base();
+  const std::vector<int> order = s.layout().rank_at_index;
+  // The last OK reply again, late (a duplicate from the network), with
+  // another epoch and the ports swapped: the operation under way keeps the
+  // session it started with.
+  wire::MgmtMessage late = replies.back();
+  ASSERT_EQ(late.status, wire::MgmtStatus::kOk);
+  late.seq_base += 7;
+  std::swap(late.rank_ports[0], late.rank_ports[1]);
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(late, &bytes);
+  EXPECT_TRUE(s.OnDatagram(bytes, f.now(), nullptr));
+  EXPECT_EQ(s.seq_base(), seq_base);
+  EXPECT_EQ(s.layout().rank_at_index, order);
+  EXPECT_TRUE(s.formed());
 }
 
 TEST(SessionCoreTest, KeepAliveHoldsTheGroupPastItsLease) {

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -214,10 +213,7 @@ class Star {
    public:
     ToSwitch(Star* s, int r) : s_(s), r_(r) {}
     void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
-      std::vector<uint8_t> d(wire::kCaisHeaderBytes + payload.size());
-      wire::SerializeCaisHeader(h, d);
-      if (!payload.empty())
-        std::memcpy(d.data() + wire::kCaisHeaderBytes, payload.data(), payload.size());
+      std::vector<uint8_t> d = wire::SerializeCais(h, payload);
       const int64_t at = s_->up_[static_cast<size_t>(r_)].Enqueue(s_->now_, d.size(), s_->rng_);
       if (at >= 0) s_->Push(at, 0, r_, std::move(d));
     }

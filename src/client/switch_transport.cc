@@ -87,8 +87,7 @@ class SwitchTransport::MgmtOut final : public MgmtSink {
 
 SwitchTransport::SwitchTransport(const SwitchTransportOptions& o, const SessionConfig& session,
                                  net::UdpSocket socket, net::Endpoint switch_ep)
-    : options_(o),
-      time_(o.time != nullptr ? o.time : &net::SystemClock()),
+    : time_(o.time != nullptr ? o.time : &net::SystemClock()),
       socket_(std::move(socket)),
       switch_ep_(switch_ep),
       session_(session),
@@ -303,8 +302,6 @@ absl::StatusOr<std::unique_ptr<SwitchSet>> SwitchSet::Create(const SwitchTranspo
   std::unique_ptr<SwitchSet> set(new SwitchSet);
   set->options_ = o;
   set->one_address_ = addresses->size() == 1;
-  set->chunk_size_ = o.core.chunk_size;
-  set->world_size_ = o.core.world_size;
   for (const std::string& a : *addresses) {
     SwitchTransportOptions one = o;
     one.switch_address = a;
@@ -372,12 +369,12 @@ std::chrono::milliseconds SwitchSet::KeepAlive() {
 
 void SwitchSet::Report(const SwitchOp& op, std::chrono::nanoseconds took, wire::ReportPath path) {
   if (members_.size() == 1) {
-    members_[0]->Report(OffloadEstimate(op, chunk_size_, world_size_), took, path);
+    members_[0]->Report(OffloadEstimate(op, chunk_size(), world_size()), took, path);
     return;
   }
-  const std::vector<Stripe> stripes = StripeOp(op, chunk_size_, members_.size());
+  const std::vector<Stripe> stripes = StripeOp(op, chunk_size(), members_.size());
   for (size_t i = 0; i < stripes.size(); ++i) {
-    members_[i]->Report(OffloadEstimate(stripes[i].op, chunk_size_, world_size_), took, path);
+    members_[i]->Report(OffloadEstimate(stripes[i].op, chunk_size(), world_size()), took, path);
   }
 }
 
@@ -401,7 +398,7 @@ wire::MgmtReason SwitchSet::last_refusal() const {
 }
 
 SwitchPhaseResult SwitchSet::Run(const SwitchOp& op) {
-  std::vector<Stripe> stripes = StripeOp(op, chunk_size_, members_.size());
+  std::vector<Stripe> stripes = StripeOp(op, chunk_size(), members_.size());
   if (members_.size() == 1 || stripes.size() < 2) return members_[0]->Run(op);
   // Operation i of the group is seq_base + i on every switch.
   const uint32_t index = op.seq - members_[0]->seq_base();
@@ -413,7 +410,7 @@ SwitchPhaseResult SwitchSet::Run(const SwitchOp& op) {
     ops.push_back(stripes[i].op);
   }
   const std::vector<SwitchPhaseResult> results = SwitchTransport::RunAll(ts, ops);
-  return MergeStripes(op, chunk_size_, world_size_, stripes, results);
+  return MergeStripes(op, chunk_size(), world_size(), stripes, results);
 }
 
 }  // namespace inca::client

@@ -98,7 +98,6 @@ class SwitchTransport {
   void Drain(OpCore* op);
   int64_t Now() const { return time_->NowNs(); }
 
-  SwitchTransportOptions options_;
   const net::TimeSource* time_;
   net::UdpSocket socket_;
   net::Endpoint switch_ep_;
@@ -153,8 +152,9 @@ class SwitchSet {
   SwitchTransportOptions options_;
   bool one_address_ = false;
   std::vector<std::unique_ptr<SwitchTransport>> members_;
-  uint32_t chunk_size_ = 0;
-  int world_size_ = 1;
+  // The chunk size and world size every switch of the set shares.
+  uint32_t chunk_size() const { return options_.core.chunk_size; }
+  int world_size() const { return options_.core.world_size; }
 };
 
 }  // namespace inca::client

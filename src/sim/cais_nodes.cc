@@ -301,12 +301,7 @@ class CaisRankNode::Sink final : public client::DatagramSink, public client::Mgm
  public:
   explicit Sink(CaisRankNode* node) : node_(node) {}
   void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
-    Packet d(wire::kCaisHeaderBytes + payload.size());
-    wire::SerializeCaisHeader(h, d);
-    if (!payload.empty()) {
-      std::memcpy(d.data() + wire::kCaisHeaderBytes, payload.data(), payload.size());
-    }
-    node_->Send(0, std::move(d), node_->virt_.Extra(h.chunk_id, payload.size()));
+    node_->Send(0, wire::SerializeCais(h, payload), node_->virt_.Extra(h.chunk_id, payload.size()));
   }
   void Send(std::span<const uint8_t> mgmt) override {
     node_->Send(0, Packet(mgmt.begin(), mgmt.end()));
@@ -330,8 +325,6 @@ client::SessionConfig RankSession(int rank, const client::TransportConfig& confi
 CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportConfig& config,
                            RankDone done, VirtualChunks virt, std::shared_ptr<VirtualLedger> ledger)
     : Node(std::move(name)),
-      rank_(rank),
-      config_(config),
       session_(RankSession(rank, config)),
       path_(config),
       sink_(std::make_unique<Sink>(this)),
@@ -382,8 +375,9 @@ void CaisRankNode::Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
 // chunks stand for its share of the block's bytes.
 void CaisRankNode::StartPiece() {
   const bool blocked = whole_.op != wire::CaisOp::kAllReduce;
-  const size_t per = std::max<size_t>(1, config_.chunk_size / sizeof(float));
-  const size_t piece = client::PieceElements(whole_, config_.chunk_size, config_.world_size);
+  const client::TransportConfig& config = session_.config().transport;
+  const size_t per = std::max<size_t>(1, config.chunk_size / sizeof(float));
+  const size_t piece = client::PieceElements(whole_, config.chunk_size, config.world_size);
   const size_t count = std::min(piece, block_ - offset_);
   if (whole_virt_.chunk_size != 0) {
     const uint64_t first = uint64_t{offset_} * whole_virt_.chunk_size;
@@ -435,7 +429,7 @@ void CaisRankNode::Receive(dp::PortId, Packet packet) {
   if (session_.OnDatagram(packet, sim().now(), core_.get())) {
     if (was_joining && session_.formed()) {
       next_seq_ = session_.seq_base() + 1;
-      if (on_joined_) on_joined_(rank_);
+      if (on_joined_) on_joined_(session_.config().rank);
     }
     return;
   }
@@ -453,7 +447,7 @@ void CaisRankNode::Pump() {
     }
     total_.complete =
         std::all_of(total_.have.begin(), total_.have.end(), [](uint8_t h) { return h != 0; });
-    done_(rank_);
+    done_(session_.config().rank);
     return;
   }
   const TimeNs at = std::max(sim().now(), core_->NextDeadline());

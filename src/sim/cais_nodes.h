@@ -209,8 +209,6 @@ class CaisRankNode final : public Node {
   size_t offset_ = 0;       // the current piece's first element of each block
   uint32_t next_seq_ = 0;
   client::SwitchPhaseResult total_;
-  int rank_;
-  client::TransportConfig config_;
   client::SessionCore session_;
   client::PathState path_;
   client::SwitchOp op_;

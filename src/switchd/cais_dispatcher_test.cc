@@ -77,10 +77,8 @@ class CaisDispatcherTest : public ::testing::Test {
     wire::CaisHeader h;
     h.seq_num = seq;
     h.payload_len = 4;
-    std::vector<uint8_t> p(wire::kCaisHeaderBytes + 4);
-    wire::SerializeCaisHeader(h, p);
-    std::memcpy(p.data() + wire::kCaisHeaderBytes, &v, 4);
-    return p;
+    return wire::SerializeCais(h,
+                               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&v), 4));
   }
   static float Value(const std::vector<uint8_t>& p) {
     float v;

@@ -150,11 +150,7 @@ inline void Barrier(const Host& h, uint16_t switch_port) {
 }
 
 inline std::vector<uint8_t> CaisPacket(const CaisHeader& h, std::span<const uint8_t> payload) {
-  std::vector<uint8_t> d(wire::kCaisHeaderBytes + payload.size());
-  wire::SerializeCaisHeader(h, d);
-  if (!payload.empty())
-    std::memcpy(d.data() + wire::kCaisHeaderBytes, payload.data(), payload.size());
-  return d;
+  return wire::SerializeCais(h, payload);
 }
 
 inline std::vector<uint8_t> F32Packet(uint8_t group, uint16_t layer, uint32_t seq,

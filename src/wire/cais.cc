@@ -250,6 +250,13 @@ size_t SerializeCaisHeader(const CaisHeader& h, std::span<uint8_t> out) noexcept
   return kCaisHeaderBytes;
 }
 
+std::vector<uint8_t> SerializeCais(const CaisHeader& h, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> d(kCaisHeaderBytes + payload.size());
+  SerializeCaisHeader(h, d);
+  if (!payload.empty()) std::memcpy(d.data() + kCaisHeaderBytes, payload.data(), payload.size());
+  return d;
+}
+
 uint8_t EncodeWait(int64_t wait_ns) noexcept {
   if (wait_ns < 1000) return 0;
   const double v = 1 + std::floor(16 * std::log2(static_cast<double>(wait_ns) / 1000.0));

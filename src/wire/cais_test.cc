@@ -119,6 +119,22 @@ TEST(CaisLayout, KnownHeaderBytes) {
   for (size_t i = kCaisHeaderBytes; i < buf.size(); ++i) EXPECT_EQ(buf[i], 0xEE) << i;
 }
 
+TEST(CaisLayout, SerializeCaisIsTheHeaderThenThePayload) {
+  CaisHeader h = Valid();
+  h.payload_len = 8;
+  const std::array<uint8_t, 8> payload = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<uint8_t> d = SerializeCais(h, payload);
+  ASSERT_EQ(d.size(), kCaisHeaderBytes + payload.size());
+  std::array<uint8_t, kCaisHeaderBytes> head{};
+  ASSERT_EQ(SerializeCaisHeader(h, head), kCaisHeaderBytes);
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), d.begin()));
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), d.begin() + kCaisHeaderBytes));
+  CaisPacketView v;
+  ASSERT_EQ(ParseCais(d, &v), CaisParseError::kOk);
+  EXPECT_EQ(v.payload.size(), payload.size());
+  EXPECT_EQ(SerializeCais(CaisHeader{}, {}).size(), kCaisHeaderBytes);
+}
+
 TEST(CaisLayout, ReduceOpDTypeNibbles) {
   CaisHeader h = Valid();
   h.reduce_op = ReduceOp::kProduct;

@@ -298,13 +298,20 @@ class CaisReducer final : public dp::Program {
   // of its input ports, its cells released, the slot closed.
   void HandBack(uint32_t slot, uint8_t why, dp::PacketSink& out);
   void UpdateRates(dp::TimeNs now);
-  // DoProcess's two cases after the rule lookup (reducer.cc).
-  std::optional<dp::Outcome> AtSlot(uint32_t slot, const wire::CaisHeader& h, dp::PortId ingress,
-                                    bool request, bool single, dp::PacketSink& out);
-  std::optional<dp::Outcome> OpenSlot(const wire::CaisHeader& h, const Rule& rule,
-                                      PortMask contributors, uint8_t block, dp::PortId ingress,
-                                      bool request, dp::TimeNs now, uint32_t* slot,
-                                      dp::PacketSink& out);
+  // What DoProcess found out about a data packet before its slot lookup.
+  struct Arrival {
+    const wire::CaisHeader& h;
+    dp::PortId ingress;
+    bool request;  // a result request (no payload)
+    bool single;   // AllGather/Broadcast: one contributor per chunk
+    PortMask contributors;
+    uint8_t block;  // the single contributor's index (AllGather, Broadcast)
+  };
+  // DoProcess's two cases after the lookup (reducer.cc): the chunk has a
+  // slot, or it has none yet. An outcome when the packet ends there.
+  std::optional<dp::Outcome> AtSlot(uint32_t slot, const Arrival& arrival, dp::PacketSink& out);
+  std::optional<dp::Outcome> OpenSlot(const Arrival& arrival, const Rule& rule, dp::TimeNs now,
+                                      uint32_t* slot, dp::PacketSink& out);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
   void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload,
                   dp::TimeNs now);

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "inca/util/endian.h"
@@ -176,6 +177,9 @@ absl::StatusOr<CaisPacketView> ParseCaisOrStatus(std::span<const uint8_t> datagr
 // kCaisHeaderBytes). Returns the number of bytes written, or 0 if too small.
 // Does not validate `h`.
 size_t SerializeCaisHeader(const CaisHeader& h, std::span<uint8_t> out) noexcept;
+// One whole datagram: `h`'s header followed by `payload` (h.payload_len is
+// not checked against it).
+std::vector<uint8_t> SerializeCais(const CaisHeader& h, std::span<const uint8_t> payload);
 
 // The switch wait: on a RESULT (or ACK) of an AllReduce or ReduceScatter
 // chunk, `block` says how long the receiving port's own contribution waited
