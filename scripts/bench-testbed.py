@@ -24,10 +24,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import testbed  # noqa: E402  (the command line: perf_options)
-import testbed_net  # noqa: E402
-import testbed_perf  # noqa: E402
+sys.path.append(os.path.join(ROOT, "python"))  # the inca_testbed package
+from inca_testbed import cli, net, perf  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 PLOT = os.path.join(ROOT, "docs", "eval", "testbed-algbw.png")
@@ -139,7 +137,7 @@ def r_star(results: dict) -> str:
         res = results.get(key)
         row = next((r for r in (res or {}).get("rows", []) if r["bytes"] == 64 << 20), None)
         if row is not None and row.get("switch_of_bound") is not None:
-            rows.append((testbed_net.parse_rate(res["testbed"]["rate"]), res["testbed"]["rate"],
+            rows.append((net.parse_rate(res["testbed"]["rate"]), res["testbed"]["rate"],
                          row["switch_of_bound"]))
     if not rows:
         return ""
@@ -210,7 +208,7 @@ def main() -> int:
                          "the others come from that file, and each rerun row says when")
     a = ap.parse_args()
     only = set(k for k in a.only.split(",") if k)
-    testbed_net.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
+    net.interrupt_on_sigterm()  # a kill tears the testbed down as Ctrl-C does
     saved = os.path.join(ROOT, "docs", "eval", "testbed.json")
     results = {}
     text = []
@@ -224,8 +222,8 @@ def main() -> int:
             return 2
     if not a.from_json:
         try:
-            testbed_net.require_root()
-        except testbed_net.TestbedError as e:
+            net.require_root()
+        except net.TestbedError as e:
             print("bench-testbed: %s" % e, file=sys.stderr)
             return 2
     today = datetime.date.today().isoformat()
@@ -256,7 +254,7 @@ def main() -> int:
         if measure(key):
             print("=== %s" % title, flush=True)
             log = io.StringIO()
-            res = testbed_perf.perf(testbed.perf_options(argv + ["--name", "bench"]), out=log)
+            res = perf.perf(cli.perf_options(argv + ["--name", "bench"]), out=log)
             print("\n".join(l for l in log.getvalue().splitlines() if not l.startswith("{")),
                   flush=True)
             results[key] = res
@@ -275,24 +273,24 @@ def main() -> int:
             # Each job times about 6 s per size (cais-perf --duration-ms), so
             # that the two overlap whatever their start-up; the shares are
             # taken over the time both ran (docs/testbed.md).
-            opts = testbed.perf_options(["--name", "bench", "--hosts", "4", "--rate", rate, "-b",
+            opts = cli.perf_options(["--name", "bench", "--hosts", "4", "--rate", rate, "-b",
                                          "16M", "-e", "16M", "--iters", "5", "--warmup", "3",
                                          "--warmup-ms", "1500", "--duration-ms",
                                          "3000" if a.quick else "6000"] + extra)
-            results[key] = testbed_perf.share(opts, second, out=io.StringIO())
+            results[key] = perf.share(opts, second, out=io.StringIO())
             stamp(key)
         if key not in results:
             continue
         text.append(share_text(results[key], title, second, extra, rerun_note(key)))
     if measure("rate_step"):
         print("=== rate step 4 x 1 Gbit/s -> 250 Mbit/s", flush=True)
-        opts = testbed.perf_options(["--name", "bench", "--hosts", "4", "--rate", "1gbit", "-b",
+        opts = cli.perf_options(["--name", "bench", "--hosts", "4", "--rate", "1gbit", "-b",
                                      "1M", "-e", "1M", "--iters", "5", "--warmup", "3",
                                      "--warmup-ms", "1500", "--duration-ms",
                                      "4000" if a.quick else "8000",
                                      "--switchd-arg=--offload-controller=off"])
         opts.step_after_ms = 3500 if a.quick else 5500
-        st = testbed_perf.rate_step(opts, out=io.StringIO())
+        st = perf.rate_step(opts, out=io.StringIO())
         st.pop("window_trace", None)  # summarised above; tens of thousands of samples
         st["step_after_ms"] = opts.step_after_ms
         results["rate_step"] = st
@@ -301,14 +299,14 @@ def main() -> int:
         st = results["rate_step"]
         if a.from_json:  # every figure again from the stored timeline and queue samples
             q = {k: v for k, v in st.items() if k.startswith("queue_")}
-            st.update(testbed_perf.step_summary(dict(st, samples=st.get("samples", [])), 8952))
+            st.update(perf.step_summary(dict(st, samples=st.get("samples", [])), 8952))
             if not st.get("samples"):
                 st.update(q)  # an older file without its queue samples
         t, step = st["timeline_ns"], st["stepped_ns"]
         pre = sorted(t[i] - t[i - 1] for i in range(1, len(t)) if t[i] < step)
         post = sorted(t[i] - t[i - 1] for i in range(1, len(t)) if t[i - 1] >= step)
         med = lambda d: d[len(d) // 2] / 1e6 if d else float("nan")  # noqa: E731
-        b1 = testbed_perf.wire_bounds(st["bytes"], 4, 1e9, 9000, 8952)["switch_s"] * 1e3
+        b1 = perf.wire_bounds(st["bytes"], 4, 1e9, 9000, 8952)["switch_s"] * 1e3
         b4 = b1 * 4
         fmt = lambda v, f="%.1f": "n/a" if v is None else f % v  # noqa: E731
         text.append(

@@ -20,8 +20,9 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.join(ROOT, "python"))  # the inca_testbed package
 import doc_sections  # noqa: E402
-import testbed_net  # noqa: E402
+from inca_testbed import net  # noqa: E402
 
 # (key in testbed.json, title); the sizes from 1 MiB up, where the tbf
 # burst (256 KB at veth speed) no longer matters.
@@ -37,7 +38,7 @@ def simulate(sim: str, key: str, tb: dict, sizes: list, chunk: int) -> dict:
     """inca-sim's rows for one testbed scenario: {(backend, bytes): mean_us}."""
     scenario = {
         "system": "cais", "name": key, "mode": "timing", "backends": ["inca", "ring"],
-        "hosts": tb["hosts"], "link_gbps": testbed_net.parse_rate(tb["rate"]) / 1e9,
+        "hosts": tb["hosts"], "link_gbps": net.parse_rate(tb["rate"]) / 1e9,
         "link_delay_us": DELAY_US, "mtu": tb["mtu"], "overhead_bytes": OVERHEAD_BYTES,
         "chunk_size": chunk, "sizes": sizes, "ops": 2,
     }

@@ -96,6 +96,11 @@ def local_imports(path, names):
                 if top in names:
                     imported.add(top)
                     aliases[a.asname or a.name] = top
+        elif isinstance(node, ast.ImportFrom) and node.level == 1 and not node.module:
+            for a in node.names:  # from . import sibling
+                if a.name in names:
+                    imported.add(a.name)
+                    aliases[a.asname or a.name] = a.name
         elif isinstance(node, ast.ImportFrom) and node.level <= 1 and node.module:
             top = node.module.split(".")[-1]
             if top in names:

@@ -39,9 +39,9 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import testbed_net as testbed  # noqa: E402
-from testbed_net import REPO, STATE_DIR, LinkShape, Testbed, TestbedError  # noqa: E402
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from inca_testbed import net  # noqa: E402
+from inca_testbed.net import REPO, STATE_DIR, LinkShape, Testbed, TestbedError  # noqa: E402
 
 FAULT_AT_S = 3.0
 RUN_MS = 9000
@@ -402,7 +402,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
     try:
-        testbed.require_root()
+        net.require_root()
         bins = _bins()
     except TestbedError as e:
         print("faults.py: %s" % e, file=sys.stderr)

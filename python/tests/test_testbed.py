@@ -12,11 +12,7 @@ import cais.launch as launch
 from conftest import HERE
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import testbed  # noqa: E402  (the command line: perf_options)
-import testbed_net  # noqa: E402
-import testbed_perf  # noqa: E402
-import testbed_reflect  # noqa: E402
+from inca_testbed import cli, net, perf, reflect
 
 WORKER = os.path.join(HERE, "rank_worker.py")
 
@@ -45,23 +41,23 @@ def run_job(tb, hosts, env=None, on_switch=None):
 def leftovers(name):
     """Namespaces, records and logs of instance `name` still there."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    files = os.listdir(testbed_net.STATE_DIR) if os.path.isdir(testbed_net.STATE_DIR) else []
+    files = os.listdir(net.STATE_DIR) if os.path.isdir(net.STATE_DIR) else []
     return ([l for l in ns.splitlines() if l.startswith("inca-%s-" % name)] +
             [f for f in files if f.startswith(name + ".") or f.startswith(name + "-")])
 
 
 def test_exact_on_both_backends_over_shaped_links_and_nothing_left_behind():
     name = instance_name("a")
-    shape = testbed_net.LinkShape(rate="200mbit")
-    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = net.LinkShape(rate="200mbit")
+    with net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         res = run_job(tb, 3)
         stats = tb.link_stats()
         # The rate step's queue sampler reads every shaped port's tbf, in bytes.
-        backlogs = testbed_perf.tbf_backlogs(tb.switch_ns)
-        host_backlog = testbed_perf.tbf_backlogs(tb.host_ns(0))
+        backlogs = perf.tbf_backlogs(tb.switch_ns)
+        host_backlog = perf.tbf_backlogs(tb.host_ns(0))
         # The same through one tc process that stays up, read several times,
         # and by a tc run per sample once that process is gone.
-        sampler = testbed_perf.TbfSampler(tb.switch_ns)
+        sampler = perf.TbfSampler(tb.switch_ns)
         batch_reads = [sampler.backlogs() for _ in range(3)]
         batch_pid = sampler.proc.pid
         sampler.close()
@@ -100,11 +96,11 @@ def test_ipv6_end_to_end_through_the_switch_and_its_control_api():
         assert p.returncode == 0, p.stderr
         seen["stats"] = json.loads(p.stdout)
 
-    with testbed_net.Testbed(name, 3, shape=testbed_net.LinkShape(rate="200mbit"), owner_pid=os.getpid(),
+    with net.Testbed(name, 3, shape=net.LinkShape(rate="200mbit"), owner_pid=os.getpid(),
                          ipv6=True) as tb:
         assert tb.data_ip() == tb.switch_ip6 and tb.data_ip(1) == tb.host_ip6(1)
         # 8,932 B: an IPv6 datagram's CAIS payload in one 9000-byte MTU.
-        res = run_job(tb, 3, {"CHUNK_SIZE": str(9000 - testbed_perf.IP6_UDP_CAIS)},
+        res = run_job(tb, 3, {"CHUNK_SIZE": str(9000 - perf.IP6_UDP_CAIS)},
                       on_switch=control)
     assert all(r["switch"]["stats"]["ops_switch"] >= 4 for r in res)
     assert all(r["switch"]["stats"]["ops_host"] == 0 for r in res)
@@ -119,8 +115,8 @@ def test_ipv6_end_to_end_through_the_switch_and_its_control_api():
 def test_exact_under_loss_and_duplication(competitive):
     # Both transport modes: in competitive mode a loss also halves the window.
     name = instance_name("b")
-    shape = testbed_net.LinkShape(rate="200mbit", loss="1%", duplicate="1%")
-    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = net.LinkShape(rate="200mbit", loss="1%", duplicate="1%")
+    with net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         probe = tb.measure(1, "down", count=2000)
         res = run_job(tb, 3, {"COUNT": str(1 << 18), "COMPETITIVE": "1" if competitive else "0"})
     # The links did what was asked (2000 samples: 1 % +- 0.22 %, 6 sigma bounds) ...
@@ -139,8 +135,8 @@ def test_exact_under_jitter_that_reorders():
     # 2 ms +- 1 ms each way: netem's where the kernel has it, else
     # inca-linkdelay's (the same semantics; this CI kernel has no sch_netem).
     name = instance_name("j")
-    shape = testbed_net.LinkShape(rate="200mbit", delay="2ms", jitter="1ms")
-    with testbed_net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
+    shape = net.LinkShape(rate="200mbit", delay="2ms", jitter="1ms")
+    with net.Testbed(name, 3, shape=shape, owner_pid=os.getpid()) as tb:
         up, down = tb.measure(0, "up"), tb.measure(2, "down")
         res = run_job(tb, 3, {"COUNT": str(1 << 18)})
     # The links reorder (datagrams 62 us apart on average, jitter 2 ms wide) ...
@@ -161,7 +157,7 @@ def test_exact_under_jitter_that_reorders():
 
 def test_loss_is_measured_as_configured():
     name = instance_name("m")
-    with testbed_net.Testbed(name, 1, shape=testbed_net.LinkShape(loss="5%"), owner_pid=os.getpid()) as tb:
+    with net.Testbed(name, 1, shape=net.LinkShape(loss="5%"), owner_pid=os.getpid()) as tb:
         up, down = tb.measure(0, "up"), tb.measure(0, "down")
     for m in (up, down):  # 2000 samples: 5 % +- 0.49 %
         assert 0.02 < m["lost"] < 0.08 and m["duplicated"] == 0 and m["reordered"] == 0, m
@@ -171,12 +167,12 @@ def test_reaper_removes_an_instance_whose_owner_died():
     name = instance_name("c")
     owner = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)
-    tb = testbed_net.Testbed(name, 2, owner_pid=owner.pid).up()
+    tb = net.Testbed(name, 2, owner_pid=owner.pid).up()
     assert len(leftovers(name)) == 4  # two hosts, the switch, the state file
-    assert name not in testbed_net.reap()  # the owner lives
+    assert name not in net.reap()  # the owner lives
     owner.stdin.close()
     owner.wait(10)
-    assert name in testbed_net.reap()
+    assert name in net.reap()
     assert leftovers(name) == []
     tb.down()  # idempotent
 
@@ -238,8 +234,8 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
     # driven from host 0 through the real veth, as `testbed.py reflect` runs it.
     name = instance_name("x")
     build = build_dir()
-    with testbed_net.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
-        p = testbed_reflect.start(tb, build, "xdp", 9420)
+    with net.Testbed(name, 1, mtu=1500, owner_pid=os.getpid()) as tb:
+        p = reflect.start(tb, build, "xdp", 9420)
         try:
             bench = subprocess.run(
                 ["ip", "netns", "exec", tb.host_ns(0), os.path.join(build, "bin", "switchd-bench"),
@@ -252,9 +248,9 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
                             "for _ in range(5): s.sendto(b'x' * 64, ('%s', 9421))" % tb.switch_ip],
                            check=True, timeout=30)
         finally:
-            counters = testbed_reflect.stop(p)
+            counters = reflect.stop(p)
     assert bench.returncode == 0, bench.stderr
-    rows = [m for m in map(testbed_reflect.ROW_RE.match, bench.stdout.splitlines()) if m]
+    rows = [m for m in map(reflect.ROW_RE.match, bench.stdout.splitlines()) if m]
     assert len(rows) == 1 and float(rows[0].group(1)) > 0, bench.stdout
     assert counters["datagrams_tx"] >= 3000, counters
     assert counters["dropped"] >= 5, counters
@@ -370,21 +366,21 @@ def test_wire_bounds():
     # 16 MiB over 4 hosts at 1 Gbit/s, MTU 9000: the ring moves 1.5 x 16 MiB
     # in 8948-byte TCP segments (+66 B), the switch 16 MiB in 8952-byte
     # datagrams (+62 B).
-    b = testbed_perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8952)
+    b = perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8952)
     ring = 1.5 * (16 << 20)
     assert b["ring_s"] == pytest.approx((ring + -(-ring // 8948) * 66) * 8 / 1e9)
     assert b["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8952) * 62) * 8 / 1e9)
     assert 1.49 < b["ring_s"] / b["switch_s"] < 1.51
     # Over IPv6 a datagram has 20 more bytes of headers, and the default
     # chunk is what one MTU carries.
-    b6 = testbed_perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8932, ipv6=True)
+    b6 = perf.wire_bounds(16 << 20, 4, 1e9, 9000, 8932, ipv6=True)
     assert b6["switch_s"] == pytest.approx(((16 << 20) + -(-(16 << 20) // 8932) * 82) * 8 / 1e9)
-    assert testbed.perf_options([]).chunk_size == 8952
-    assert testbed.perf_options(["--ipv6"]).chunk_size == 8932
-    assert testbed.perf_options(["--mtu", "1500", "--ipv6"]).chunk_size == 1432
-    assert testbed.perf_options(["--chunk-size", "4096", "--ipv6"]).chunk_size == 4096
-    assert testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
-        testbed_perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)
+    assert cli.perf_options([]).chunk_size == 8952
+    assert cli.perf_options(["--ipv6"]).chunk_size == 8932
+    assert cli.perf_options(["--mtu", "1500", "--ipv6"]).chunk_size == 1432
+    assert cli.perf_options(["--chunk-size", "4096", "--ipv6"]).chunk_size == 4096
+    assert perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["ring_s"] / \
+        perf.wire_bounds(1 << 20, 8, 5e8, 9000, 8952)["switch_s"] == pytest.approx(1.75, rel=0.01)
 
 
 def test_two_jobs_share_the_testbed():
@@ -394,12 +390,12 @@ def test_two_jobs_share_the_testbed():
     # default; per-group shares are issue 18's): give them room. The embedded
     # offload controller sometimes declines an operation of two jobs at once
     # (its queue-delay model, issue 15's item 4); this test is about sharing.
-    a = testbed.perf_options(["--name", instance_name("s"), "--hosts", "2", "--rate", "200mbit",
+    a = cli.perf_options(["--name", instance_name("s"), "--hosts", "2", "--rate", "200mbit",
                               "-b", "1M", "-e", "1M", "--iters", "6", "--warmup", "1",
                               "--switchd-arg=--max-pending-chunks=1024",
                               "--switchd-arg=--offload-controller=off"])
     import io
-    res = testbed_perf.share(a, "switch", out=io.StringIO())
+    res = perf.share(a, "switch", out=io.StringIO())
     row = res["rows"][0]
     assert row["paths"] == ["switch", "switch"], row
     # Both timelines came back, in one clock: the jobs ran at the same time.
@@ -411,12 +407,12 @@ def test_overlap_counts_only_operations_inside_the_common_time():
     ms = 1_000_000
     a = [0, 10 * ms, 20 * ms, 30 * ms, 40 * ms]       # 4 ops of 10 ms
     b = [15 * ms, 20 * ms, 25 * ms, 30 * ms, 35 * ms, 60 * ms]
-    ov = testbed_perf.overlap(a, b)
+    ov = perf.overlap(a, b)
     assert ov["overlap_s"] == pytest.approx(0.025)   # 15 .. 40 ms
     assert ov["ops_a"] == 2 and ov["mean_a_us"] == pytest.approx(10_000)   # 20-30, 30-40
     assert ov["ops_b"] == 4 and ov["mean_b_us"] == pytest.approx(5_000)    # 15 .. 35
-    assert testbed_perf.overlap(a, [50 * ms, 60 * ms])["overlap_s"] == 0
-    assert testbed_perf.overlap([], b)["mean_a_us"] is None
+    assert perf.overlap(a, [50 * ms, 60 * ms])["overlap_s"] == 0
+    assert perf.overlap([], b)["mean_a_us"] is None
 
 
 def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
@@ -433,7 +429,7 @@ def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
                       [(step + k * 20 * ms, up, down)
                        for k, (up, down) in enumerate([(0, 9000), (18000, 0), (0, 36000),
                                                        (9000, 18000)])]}
-    out = testbed_perf.step_summary(res, 8952)
+    out = perf.step_summary(res, 8952)
     rtt = 2 * (8952 + 104) * 8 / 250e6 + 2e-3
     assert out["rtt_ms"] == pytest.approx(rtt * 1e3)
     bdp = 250e6 / 8 * rtt
@@ -447,8 +443,8 @@ def test_rate_step_summary_reads_both_directions_in_bdp_at_the_new_rate():
     assert out["window_settle_ms"] == pytest.approx(2.0)   # within 25 % of 6 from step + 2 ms
     assert out["op_ms"] == pytest.approx(40.0)
     assert out["sample_period_ms"] == pytest.approx(20.0)  # gaps of 1, 20, 20, 20 ms
-    with pytest.raises(testbed_net.TestbedError, match="not a time"):
-        testbed_perf.step_summary(dict(res, delay="1 fortnight"), 8952)
+    with pytest.raises(net.TestbedError, match="not a time"):
+        perf.step_summary(dict(res, delay="1 fortnight"), 8952)
 
 
 def test_tp_benchmark_runs_one_rank_per_host_namespace():

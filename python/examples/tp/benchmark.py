@@ -137,8 +137,8 @@ def main() -> None:
 def on_testbed(a) -> dict:
     """Every rank in its own host namespace of a fresh testbed, the switch in
     the switch namespace; torn down afterwards (also on failure)."""
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
-    import testbed_net as testbed  # scripts/testbed_net.py
+    sys.path.append(os.path.join(HERE, "..", ".."))  # python/: the inca_testbed package
+    from inca_testbed import net as testbed
     from cais import launch
     testbed.require_root()
     shape = testbed.LinkShape(rate=a.rate, burst="256kb", latency="20ms")

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """`scripts/testbed.py olaf`: OLAF training (olaf-train run) across the
 namespace testbed (docs/testbed.md, "OLAF on the testbed").
 
@@ -31,7 +30,7 @@ import os
 import subprocess
 from typing import List
 
-from testbed_net import REPO, LinkShape, Testbed, TestbedError, parse_rate
+from .net import REPO, LinkShape, Testbed, TestbedError, parse_rate
 
 BOTTLENECKS = ("switch", "link", "both")
 

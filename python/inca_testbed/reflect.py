@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """`scripts/testbed.py reflect`: the switch namespace's I/O paths against each
 other on one testbed link (issue 16: "AF_XDP and io_uring measured on this
 path, adopted only where they win").
@@ -35,7 +34,7 @@ import signal
 import subprocess
 from typing import Dict, List
 
-from testbed_net import REPO, Testbed, TestbedError
+from .net import REPO, Testbed, TestbedError
 
 REFLECTORS = ("mmsg", "gso", "uring", "xdp")
 ROW_RE = re.compile(r"^\s+\S+\s+([0-9.]+) pkt/s \(([0-9.]+) Gbit/s\), ([0-9.]+) pkt per target "

@@ -1,11 +1,10 @@
-#!/usr/bin/python3
 """The testbed's network: a star of network namespaces on one machine
 (Testbed, LinkShape, instances and their reaping). The command line is
-scripts/testbed.py, whose docstring describes the testbed; the perf, OLAF
-and reflector runs are testbed_perf.py, testbed_olaf.py and
-testbed_reflect.py, each importing this module.
+inca_testbed.cli (scripts/testbed.py), whose docstring describes the
+testbed; the perf, OLAF and reflector runs are inca_testbed.perf, .olaf and
+.reflect, each importing this module.
 
-    from testbed_net import Testbed, LinkShape
+    from inca_testbed.net import Testbed, LinkShape
     with Testbed("t1", hosts=3, shape=LinkShape(rate="200mbit")) as tb:
         p = tb.popen(tb.host_ns(0), ["ping", "-c1", tb.switch_ip])
 """
@@ -27,7 +26,8 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence
 
 STATE_DIR = "/run/inca-testbed"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# python/inca_testbed/net.py in the checkout (the build links it, so follow the link)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 PREFIX = "inca-"
 NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
 MAX_HOSTS = 64
@@ -525,7 +525,7 @@ class Testbed:
         numbered datagrams of `size` bytes, paced well below the link rate,
         from host i to the switch (up) or back (down); returns the fractions
         lost, duplicated and reordered (arrived after a higher number)."""
-        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testbed.py")
+        here = os.path.join(REPO, "scripts", "testbed.py")
         rx_ns, tx_ns, dst = ((self.switch_ns, self.host_ns(i), self.switch_ip) if direction == "up"
                              else (self.host_ns(i), self.switch_ns, self.host_ip(i)))
         rx = self.popen(rx_ns, [sys.executable, here, "_probe", "rx", dst, str(count)],

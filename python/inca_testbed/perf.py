@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """`scripts/testbed.py perf`: the all-reduce launcher on a testbed, switch
 against Gloo, with the bounds that links of the shaped rate allow
 (docs/testbed.md, "Switch against Gloo on the testbed")."""
@@ -14,7 +13,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from testbed_net import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
+from .net import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
                      parse_rate)
 
 ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
