@@ -2,8 +2,8 @@
 """The layering checks of scripts/check-code.sh ("layers"):
 
   1. no include cycle between src/ folders: folder A includes folder B when
-     a file under src/A includes "B/..." or "inca/B/..." (include/inca/B
-     mirrors src/B); the folders' graph must have no cycle;
+     a file under src/A or include/inca/A (which mirrors src/A) includes
+     "B/..." or "inca/B/..."; the folders' graph must have no cycle;
   2. no import cycle between the Python modules of one directory
      (scripts/, python/tests/, python/examples/..., python/cais/);
   3. no import of another module's private names (`from m import _x`, or
@@ -65,8 +65,8 @@ def folder_cycles():
         return []
     folders = {d for d in os.listdir("src") if os.path.isdir(os.path.join("src", d))}
     graph, why = {}, {}
-    for path in tracked("src/*.cc", "src/*.h"):
-        a = path.split("/")[1]
+    for path in tracked("src/*.cc", "src/*.h", "include/inca/*.h"):
+        a = path.split("/")[2 if path.startswith("include/") else 1]
         if a not in folders:
             continue
         text = open(path, encoding="utf-8", errors="replace").read()

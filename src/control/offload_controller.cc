@@ -54,7 +54,7 @@ OffloadController::OffloadController(const OffloadControllerConfig& config)
 bool OffloadController::Observe(const Stats& stats, dp::TimeNs now) {
   if (started_ && now - last_ < config_.period_ns) return false;
   // Ingress queueing delay over the period since the last evaluation.
-  const switchd::HostCounters& host = stats.counters;
+  const counters::HostCounters& host = stats.counters;
   if (host.ingress_delay_samples > last_delay_samples_ &&
       host.ingress_delay_ns_total >= last_delay_ns_) {
     queue_delay_s_ = static_cast<double>(host.ingress_delay_ns_total - last_delay_ns_) /

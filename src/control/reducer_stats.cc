@@ -75,7 +75,7 @@ void CollectReducerStats(const cais::CaisReducer& r, Stats* st) {
   }
 }
 
-double IngressQueueDelayUs(const switchd::HostCounters& c) {
+double IngressQueueDelayUs(const counters::HostCounters& c) {
   return c.ingress_delay_samples ? static_cast<double>(c.ingress_delay_ns_total) /
                                        static_cast<double>(c.ingress_delay_samples) / 1e3
                                  : 0.0;
@@ -102,7 +102,7 @@ Stats MergeShards(std::span<const Stats> parts, std::span<const std::string> end
       auto [it, fresh] = groups.try_emplace(g.group_id, g);
       if (fresh) continue;
       GroupStats& m = it->second;
-      switchd::SwitchCounters one, other;  // GroupCounters add as the totals do
+      counters::SwitchCounters one, other;  // GroupCounters add as the totals do
       one.cais = m.counters;
       other.cais = g.counters;
       one.Add(other);

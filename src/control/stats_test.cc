@@ -139,7 +139,7 @@ TEST(ControlStatsTest, EveryFieldSurvivesTheGrpcConversion) {
   ExpectSame<ShardStats>(kShardStatsFields, s.shards[1], back.shards[1]);
   // A shard's program block (6), row 1 (rx_packets).
   EXPECT_EQ(p.shards(1).program().rx_packets(), (uint64_t{6} << 40) + (1 << 8) + 9);
-  // host is field 21; ingress_delay_samples row 5 of switchd::kHostCounters.
+  // host is field 21; ingress_delay_samples row 5 of counters::kHostCounters.
   EXPECT_EQ(p.host().ingress_delay_samples(), (uint64_t{21} << 40) + (5 << 8) + 9);
   EXPECT_EQ(back.counters.ingress_delay_samples, (uint64_t{21} << 40) + (5 << 8) + 9);
   EXPECT_EQ(p.cais().completed_chunks(), (uint64_t{24} << 40) + (3 << 8) + 9);

@@ -76,7 +76,7 @@ MetricsSnapshot FromControl(const control::Stats& stats, const control::OffloadP
   return s;
 }
 
-double QueueDelayUs(const switchd::SwitchCounters& c) {
+double QueueDelayUs(const counters::SwitchCounters& c) {
   return control::IngressQueueDelayUs(c);  // the one definition
 }
 
@@ -103,10 +103,10 @@ void ApplyOffloadPolicy(const control::OffloadPolicy& policy, MetricsSnapshot* o
 namespace {
 
 // The UDP front end: socket counters, queue delay, groups and their leases.
-void WriteSwitchFamilies(const switchd::SwitchCounters& sw, PromWriter* w) {
+void WriteSwitchFamilies(const counters::SwitchCounters& sw, PromWriter* w) {
   // The declared tables (switchd/program_host.h, switchd/switch_server.h).
-  WriteCounters<switchd::HostCounters>(switchd::kHostCounters, sw, w);
-  WriteCounters<switchd::SwitchCounters>(switchd::kSwitchCounters, sw, w);
+  WriteCounters<counters::HostCounters>(counters::kHostCounters, sw, w);
+  WriteCounters<counters::SwitchCounters>(counters::kSwitchCounters, sw, w);
   w->Gauge("inca_switch_io_offload",
            "1 when the socket uses the kernel offload (gso: UDP_SEGMENT sends, gro: UDP_GRO "
            "receives; --io).");
@@ -134,7 +134,7 @@ void WriteReducerFamilies(const dp::ProgramCounters& rc, PromWriter* w) {
 
 // CAIS figures: switch-wide (no labels) and per group (group="G").
 void WriteCaisFamilies(const MetricsSnapshot& s, PromWriter* w) {
-  const switchd::SwitchCounters& sw = s.switch_counters;
+  const counters::SwitchCounters& sw = s.switch_counters;
   const cais::SramUsage& sram = sw.sram;
   for (const counters::Counter<GroupCounters>& f : cais::kGroupCounters) {
     CounterFamily(f, "inca_cais_", " All groups.", w);
@@ -294,12 +294,12 @@ void WriteShardCounters(counters::Table<T> table, std::string_view prefix,
 void WriteShardFamilies(const std::vector<control::ShardStats>& shards, PromWriter* w) {
   if (shards.empty()) return;
   using control::ShardStats;
-  WriteShardCounters<switchd::HostCounters>(
-      switchd::kHostCounters, "", shards,
-      [](const ShardStats& s) -> const switchd::HostCounters& { return s.counters; }, w);
-  WriteShardCounters<switchd::SwitchCounters>(
-      switchd::kSwitchCounters, "", shards,
-      [](const ShardStats& s) -> const switchd::SwitchCounters& { return s.counters; }, w);
+  WriteShardCounters<counters::HostCounters>(
+      counters::kHostCounters, "", shards,
+      [](const ShardStats& s) -> const counters::HostCounters& { return s.counters; }, w);
+  WriteShardCounters<counters::SwitchCounters>(
+      counters::kSwitchCounters, "", shards,
+      [](const ShardStats& s) -> const counters::SwitchCounters& { return s.counters; }, w);
   WriteShardCounters<dp::ProgramCounters>(
       dp::kProgramCounters, "inca_reducer_", shards,
       [](const ShardStats& s) -> const dp::ProgramCounters& { return s.counters.reducer; }, w);
@@ -315,7 +315,7 @@ void WriteShardFamilies(const std::vector<control::ShardStats>& shards, PromWrit
 }  // namespace
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
-  const switchd::SwitchCounters& sw = s.switch_counters;
+  const counters::SwitchCounters& sw = s.switch_counters;
   PromWriter w;
 
   w.Gauge("inca_monitor_snapshot_timestamp_seconds",
@@ -332,7 +332,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
 }
 
 std::string RenderStatsJson(const MetricsSnapshot& s) {
-  const switchd::SwitchCounters& sw = s.switch_counters;
+  const counters::SwitchCounters& sw = s.switch_counters;
   const cais::SramUsage& sram = sw.sram;
   const double fallback = FallbackRatio(sw.cais);
   std::string out = internal::StrCat(

@@ -18,7 +18,7 @@
 #include "inca/cais/reducer.h"
 #include "inca/control/control_plane.h"
 #include "inca/control/reducer_stats.h"
-#include "inca/switchd/counters.h"
+#include "inca/counters/switch_counters.h"
 
 namespace inca::monitor {
 
@@ -49,7 +49,7 @@ struct MetricsSnapshot {
   std::chrono::system_clock::time_point taken_at{};
   // Switch counters, including the reducer's ProgramCounters, the CAIS
   // switch-wide totals (`cais`) and SRAM occupancy (`sram`).
-  switchd::SwitchCounters switch_counters;
+  counters::SwitchCounters switch_counters;
   // Throughput over the reducer's last rate window.
   cais::CaisRates rates;
   // Switch-wide mean slot-holding time of completed chunks (first
@@ -75,7 +75,7 @@ struct MetricsSnapshot {
 
 // The mean in-switch queueing delay since start, microseconds: kernel
 // receive timestamp to the pipeline (write-up 4.4's "queue delay").
-double QueueDelayUs(const switchd::SwitchCounters& c);
+double QueueDelayUs(const counters::SwitchCounters& c);
 
 // The health alarm of write-up 4.4: the controller's windowed figure when a
 // controller runs, else the since-start fallback ratio above 0.1.

@@ -303,7 +303,7 @@ TEST(RenderPrometheus, QueueDelayIsTheSwitchsOwnAndSlotHoldingApart) {
   EXPECT_THAT(r.Value("inca_switch_queue_delay_samples_total"), Optional(1000.0));
   EXPECT_THAT(r.Value("inca_cais_avg_pending_seconds"), Optional(0.0085));  // slot holding
   EXPECT_THAT(RenderStatsJson(s), HasSubstr("\"queue_delay_us\":50,"));
-  EXPECT_DOUBLE_EQ(QueueDelayUs(switchd::SwitchCounters{}), 0.0);
+  EXPECT_DOUBLE_EQ(QueueDelayUs(counters::SwitchCounters{}), 0.0);
 }
 
 TEST(RenderPrometheus, EveryDropReasonHasASeries) {

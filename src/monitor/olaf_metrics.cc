@@ -18,10 +18,10 @@ std::string ClusterLabel(uint16_t c) {
 }  // namespace
 
 std::string RenderOlafPrometheus(const control::OlafStats& s) {
-  const switchd::OlafServerCounters& server = s.server;
+  const counters::OlafServerCounters& server = s.server;
   PromWriter w;
-  WriteCounters<switchd::HostCounters>(switchd::kHostCounters, server, &w);
-  WriteCounters<switchd::OlafServerCounters>(switchd::kOlafServerCounters, server, &w);
+  WriteCounters<counters::HostCounters>(counters::kHostCounters, server, &w);
+  WriteCounters<counters::OlafServerCounters>(counters::kOlafServerCounters, server, &w);
   WriteCounters<olaf::OlafCounters>(olaf::kOlafCounters, server.olaf, &w);
   w.Counter("inca_olaf_dropped_packets_total", "Packets dropped, by reason.");
   for (const auto& [reason, n] : s.drops) {
@@ -66,7 +66,7 @@ std::string RenderOlafPrometheus(const control::OlafStats& s) {
 }
 
 std::string RenderOlafStatsJson(const control::OlafStats& s) {
-  const switchd::OlafServerCounters& server = s.server;
+  const counters::OlafServerCounters& server = s.server;
   std::string out = internal::StrCat(
       "{\"program\":\"", s.policy, "\",\"depth\":", s.depth, ",\"occupancy\":", s.occupancy,
       ",\"queue_util\":", JsonNumber(s.queue_util), ",\"active_clusters\":", s.active_clusters,

@@ -71,7 +71,7 @@ MetricsSnapshot SyntheticMetrics::Next(std::chrono::milliseconds step) {
   const double dt = std::chrono::duration<double>(step).count();
   const double t = std::chrono::duration<double>(elapsed_).count();
   MetricsSnapshot& s = last_;
-  switchd::SwitchCounters& sw = s.switch_counters;
+  counters::SwitchCounters& sw = s.switch_counters;
   s.taken_at = start_ + elapsed_;
 
   // SRAM swings between about 38% and 86%, crossing the 80% pressure line.

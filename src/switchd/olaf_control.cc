@@ -198,9 +198,9 @@ absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& va
 }
 
 absl::StatusOr<control::Stats> OlafControl::GetStats() {
-  const OlafServerCounters sc = server_->counters();
+  const counters::OlafServerCounters sc = server_->counters();
   control::Stats st;
-  static_cast<HostCounters&>(st.counters) = sc;
+  static_cast<counters::HostCounters&>(st.counters) = sc;
   st.counters.reducer = sc.program;
   st.conserved = sc.Conserved();
   for (size_t i = 1; i < dp::kDropReasonCount; ++i) {

@@ -84,13 +84,13 @@ void OlafServer::Stop() noexcept {
   host_->Stop();
 }
 
-OlafServerCounters OlafServer::counters() const {
+counters::OlafServerCounters OlafServer::counters() const {
   absl::MutexLock lock(&snapshot_mu_);
   return snapshot_;
 }
 
 void OlafServer::Publish(dp::TimeNs now) {
-  static_cast<HostCounters&>(live_) = host_->counters();
+  static_cast<counters::HostCounters&>(live_) = host_->counters();
   live_.ports_bound = host_->ports().size();
   live_.program = program_->counters();
   live_.olaf = program_->totals();

@@ -42,8 +42,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "inca/counters/switch_counters.h"
 #include "inca/olaf/olaf_switch.h"
-#include "inca/switchd/counters.h"
 #include "membership/port_table.h"
 #include "net/clock.h"
 #include "net/endpoint.h"
@@ -80,7 +80,7 @@ class OlafServer final : private ProgramHost::Hooks {
   // Serves until Stop(). FailedPrecondition if already running.
   absl::Status Run();
   void Stop() noexcept;  // async-signal-safe, idempotent
-  OlafServerCounters counters() const;
+  counters::OlafServerCounters counters() const;
 
   uint16_t local_port() const { return host_->socket().local.port(); }
   const net::Endpoint& local_endpoint() const { return host_->socket().local; }
@@ -122,9 +122,9 @@ class OlafServer final : private ProgramHost::Hooks {
   net::Endpoint ps_;
   std::array<dp::TimeNs, dp::kMaxPorts> seen_{};  // last datagram per port
   dp::TimeNs next_expiry_scan_ = 0;
-  OlafServerCounters live_;
+  counters::OlafServerCounters live_;
   mutable absl::Mutex snapshot_mu_;
-  OlafServerCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+  counters::OlafServerCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
   TaskQueue<Control> tasks_;
 };
 

@@ -165,7 +165,7 @@ TEST_F(OlafServerTest, AThousandPeersThenOperatorMappedOnesStillGetAPort) {
       [late](OlafServer::Control& c) { ASSERT_TRUE(c.program.cluster_table().Set(late, 5).ok()); });
   Send(late);
   ASSERT_TRUE(Eventually([](const auto& c) { return c.datagrams_rx == 1025; }));
-  const OlafServerCounters c = server_->counters();
+  const counters::OlafServerCounters c = server_->counters();
   EXPECT_EQ(c.ports_exhausted, 1u);
   EXPECT_EQ(c.peers_evicted, 1u);
   EXPECT_EQ(c.ports_bound, 1024u);

@@ -38,8 +38,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "inca/counters/switch_counters.h"
 #include "inca/dataplane/program.h"
-#include "inca/switchd/counters.h"
 #include "inca/util/counters.h"
 #include "membership/port_table.h"
 #include "net/clock.h"
@@ -108,7 +108,7 @@ class ProgramHost final : private dp::PacketSink {
 
   // The host's figures (ports_bound is left to the adapter). On the Run()
   // thread, or before Run() starts: adapters copy them when they publish.
-  const HostCounters& counters() const { return live_; }
+  const counters::HostCounters& counters() const { return live_; }
 
   membership::PortTable& ports() { return ports_; }
   const membership::PortTable& ports() const { return ports_; }
@@ -127,7 +127,7 @@ class ProgramHost final : private dp::PacketSink {
   void AccountIngressDelay(size_t received);
 
   const net::TimeSource* clock_;
-  HostCounters live_;
+  counters::HostCounters live_;
   net::UdpSocket socket_;
   net::Wakeup wakeup_;
   membership::PortTable ports_;

@@ -79,7 +79,7 @@ TEST_P(ProgramHostTest, ServesAProgramThroughItsHooksAndCountsEveryDatagram) {
   loop.join();
   EXPECT_GT(hooks.ticks.load(), 0u);  // a tick follows every receive batch
 
-  const HostCounters& c = (*host)->counters();
+  const counters::HostCounters& c = (*host)->counters();
   EXPECT_EQ(c.datagrams_rx, 4u);
   EXPECT_EQ(hooks.datagrams, 4u);
   EXPECT_EQ(c.egress_unmapped, 1u);

@@ -93,8 +93,8 @@ absl::Status SwitchShards::Run() {
   return first;
 }
 
-SwitchCounters SwitchShards::counters() const {
-  SwitchCounters sum = shards_[0]->counters();
+counters::SwitchCounters SwitchShards::counters() const {
+  counters::SwitchCounters sum = shards_[0]->counters();
   for (size_t i = 1; i < shards_.size(); ++i) sum.Add(shards_[i]->counters());
   return sum;
 }

@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "inca/switchd/counters.h"
+#include "inca/counters/switch_counters.h"
 #include "net/clock.h"
 #include "switchd/config.h"
 #include "switchd/switch_server.h"
@@ -62,7 +62,7 @@ class SwitchShards {
   std::vector<SwitchServer*> servers() const;
   uint16_t base_port() const { return shards_[0]->local_port(); }
   // Every shard's published counters, summed (SwitchCounters::Add).
-  SwitchCounters counters() const;
+  counters::SwitchCounters counters() const;
 
  private:
   SwitchShards() = default;

@@ -115,13 +115,13 @@ void SwitchServer::Stop() noexcept {
   host_->Stop();
 }
 
-SwitchCounters SwitchServer::counters() const {
+counters::SwitchCounters SwitchServer::counters() const {
   absl::MutexLock lock(&snapshot_mu_);
   return snapshot_;
 }
 
 void SwitchServer::Publish() {
-  static_cast<HostCounters&>(live_) = host_->counters();
+  static_cast<counters::HostCounters&>(live_) = host_->counters();
   live_.ports_bound = host_->ports().size();
   live_.reducer = reducer_->counters();
   live_.cais = reducer_->totals();

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "inca/cais/reducer.h"
-#include "inca/switchd/counters.h"
+#include "inca/counters/switch_counters.h"
 #include "membership/group_manager.h"
 #include "membership/port_table.h"
 #include "net/clock.h"
@@ -70,7 +70,7 @@ class SwitchServer final : private ProgramHost::Hooks {
 
   // A copy of the counters, refreshed once per loop iteration and at exit.
   // Thread-safe.
-  SwitchCounters counters() const;
+  counters::SwitchCounters counters() const;
 
   uint16_t local_port() const { return host_->socket().local.port(); }
   const net::Endpoint& local_endpoint() const { return host_->socket().local; }
@@ -124,13 +124,13 @@ class SwitchServer final : private ProgramHost::Hooks {
   std::unique_ptr<CaisDispatcher> dispatcher_;
   std::unique_ptr<Output> output_;
   dp::TimeNs next_stats_ = 0;
-  SwitchCounters live_;  // owned by the Run() thread
+  counters::SwitchCounters live_;  // owned by the Run() thread
 
   void RunTasks();
   TaskQueue<Control> tasks_;
 
   mutable absl::Mutex snapshot_mu_;
-  SwitchCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+  counters::SwitchCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
 }  // namespace inca::switchd

@@ -106,14 +106,14 @@ TEST_F(SwitchServerTest, SocketFuzzKeepsServingAndCountersAddUp) {
   // Time passes (no traffic): every fuzz chunk times out, every result ages out.
   const uint64_t sent = SentBy(all);
   ASSERT_TRUE(WaitFor(*server_,
-                      [&](const SwitchCounters& k) {
+                      [&](const counters::SwitchCounters& k) {
                         return k.datagrams_rx == sent && k.sram.pending_chunks == 0 &&
                                k.sram.retained_chunks == 0 && k.sram.cells_pending == 0 &&
                                k.sram.cells_retained == 0;
                       }))
       << server_->counters().ToJson() << " sent=" << sent;
 
-  SwitchCounters k = server_->counters();
+  counters::SwitchCounters k = server_->counters();
   EXPECT_TRUE(k.Conserved()) << k.ToJson();
   EXPECT_GT(k.unknown_sender, 0u);
   EXPECT_GT(k.mgmt_malformed, 0u);
@@ -126,7 +126,7 @@ TEST_F(SwitchServerTest, SocketFuzzKeepsServingAndCountersAddUp) {
   for (Host* h : all) h->Drain();
   ReduceAndCheck(joined, 0, kFreshLayer, 1, {{1, -2, 3}, {4, 5, -6}, {0.5f, 0.25f, 0.125f}});
 
-  ASSERT_TRUE(WaitFor(*server_, [](const SwitchCounters& c) {
+  ASSERT_TRUE(WaitFor(*server_, [](const counters::SwitchCounters& c) {
     return c.sram.pending_chunks == 0 && c.sram.retained_chunks == 0;
   }));
   k = server_->counters();
@@ -144,9 +144,9 @@ TEST_F(SwitchServerTest, IngressLossOneDropsEveryDataDatagram) {
   ASSERT_EQ(JoinAll({&a}, 2).size(), 1u);  // management is never dropped
   constexpr int kN = 200;
   for (int i = 0; i < kN; ++i) a.Send(port(), F32Packet(2, 0, static_cast<uint32_t>(i), {1}));
-  ASSERT_TRUE(
-      WaitFor(*server_, [&](const SwitchCounters& k) { return k.datagrams_rx == a.sent(); }));
-  SwitchCounters k = server_->counters();
+  ASSERT_TRUE(WaitFor(
+      *server_, [&](const counters::SwitchCounters& k) { return k.datagrams_rx == a.sent(); }));
+  counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.injected_ingress_loss, static_cast<uint64_t>(kN));
   EXPECT_EQ(k.reducer.rx_packets, 0u);
   EXPECT_EQ(k.datagrams_tx, 0u);
@@ -161,10 +161,10 @@ TEST_F(SwitchServerTest, EgressLossOneDropsEveryResult) {
   Host a;
   ASSERT_EQ(JoinAll({&a}, 2).size(), 1u);
   for (uint32_t i = 0; i < 10; ++i) a.Send(port(), F32Packet(2, 0, i, {1, 2}));
-  ASSERT_TRUE(WaitFor(*server_, [](const SwitchCounters& k) {
+  ASSERT_TRUE(WaitFor(*server_, [](const counters::SwitchCounters& k) {
     return k.injected_egress_loss == 10;  // world 1: every contribution completes a chunk
   })) << server_->counters().ToJson();
-  SwitchCounters k = server_->counters();
+  counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.cais.completed_chunks, 10u);
   EXPECT_EQ(k.datagrams_tx, 0u);
   EXPECT_TRUE(k.Conserved()) << k.ToJson();
@@ -179,9 +179,9 @@ TEST_F(SwitchServerTest, PartialLossIsSeededAndCounted) {
   ASSERT_EQ(JoinAll({&a}, 2).size(), 1u);
   constexpr uint64_t kN = 400;
   for (uint32_t i = 0; i < kN; ++i) a.Send(port(), F32Packet(2, 0, i, {1}));
-  ASSERT_TRUE(
-      WaitFor(*server_, [&](const SwitchCounters& k) { return k.datagrams_rx == a.sent(); }));
-  SwitchCounters k = server_->counters();
+  ASSERT_TRUE(WaitFor(
+      *server_, [&](const counters::SwitchCounters& k) { return k.datagrams_rx == a.sent(); }));
+  counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.injected_ingress_loss + k.reducer.rx_packets, kN);
   EXPECT_GT(k.injected_ingress_loss, kN / 4);
   EXPECT_LT(k.injected_ingress_loss, 3 * kN / 4);

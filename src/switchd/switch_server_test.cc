@@ -35,10 +35,10 @@ TEST_F(SwitchServerTest, ThreeHostsJoinAndAllReduce) {
   ReduceAndCheck(hosts, 0, 5, seq, {{1, 2, 3, 4}, {10, 20, 30, 40}, {100, 200, 300, 400}});
   ReduceAndCheck(hosts, 0, 5, seq + 1, {{0.5f}, {0.25f}, {-1}});
 
-  ASSERT_TRUE(WaitFor(*server_, [](const SwitchCounters& k) {
+  ASSERT_TRUE(WaitFor(*server_, [](const counters::SwitchCounters& k) {
     return k.cais.completed_chunks == 2 && k.datagrams_tx == 6;
   }));
-  SwitchCounters k = server_->counters();
+  counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.groups_formed, 1u);
   EXPECT_EQ(k.ports_bound, 3u);
   EXPECT_EQ(k.reducer.rx_packets, 6u);
@@ -75,11 +75,11 @@ TEST_F(SwitchServerTest, ResultRequestsCannotAmplifyPastThePortsCredit) {
   // buffer may be capped by the kernel), so every request is counted.
   for (uint64_t sent = 0; sent < kRequests;) {
     for (int i = 0; i < 100; ++i, ++sent) a.Send(port(), request);
-    ASSERT_TRUE(WaitFor(*server_, [&](const SwitchCounters& k) {
+    ASSERT_TRUE(WaitFor(*server_, [&](const counters::SwitchCounters& k) {
       return k.reducer.rx_packets == 2 + sent;
     })) << server_->counters().ToJson();
   }
-  const SwitchCounters k = server_->counters();
+  const counters::SwitchCounters k = server_->counters();
   const uint64_t credit = c.cais.resend_credit_max;
   EXPECT_EQ(k.cais.results_resent, credit);
   EXPECT_EQ(k.reducer.drops_by_reason[static_cast<size_t>(dp::DropReason::kResendLimit)],
@@ -93,10 +93,10 @@ TEST_F(SwitchServerTest, UnknownSenderIsDroppedAndCounted) {
   Host a, stranger;
   ASSERT_EQ(JoinAll({&a}, 1).size(), 1u);
   stranger.Send(port(), F32Packet(1, 0, 0, {1, 2}));
-  ASSERT_TRUE(WaitFor(*server_, [&](const SwitchCounters& k) {
+  ASSERT_TRUE(WaitFor(*server_, [&](const counters::SwitchCounters& k) {
     return k.datagrams_rx == SentBy({&a, &stranger});
   }));
-  SwitchCounters k = server_->counters();
+  counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.unknown_sender, 1u);
   EXPECT_EQ(k.reducer.rx_packets, 0u);
   EXPECT_TRUE(k.Conserved()) << k.ToJson();
@@ -125,7 +125,8 @@ TEST_F(SwitchServerTest, PingAndLeaveOverUdp) {
   EXPECT_EQ(Request(a, port(), ping)->status, MgmtStatus::kUnknown);  // group dissolved
   // Its data is now from an unknown sender.
   a.Send(port(), F32Packet(3, 0, 0, {1}));
-  ASSERT_TRUE(WaitFor(*server_, [](const SwitchCounters& k) { return k.unknown_sender == 1; }));
+  ASSERT_TRUE(
+      WaitFor(*server_, [](const counters::SwitchCounters& k) { return k.unknown_sender == 1; }));
   EXPECT_EQ(server_->counters().groups_formed, 0u);
   EXPECT_EQ(server_->counters().ports_bound, 0u);
 }
@@ -287,10 +288,10 @@ TEST_P(SwitchIoTest, AWindowOfChunksCrossesAsFewMessagesWithGso) {
                     }),
             kChunks);
   EXPECT_EQ(results.size(), kChunks);
-  ASSERT_TRUE(WaitFor(*server_, [&](const SwitchCounters& k) {
+  ASSERT_TRUE(WaitFor(*server_, [&](const counters::SwitchCounters& k) {
     return k.datagrams_tx == kChunks && k.cais.completed_chunks == kChunks;
   }));
-  const SwitchCounters k = server_->counters();
+  const counters::SwitchCounters k = server_->counters();
   EXPECT_EQ(k.datagrams_rx, kChunks + 1);  // and the JOIN
   if (io == net::IoMode::kGso) {
     EXPECT_LT(k.messages_rx, k.datagrams_rx) << k.ToJson();
@@ -328,7 +329,7 @@ TEST_F(SwitchServerTest, StopFromAnotherThreadReturnsPromptly) {
 }
 
 TEST_F(SwitchServerTest, CountersJson) {
-  SwitchCounters k;
+  counters::SwitchCounters k;
   k.datagrams_rx = 3;
   k.mgmt_rx = 3;
   k.reducer.drops_by_reason[static_cast<size_t>(dp::DropReason::kNoRule)] = 0;

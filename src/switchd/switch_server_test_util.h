@@ -215,7 +215,8 @@ class Running {
 };
 
 // Polls the counter snapshot until `pred` holds or the deadline passes.
-inline bool WaitFor(const SwitchServer& s, const std::function<bool(const SwitchCounters&)>& pred) {
+inline bool WaitFor(const SwitchServer& s,
+                    const std::function<bool(const counters::SwitchCounters&)>& pred) {
   const auto deadline = Clock::now() + kDeadline;
   while (Clock::now() < deadline) {
     if (pred(s.counters())) return true;

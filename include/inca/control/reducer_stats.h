@@ -26,7 +26,7 @@ double FallbackRatio(const cais::GroupCounters& c);
 void CollectReducerStats(const cais::CaisReducer& reducer, Stats* st);
 
 // Mean ingress queueing delay since start, us (0 before the first sample).
-double IngressQueueDelayUs(const switchd::HostCounters& c);
+double IngressQueueDelayUs(const counters::HostCounters& c);
 
 // One Stats for a switch of several data-plane shards (inca-switchd
 // --threads): counters, groups, drops, rates and slot memory summed; the

@@ -20,8 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include "inca/counters/switch_counters.h"
 #include "inca/olaf/update_queue.h"
-#include "inca/switchd/counters.h"
 #include "inca/util/counters.h"
 
 namespace inca::control {
@@ -94,7 +94,7 @@ struct ShardStats {
   uint32_t shard = 0;
   std::string endpoint;   // the shard's UDP address
   bool conserved = true;  // SwitchCounters::Conserved() for this shard alone
-  switchd::SwitchCounters counters;
+  counters::SwitchCounters counters;
 };
 
 inline constexpr StatField<ShardStats> kShardStatsFields[] = {
@@ -103,13 +103,13 @@ inline constexpr StatField<ShardStats> kShardStatsFields[] = {
     {"conserved", 3, &ShardStats::conserved,
      "Every packet of this shard is accounted for (its own three equations)."},
     {"host", 4,
-     counters::MakeBlock<ShardStats, switchd::kHostCounters,
-                         [](ShardStats& s) -> switchd::HostCounters& { return s.counters; }>(
+     counters::MakeBlock<ShardStats, counters::kHostCounters,
+                         [](ShardStats& s) -> counters::HostCounters& { return s.counters; }>(
          "HostCounters"),
      "The shard's UDP front end."},
     {"switch_counters", 5,
-     counters::MakeBlock<ShardStats, switchd::kSwitchCounters,
-                         [](ShardStats& s) -> switchd::SwitchCounters& { return s.counters; }>(
+     counters::MakeBlock<ShardStats, counters::kSwitchCounters,
+                         [](ShardStats& s) -> counters::SwitchCounters& { return s.counters; }>(
          "SwitchCounters"),
      "The shard's management, groups and leases."},
     {"program", 6,
@@ -146,7 +146,7 @@ struct Stats {
   // The switch's counters: the UDP front end (HostCounters and, for CAIS,
   // SwitchCounters' own), the program's (reducer) and the switch-wide CAIS
   // totals (cais). The OLAF program fills the host and program parts.
-  switchd::SwitchCounters counters;
+  counters::SwitchCounters counters;
 };
 
 inline constexpr StatField<Stats> kStatsFields[] = {
@@ -172,15 +172,15 @@ inline constexpr StatField<Stats> kStatsFields[] = {
     {"sram_usage_limit", 20, &Stats::sram_usage_limit,
      "Admission stops when pending usage reaches this fraction."},
     {"host", 21,
-     counters::MakeBlock<Stats, switchd::kHostCounters,
-                         [](Stats& s) -> switchd::HostCounters& { return s.counters; }>(
+     counters::MakeBlock<Stats, counters::kHostCounters,
+                         [](Stats& s) -> counters::HostCounters& { return s.counters; }>(
          "HostCounters"),
-     "The switch's UDP front end (switchd::kHostCounters)."},
+     "The switch's UDP front end (counters::kHostCounters)."},
     {"switch_counters", 22,
-     counters::MakeBlock<Stats, switchd::kSwitchCounters,
-                         [](Stats& s) -> switchd::SwitchCounters& { return s.counters; }>(
+     counters::MakeBlock<Stats, counters::kSwitchCounters,
+                         [](Stats& s) -> counters::SwitchCounters& { return s.counters; }>(
          "SwitchCounters"),
-     "The CAIS front end: management, groups, leases (switchd::kSwitchCounters)."},
+     "The CAIS front end: management, groups, leases (counters::kSwitchCounters)."},
     {"program", 23,
      counters::MakeBlock<Stats, dp::kProgramCounters,
                          [](Stats& s) -> dp::ProgramCounters& { return s.counters.reducer; }>(
@@ -248,7 +248,7 @@ struct OlafStats {
   bool conserved = true;
   // The switch's counters: its UDP front end, the program's packets and the
   // OLAF figures (server.olaf).
-  switchd::OlafServerCounters server;
+  counters::OlafServerCounters server;
 };
 
 inline constexpr StatField<OlafStats> kOlafStatsFields[] = {
@@ -265,15 +265,15 @@ inline constexpr StatField<OlafStats> kOlafStatsFields[] = {
     {"clusters", 19, Repeated{"OlafClusterStats"}, "Clusters the queue knows."},
     {"conserved", 20, &OlafStats::conserved, "Every packet and queued update is accounted for."},
     {"host", 21,
-     counters::MakeBlock<OlafStats, switchd::kHostCounters,
-                         [](OlafStats& s) -> switchd::HostCounters& { return s.server; }>(
+     counters::MakeBlock<OlafStats, counters::kHostCounters,
+                         [](OlafStats& s) -> counters::HostCounters& { return s.server; }>(
          "HostCounters"),
-     "The switch's UDP front end (switchd::kHostCounters)."},
+     "The switch's UDP front end (counters::kHostCounters)."},
     {"server", 22,
-     counters::MakeBlock<OlafStats, switchd::kOlafServerCounters,
-                         [](OlafStats& s) -> switchd::OlafServerCounters& { return s.server; }>(
+     counters::MakeBlock<OlafStats, counters::kOlafServerCounters,
+                         [](OlafStats& s) -> counters::OlafServerCounters& { return s.server; }>(
          "OlafServerCounters"),
-     "The OLAF front end: peer ports and leases (switchd::kOlafServerCounters)."},
+     "The OLAF front end: peer ports and leases (counters::kOlafServerCounters)."},
     {"program", 23,
      counters::MakeBlock<OlafStats, dp::kProgramCounters,
                          [](OlafStats& s) -> dp::ProgramCounters& { return s.server.program; }>(

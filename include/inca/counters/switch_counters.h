@@ -1,8 +1,9 @@
-// inca-switchd's counters, both programs' (issue 17: public, because the
-// control API carries them as typed sub-messages and the monitor renders
-// them from the control API, not from the servers). Each struct's figures
-// are declared once, in the table beside it (inca/util/counters.h); the
-// methods are in src/switchd/counters.cc (library inca::switchd_counters).
+// inca-switchd's counters, both programs'. Public and in their own folder
+// (library inca::counters) because three layers read them: the switch
+// servers fill them, the control API carries them as typed sub-messages and
+// the monitor renders them from the control API, never from the servers.
+// Each struct's figures are declared once, in the table beside it (the
+// Counter<T> rows of inca/util/counters.h).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include "inca/olaf/olaf_switch.h"
 #include "inca/util/counters.h"
 
-namespace inca::switchd {
+namespace inca::counters {
 
 // The host's own counters: the base of SwitchCounters and
 // OlafServerCounters, so that both servers report the same I/O figures
@@ -216,4 +217,4 @@ inline constexpr counters::Counter<OlafServerCounters> kOlafServerCounters[] = {
 // `"drops":{"reason":n,...}` of the non-zero entries of a by-reason array.
 std::string DropsJson(const std::array<uint64_t, dp::kDropReasonCount>& drops);
 
-}  // namespace inca::switchd
+}  // namespace inca::counters

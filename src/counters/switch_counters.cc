@@ -1,16 +1,16 @@
-#include "inca/switchd/counters.h"
+#include "inca/counters/switch_counters.h"
 
 #include "absl/strings/str_cat.h"
-#include "switchd/string_compat.h"
 
-namespace inca::switchd {
+namespace inca::counters {
 
 std::string DropsJson(const std::array<uint64_t, dp::kDropReasonCount>& drops) {
   std::string s = "\"drops\":{";
   bool first = true;
   for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
     if (drops[r] == 0) continue;
-    absl::StrAppend(&s, first ? "" : ",", "\"", Av(dp::ToString(static_cast<dp::DropReason>(r))),
+    const std::string_view name = dp::ToString(static_cast<dp::DropReason>(r));
+    absl::StrAppend(&s, first ? "" : ",", "\"", absl::string_view(name.data(), name.size()),
                     "\":", drops[r]);
     first = false;
   }
@@ -109,4 +109,4 @@ std::string OlafServerCounters::ToJson() const {
       "},\"conserved\":", Conserved() ? "true" : "false", "}");
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::counters
