@@ -55,7 +55,7 @@ from ._context import WORLD_GROUP_ID, get_rank, get_world_size, init  # noqa: E4
 from ._context import is_initialized, shutdown  # noqa: E402,F401
 from ._context import state as _state  # noqa: E402,F401  (tests read the client keys)
 from ._groups import Group, Work, new_group  # noqa: E402,F401
-from ._groups import c10d_groups as _c10d_groups  # noqa: E402
+from ._groups import c10d_groups as _c10d_groups, drain as _drain  # noqa: E402
 
 Error = _cais.Error
 """Raised for failures that are neither bad arguments (ValueError), timeouts
@@ -77,7 +77,7 @@ def _release_pending() -> None:
     # Operations still in flight at exit keep writing their buffers until
     # they complete: wait for them before the interpreter frees the memory.
     for g in list(_state.groups.values()):
-        g._drain()
+        _drain(g)
     # torch groups never destroyed: their delegated Gloo group's worker
     # threads must be gone before the interpreter finalizes.
     for pg in _c10d_groups():

@@ -8,12 +8,12 @@ import contextlib
 import enum
 import sys
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from . import _cais
-from ._buffers import Buffer, buffer_of, empty_like_shape, empty_like_stacked
+from ._buffers import buffer_of, empty_like_shape, empty_like_stacked
 from ._context import require_init, state
-from ._groups import Group, c10d_groups, group_of
+from ._groups import Group, c10d_groups, group_of, issue
 
 
 class ReduceOp(enum.IntEnum):
@@ -53,11 +53,6 @@ def layer(layer_id: int):
             c10d.set_layer(old)
 
 
-def run(g: Group, work: Any, buffers: List[Buffer], result: Any, async_op: bool) -> Any:
-    w = g._issue(work, buffers, result)
-    return w if async_op else w.wait()
-
-
 def op_code(op: Any) -> int:
     if isinstance(op, ReduceOp):
         return int(op)
@@ -81,8 +76,9 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = Non
     g = group_of(group, group_id)
     code = op_code(op)
     b = buffer_of(tensor, "all_reduce", writable=True)
-    w = g._comm.all_reduce_async(b.ptr, b.count, b.dtype, code, layer_id_of(layer_id))
-    return run(g, w, [b], tensor, async_op)
+    layer = layer_id_of(layer_id)
+    return issue(g, lambda c: c.all_reduce_async(b.ptr, b.count, b.dtype, code, layer), [b],
+                 tensor, async_op)
 
 
 def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
@@ -98,8 +94,9 @@ def all_gather(tensor: Any, group: Optional[Group] = None, out: Any = None,
     if o.dtype != b.dtype or o.count != b.count * g.size:
         raise ValueError("cais.all_gather: out must hold %d elements of the input's dtype, it "
                          "holds %d" % (b.count * g.size, o.count))
-    w = g._comm.all_gather_async(b.ptr, o.ptr, b.count, b.dtype, layer_id_of(layer_id))
-    return run(g, w, [b, o], out, async_op)
+    layer = layer_id_of(layer_id)
+    return issue(g, lambda c: c.all_gather_async(b.ptr, o.ptr, b.count, b.dtype, layer), [b, o],
+                 out, async_op)
 
 
 def reduce_scatter(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] = None,
@@ -123,8 +120,9 @@ def reduce_scatter(tensor: Any, op: Any = ReduceOp.SUM, group: Optional[Group] =
     if o.dtype != b.dtype or o.count * g.size != b.count:
         raise ValueError("cais.reduce_scatter: out must hold %d elements of the input's dtype, "
                          "it holds %d" % (b.count // g.size, o.count))
-    w = g._comm.reduce_scatter_async(b.ptr, o.ptr, o.count, b.dtype, code, layer_id_of(layer_id))
-    return run(g, w, [b, o], out, async_op)
+    layer = layer_id_of(layer_id)
+    return issue(g, lambda c: c.reduce_scatter_async(b.ptr, o.ptr, o.count, b.dtype, code, layer),
+                 [b, o], out, async_op)
 
 
 def broadcast(tensor: Any, src: int = 0, group: Optional[Group] = None,
@@ -136,8 +134,9 @@ def broadcast(tensor: Any, src: int = 0, group: Optional[Group] = None,
         raise ValueError("cais.broadcast: src %d must be a rank of the group (0..%d)"
                          % (src, g.size - 1))
     b = buffer_of(tensor, "broadcast", writable=True)
-    w = g._comm.broadcast_async(b.ptr, b.count, b.dtype, src, layer_id_of(layer_id))
-    return run(g, w, [b], tensor, async_op)
+    layer = layer_id_of(layer_id)
+    return issue(g, lambda c: c.broadcast_async(b.ptr, b.count, b.dtype, src, layer), [b],
+                 tensor, async_op)
 
 
 def synchronize(group: Optional[Group] = None) -> None:

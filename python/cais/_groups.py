@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from . import _cais
 from ._buffers import Buffer
@@ -164,6 +164,21 @@ class Work:
         return self._done or self._work.done()
 
 
+def issue(g: Group, start: Callable[[Any], Any], buffers: List[Buffer], result: Any,
+          async_op: bool) -> Any:
+    """Starts one operation on g's communicator (`start(communicator)`, which
+    returns the native work) and keeps `buffers` alive until it completes;
+    a Work when async_op, else the result once done."""
+    w = g._issue(start(g._comm), buffers, result)
+    return w if async_op else w.wait()
+
+
+def drain(g: Group) -> None:
+    """Waits for g's operations in flight, raising nothing (at exit)."""
+    g._drain()
+
+
 def c10d_groups() -> List[Any]:
+    """The torch.distributed process groups of backend "cais" alive now."""
     mod = sys.modules.get(__package__ + ".torch_backend")
-    return list(mod._groups) if mod is not None else []
+    return mod.process_groups() if mod is not None else []

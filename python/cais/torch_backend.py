@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import weakref
 import zlib
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 import torch.distributed as dist
 
@@ -106,6 +106,11 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
         raise
     _groups.add(pg)
     return pg
+
+
+def process_groups() -> List[Any]:
+    """The process groups of backend "cais" this process has made and still holds."""
+    return list(_groups)
 
 
 if "CAIS" not in dist.Backend._plugins:

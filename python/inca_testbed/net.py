@@ -11,7 +11,6 @@ testbed; the perf, OLAF and reflector runs are inca_testbed.perf, .olaf and
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import hashlib

@@ -282,12 +282,14 @@ void CheckStripe(const CaisSimScenario& s, const std::string& backend, const Str
 void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
   for (const Plane& pl : j.planes) {
     for (Node* r : pl.ranks) {
-      const LinkCounters& up = j.net->link(r, 0);
-      row->dropped += up.dropped_queue + up.dropped_loss + up.dropped_mtu;
+      const LinkCounters* up = j.net->link(r, 0);
+      if (up != nullptr) row->dropped += up->dropped_queue + up->dropped_loss + up->dropped_mtu;
     }
     for (int port = 0; port < s.hosts; ++port) {
-      const LinkCounters& down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
-      row->dropped += down.dropped_queue + down.dropped_loss + down.dropped_mtu;
+      const LinkCounters* down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
+      if (down != nullptr) {
+        row->dropped += down->dropped_queue + down->dropped_loss + down->dropped_mtu;
+      }
     }
     row->dropped += pl.hub->pipeline_dropped();
     if (pl.background != nullptr) row->background_packets += pl.background->packets();

@@ -67,8 +67,10 @@ void Network::Start() {
   for (auto& n : nodes_) n->Start();
 }
 
-const LinkCounters& Network::link(const Node* node, dp::PortId port) const {
-  return dirs_.at(ports_.at(node->id_).at(port)).counters;
+const LinkCounters* Network::link(const Node* node, dp::PortId port) const {
+  if (node == nullptr || node->net_ != this || node->id_ >= ports_.size()) return nullptr;
+  const std::vector<uint32_t>& ports = ports_[node->id_];
+  return port < ports.size() ? &dirs_[ports[port]].counters : nullptr;
 }
 
 absl::Status Network::SetHost(Node* node, int host, const HostCost& cost) {

@@ -88,7 +88,7 @@ TEST(NetworkTest, PacketsOnTheWireDoNotCountAgainstTheQueue) {
   }
   sim.RunUntil(10'000'000);
   EXPECT_EQ(b->got.size(), 50u);
-  EXPECT_EQ(net.link(a, pa).dropped_queue, 0u);
+  EXPECT_EQ(net.link(a, pa)->dropped_queue, 0u);
 }
 
 TEST(NetworkTest, LossIsDrawnFromTheSeedAndCounted) {
@@ -103,7 +103,7 @@ TEST(NetworkTest, LossIsDrawnFromTheSeedAndCounted) {
     (void)pb;
     for (int i = 0; i < 2000; ++i) a->SendNow(pa, 100);
     sim.RunUntil(1'000'000);
-    const LinkCounters& c = net.link(a, pa);
+    const LinkCounters& c = *net.link(a, pa);
     EXPECT_EQ(c.delivered + c.dropped_loss, 2000u);
     EXPECT_EQ(b->got.size(), c.delivered);
     return c.dropped_loss;
@@ -128,7 +128,7 @@ TEST(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
   sim.RunUntil(1'000'000);
   ASSERT_EQ(b->got.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(b->got[i].t, static_cast<TimeNs>(8000 * (i + 1) + 1000));
-  const LinkCounters& c = net.link(a, pa);
+  const LinkCounters& c = *net.link(a, pa);
   EXPECT_EQ(c.sent, 6u);
   EXPECT_EQ(c.delivered, 4u);
   EXPECT_EQ(c.dropped_queue, 2u);
@@ -136,7 +136,7 @@ TEST(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
   b->SendNow(pb, 9001);
   b->SendNow(pb, 100);
   sim.RunUntil(2'000'000);
-  EXPECT_EQ(net.link(b, pb).dropped_mtu, 1u);
+  EXPECT_EQ(net.link(b, pb)->dropped_mtu, 1u);
   ASSERT_EQ(a->got.size(), 1u);
   EXPECT_EQ(a->got[0].bytes, 100u);
 }
@@ -188,7 +188,7 @@ TEST_F(HostTest, SentPacketsReachTheQueueWhenTheCpuIsDone) {
   ASSERT_EQ(b->got.size(), 5u);
   for (size_t i = 0; i < 5; ++i)
     EXPECT_EQ(b->got[i].t, static_cast<TimeNs>(10'000 * (i + 1) + 9000));
-  const LinkCounters& c = net.link(a, 0);
+  const LinkCounters& c = *net.link(a, 0);
   EXPECT_EQ(c.sent, 6u);
   EXPECT_EQ(c.dropped_queue, 0u);
   EXPECT_EQ(c.dropped_mtu, 1u);
@@ -202,7 +202,9 @@ TEST_F(HostTest, ReceiveCostSpacesPacketsThatArriveTogether) {
   for (size_t i = 0; i < 5; ++i) a->SendNow(0, 100 + i);
   // All five are on b's side of the wire at 1000 ns, none received yet.
   sim.RunUntil(1000);
-  EXPECT_EQ(net.link(a, 0).delivered, 5u);
+  EXPECT_EQ(net.link(a, 0)->delivered, 5u);
+  EXPECT_EQ(net.link(a, 1), nullptr);  // a has one port
+  EXPECT_EQ(net.link(nullptr, 0), nullptr);
   EXPECT_TRUE(b->got.empty());
   sim.RunUntil(100'000);
   ASSERT_EQ(b->got.size(), 5u);

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t offered = 0;
   for (const auto* n : src) offered += n->sent();
-  const sim::LinkCounters& b = net.link(sw, sw->out_);
+  const sim::LinkCounters& b = *net.link(sw, sw->out_);  // the port Connect gave it
   std::printf(
       "{\"simulator\":\"inca-sim\",\"offered\":%lu,\"delivered\":%lu,\"dropped\":%lu,"
       "\"events\":%lu,\"wall_s\":%.3f}\n",

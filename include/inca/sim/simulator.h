@@ -162,8 +162,9 @@ class Network {
   std::pair<dp::PortId, dp::PortId> Connect(Node* a, Node* b, const LinkConfig& config);
   // Calls Start() on every node, in the order they were added.
   void Start();
-  // The counters of the direction leaving `node` on `port`.
-  const LinkCounters& link(const Node* node, dp::PortId port) const;
+  // The counters of the direction leaving `node` on `port`; nullptr for a
+  // node of another network or a port the node does not have.
+  const LinkCounters* link(const Node* node, dp::PortId port) const;
   // Puts `node` on host CPU number `host` (>= 0); nodes on one host share
   // its cores, and the cost given last for a host applies to all of them.
   // InvalidArgument for a node of another network, host < 0, cores < 1 or
