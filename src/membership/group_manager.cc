@@ -1,12 +1,11 @@
 #include "membership/group_manager.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "util/event_format.h"
 
 namespace inca::membership {
 
@@ -16,12 +15,6 @@ using wire::MgmtStatus;
 using wire::MgmtType;
 
 namespace {
-
-// One event line to the injected log, formatted only when it is kept.
-template <typename... A>
-void Emit(EventLog& log, LogLevel level, fmt::format_string<A...> f, A&&... a) {
-  if (log.Enabled(level)) log.Log(level, fmt::format(f, std::forward<A>(a)...));
-}
 
 cais::RuleKey GroupKey(uint8_t group_id) {
   return cais::RuleKey{group_id, std::nullopt, std::nullopt};

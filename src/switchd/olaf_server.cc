@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "membership/group_manager.h"
-#include "switchd/string_compat.h"
+#include "util/spdlog_event_log.h"
 
 namespace inca::switchd {
 
@@ -76,7 +76,11 @@ OlafServer::OlafServer(const OlafServerConfig& config, std::unique_ptr<olaf::Ola
       clock_(clock),
       program_(std::move(program)),
       host_(std::move(host)),
-      ps_(ps) {}
+      ps_(ps),
+      dispatcher_(program_.get(), &host_->ports(),
+                  OlafDispatcherOptions{.local = host_->socket().local,
+                                        .lease = dp::TimeNs{config.lease_ms} * dp::kNsPerMs,
+                                        .log = &ProcessEventLog()}) {}
 
 OlafServer::~OlafServer() = default;
 
@@ -96,72 +100,15 @@ void OlafServer::Publish(dp::TimeNs now) {
   live_.olaf = program_->totals();
   live_.queue = program_->queue_state(now);
   live_.lease_ms = config_.lease_ms;
+  live_.ports_exhausted = dispatcher_.counters().ports_exhausted;
+  live_.peers_expired = dispatcher_.counters().peers_expired;
+  live_.peers_evicted = dispatcher_.counters().peers_evicted;
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }
 
 void OlafServer::OnDatagram(const ProgramHost::Datagram& d, dp::TimeNs now) {
-  const net::Endpoint& source = d.source;
-  membership::PortTable& ports = host_->ports();
-  std::optional<dp::PortId> port = ports.Lookup(source);
-  if (!port) {
-    auto bound = ports.Bind(source);
-    if (!bound.ok() && program_->cluster_table().Lookup(source.port()) && EvictSilentest()) {
-      bound = ports.Bind(source);
-    }
-    if (!bound.ok()) {
-      ++live_.ports_exhausted;
-      return;
-    }
-    port = *bound;
-    olaf::FlowKey flow;
-    flow.src_ip = source.V6MappedAddress();
-    flow.dst_ip = host_->socket().local.V6MappedAddress();
-    flow.src_port = source.port();
-    flow.dst_port = host_->socket().local.port();
-    (void)program_->BindPort(*port, flow);  // port < kMaxPorts by construction
-    spdlog::debug("event=peer_bound endpoint={} port={}", source.ToString(), *port);
-  }
-  seen_[*port] = now;
-  program_->Process(d.data, *port, now, host_->sink());
-}
-
-void OlafServer::Unbind(dp::PortId port) {
-  (void)host_->ports().Release(port);
-  (void)program_->UnbindPort(port);
-}
-
-bool OlafServer::EvictSilentest() {
-  const membership::PortTable& ports = host_->ports();
-  int victim = -1;
-  for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-    const net::Endpoint* e = ports.endpoint(p);
-    if (e == nullptr || ports.is_static(p) || program_->cluster_table().Lookup(e->port())) {
-      continue;
-    }
-    if (victim < 0 || seen_[p] < seen_[static_cast<size_t>(victim)]) victim = p;
-  }
-  if (victim < 0) return false;
-  spdlog::info("event=peer_evicted endpoint={} port={} reason=operator_mapped_peer_needs_a_port",
-               ports.endpoint(static_cast<dp::PortId>(victim))->ToString(), victim);
-  Unbind(static_cast<dp::PortId>(victim));
-  ++live_.peers_evicted;
-  return true;
-}
-
-void OlafServer::ExpirePeers(dp::TimeNs now) {
-  const dp::TimeNs lease = dp::TimeNs{config_.lease_ms} * dp::kNsPerMs;
-  if (now < next_expiry_scan_) return;
-  next_expiry_scan_ = now + lease / 10;
-  const membership::PortTable& ports = host_->ports();
-  for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-    const net::Endpoint* e = ports.endpoint(p);
-    if (e == nullptr || ports.is_static(p) || now - seen_[p] < lease) continue;
-    spdlog::info("event=peer_expired endpoint={} port={} silent_ms={}", e->ToString(), p,
-                 (now - seen_[p]) / dp::kNsPerMs);
-    Unbind(p);
-    ++live_.peers_expired;
-  }
+  dispatcher_.OnDatagram(d.data, d.source, now, host_->sink());
 }
 
 absl::Status OlafServer::Run() {
@@ -189,7 +136,7 @@ void OlafServer::OnTick(dp::TimeNs now) {
   program_->Advance(now, host_->sink());
   host_->Flush();
   RunTasks();
-  ExpirePeers(now);
+  dispatcher_.Expire(now);
   Publish(now);
 }
 

@@ -1,6 +1,8 @@
 // inca-switchd running the OLAF program (seed 000, OLAF paper arXiv
 // 2507.05876): binds the pure OlafSwitch to one UDP socket as a middlebox on
-// the path from DRL workers to their parameter server (PS).
+// the path from DRL workers to their parameter server (PS). What it does with
+// a datagram is OlafDispatcher's (olaf_dispatcher.h, a pure core); this class
+// keeps the socket, the loop, the counters' snapshot and the control tasks.
 //
 // Per received datagram (recvmmsg batches), in order:
 //   from the PS endpoint         -> OlafSwitch::Process(bytes, ps_port = 0)
@@ -48,6 +50,7 @@
 #include "net/clock.h"
 #include "net/endpoint.h"
 #include "net/udp.h"
+#include "switchd/olaf_dispatcher.h"
 #include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
@@ -108,9 +111,6 @@ class OlafServer final : private ProgramHost::Hooks {
   void OnTick(dp::TimeNs now) override;
   dp::TimeNs NextWakeNs() const override;
 
-  void Unbind(dp::PortId port);
-  bool EvictSilentest();  // false: every dynamic peer is operator-mapped
-  void ExpirePeers(dp::TimeNs now);
   void Publish(dp::TimeNs now);
   void RunTasks();
   Control MakeControl() { return Control{*program_, host_->ports(), Now()}; }
@@ -120,8 +120,7 @@ class OlafServer final : private ProgramHost::Hooks {
   std::unique_ptr<olaf::OlafSwitch> program_;
   std::unique_ptr<ProgramHost> host_;
   net::Endpoint ps_;
-  std::array<dp::TimeNs, dp::kMaxPorts> seen_{};  // last datagram per port
-  dp::TimeNs next_expiry_scan_ = 0;
+  OlafDispatcher dispatcher_;
   counters::OlafServerCounters live_;
   mutable absl::Mutex snapshot_mu_;
   counters::OlafServerCounters snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
