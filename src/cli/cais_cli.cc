@@ -316,10 +316,7 @@ int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ost
     return Report(s, err);
   }
   if (a.paction != "list") throw UsageError{"ports action must be list, register or release"};
-  auto ps = cp.ListPorts();
-  if (!ps.ok()) return Report(ps.status(), err);
-  PrintPorts(*ps, out);
-  return kOk;
+  return ListPorts("cais-cli", cp, out, err);
 }
 
 int Offload(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
@@ -392,8 +389,6 @@ int Health(const Args& a, control::ControlClient& cp, std::ostream& out, std::os
 
 int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"cais-cli: manage an inca CAIS switch through its control API"};
-  app.require_subcommand(1);
-  app.fallthrough();
   Args a;
   std::string token;
   int timeout_ms = 3000;

@@ -32,10 +32,12 @@ inline CLI::Validator ControlTokenCheck() {
       "TOKEN", "ControlToken");
 }
 
-// --device, --token (or INCA_TOKEN), --json and --timeout-ms, the options
-// every verb of both tools takes.
+// One verb per call; --device, --token (or INCA_TOKEN), --json and
+// --timeout-ms, the options every verb of both tools takes.
 inline void AddConnectionOptions(CLI::App& app, std::string* device, std::string* token, bool* json,
                                  int* timeout_ms) {
+  app.require_subcommand(1);
+  app.fallthrough();
   app.add_option("--device", *device, "switch control API, HOST[:PORT] (default port 50051)");
   app.add_option("--token", *token, "bearer token, if the switch requires one")
       ->envname("INCA_TOKEN")
@@ -64,13 +66,6 @@ inline int ParseArgs(CLI::App& app, int argc, const char* const* argv, std::stri
   return -1;
 }
 
-// A switch port listed by the control API, one line each.
-inline void PrintPorts(const std::vector<control::PortInfo>& ports, std::ostream& out) {
-  for (const auto& p : ports) {
-    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
-  }
-}
-
 // "HOST" -> "HOST:50051" (the control API's default port).
 inline std::string Device(std::string d) {
   if (d.find(':') == std::string::npos) d += ":50051";
@@ -86,6 +81,17 @@ inline int Report(std::string_view tool, const absl::Status& s, std::ostream& er
           s.code() == absl::StatusCode::kDeadlineExceeded)
              ? kUnreachable
              : kRefused;
+}
+
+// `ports list`: the switch's ports, one line each.
+inline int ListPorts(std::string_view tool, control::ControlClient& cp, std::ostream& out,
+                     std::ostream& err) {
+  auto ports = cp.ListPorts();
+  if (!ports.ok()) return Report(tool, ports.status(), err);
+  for (const auto& p : *ports) {
+    out << "port " << p.port << " -> " << p.endpoint << (p.is_static ? " (static)" : "") << "\n";
+  }
+  return kOk;
 }
 
 // configure's "key=value" words as a map. The first word that is not

@@ -105,10 +105,7 @@ int Ports(const Args& a, control::ControlClient& cp, std::ostream& out, std::ost
     out << (a.json ? std::string("{\"ok\":true}") : absl::StrCat("released port ", a.port)) << "\n";
     return kOk;
   }
-  auto ps = cp.ListPorts();
-  if (!ps.ok()) return Report(ps.status(), err);
-  PrintPorts(*ps, out);
-  return kOk;
+  return ListPorts("olaf-cli", cp, out, err);
 }
 
 // show-stats --json: the queue and every cluster as one JSON line.
@@ -183,8 +180,6 @@ int Configure(const Args& a, control::ControlClient& cp, std::ostream& out, std:
 
 int RunOlafCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"olaf-cli: manage an inca OLAF switch through its control API"};
-  app.require_subcommand(1);
-  app.fallthrough();
   Args a;
   std::string token;
   int timeout_ms = 3000;

@@ -30,23 +30,11 @@ using wire::ReduceOp;
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct};
 constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
 
-const char* Name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kProduct: return "product";
-  }
-  return "?";
+std::string Name(ReduceOp op) {
+  return std::string(wire::ToString(op));
 }
-const char* Name(DType t) {
-  switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-  }
-  return "?";
+std::string Name(DType t) {
+  return std::string(wire::ToString(t));
 }
 
 // Runs body(group) on `world` ranks, each in its own thread with its own

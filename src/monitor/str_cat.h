@@ -1,6 +1,6 @@
 // StrCat/StrAppend for std::string_view and integers. Debian's Abseil keeps
 // absl::string_view distinct from std::string_view, so absl::StrCat does not
-// take std::string_view (see switchd/string_compat.h); this does, without
+// take std::string_view (see util/string_compat.h); this does, without
 // conversions at every call.
 #pragma once
 

@@ -11,14 +11,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "util/string_compat.h"
 
 namespace inca::net {
 
 namespace {
 
-absl::string_view Av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
+using util::Av;
 
 constexpr std::array<uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 

@@ -14,6 +14,7 @@
 
 #include "inca/util/half.h"
 #include "reduce/kernels_internal.h"
+#include "util/byte_order.h"
 
 #if INCA_REDUCE_HAVE_AVX2
 #if !(defined(__x86_64__) || defined(__i386__))
@@ -37,29 +38,11 @@ static_assert(static_cast<size_t>(DType::kBF16) == 2);
 static_assert(static_cast<size_t>(DType::kI32) == 3);
 static_assert(kAccBytesPerElement == sizeof(float) && sizeof(float) == sizeof(uint32_t));
 
-// (std::byteswap is C++23, hence the builtins.)
-constexpr bool kBigEndianHost = std::endian::native == std::endian::big;
-
-inline uint16_t LoadLe16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  if constexpr (kBigEndianHost) v = __builtin_bswap16(v);
-  return v;
-}
-inline uint32_t LoadLe32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  if constexpr (kBigEndianHost) v = __builtin_bswap32(v);
-  return v;
-}
-inline void StoreLe16(uint8_t* p, uint16_t v) {
-  if constexpr (kBigEndianHost) v = __builtin_bswap16(v);
-  std::memcpy(p, &v, sizeof(v));
-}
-inline void StoreLe32(uint8_t* p, uint32_t v) {
-  if constexpr (kBigEndianHost) v = __builtin_bswap32(v);
-  std::memcpy(p, &v, sizeof(v));
-}
+using util::kBigEndianHost;
+using util::LoadLe16;
+using util::LoadLe32;
+using util::StoreLe16;
+using util::StoreLe32;
 
 // All-ones if c, else zero. Selects written with masks (rather than ?:)
 // keep GCC from turning them into branches, which would stop vectorisation

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "inca/util/half.h"
+#include "util/byte_order.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -32,23 +33,11 @@ constexpr uint8_t kCanary = 0xa5;
 const char* Name(Isa isa) {
   return isa == Isa::kAvx2 ? "avx2" : "portable";
 }
-const char* Name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kProduct: return "product";
-  }
-  return "?";
+std::string Name(ReduceOp op) {
+  return std::string(wire::ToString(op));
 }
-const char* Name(DType t) {
-  switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-  }
-  return "?";
+std::string Name(DType t) {
+  return std::string(wire::ToString(t));
 }
 
 std::vector<Isa> SupportedIsas() {
@@ -70,19 +59,10 @@ uint32_t U(float f) {
   return std::bit_cast<uint32_t>(f);
 }
 
-uint32_t Le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-uint16_t Le16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | p[1] << 8);
-}
-void PutLe32(uint8_t* p, uint32_t v) {
-  for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(v >> (8 * k));
-}
-void PutLe16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
+using util::LoadLe16;
+using util::LoadLe32;
+using util::StoreLe16;
+using util::StoreLe32;
 
 bool IsNanBits(DType t, uint32_t wire) {
   switch (t) {
@@ -98,10 +78,10 @@ bool IsNanBits(DType t, uint32_t wire) {
 
 uint32_t RefWiden(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::kF32: return Le32(p);
-    case DType::kF16: return U(F16ToF32(Le16(p)));
-    case DType::kBF16: return U(BF16ToF32(Le16(p)));
-    case DType::kI32: return Le32(p);
+    case DType::kF32: return LoadLe32(p);
+    case DType::kF16: return U(F16ToF32(LoadLe16(p)));
+    case DType::kBF16: return U(BF16ToF32(LoadLe16(p)));
+    case DType::kI32: return LoadLe32(p);
   }
   return 0;
 }
@@ -175,21 +155,21 @@ std::vector<uint8_t> RandomWire(DType t, size_t n, std::mt19937& rng) {
   for (size_t i = 0; i < n; ++i) {
     uint8_t* p = v.data() + i * eb;
     switch (t) {
-      case DType::kF32: PutLe32(p, RandomF32Bits(rng)); break;
+      case DType::kF32: StoreLe32(p, RandomF32Bits(rng)); break;
       case DType::kF16:
         if (rng() % 4 == 0) {
-          PutLe16(p, static_cast<uint16_t>(rng()));  // any pattern, NaNs included
+          StoreLe16(p, static_cast<uint16_t>(rng()));  // any pattern, NaNs included
         } else {
-          PutLe16(p, F32ToF16(F(RandomF32Bits(rng))));
+          StoreLe16(p, F32ToF16(F(RandomF32Bits(rng))));
         }
         break;
-      case DType::kBF16: PutLe16(p, static_cast<uint16_t>(RandomF32Bits(rng) >> 16)); break;
+      case DType::kBF16: StoreLe16(p, static_cast<uint16_t>(RandomF32Bits(rng) >> 16)); break;
       case DType::kI32: {
         uint32_t x = static_cast<uint32_t>(rng());
         // Plenty of values near the limits so sums/products overflow.
         if (rng() % 4 == 0)
           x = (rng() % 2 == 0) ? 0x7fffffffu - (x & 0xff) : 0x80000000u + (x & 0xff);
-        PutLe32(p, x);
+        StoreLe32(p, x);
         break;
       }
     }
@@ -277,7 +257,7 @@ void CheckAgainstReference(ReduceOp op, DType t, size_t n, size_t src_off, size_
   EXPECT_TRUE(dst.CanariesIntact()) << what;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = dst.data() + i * eb;
-    const uint32_t got = eb == 4 ? Le32(p) : Le16(p);
+    const uint32_t got = eb == 4 ? LoadLe32(p) : LoadLe16(p);
     const uint32_t want = RefNarrow(t, ref[i]);
     if (fuzzy[i]) {
       EXPECT_TRUE(IsNanBits(t, got) && IsNanBits(t, want)) << what << " store i=" << i;
@@ -361,7 +341,8 @@ TEST_F(ReduceKernelsTest, PortableAndAvx2AreBitwiseIdentical) {
               const size_t eb = wire::ElementBytes(t);
               for (size_t i = 0; i < n; ++i) {
                 uint8_t* p = src.data() + i * eb;
-                if (IsNanBits(t, eb == 4 ? Le32(p) : Le16(p)) && std::isnan(F(acc[i + 1]))) {
+                if (IsNanBits(t, eb == 4 ? LoadLe32(p) : LoadLe16(p)) &&
+                    std::isnan(F(acc[i + 1]))) {
                   std::memset(p, 0, eb);
                 }
               }
@@ -404,14 +385,14 @@ TEST_F(ReduceKernelsTest, MaxMinNanInfSignedZero) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       const size_t eb = wire::ElementBytes(t);
       auto encode = [&](float f, uint8_t* p) {
-        if (t == DType::kF32) PutLe32(p, U(f));
-        if (t == DType::kF16) PutLe16(p, F32ToF16(f));
-        if (t == DType::kBF16) PutLe16(p, F32ToBF16(f));
+        if (t == DType::kF32) StoreLe32(p, U(f));
+        if (t == DType::kF16) StoreLe16(p, F32ToF16(f));
+        if (t == DType::kBF16) StoreLe16(p, F32ToBF16(f));
       };
       auto decode = [&](const uint8_t* p) {
-        return t == DType::kF32   ? F(Le32(p))
-               : t == DType::kF16 ? F16ToF32(Le16(p))
-                                  : BF16ToF32(Le16(p));
+        return t == DType::kF32   ? F(LoadLe32(p))
+               : t == DType::kF16 ? F16ToF32(LoadLe16(p))
+                                  : BF16ToF32(LoadLe16(p));
       };
       for (size_t shift = 0; shift < std::size(cases); ++shift) {
         std::vector<uint8_t> a_wire(kN * eb), b_wire(kN * eb + 1);
@@ -464,8 +445,8 @@ TEST_F(ReduceKernelsTest, I32WrapsAndComparesSigned) {
     for (ReduceOp op : kOps) {
       std::vector<uint8_t> a_wire(kN * 4), b_wire(kN * 4 + 3);
       for (size_t i = 0; i < kN; ++i) {
-        PutLe32(a_wire.data() + 4 * i, cases[i % std::size(cases)].a);
-        PutLe32(b_wire.data() + 3 + 4 * i, cases[i % std::size(cases)].b);
+        StoreLe32(a_wire.data() + 4 * i, cases[i % std::size(cases)].a);
+        StoreLe32(b_wire.data() + 3 + 4 * i, cases[i % std::size(cases)].b);
       }
       std::vector<uint32_t> acc(kN);
       LoadAcc(DType::kI32, a_wire.data(), kN, acc.data());
@@ -487,7 +468,7 @@ TEST_F(ReduceKernelsTest, I32WrapsAndComparesSigned) {
 // edge (halfway) and random floats, against inca/util/half.h.
 TEST_F(ReduceKernelsTest, HalfConversionsMatchHalfLibrary) {
   std::vector<uint8_t> all(65536 * 2 + 1);
-  for (uint32_t i = 0; i < 65536; ++i) PutLe16(all.data() + 1 + 2 * i, static_cast<uint16_t>(i));
+  for (uint32_t i = 0; i < 65536; ++i) StoreLe16(all.data() + 1 + 2 * i, static_cast<uint16_t>(i));
 
   std::vector<float> floats;
   for (uint32_t h = 0; h < 0x7c00u; ++h) {
@@ -520,7 +501,7 @@ TEST_F(ReduceKernelsTest, HalfConversionsMatchHalfLibrary) {
       StoreAcc(t, floats.data(), floats.size(), out.data() + 2);
       for (size_t i = 0; i < floats.size(); ++i) {
         const uint16_t want = t == DType::kF16 ? F32ToF16(floats[i]) : F32ToBF16(floats[i]);
-        ASSERT_EQ(Le16(out.data() + 2 + 2 * i), want)
+        ASSERT_EQ(LoadLe16(out.data() + 2 + 2 * i), want)
             << Name(isa) << " " << Name(t) << std::hex << " f=0x" << U(floats[i]);
       }
     }
@@ -550,7 +531,7 @@ TEST_F(ReduceKernelsTest, StoreRoundsToNearestEven) {
       std::vector<uint8_t> out(acc.size() * 2);
       StoreAcc(DType::kF16, acc.data(), acc.size(), out.data());
       for (size_t i = 0; i < acc.size(); ++i) {
-        EXPECT_EQ(Le16(out.data() + 2 * i), want[i]) << Name(isa) << " f16 " << acc[i];
+        EXPECT_EQ(LoadLe16(out.data() + 2 * i), want[i]) << Name(isa) << " f16 " << acc[i];
       }
       acc.clear();
       want.clear();
@@ -561,7 +542,7 @@ TEST_F(ReduceKernelsTest, StoreRoundsToNearestEven) {
       out.assign(acc.size() * 2, 0);
       StoreAcc(DType::kBF16, acc.data(), acc.size(), out.data());
       for (size_t i = 0; i < acc.size(); ++i) {
-        EXPECT_EQ(Le16(out.data() + 2 * i), want[i]) << Name(isa) << " bf16 " << acc[i];
+        EXPECT_EQ(LoadLe16(out.data() + 2 * i), want[i]) << Name(isa) << " bf16 " << acc[i];
       }
     }
   }
@@ -575,8 +556,8 @@ TEST_F(ReduceKernelsTest, F16SumAccumulatesInF32) {
     ASSERT_TRUE(ForceIsa(isa));
     std::vector<uint8_t> a(2 * 11), b(2 * 11);
     for (size_t i = 0; i < 11; ++i) {
-      PutLe16(a.data() + 2 * i, big);
-      PutLe16(b.data() + 2 * i, one);
+      StoreLe16(a.data() + 2 * i, big);
+      StoreLe16(b.data() + 2 * i, one);
     }
     std::vector<float> acc(11);
     LoadAcc(DType::kF16, a.data(), 11, acc.data());
@@ -586,7 +567,7 @@ TEST_F(ReduceKernelsTest, F16SumAccumulatesInF32) {
     StoreAcc(DType::kF16, acc.data(), 11, out.data());
     for (size_t i = 0; i < 11; ++i) {
       EXPECT_EQ(acc[i], 2050.0f) << Name(isa);
-      EXPECT_EQ(Le16(out.data() + 2 * i), F32ToF16(2050.0f)) << Name(isa);
+      EXPECT_EQ(LoadLe16(out.data() + 2 * i), F32ToF16(2050.0f)) << Name(isa);
     }
   }
 }

@@ -11,12 +11,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/string_compat.h"
 
 namespace inca::sim::yaml_keys {
 
-inline absl::string_view Av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
+using util::Av;
 
 inline absl::Status Bad(std::string_view source, const std::string& key, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(Av(source), ": ", key, ": ", why));

@@ -21,10 +21,12 @@
 #include "net/udp.h"
 #include "spdlog/spdlog.h"
 #include "switchd/settings.h"
-#include "switchd/string_compat.h"
 #include "util/file.h"
+#include "util/string_compat.h"
 
 namespace inca::switchd {
+
+using util::Av;
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "switchd/port_control.h"
 #include "switchd/settings.h"
-#include "switchd/string_compat.h"
 
 namespace inca::switchd {
 
@@ -15,21 +15,12 @@ std::string OlafControl::program() const {
 
 absl::StatusOr<std::vector<control::PortInfo>> OlafControl::ListPorts() {
   std::vector<control::PortInfo> out;
-  server_->Execute([&](OlafServer::Control& c) {
-    for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-      if (const net::Endpoint* e = c.ports.endpoint(p)) {
-        out.push_back({p, e->ToString(), c.ports.is_static(p)});
-      }
-    }
-  });
+  server_->Execute([&](OlafServer::Control& c) { out = PortInfos(c.ports); });
   return out;
 }
 
 absl::StatusOr<int> OlafControl::ReleasePort(uint16_t port) {
-  if (port >= dp::kMaxPorts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
-  }
+  if (absl::Status s = CheckPortInRange(port); !s.ok()) return s;
   bool released = false;
   server_->Execute([&](OlafServer::Control& c) {
     const auto p = static_cast<dp::PortId>(port);

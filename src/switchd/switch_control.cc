@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "inca/control/reducer_stats.h"
+#include "switchd/port_control.h"
 #include "switchd/settings.h"
 
 namespace inca::switchd {
@@ -68,21 +69,12 @@ absl::StatusOr<std::vector<cais::Rule>> SwitchControl::DumpRules() {
 
 absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
   std::vector<control::PortInfo> out;
-  First([&](SwitchServer::Control& c) {
-    for (dp::PortId p = 0; p < dp::kMaxPorts; ++p) {
-      if (const net::Endpoint* e = c.ports.endpoint(p)) {
-        out.push_back({p, e->ToString(), c.ports.is_static(p)});
-      }
-    }
-  });
+  First([&](SwitchServer::Control& c) { out = PortInfos(c.ports); });
   return out;
 }
 
 absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
-  if (port >= dp::kMaxPorts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
-  }
+  if (absl::Status s = CheckPortInRange(port); !s.ok()) return s;
   absl::StatusOr<int> n = 0;
   bool first = true;
   ForEach([&](SwitchServer::Control& c) {
@@ -95,10 +87,7 @@ absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
 }
 
 absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpoint) {
-  if (port >= dp::kMaxPorts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is out of range; ports are 0..", dp::kMaxPorts - 1));
-  }
+  if (absl::Status s = CheckPortInRange(port); !s.ok()) return s;
   auto ep = net::Endpoint::Parse(endpoint);
   if (!ep.ok()) {
     return absl::InvalidArgumentError(
@@ -118,10 +107,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::CreateGroup(uint8_t group_id,
   }
   cais::PortMask mask;
   for (uint16_t p : ports) {
-    if (p >= dp::kMaxPorts) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("port ", p, " is out of range; ports are 0..", dp::kMaxPorts - 1));
-    }
+    if (absl::Status s = CheckPortInRange(p); !s.ok()) return s;
     if (mask.contains(p)) {
       return absl::InvalidArgumentError(absl::StrCat("port ", p, " is listed twice"));
     }

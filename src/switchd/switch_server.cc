@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
-#include "switchd/string_compat.h"
 #include "util/spdlog_event_log.h"
 
 namespace inca::switchd {

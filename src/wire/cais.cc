@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/string_compat.h"
 
 namespace inca::wire {
 
@@ -138,14 +139,8 @@ CaisParseError ParseImpl(std::span<const uint8_t> datagram, CaisWireHeader* raw,
   return CaisParseError::kOk;
 }
 
-// This Abseil may not alias absl::string_view to std::string_view.
-absl::string_view Av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-std::string Hex2(uint32_t v) {
-  return absl::StrCat("0x", absl::Hex(v, absl::kZeroPad2));
-}
+using util::Av;
+using util::Hex2;
 
 // Renders flag bits as "result|retransmit|fallback" ("none" when zero);
 // unknown bits are appended in hex.

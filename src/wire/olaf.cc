@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/string_compat.h"
 
 namespace inca::olaf {
 
@@ -156,14 +157,8 @@ OlafParseError ParseImpl(std::span<const uint8_t> d, RawHeader* raw, OlafPacket*
   return OlafParseError::kOk;
 }
 
-// This Abseil may not alias absl::string_view to std::string_view.
-absl::string_view Av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-std::string Hex2(uint32_t v) {
-  return absl::StrCat("0x", absl::Hex(v, absl::kZeroPad2));
-}
+using util::Av;
+using util::Hex2;
 
 // "<error name>: <field and values>".
 std::string ErrorMessage(OlafParseError e, const RawHeader& r) {
