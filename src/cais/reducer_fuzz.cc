@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "inca/cais/reducer.h"
+#include "util/byte_order.h"
+#include "util/fuzz_records.h"
 
 namespace {
+
+using inca::fuzz::Check;
 
 struct NullSink final : inca::dp::PacketSink {
   void Emit(inca::dp::PortId, std::span<const uint8_t> p) override {
     if (p.size() < inca::wire::kCaisHeaderBytes) std::abort();
   }
 };
-
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
 
 }  // namespace
 
@@ -52,17 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   NullSink sink;
   dp::TimeNs now = 0;
-  size_t i = size > 0 ? 1 : 0;
   std::vector<uint8_t> pkt;
-  while (i + 4 <= size) {
-    const auto port = static_cast<dp::PortId>(data[i] % 5);  // 4 = not in any rule
-    now += data[i + 1];
-    size_t len = size_t{data[i + 2]} | (size_t{data[i + 3]} << 8);
-    i += 4;
-    len = std::min(len, size - i);
-    pkt.assign(data + i, data + i + len);
-    i += len;
-    if ((data[i - len - 3] & 0x80) != 0 && pkt.size() >= wire::kCaisHeaderBytes) {
+  fuzz::Records records(data, size);
+  for (fuzz::Record r; records.Next(&r);) {
+    const auto port = static_cast<dp::PortId>(r.a % 5);  // 4 = not in any rule
+    now += r.b;
+    pkt.assign(r.bytes.begin(), r.bytes.end());
+    if ((r.b & 0x80) != 0 && pkt.size() >= wire::kCaisHeaderBytes) {
       // Repair the header so the packet parses: keep the fuzzer's ids.
       pkt[0] %= 4;
       pkt[0 + 1] %= 3;
@@ -73,11 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       size_t pl = pkt.size() - wire::kCaisHeaderBytes;
       pl -= pl % 4;
       pkt.resize(wire::kCaisHeaderBytes + pl);
-      const auto be = static_cast<uint32_t>(pl);
-      pkt[12] = static_cast<uint8_t>(be >> 24);
-      pkt[13] = static_cast<uint8_t>(be >> 16);
-      pkt[14] = static_cast<uint8_t>(be >> 8);
-      pkt[15] = static_cast<uint8_t>(be);
+      util::StoreBe32(&pkt[12], static_cast<uint32_t>(pl));
       pkt[16] = wire::kCaisVersion;
       pkt[17] &= wire::cais_flags::kRetransmit;
       pkt[18] = static_cast<uint8_t>(((pkt[18] >> 4) % 4) << 4 | (pkt[18] % 4));

@@ -1,4 +1,5 @@
 #include "inca/olaf/fragment.h"
+#include "wire/olaf_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -12,18 +13,6 @@ namespace inca::olaf {
 namespace {
 
 constexpr dp::TimeNs kMs = dp::kNsPerMs;
-
-std::vector<float> Ramp(size_t n, float start = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
-OlafPacket Parse(const std::vector<uint8_t>& d) {
-  OlafPacket p;
-  EXPECT_EQ(ParseOlaf(d, &p), OlafParseError::kOk);
-  return p;
-}
 
 UpdateHeader Header(uint32_t worker = 7, uint32_t update = 3) {
   UpdateHeader h;
@@ -59,7 +48,7 @@ void ExpectConserved(const Reassembler& r) {
 
 FragmentOutcome Feed(Reassembler& r, const std::vector<uint8_t>& d, dp::TimeNs now,
                      AssembledUpdate* out) {
-  const OlafPacket p = Parse(d);
+  const OlafPacket p = MustParse(d);
   return r.AddUpdate(p.update, p.payload, now, out);
 }
 
@@ -93,7 +82,7 @@ TEST(OlafFragmenterTest, OneElement) {
   const auto d = Split(1);
   ASSERT_EQ(d.size(), 1u);
   ASSERT_EQ(d[0].size(), kOlafUpdateHeaderBytes + 4);
-  const OlafPacket p = Parse(d[0]);
+  const OlafPacket p = MustParse(d[0]);
   UpdateHeader want = Header();
   want.frag_index = 0;
   want.frag_count = 1;
@@ -107,7 +96,7 @@ TEST(OlafFragmenterTest, ExactlyOnePayloadAndOneMore) {
   EXPECT_EQ(one[0].size(), 9000u - 20 - 8);
   auto two = Split(2234);
   ASSERT_EQ(two.size(), 2u);
-  const OlafPacket a = Parse(two[0]), b = Parse(two[1]);
+  const OlafPacket a = MustParse(two[0]), b = MustParse(two[1]);
   EXPECT_EQ(a.update.payload_len, 8932u);
   EXPECT_EQ(b.update.payload_len, 4u);
   EXPECT_EQ(a.update.frag_count, 2);
@@ -155,7 +144,7 @@ TEST(OlafFragmenterTest, ModelsRoundTrip) {
   AssembledModel m;
   std::reverse(d->begin(), d->end());
   for (const auto& x : *d) {
-    const OlafPacket p = Parse(x);
+    const OlafPacket p = MustParse(x);
     ASSERT_EQ(p.type, OlafType::kModel);
     r.AddModel(p.model, p.payload, 0, &m);
   }
@@ -269,7 +258,7 @@ TEST(OlafReassemblerTest, InconsistentFragmentsAreRejected) {
   Reassembler r2;
   auto big_last = Split(3 * 100, 400);  // stride 400 bytes
   ASSERT_EQ(Feed(r2, big_last[0], 0, &u), FragmentOutcome::kBuffered);
-  UpdateHeader lh = Parse(big_last[2]).update;
+  UpdateHeader lh = MustParse(big_last[2]).update;
   std::vector<uint8_t> payload(800, 0);
   EXPECT_EQ(r2.AddUpdate(lh, payload, 0, &u), FragmentOutcome::kInconsistent);
   // The genuine fragments still complete.
@@ -286,7 +275,7 @@ TEST(OlafReassemblerTest, MergedFragmentsReportMinimumAndPerFragmentCounts) {
   auto d = Split(3 * 2233);
   // As an OLAF switch would leave them: fragment 1 carries 3 worker
   // updates and a newer gen_time / model_version.
-  OlafPacket p1 = Parse(d[1]);
+  OlafPacket p1 = MustParse(d[1]);
   UpdateHeader h1 = p1.update;
   h1.merged_count = 3;
   h1.gen_time_ns += 1000;

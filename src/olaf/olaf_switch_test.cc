@@ -1,4 +1,5 @@
 #include "inca/olaf/olaf_switch.h"
+#include "wire/olaf_test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,19 +28,6 @@ struct CaptureSink final : dp::PacketSink {
   }
   std::vector<Sent> Take() { return std::exchange(got, {}); }
 };
-
-std::vector<uint8_t> F32(std::initializer_list<float> xs) {
-  std::vector<uint8_t> b(xs.size() * 4);
-  size_t i = 0;
-  for (float x : xs) std::memcpy(&b[4 * i++], &x, 4);
-  return b;
-}
-
-OlafPacket MustParse(const std::vector<uint8_t>& d) {
-  OlafPacket p;
-  EXPECT_EQ(ParseOlaf(d, &p), OlafParseError::kOk);
-  return p;
-}
 
 std::vector<uint8_t> Ack(uint32_t worker, uint32_t util = 0, uint16_t active = 0) {
   AckHeader a;

@@ -5,21 +5,12 @@
 #include "inca/olaf/worker_id.h"
 #include "net/clock.h"
 #include "net/udp.h"
+#include "olaf/endpoint_socket.h"
 
 namespace inca::olaf {
 
-namespace {
-
-constexpr size_t kBatch = 64;
-constexpr size_t kMaxPoll = 4096;
-
-}  // namespace
-
-struct OlafPsEndpoint::Impl {
-  net::UdpSocket socket;
+struct OlafPsEndpoint::Impl : EndpointSocket {
   size_t max_peers = 0;
-  net::RecvBatch rx;
-  net::SendBatch tx;
   // (address, cluster) pairs that sent updates, in first-seen order.
   struct Peer {
     net::Endpoint addr;
@@ -50,18 +41,12 @@ dp::TimeNs OlafPsEndpoint::Now() {
 
 absl::StatusOr<std::unique_ptr<OlafPsEndpoint>> OlafPsEndpoint::Create(
     OlafPsEndpointOptions options) {
-  auto bind = net::Endpoint::Parse(options.bind);
-  if (!bind.ok()) return bind.status();
   auto core = PsCore::Create(std::move(options.ps));
   if (!core.ok()) return core.status();
-  auto sock = net::BindUdp(
-      *bind, net::UdpOptions{.buffer_bytes = options.socket_buffer_bytes, .io = net::IoMode::kGso});
+  auto sock = EndpointSocket::Open(options.bind, options.socket_buffer_bytes);
   if (!sock.ok()) return sock.status();
-  net::RecvBatch rx = net::RecvBatch::For(*sock, kBatch, net::kAnyMessageBytes);
-  net::SendBatch tx = net::SendBatch::For(*sock, kBatch, 0);
   std::unique_ptr<OlafPsEndpoint> e(new OlafPsEndpoint());
-  e->impl_ = std::make_unique<Impl>(
-      Impl{*std::move(sock), options.max_peers, std::move(rx), std::move(tx), {}});
+  e->impl_ = std::make_unique<Impl>(Impl{*std::move(sock), options.max_peers, {}});
   e->impl_->peers.reserve(std::min<size_t>(options.max_peers, 1024));
   e->core_ = *std::move(core);
   return e;
@@ -72,38 +57,31 @@ size_t OlafPsEndpoint::Poll(std::chrono::milliseconds timeout) {
   const net::Endpoint& local = im.socket.local;
   // Replies refer to the PS core's buffers only until the next datagram:
   // each one's are sent before it is handled.
-  const size_t n = net::ReceiveFor(
-      im.socket, im.rx, static_cast<int>(timeout.count()), kMaxPoll,
-      [&](const net::RecvBatch& b, size_t i) {
-        ++io_.datagrams_rx;
-        if (b.truncated(i)) {
-          ++io_.truncated;
-          return;
-        }
-        const net::Endpoint from = net::Endpoint::FromSockaddr(b.source(i), b.source_len(i));
-        // Without a switch nobody stamped worker_id: stamp it as the first
-        // switch would (the 5-tuple hash of the worker's flow).
-        FlowKey flow;
-        flow.src_ip = from.V6MappedAddress();
-        flow.dst_ip = local.V6MappedAddress();
-        flow.src_port = from.port();
-        flow.dst_port = local.port();
-        PsResult res = core_->OnDatagram(b.data(i), Now(), WorkerIdOf(flow));
-        if (res.ack.empty()) return;  // not an UPDATE
-        auto known = std::find_if(im.peers.begin(), im.peers.end(), [&](const Impl::Peer& p) {
-          return p.cluster_id == res.cluster_id && p.addr == from;
-        });
-        if (known == im.peers.end()) {
-          if (im.peers.size() < im.max_peers) {
-            im.peers.push_back({from, res.cluster_id});
-          } else {
-            ++io_.peers_not_learned;
-          }
-        }
-        im.Send(from, res.ack, &io_);
-        for (const auto& m : res.models) im.Send(from, m, &io_);
-        im.Flush(&io_);
-      });
+  const size_t n = im.Receive(timeout, &io_, [&](const net::RecvBatch& b, size_t i) {
+    const net::Endpoint from = net::Endpoint::FromSockaddr(b.source(i), b.source_len(i));
+    // Without a switch nobody stamped worker_id: stamp it as the first
+    // switch would (the 5-tuple hash of the worker's flow).
+    FlowKey flow;
+    flow.src_ip = from.V6MappedAddress();
+    flow.dst_ip = local.V6MappedAddress();
+    flow.src_port = from.port();
+    flow.dst_port = local.port();
+    PsResult res = core_->OnDatagram(b.data(i), Now(), WorkerIdOf(flow));
+    if (res.ack.empty()) return;  // not an UPDATE
+    auto known = std::find_if(im.peers.begin(), im.peers.end(), [&](const Impl::Peer& p) {
+      return p.cluster_id == res.cluster_id && p.addr == from;
+    });
+    if (known == im.peers.end()) {
+      if (im.peers.size() < im.max_peers) {
+        im.peers.push_back({from, res.cluster_id});
+      } else {
+        ++io_.peers_not_learned;
+      }
+    }
+    im.Send(from, res.ack, &io_);
+    for (const auto& m : res.models) im.Send(from, m, &io_);
+    im.Flush(&io_);
+  });
   core_->Advance(Now());
   return n;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
+#include "wire/olaf_test_util.h"
 #include "inca/olaf/ps.h"
 #include "inca/olaf/worker.h"
 
@@ -16,18 +17,6 @@ namespace {
 
 constexpr dp::TimeNs kMs = dp::kNsPerMs;
 constexpr dp::TimeNs kUs = 1000;
-
-std::vector<float> Ramp(size_t n, float start = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
-OlafPacket Parse(std::span<const uint8_t> d) {
-  OlafPacket p;
-  EXPECT_EQ(ParseOlaf(d, &p), OlafParseError::kOk);
-  return p;
-}
 
 std::vector<std::vector<uint8_t>> UpdateFrags(uint16_t cluster, uint32_t worker, uint32_t id,
                                               uint64_t gen, size_t n, uint32_t version = 0) {
@@ -66,23 +55,23 @@ TEST(OlafPsCoreTest, AomAtThePsOnAHandComputedTimeline) {
   // Cluster 1: update 1 (gen 0) whole at 10 ms.
   PsResult r = ps->OnDatagram(UpdateFrags(1, 7, 1, 0, 10)[0], 10 * kMs);
   EXPECT_EQ(r.outcome, PsOutcome::kApplied);
-  EXPECT_EQ(Parse(r.ack).ack.aom_us, 10'000u);
+  EXPECT_EQ(MustParse(r.ack).ack.aom_us, 10'000u);
   // Update 2 (gen 20 ms), two fragments at 25 and 30 ms.
   auto two = UpdateFrags(1, 7, 2, 20 * kMs, 3000);
   ASSERT_EQ(two.size(), 2u);
   r = ps->OnDatagram(two[0], 25 * kMs);
   EXPECT_EQ(r.outcome, PsOutcome::kBuffered);
-  EXPECT_EQ(Parse(r.ack).ack.aom_us, 25'000u);  // a fragment is no delivery
+  EXPECT_EQ(MustParse(r.ack).ack.aom_us, 25'000u);  // a fragment is no delivery
   r = ps->OnDatagram(two[1], 30 * kMs);
   EXPECT_EQ(r.outcome, PsOutcome::kApplied);
-  EXPECT_EQ(Parse(r.ack).ack.aom_us, 10'000u);
+  EXPECT_EQ(MustParse(r.ack).ack.aom_us, 10'000u);
   // An old update (gen 5 ms) applied at 35 ms does not refresh the age.
   r = ps->OnDatagram(UpdateFrags(1, 8, 1, 5 * kMs, 10)[0], 35 * kMs);
-  EXPECT_EQ(Parse(r.ack).ack.aom_us, 15'000u);
+  EXPECT_EQ(MustParse(r.ack).ack.aom_us, 15'000u);
   // Cluster 2 never delivered: unknown.
   r = ps->OnDatagram(UpdateFrags(2, 9, 1, 0, 3000)[0], 36 * kMs);
   EXPECT_EQ(r.outcome, PsOutcome::kBuffered);
-  EXPECT_EQ(Parse(r.ack).ack.aom_us, kAomUnknown);
+  EXPECT_EQ(MustParse(r.ack).ack.aom_us, kAomUnknown);
 
   auto c1 = ps->cluster(1, 40 * kMs);
   ASSERT_TRUE(c1.has_value());
@@ -113,7 +102,7 @@ TEST(OlafPsCoreTest, AppliesEachWholeUpdateOnceAndAcksEveryFragment) {
   for (size_t i : {2u, 0u, 1u}) {
     PsResult r = ps->OnDatagram(d[i], 2000, /*worker_id_if_unstamped=*/0xABCD);
     ASSERT_EQ(r.ack.size(), kOlafAckBytes);
-    acks.push_back(Parse(r.ack).ack);
+    acks.push_back(MustParse(r.ack).ack);
   }
   PsResult dup = ps->OnDatagram(d[1], 2001, 0xABCD);
   EXPECT_EQ(dup.outcome, PsOutcome::kDuplicate);
@@ -210,7 +199,7 @@ TEST(OlafPsCoreTest, ModelsAreFragmentedAndReassembledByTheWorker) {
   PsResult r2 = ps->OnDatagram(UpdateFrags(4, 1, 2, 0, 1)[0], 2);
   ASSERT_EQ(r2.models.size(), 3u);  // 5000 / 2236 per MODEL fragment
   for (const auto& m : r2.models) {
-    const OlafPacket p = Parse(m);
+    const OlafPacket p = MustParse(m);
     EXPECT_EQ(p.type, OlafType::kModel);
     EXPECT_EQ(p.model.cluster_id, 4);
     EXPECT_EQ(p.model.model_version, 2u);
@@ -319,12 +308,12 @@ TEST(OlafPsCoreTest, ModelAfterLastFragments) {
   EXPECT_TRUE(ps->OnDatagram(a[1], 1).models.empty());
   PsResult last = ps->OnDatagram(b[2], 2);
   ASSERT_EQ(last.models.size(), 1u);
-  EXPECT_EQ(Parse(last.models[0]).model.cluster_id, 6);
-  EXPECT_EQ(Parse(last.models[0]).model.model_version, 2u);
+  EXPECT_EQ(MustParse(last.models[0]).model.cluster_id, 6);
+  EXPECT_EQ(MustParse(last.models[0]).model.model_version, 2u);
   EXPECT_TRUE(ps->OnDatagram(a[0], 3).models.empty());
   PsResult a_last = ps->OnDatagram(a[2], 4);
   ASSERT_EQ(a_last.models.size(), 1u);
-  EXPECT_EQ(Parse(a_last.models[0]).model.cluster_id, 3);
+  EXPECT_EQ(MustParse(a_last.models[0]).model.cluster_id, 3);
   EXPECT_EQ(ps->counters().model_triggers, 2u);
   EXPECT_EQ(ps->counters().updates_applied, 4u);
   // model_every counts last fragments.
@@ -406,7 +395,7 @@ TEST(OlafWorkerCoreTest, SendsFragmentedUpdatesStampedWithNow) {
   EXPECT_EQ(s->update_id, 100u);
   ASSERT_EQ(s->datagrams.size(), 2u);
   for (const auto& d : s->datagrams) {
-    const OlafPacket p = Parse(d);
+    const OlafPacket p = MustParse(d);
     EXPECT_EQ(p.update.cluster_id, 9);
     EXPECT_EQ(p.update.worker_id, kUnstampedWorker);
     EXPECT_EQ(p.update.model_version, 17u);
@@ -425,7 +414,7 @@ TEST(OlafWorkerCoreTest, SendsFragmentedUpdatesStampedWithNow) {
   auto sent = (*named)->Generate(Ramp(3000), 1, kMs);
   ASSERT_TRUE(sent.ok());
   ASSERT_EQ(sent->datagrams.size(), 2u);
-  for (const auto& d : sent->datagrams) EXPECT_EQ(Parse(d).update.worker_id, 0x01020304u);
+  for (const auto& d : sent->datagrams) EXPECT_EQ(MustParse(d).update.worker_id, 0x01020304u);
 }
 
 TEST(OlafWorkerCoreTest, AcksDriveSendControl) {

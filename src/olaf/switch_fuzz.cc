@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
+#include "util/byte_order.h"
+#include "util/fuzz_records.h"
 
 namespace {
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
+using inca::fuzz::Check;
+using inca::util::StoreBe32;
 
 struct CheckingSink final : inca::dp::PacketSink {
   void Emit(inca::dp::PortId port, std::span<const uint8_t> p) override {
@@ -27,10 +28,6 @@ struct CheckingSink final : inca::dp::PacketSink {
     if (HasOlafMagic(p)) Check(ParseOlaf(p, nullptr) == OlafParseError::kOk);
   }
 };
-
-void PutBe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-}
 
 // Makes `pkt` a well-formed OLAF datagram, keeping the fuzzer's field values.
 void Repair(std::vector<uint8_t>& pkt) {
@@ -63,9 +60,9 @@ void Repair(std::vector<uint8_t>& pkt) {
     pkt[7] %= 5;  // clusters 0..4 (max_clusters 3)
     if (pkt[24] == 0 && pkt[25] == 0 && pkt[26] == 0 && pkt[27] == 0) pkt[27] = 1;
     pkt[8] = pkt[9] = pkt[10] = 0;  // worker ids 0..255 (0 = unstamped)
-    PutBe32(&pkt[36], static_cast<uint32_t>(pl));
+    StoreBe32(&pkt[36], static_cast<uint32_t>(pl));
   } else {
-    PutBe32(&pkt[24], static_cast<uint32_t>(pl));
+    StoreBe32(&pkt[24], static_cast<uint32_t>(pl));
   }
 }
 
@@ -98,19 +95,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   CheckingSink sink;
   dp::TimeNs now = 0;
-  size_t i = size > 0 ? 1 : 0;
   std::vector<uint8_t> pkt;
-  while (i + 4 <= size) {
-    const auto port = static_cast<dp::PortId>(data[i] % 5);
-    const uint8_t step = data[i + 1];
-    now += step & 0x7F;
-    size_t len = size_t{data[i + 2]} | (size_t{data[i + 3]} << 8);
-    i += 4;
-    len = std::min(len, size - i);
-    pkt.assign(data + i, data + i + len);
-    i += len;
-    if ((step & 0x80) != 0) Repair(pkt);
-    if ((data[i - len - 4] & 0x80) != 0) sw.Advance(now, sink);
+  fuzz::Records records(data, size);
+  for (fuzz::Record r; records.Next(&r);) {
+    const auto port = static_cast<dp::PortId>(r.a % 5);
+    now += r.b & 0x7F;
+    pkt.assign(r.bytes.begin(), r.bytes.end());
+    if ((r.b & 0x80) != 0) Repair(pkt);
+    if ((r.a & 0x80) != 0) sw.Advance(now, sink);
     sw.Process(pkt, port, now, sink);
     Check(sw.counters().Conserved());
     Check(sw.totals().dropped == sw.counters().dropped);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
+#include "wire/olaf_test_util.h"
 #include "inca/olaf/ps_endpoint.h"
 #include "inca/olaf/worker_endpoint.h"
 
@@ -18,12 +19,6 @@ namespace inca::olaf {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::vector<float> Ramp(size_t n, float start) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
 
 // Polls until `done` or 10 s (a bound against hangs, not a timing assertion).
 bool PollUntil(const std::function<void()>& poll, const std::function<bool()>& done) {

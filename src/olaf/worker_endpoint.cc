@@ -1,22 +1,13 @@
 #include "inca/olaf/worker_endpoint.h"
 #include "net/clock.h"
 #include "net/udp.h"
+#include "olaf/endpoint_socket.h"
 
 namespace inca::olaf {
 
-namespace {
-
-constexpr size_t kBatch = 64;
-constexpr size_t kMaxPoll = 4096;
-
-}  // namespace
-
-struct OlafWorkerEndpoint::Impl {
-  net::UdpSocket socket;
+struct OlafWorkerEndpoint::Impl : EndpointSocket {
   sockaddr_storage peer{};
   socklen_t peer_len = 0;
-  net::RecvBatch rx;
-  net::SendBatch tx;
 };
 
 OlafWorkerEndpoint::~OlafWorkerEndpoint() = default;
@@ -33,24 +24,18 @@ absl::StatusOr<std::unique_ptr<OlafWorkerEndpoint>> OlafWorkerEndpoint::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("peer '", options.peer, "': port must be 1..65535"));
   }
-  auto bind = net::Endpoint::Parse(options.bind);
-  if (!bind.ok()) return bind.status();
   auto core = WorkerCore::Create(options.worker);
   if (!core.ok()) return core.status();
-  auto sock = net::BindUdp(
-      *bind, net::UdpOptions{.buffer_bytes = options.socket_buffer_bytes, .io = net::IoMode::kGso});
+  auto sock = EndpointSocket::Open(options.bind, options.socket_buffer_bytes);
   if (!sock.ok()) return sock.status();
   sockaddr_storage to{};
-  const socklen_t to_len = peer->ToSockaddr(sock->family, &to);
+  const socklen_t to_len = peer->ToSockaddr(sock->socket.family, &to);
   if (to_len == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("peer ", peer->ToString(), " cannot be reached from ", options.bind));
   }
-  net::RecvBatch rx = net::RecvBatch::For(*sock, kBatch, net::kAnyMessageBytes);
-  net::SendBatch tx = net::SendBatch::For(*sock, kBatch, 0);
   std::unique_ptr<OlafWorkerEndpoint> e(new OlafWorkerEndpoint());
-  e->impl_ =
-      std::make_unique<Impl>(Impl{*std::move(sock), to, to_len, std::move(rx), std::move(tx)});
+  e->impl_ = std::make_unique<Impl>(Impl{*std::move(sock), to, to_len});
   e->core_ = *std::move(core);
   return e;
 }
@@ -79,16 +64,9 @@ absl::StatusOr<WorkerSendOutcome> OlafWorkerEndpoint::Send(std::span<const float
 }
 
 size_t OlafWorkerEndpoint::Poll(std::chrono::milliseconds timeout) {
-  Impl& im = *impl_;
-  return net::ReceiveFor(im.socket, im.rx, static_cast<int>(timeout.count()), kMaxPoll,
-                         [&](const net::RecvBatch& b, size_t i) {
-                           ++io_.datagrams_rx;
-                           if (b.truncated(i)) {
-                             ++io_.truncated;
-                             return;
-                           }
-                           core_->OnDatagram(b.data(i), Now());
-                         });
+  return impl_->Receive(timeout, &io_, [&](const net::RecvBatch& b, size_t i) {
+    core_->OnDatagram(b.data(i), Now());
+  });
 }
 
 std::string OlafWorkerEndpoint::local_address() const {

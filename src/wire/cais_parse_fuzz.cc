@@ -14,19 +14,13 @@
 #include "absl/status/statusor.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
+#include "util/fuzz_records.h"
 
-namespace {
-
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
+using inca::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace inca::wire;
-  const std::span<const uint8_t> in =
-      size == 0 ? std::span<const uint8_t>() : std::span<const uint8_t>(data, size);
+  const std::span<const uint8_t> in = inca::fuzz::Input(data, size);
 
   // The same bytes as a management datagram: parse, and if accepted, the
   // encoding must reproduce them exactly.

@@ -11,17 +11,13 @@
 #include <vector>
 
 #include "inca/wire/olaf.h"
+#include "util/fuzz_records.h"
 
-namespace {
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-}  // namespace
+using inca::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace inca::olaf;
-  const std::span<const uint8_t> in =
-      size == 0 ? std::span<const uint8_t>() : std::span<const uint8_t>(data, size);
+  const std::span<const uint8_t> in = inca::fuzz::Input(data, size);
   OlafPacket p;
   const OlafParseError e = ParseOlaf(in, &p);
   Check(!ToString(e).empty());

@@ -1,4 +1,5 @@
 #include "inca/wire/olaf.h"
+#include "wire/olaf_test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,13 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::vector<uint8_t> F32(std::initializer_list<float> xs) {
-  std::vector<uint8_t> b(xs.size() * 4);
-  size_t i = 0;
-  for (float x : xs) std::memcpy(&b[4 * i++], &x, 4);
-  return b;
-}
 
 UpdateHeader SampleUpdate() {
   UpdateHeader h;
