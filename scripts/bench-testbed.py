@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.append(os.path.join(ROOT, "python"))  # the inca_testbed package
 from inca_testbed import cli, net, perf  # noqa: E402
+import doc_sections  # noqa: E402  (scripts/, beside this file)
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 PLOT = os.path.join(ROOT, "docs", "eval", "testbed-algbw.png")
@@ -99,9 +100,7 @@ def table(res: dict) -> str:
 
 def plot(results: dict) -> None:
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = doc_sections.pyplot()
     except ImportError:
         print("bench-testbed: no matplotlib (python3-matplotlib); skipping the plot",
               file=sys.stderr)

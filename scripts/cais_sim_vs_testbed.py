@@ -19,9 +19,8 @@ import sys
 import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(os.path.join(ROOT, "python"))  # the inca_testbed package
-import doc_sections  # noqa: E402
+import doc_sections  # scripts/, beside this file
 from inca_testbed import net  # noqa: E402
 
 # (key in testbed.json, title); the sizes from 1 MiB up, where the tbf

@@ -12,8 +12,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import doc_sections  # noqa: E402
+import doc_sections  # scripts/, beside this file
 
 # The write-up's section 4.3 (8-way TP, layers of about 200 MB, NCCL).
 WRITEUP = {"step": -0.18, "comm": (0.32, 0.14), "p99": (1.8, 1.3)}
@@ -61,9 +60,7 @@ def table(run: dict) -> list:
 
 
 def plot(runs: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = doc_sections.pyplot()
     shown = [(n, t) for n, t in RUNS if n in runs]
     fig, axes = plt.subplots(1, len(shown), figsize=(4.4 * len(shown), 3.8), sharey=True,
                              constrained_layout=True)

@@ -24,3 +24,12 @@ def replace_section(path: str, name: str, body: str) -> None:
     text = text.replace(old, section) if old else text.rstrip("\n") + "\n\n" + section + "\n"
     with open(path, "w") as f:
         f.write(text)
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files (the Agg backend; Debian's
+    python3-matplotlib). ImportError when matplotlib is not installed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt

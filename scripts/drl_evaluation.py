@@ -11,10 +11,9 @@ import os
 import statistics
 import sys
 
-import matplotlib
+import doc_sections  # scripts/, beside this file
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = doc_sections.pyplot()
 
 src, docs, seeds, real = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 os.makedirs(os.path.join(docs, "eval"), exist_ok=True)

@@ -6,13 +6,9 @@ import os
 import statistics
 import sys
 
-import matplotlib
+import doc_sections  # scripts/, beside this file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import doc_sections  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = doc_sections.pyplot()
 
 src, docs, seeds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.makedirs(os.path.join(docs, "eval"), exist_ok=True)

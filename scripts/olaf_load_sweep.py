@@ -13,13 +13,9 @@ import os
 import statistics
 import sys
 
-import matplotlib
+import doc_sections  # scripts/, beside this file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import doc_sections  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = doc_sections.pyplot()
 
 LOADS = ["0.5", "1", "1.5", "2.26", "3"]
 POLICIES = ("fifo", "olaf")

@@ -16,6 +16,7 @@
 #include "monitor/http_server.h"
 #include "monitor/synthetic.h"
 #include "util/cli_flags.h"
+#include "util/stop_signals.h"
 
 namespace {
 
@@ -49,11 +50,7 @@ int main(int argc, char** argv) {
     std::cerr << "monitor_dashboard_demo: " << server.status().message() << "\n";
     return 2;
   }
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  inca::util::OnStopSignals(OnSignal);
 
   if (!port_file.empty()) {
     std::ofstream(port_file + ".tmp") << (*server)->port() << "\n";

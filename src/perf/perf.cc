@@ -22,6 +22,7 @@
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
+#include "reduce/kernels.h"
 
 namespace inca::perf {
 
@@ -72,13 +73,7 @@ void Store(DType t, uint8_t* p, double v) {
 }
 
 double Reduce(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum: return a + b;
-    case ReduceOp::kProduct: return a * b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
-  }
-  return 0;
+  return reduce::Fold(op, a, b);
 }
 
 struct Record {

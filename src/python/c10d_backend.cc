@@ -575,26 +575,12 @@ class ProcessGroupCais : public c10d::ProcessGroup {
 c10::intrusive_ptr<ProcessGroupCais> Create(int rank, int size, const py::dict& options,
                                             c10::intrusive_ptr<c10d::ProcessGroup> gloo,
                                             std::shared_ptr<hostpath::TcpStoreServer> store) {
-  CommunicatorOptions o;
-  // The declared variables (INCA_IO, ...) first; the dict overrides them.
-  if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
-    throw py::value_error(std::string(s.message()));
-  }
+  // Who the rank is comes from torch.distributed.
+  CommunicatorOptions o = ParseOptions(options, "cais backend option", true);
   o.rank = rank;
   o.world_size = size;
-  for (auto [k, v] : options) {
-    const auto key = k.cast<std::string>();
-    // Who the rank is comes from torch.distributed.
-    if (key == "rank" || key == "world_size" || !SetOption(&o, key, v)) {
-      throw py::value_error(absl::StrCat("unknown cais backend option '", key, "'"));
-    }
-  }
   if (auto s = o.Validate(); !s.ok()) throw py::value_error(std::string(s.message()));
-  absl::StatusOr<std::unique_ptr<Communicator>> c;
-  {
-    py::gil_scoped_release nogil;
-    c = Communicator::Create(o);
-  }
+  absl::StatusOr<std::unique_ptr<Communicator>> c = CreateCommunicator(o);
   if (!c.ok()) {
     throw std::runtime_error(absl::StrCat(
         "cais backend: creating the group (rank ", rank, " of ", size, ", group_id ", o.group_id,

@@ -71,23 +71,6 @@ ReduceOp ParseOp(int o) {
   return static_cast<ReduceOp>(o);
 }
 
-// Options from a dict of the CommunicatorOptions field names; unknown keys
-// are an error naming them.
-CommunicatorOptions ParseOptions(const py::dict& d) {
-  CommunicatorOptions o;
-  // The declared variables (INCA_IO, ...) first; the dict overrides them.
-  if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
-    throw py::value_error(std::string(s.message()));
-  }
-  for (auto [k, v] : d) {
-    const auto key = k.cast<std::string>();
-    if (!SetOption(&o, key, v)) {
-      throw py::value_error(absl::StrCat("unknown communicator option '", key, "'"));
-    }
-  }
-  return o;
-}
-
 // An operation in flight; Python's cais.Work wraps it with the buffers.
 class PyWork {
  public:
@@ -164,13 +147,9 @@ class PyCommunicator {
 };
 
 std::unique_ptr<PyCommunicator> Create(const py::dict& options) {
-  const CommunicatorOptions o = ParseOptions(options);
+  const CommunicatorOptions o = ParseOptions(options, "communicator option", false);
   Check(o.Validate(), "cais options");
-  absl::StatusOr<std::unique_ptr<Communicator>> c;
-  {
-    py::gil_scoped_release nogil;
-    c = Communicator::Create(o);
-  }
+  absl::StatusOr<std::unique_ptr<Communicator>> c = CreateCommunicator(o);
   if (!c.ok()) {
     Raise(c.status(), absl::StrCat("creating the cais group (rank ", o.rank, " of ", o.world_size,
                                    ", store ", o.store_address, ", switch ",

@@ -5,7 +5,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "inca/client/communicator.h"
@@ -51,6 +53,34 @@ inline bool SetOption(CommunicatorOptions* o, const std::string& key, pybind11::
     if (!s.ok()) throw py::value_error(std::string(s.message()));
   }
   return true;
+}
+
+// Options from the declared environment variables (INCA_IO, ...), then
+// `d`'s keys over them; a key that is no option (or, with `rank_given`,
+// "rank" or "world_size", which the caller sets) is a ValueError naming it
+// as a `what`.
+inline CommunicatorOptions ParseOptions(const pybind11::dict& d, std::string_view what,
+                                        bool rank_given) {
+  namespace py = pybind11;
+  CommunicatorOptions o;
+  if (absl::Status s = client::ApplyClientEnvironment(&o); !s.ok()) {
+    throw py::value_error(std::string(s.message()));
+  }
+  for (auto [k, v] : d) {
+    const auto key = k.cast<std::string>();
+    if ((rank_given && (key == "rank" || key == "world_size")) || !SetOption(&o, key, v)) {
+      throw py::value_error(
+          absl::StrCat("unknown ", absl::string_view(what.data(), what.size()), " '", key, "'"));
+    }
+  }
+  return o;
+}
+
+// Communicator::Create without the GIL (it waits for the other ranks).
+inline absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
+    const CommunicatorOptions& o) {
+  pybind11::gil_scoped_release nogil;
+  return Communicator::Create(o);
 }
 
 }  // namespace inca::python

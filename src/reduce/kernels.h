@@ -25,6 +25,18 @@ namespace inca::reduce {
 using wire::DType;
 using wire::ReduceOp;
 
+// op(a, b) in double: the reference the tests and cais-perf's result check
+// compute with (exact for the integers and the rounded values they use).
+inline double Fold(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMax: return a > b ? a : b;
+    case ReduceOp::kMin: return a < b ? a : b;
+  }
+  return 0;
+}
+
 // Bytes of accumulator per element (4 for every dtype).
 inline constexpr size_t kAccBytesPerElement = 4;
 

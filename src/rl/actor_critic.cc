@@ -100,6 +100,17 @@ void InitMlp(const MlpLayout& l, float out_gain, std::mt19937_64& rng, float* p)
 
 }  // namespace
 
+ActorCriticOptions PpoOptions() {
+  ActorCriticOptions o;
+  o.ppo_clip = 0.2;
+  o.normalize_advantages = true;
+  o.learning_rate = 3e-4;
+  o.gamma = 0.999;
+  o.gae_lambda = 0.98;
+  o.entropy_coef = 0.01;
+  return o;
+}
+
 absl::Status ActorCriticOptions::Validate() const {
   if (hidden < 1 || hidden > 4096) return absl::InvalidArgumentError("hidden must be 1..4096");
   if (!(gamma > 0 && gamma <= 1)) return absl::InvalidArgumentError("gamma must be in (0, 1]");

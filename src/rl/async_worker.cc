@@ -8,13 +8,8 @@ namespace inca::rl {
 
 AsyncWorkerOptions DefaultAsyncWorkerOptions() {
   AsyncWorkerOptions o;
+  o.model = PpoOptions();
   o.model.hidden = 24;
-  o.model.ppo_clip = 0.2;
-  o.model.normalize_advantages = true;
-  o.model.learning_rate = 3e-4;
-  o.model.gamma = 0.999;
-  o.model.gae_lambda = 0.98;
-  o.model.entropy_coef = 0.01;
   o.num_envs = 2;
   o.rollout_steps = 128;
   o.epochs = 4;

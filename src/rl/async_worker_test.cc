@@ -76,12 +76,8 @@ TEST(AsyncWorkerTest, RejectsBadOptionsAndModels) {
 // return climbs well clear of a random policy's (about -200).
 TEST(AsyncWorkerTest, FragmentedAsynchronousTrainingLearns) {
   AsyncWorkerOptions o;
+  o.model = PpoOptions();
   o.model.hidden = 64;
-  o.model.ppo_clip = 0.2;
-  o.model.normalize_advantages = true;
-  o.model.learning_rate = 3e-4;
-  o.model.gamma = 0.999;
-  o.model.gae_lambda = 0.98;
   o.num_envs = 4;
   o.rollout_steps = 128;
   o.epochs = 4;

@@ -25,6 +25,7 @@
 #include "inca/olaf/worker_endpoint.h"
 #include "inca/rl/distributed.h"
 #include "launch/process.h"
+#include "util/flat_json.h"
 
 namespace inca::rl {
 
@@ -87,27 +88,11 @@ struct Episode {
 };
 
 std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return util::ReadText(p.string());
 }
 
-// The number after "key": in a flat JSON object (our own files).
 double JsonNumber(const std::string& json, std::string_view key) {
-  const std::string k = absl::StrCat("\"", absl::string_view(key.data(), key.size()), "\":");
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return 0;
-  size_t end = at + k.size();
-  while (end < json.size() &&
-         (std::isdigit(static_cast<unsigned char>(json[end])) || json[end] == '.' ||
-          json[end] == '-' || json[end] == 'e' || json[end] == '+')) {
-    ++end;
-  }
-  double v = 0;
-  return absl::SimpleAtod(absl::string_view(json).substr(at + k.size(), end - at - k.size()), &v)
-             ? v
-             : 0;
+  return util::FlatJsonNumber(json, key).value_or(0);
 }
 
 // What the launcher hands its children: the switch binary, the ports and

@@ -23,6 +23,7 @@
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
+#include "reduce/kernels.h"
 
 namespace inca::integration {
 
@@ -99,15 +100,7 @@ inline void Put(DType t, uint8_t* p, double v) {
     std::memcpy(p, &h, 2);
   }
 }
-inline double Fold(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum: return a + b;
-    case ReduceOp::kProduct: return a * b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
-  }
-  return 0;
-}
+using reduce::Fold;
 
 // ReduceScatter of `count` elements per rank (n * count in), checked exactly.
 inline uint64_t CheckReduceScatter(Communicator& c, DType t, ReduceOp op, size_t count) {

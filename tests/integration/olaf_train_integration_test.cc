@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "launch/process.h"
+#include "util/flat_json.h"
 
 namespace inca {
 namespace {
@@ -21,24 +22,12 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return util::ReadText(p.string());
 }
 
 // The number after "key": in one of our flat JSON files; NaN when absent.
 double Number(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return std::nan("");
-  size_t end = at + k.size();
-  while (end < json.size() &&
-         std::string_view("0123456789.-+e").find(json[end]) != std::string_view::npos) {
-    ++end;
-  }
-  double v = 0;
-  return absl::SimpleAtod(json.substr(at + k.size(), end - at - k.size()), &v) ? v : std::nan("");
+  return util::FlatJsonNumber(json, key).value_or(std::nan(""));
 }
 
 fs::path TempDir(const std::string& name) {

@@ -20,6 +20,7 @@
 #include "cli/cli_common.h"
 #include "control/controller_service.h"
 #include "util/cli_flags.h"
+#include "util/stop_signals.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -79,11 +80,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("inca-controller"));
   spdlog::set_level(spdlog::level::from_str(log_level));
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  inca::util::OnStopSignals(OnSignal);
 
   const auto start = std::chrono::steady_clock::now();
   const auto period = std::chrono::nanoseconds(c.period_ns);

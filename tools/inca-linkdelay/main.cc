@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "linkdelay/packet_link.h"
 #include "util/cli_flags.h"
+#include "util/stop_signals.h"
 
 namespace {
 
@@ -94,11 +95,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_link.store(link->get());
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  inca::util::OnStopSignals(OnSignal);
   std::cout << "ready" << std::endl;
 
   const absl::Status run = (*link)->Run();

@@ -17,12 +17,7 @@ int main(int argc, char** argv) {
   o.rollout_steps = 256;
   o.ppo_epochs = 4;
   o.minibatch_size = 64;
-  o.model.ppo_clip = 0.2;
-  o.model.normalize_advantages = true;
-  o.model.learning_rate = 3e-4;
-  o.model.gamma = 0.999;
-  o.model.gae_lambda = 0.98;
-  o.model.entropy_coef = 0.01;
+  o.model = inca::rl::PpoOptions();
   double target = inca::rl::kSolvedReturn, max_seconds = 600;
   uint64_t max_steps = 20'000'000;
   double report_every_s = 10;

@@ -50,6 +50,10 @@ struct ActorCriticOptions {
   absl::Status Validate() const;
 };
 
+// PPO as inca trains LunarLander (lunar-train, olaf-train): clip 0.2,
+// normalised advantages, Adam 3e-4, gamma 0.999, lambda 0.98, entropy 0.01.
+ActorCriticOptions PpoOptions();
+
 struct Trajectory {
   std::vector<LunarObservation> observations;  // s_0 .. s_{T-1}
   std::vector<LunarAction> actions;            // a_t taken in s_t
