@@ -27,14 +27,11 @@ using std::chrono::milliseconds;
 using wire::DType;
 using wire::ReduceOp;
 
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct};
-constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
+using wire::kDTypes;
+constexpr auto& kOps = wire::kReduceOps;
 
-std::string Name(ReduceOp op) {
-  return std::string(wire::ToString(op));
-}
-std::string Name(DType t) {
-  return std::string(wire::ToString(t));
+std::string Name(auto value) {
+  return std::string(wire::ToString(value));
 }
 
 // Runs body(group) on `world` ranks, each in its own thread with its own

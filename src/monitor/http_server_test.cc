@@ -63,14 +63,23 @@ httplib::Client ClientFor(const MonitorServer& server) {
   return cli;
 }
 
-TEST(MonitorServer, ServesMetrics) {
+// A server over a FakeSource on an ephemeral port, and a client for it.
+class ServedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server = StartOrDie(fake.Fn());
+    ASSERT_NE(server, nullptr);
+    cli = std::make_unique<httplib::Client>(ClientFor(*server));
+  }
   FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
+  std::unique_ptr<MonitorServer> server;
+  std::unique_ptr<httplib::Client> cli;
+};
+
+TEST_F(ServedTest, ServesMetrics) {
   EXPECT_GT(server->port(), 0);
   EXPECT_EQ(server->url(), "http://127.0.0.1:" + std::to_string(server->port()) + "/");
-  auto cli = ClientFor(*server);
-  auto res = cli.Get("/metrics");
+  auto res = cli->Get("/metrics");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
@@ -83,12 +92,8 @@ TEST(MonitorServer, ServesMetrics) {
   EXPECT_EQ(fake.calls.load(), 1);
 }
 
-TEST(MonitorServer, ServesStatsJson) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
-  auto cli = ClientFor(*server);
-  auto res = cli.Get("/stats.json");
+TEST_F(ServedTest, ServesStatsJson) {
+  auto res = cli->Get("/stats.json");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
@@ -96,17 +101,13 @@ TEST(MonitorServer, ServesStatsJson) {
   EXPECT_THAT(res->body, HasSubstr("\"pending_usage_ratio\":0.3"));
   EXPECT_THAT(res->body, HasSubstr("\"group\":3,"));
   // The regex route is exact: the '.' is not a wildcard.
-  auto near = cli.Get("/statsXjson");
+  auto near = cli->Get("/statsXjson");
   ASSERT_TRUE(near);
   EXPECT_EQ(near->status, 404);
 }
 
-TEST(MonitorServer, ServesASelfContainedDashboard) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
-  auto cli = ClientFor(*server);
-  auto res = cli.Get("/");
+TEST_F(ServedTest, ServesASelfContainedDashboard) {
+  auto res = cli->Get("/");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
@@ -125,42 +126,34 @@ TEST(MonitorServer, ServesASelfContainedDashboard) {
   EXPECT_EQ(fake.calls.load(), 0);  // the page itself needs no snapshot
 }
 
-TEST(MonitorServer, HealthzAndNotFound) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
-  auto cli = ClientFor(*server);
-  auto ok = cli.Get("/healthz");
+TEST_F(ServedTest, HealthzAndNotFound) {
+  auto ok = cli->Get("/healthz");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(ok->body, "ok\n");
   EXPECT_THAT(ok->get_header_value("Content-Type"), StartsWith("text/plain"));
   for (const char* path : {"/nope", "/metrics/x", "/index.html", "/healthz/"}) {
-    auto res = cli.Get(path);
+    auto res = cli->Get(path);
     ASSERT_TRUE(res) << path;
     EXPECT_EQ(res->status, 404) << path;
     EXPECT_EQ(res->body, "404 Not Found\n") << path;
   }
-  auto post = cli.Post("/metrics", "x", "text/plain");
+  auto post = cli->Post("/metrics", "x", "text/plain");
   ASSERT_TRUE(post);
   EXPECT_GE(post->status, 400);
   EXPECT_EQ(fake.calls.load(), 0);
 }
 
-TEST(MonitorServer, RefusesOversizedRequests) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
-  auto cli = ClientFor(*server);
-  auto body = cli.Post("/metrics", std::string(64 * 1024, 'x'), "text/plain");
+TEST_F(ServedTest, RefusesOversizedRequests) {
+  auto body = cli->Post("/metrics", std::string(64 * 1024, 'x'), "text/plain");
   if (body) {  // or the connection is cut
     EXPECT_EQ(body->status, 413);
   }
-  auto uri = cli.Get("/" + std::string(16 * 1024, 'a'));
+  auto uri = cli->Get("/" + std::string(16 * 1024, 'a'));
   if (uri) {
     EXPECT_EQ(uri->status, 414);
   }
-  auto after = cli.Get("/healthz");  // still serving
+  auto after = cli->Get("/healthz");  // still serving
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
 }
@@ -177,17 +170,14 @@ TEST(MonitorServer, SourceFailureIs500) {
   EXPECT_EQ(ok->status, 200);
 }
 
-TEST(MonitorServer, ManyConcurrentClientsOnTwoWorkers) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
+TEST_F(ServedTest, ManyConcurrentClientsOnTwoWorkers) {
   std::atomic<int> good{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < 6; ++c) {
     clients.emplace_back([&] {
-      auto cli = ClientFor(*server);
+      auto own = ClientFor(*server);  // one connection per thread
       for (int i = 0; i < 15; ++i) {
-        auto res = cli.Get(i % 2 ? "/metrics" : "/stats.json");
+        auto res = own.Get(i % 2 ? "/metrics" : "/stats.json");
         if (res && res->status == 200) ++good;
       }
     });
@@ -197,14 +187,19 @@ TEST(MonitorServer, ManyConcurrentClientsOnTwoWorkers) {
   EXPECT_EQ(fake.calls.load(), 90);
 }
 
-// Opens a TCP connection to the server and sends nothing.
-int IdleConnection(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// Connects `fd` to the server on 127.0.0.1:port.
+void ConnectLoopback(int fd, uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+}
+
+// Opens a TCP connection to the server and sends nothing.
+int IdleConnection(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ConnectLoopback(fd, port);
   return fd;
 }
 
@@ -268,11 +263,7 @@ int ConnectionFrom(const char* source, uint16_t port) {
   from.sin_family = AF_INET;
   EXPECT_EQ(::inet_pton(AF_INET, source, &from.sin_addr), 1);
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ConnectLoopback(fd, port);
   return fd;
 }
 
@@ -353,15 +344,12 @@ TEST(MonitorServer, SlowClientsAreCutOffAndHealthzStillAnswers) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(MonitorServer, StopClosesTheListener) {
-  FakeSource fake;
-  auto server = StartOrDie(fake.Fn());
-  ASSERT_NE(server, nullptr);
+TEST_F(ServedTest, StopClosesTheListener) {
   const uint16_t port = server->port();
   server->Stop();
-  httplib::Client cli("127.0.0.1", port);
-  cli.set_connection_timeout(std::chrono::seconds(1));
-  EXPECT_FALSE(cli.Get("/healthz"));
+  httplib::Client other("127.0.0.1", port);
+  other.set_connection_timeout(std::chrono::seconds(1));
+  EXPECT_FALSE(other.Get("/healthz"));
   server.reset();  // destructor after Stop() is fine
 }
 

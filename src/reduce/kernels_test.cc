@@ -25,8 +25,8 @@ namespace {
 // (g_active is constant-initialised, so this is safe during static init).
 const Isa kInitialIsa = ActiveIsa();
 
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct};
-constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
+using wire::kDTypes;
+constexpr auto& kOps = wire::kReduceOps;
 constexpr size_t kLengths[] = {0, 1, 7, 8, 9, 31, 33, 1000, 2238, 4477};
 constexpr uint8_t kCanary = 0xa5;
 

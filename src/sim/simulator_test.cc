@@ -73,25 +73,31 @@ class Sink final : public Node {
   std::vector<Arrival> got;
 };
 
-TEST(NetworkTest, PacketsOnTheWireDoNotCountAgainstTheQueue) {
+// Two sinks a and b on one network.
+class TwoSinks : public ::testing::Test {
+ protected:
   Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+  Network net{&sim};
+  Sink* a = net.Add(std::make_unique<Sink>("a"));
+  Sink* b = net.Add(std::make_unique<Sink>("b"));
+};
+class NetworkTest : public TwoSinks {};
+
+TEST_F(NetworkTest, PacketsOnTheWireDoNotCountAgainstTheQueue) {
   // 1 Gbit/s with 1 ms of propagation, a queue of 2: packets sent one
   // serialisation apart never wait, however many are on the wire.
   LinkConfig lc{1e9, 1'000'000, 9000, 34, 2};
   auto [pa, pb] = net.Connect(a, b, lc);
   (void)pb;
   for (int i = 0; i < 50; ++i) {
-    sim.Schedule(i * 8000, [a, pa = pa] { a->SendNow(pa, 966); });
+    sim.Schedule(i * 8000, [a = a, pa = pa] { a->SendNow(pa, 966); });
   }
   sim.RunUntil(10'000'000);
   EXPECT_EQ(b->got.size(), 50u);
   EXPECT_EQ(net.link(a, pa)->dropped_queue, 0u);
 }
 
-TEST(NetworkTest, LossIsDrawnFromTheSeedAndCounted) {
+TEST(NetworkSeedTest, LossIsDrawnFromTheSeedAndCounted) {
   auto run = [](uint64_t seed) {
     Simulator sim;
     Network net(&sim, seed);
@@ -114,11 +120,7 @@ TEST(NetworkTest, LossIsDrawnFromTheSeedAndCounted) {
   EXPECT_EQ(run(1), lost);  // the same seed, the same losses
 }
 
-TEST(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
   // 1 Gbit/s, 1 us, 34 bytes of framing: a 966-byte packet takes 8 us.
   LinkConfig lc{1e9, 1000, 9000, 34, 4};
   auto [pa, pb] = net.Connect(a, b, lc);
@@ -141,11 +143,7 @@ TEST(NetworkTest, LinksSerialiseAtTheirRateThenAddTheirDelay) {
   EXPECT_EQ(a->got[0].bytes, 100u);
 }
 
-TEST(NetworkTest, InfiniteRateLinksOnlyDelay) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(NetworkTest, InfiniteRateLinksOnlyDelay) {
   net.Connect(a, b, LinkConfig{0, 500, 9000, 0, 1});
   for (int i = 0; i < 3; ++i) a->SendNow(0, 8000);
   sim.RunUntil(10'000);
@@ -157,13 +155,7 @@ TEST(NetworkTest, InfiniteRateLinksOnlyDelay) {
 const LinkConfig kInstant{0, 0, 9000, 0, 1024};
 
 // Two nodes, a and b, on a fresh network.
-class HostTest : public ::testing::Test {
- protected:
-  Simulator sim;
-  Network net{&sim};
-  Sink* a = net.Add(std::make_unique<Sink>("a"));
-  Sink* b = net.Add(std::make_unique<Sink>("b"));
-};
+class HostTest : public TwoSinks {};
 
 TEST_F(HostTest, SendCostPacesPacketsInOrder) {
   net.Connect(a, b, kInstant);
@@ -319,11 +311,7 @@ TEST(HostSharingTest, ZeroCostHostsChangeNothing) {
 
 // A packet sent out of a port the node does not have is dropped and
 // counted, never an exception.
-TEST(NetworkTest, APacketToAPortThatDoesNotExistIsCountedAndDropped) {
-  Simulator sim;
-  Network net(&sim);
-  auto* a = net.Add(std::make_unique<Sink>("a"));
-  auto* b = net.Add(std::make_unique<Sink>("b"));
+TEST_F(NetworkTest, APacketToAPortThatDoesNotExistIsCountedAndDropped) {
   auto [pa, pb] = net.Connect(a, b, kInstant);
   a->SendNow(static_cast<dp::PortId>(pa + 1), 10);
   a->SendNow(pa, 10);

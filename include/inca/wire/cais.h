@@ -40,6 +40,8 @@ enum class ReduceOp : uint8_t {
   kProduct = 3,
 };
 inline constexpr uint8_t kReduceOpCount = 4;
+inline constexpr ReduceOp kReduceOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin,
+                                          ReduceOp::kProduct};
 
 // Element type of the payload (low nibble of header byte 18).
 enum class DType : uint8_t {
@@ -49,6 +51,7 @@ enum class DType : uint8_t {
   kI32 = 3,
 };
 inline constexpr uint8_t kDTypeCount = 4;
+inline constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
 
 // Flag bits (header byte 17).
 namespace cais_flags {
