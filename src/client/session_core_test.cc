@@ -212,10 +212,16 @@ std::vector<int> Group(Fabric& f, int n, int sw = 0) {
   return ids;
 }
 
+// A group of n members at switch 0, each of which has started to JOIN.
+std::vector<int> Joining(Fabric& f, int n) {
+  const std::vector<int> ids = Group(f, n);
+  for (int i : ids) f.Join(i);
+  return ids;
+}
+
 TEST(SessionCoreTest, FormsAGroupAndAgreesOnItsEpochAndLayout) {
   Fabric f(1);
-  const std::vector<int> ids = Group(f, 4);
-  for (int i : ids) f.Join(i);
+  const std::vector<int> ids = Joining(f, 4);
   f.RunUntil(30 * kMs);
   const membership::GroupState* g = f.groups(0).group(0);
   ASSERT_NE(g, nullptr);
@@ -303,8 +309,7 @@ TEST(SessionCoreTest, AReplyOutsideAJoinAttemptChangesNothing) {
 
 TEST(SessionCoreTest, KeepAliveHoldsTheGroupPastItsLease) {
   Fabric f(1);
-  const std::vector<int> ids = Group(f, 2);
-  for (int i : ids) f.Join(i);
+  const std::vector<int> ids = Joining(f, 2);
   f.RunUntil(5 * kLease);  // idle: nothing but keep-alives
   ASSERT_NE(f.groups(0).group(0), nullptr);
   EXPECT_TRUE(f.groups(0).group(0)->formed);
@@ -318,8 +323,7 @@ TEST(SessionCoreTest, KeepAliveHoldsTheGroupPastItsLease) {
 
 TEST(SessionCoreTest, ASilentMemberLosesTheGroupAndTheSessionNoticesOnItsNextPing) {
   Fabric f(1);
-  const std::vector<int> ids = Group(f, 2);
-  for (int i : ids) f.Join(i);
+  const std::vector<int> ids = Joining(f, 2);
   f.RunUntil(30 * kMs);
   f.m(ids[1]).keep_alive = false;
   f.RunUntil(3 * kLease);
@@ -331,8 +335,7 @@ TEST(SessionCoreTest, ASilentMemberLosesTheGroupAndTheSessionNoticesOnItsNextPin
 
 TEST(SessionCoreTest, RejoinsAfterTheSwitchRestarts) {
   Fabric f(1);
-  const std::vector<int> ids = Group(f, 2);
-  for (int i : ids) f.Join(i);
+  const std::vector<int> ids = Joining(f, 2);
   f.RunUntil(30 * kMs);
   const uint32_t before = f.m(ids[0]).session.seq_base();
   f.Restart(0, /*seq_start=*/50'000);
@@ -349,8 +352,7 @@ TEST(SessionCoreTest, RejoinsAfterTheSwitchRestarts) {
 
 TEST(SessionCoreTest, DataBeforeItsOperationIsKeptAndReplayed) {
   Fabric f(1);
-  const std::vector<int> ids = Group(f, 2);
-  for (int i : ids) f.Join(i);
+  const std::vector<int> ids = Joining(f, 2);
   f.RunUntil(30 * kMs);
   // AllGather of 4 chunks per block; member 0 starts 10 ms before member 1,
   // whose session receives member 0's blocks with no operation under way.

@@ -73,6 +73,16 @@ QueueRun RunQueue(double lambda, std::function<uint32_t(std::mt19937_64&)> paylo
 
 constexpr uint32_t kHeader = 40;  // OLAF UPDATE header: part of the service time
 
+// Payload sizes drawn from an exponential distribution of mean `mean`
+// bytes, whole 4-byte elements, 4 to 60,000 bytes.
+auto ExponentialPayload(double mean) {
+  return [mean](std::mt19937_64& g) {
+    const double u = static_cast<double>(g() >> 11) * 0x1.0p-53;
+    const double x = -std::log(1 - u) * mean;
+    return static_cast<uint32_t>(std::clamp(std::llround(x / 4) * 4, 4LL, 60000LL));
+  };
+}
+
 TEST(QueueingTheoryTest, MD1MeanSojournMatchesPollaczekKhinchine) {
   const uint32_t payload = 4960;  // 5,000 bytes on the wire: S = 40 us
   const double s = (payload + kHeader) * 8 / kRateBps, mu = 1 / s;
@@ -93,11 +103,7 @@ TEST(QueueingTheoryTest, MM1MeanSojournMatchesTheory) {
   const double a = kHeader * 8 / kRateBps, m = mean_payload * 8 / kRateBps;
   const double es = a + m, es2 = a * a + 2 * a * m + 2 * m * m;
   const double rho = 0.5, lambda = rho / es;
-  auto exp_payload = [mean_payload](std::mt19937_64& g) {
-    const double u = static_cast<double>(g() >> 11) * 0x1.0p-53;
-    const double x = -std::log(1 - u) * mean_payload;
-    return static_cast<uint32_t>(std::clamp(std::llround(x / 4) * 4, 4LL, 60000LL));
-  };
+  auto exp_payload = ExponentialPayload(mean_payload);
   const QueueRun r = RunQueue(lambda, exp_payload, 200'000, 12);
   const double pk = lambda * es2 / (2 * (1 - rho)) + es;
   EXPECT_NEAR(r.mean_sojourn_s, pk, 0.04 * pk);
@@ -108,11 +114,7 @@ TEST(QueueingTheoryTest, MM1MeanSojournMatchesTheory) {
 TEST(QueueingTheoryTest, MM1AverageAgeMatchesKaulYatesGruteser) {
   const double mean_payload = 4000;
   const double es = (kHeader + mean_payload) * 8 / kRateBps, mu = 1 / es;
-  auto exp_payload = [mean_payload](std::mt19937_64& g) {
-    const double u = static_cast<double>(g() >> 11) * 0x1.0p-53;
-    const double x = -std::log(1 - u) * mean_payload;
-    return static_cast<uint32_t>(std::clamp(std::llround(x / 4) * 4, 4LL, 60000LL));
-  };
+  auto exp_payload = ExponentialPayload(mean_payload);
   for (double rho : {0.3, 0.53, 0.8}) {
     const QueueRun r = RunQueue(rho * mu, exp_payload, 200'000, 13);
     const double kyg = (1 / mu) * (1 + 1 / rho + rho * rho / (1 - rho));
