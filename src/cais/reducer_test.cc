@@ -296,21 +296,23 @@ TEST_F(ReducerTest, TimeoutIsAlsoCheckedWhenPacketsArrive) {
   EXPECT_EQ(reducer_->sram().pending_chunks, 1u);
 }
 
+// Chunk c of a one-float sum on group 8 (the admission tests).
+std::vector<uint8_t> OneFloatChunk(uint16_t c) {
+  return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1}));
+}
+
 TEST_F(ReducerTest, MaxPendingChunksBoundsAdmission) {
   CaisConfig cfg;
   cfg.max_pending_chunks = 2;
   Make(cfg);
   AddAllReduce({1, 2});
-  auto chunk = [](uint16_t c) {
-    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1}));
-  };
-  EXPECT_EQ(Send(1, chunk(0)).verdict, Verdict::kAggregated);
-  EXPECT_EQ(Send(1, chunk(1)).verdict, Verdict::kAggregated);
-  EXPECT_EQ(Send(1, chunk(2)).reason, DropReason::kSlotsExhausted);
+  EXPECT_EQ(Send(1, OneFloatChunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, OneFloatChunk(1)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, OneFloatChunk(2)).reason, DropReason::kSlotsExhausted);
   EXPECT_EQ(reducer_->sram().pending_chunks, 2u);
   // Contributions to admitted chunks still flow; completing one frees room.
-  EXPECT_EQ(Send(2, chunk(0)).verdict, Verdict::kAggregated);
-  EXPECT_EQ(Send(1, chunk(2)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(2, OneFloatChunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, OneFloatChunk(2)).verdict, Verdict::kAggregated);
   EXPECT_EQ(reducer_->totals().drops_by_reason[static_cast<size_t>(DropReason::kSlotsExhausted)],
             1u);
 }
@@ -620,14 +622,11 @@ TEST_F(ReducerTest, UpdateConfigChangesLimitsButNotMemory) {
   cfg.max_pending_chunks = 1;
   Make(cfg);
   AddAllReduce({1, 2});
-  auto chunk = [](uint16_t c) {
-    return Packet(Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, c, 8), F32Bytes({1}));
-  };
-  EXPECT_EQ(Send(1, chunk(0)).verdict, Verdict::kAggregated);
-  EXPECT_EQ(Send(1, chunk(1)).reason, DropReason::kSlotsExhausted);
+  EXPECT_EQ(Send(1, OneFloatChunk(0)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, OneFloatChunk(1)).reason, DropReason::kSlotsExhausted);
   cfg.max_pending_chunks = 2;
   ASSERT_TRUE(reducer_->UpdateConfig(cfg).ok());
-  EXPECT_EQ(Send(1, chunk(1)).verdict, Verdict::kAggregated);
+  EXPECT_EQ(Send(1, OneFloatChunk(1)).verdict, Verdict::kAggregated);
   cfg.sram_bytes *= 2;
   const absl::Status s = reducer_->UpdateConfig(cfg);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);

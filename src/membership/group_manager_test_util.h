@@ -41,9 +41,7 @@ class GroupManagerTest : public ::testing::Test {
     m.world_size = world;
     m.port = port;
     m.nonce = nonce;
-    auto r = gm_.Handle(m, from, ++now_);
-    EXPECT_TRUE(r.has_value());
-    return r.value_or(MgmtMessage{});
+    return Reply(m, from);
   }
   MgmtMessage Simple(MgmtType type, uint8_t group, uint16_t rank, const net::Endpoint& from,
                      uint32_t nonce = 9) {
@@ -52,6 +50,11 @@ class GroupManagerTest : public ::testing::Test {
     m.group_id = group;
     m.rank = rank;
     m.nonce = nonce;
+    return Reply(m, from);
+  }
+  // The manager's reply to `m` from `from`, a tick later (a failure when it
+  // has none).
+  MgmtMessage Reply(const MgmtMessage& m, const net::Endpoint& from) {
     auto r = gm_.Handle(m, from, ++now_);
     EXPECT_TRUE(r.has_value());
     return r.value_or(MgmtMessage{});

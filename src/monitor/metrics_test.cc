@@ -408,11 +408,7 @@ TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
   red.Process(packet(9, 0), 1, 1000, sink);  // no rule for group 9: dropped
   ASSERT_EQ(red.group(3).completed_chunks, 3u);
 
-  control::Stats st;
-  control::CollectReducerStats(red, &st);
-  st.counters.cais = red.totals();
-  st.counters.sram = red.sram();
-  st.counters.reducer = red.counters();
+  const control::Stats st = StatsOf(red);
   MetricsSnapshot s = FromControl(st, control::OffloadPolicy{}, {});
   ASSERT_EQ(s.groups.size(), 2u);
   EXPECT_EQ(s.groups[0].group_id, 3);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -36,6 +37,33 @@ Trajectory Rollout(uint64_t seed, int steps, const ActorCritic& model) {
   }
   t.next_observation = s;
   return t;
+}
+
+// Compares 60 random entries of the gradient `g` (at parameters `w`) with
+// central differences of `loss` (eps 1e-2), setting m's parameters for each;
+// returns how many were compared.
+int CheckAgainstFiniteDifferences(ActorCritic& m, const std::vector<float>& w,
+                                  const std::vector<float>& g, std::mt19937_64& rng,
+                                  const std::function<double()>& loss) {
+  EXPECT_EQ(g.size(), w.size());
+  if (g.size() != w.size() || w.empty()) return 0;
+  std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
+  int checked = 0;
+  for (int k = 0; k < 60; ++k) {
+    const size_t i = pick(rng);
+    const float eps = 1e-2f;
+    std::vector<float> wp = w, wm = w;
+    wp[i] += eps;
+    wm[i] -= eps;
+    if (!m.SetParameters(wp).ok()) return checked;
+    const double lp = loss();
+    if (!m.SetParameters(wm).ok()) return checked;
+    const double lm = loss();
+    const double fd = (lp - lm) / (2 * eps);
+    EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-3) << "param " << i;
+    ++checked;
+  }
+  return checked;
 }
 
 TEST(ActorCriticTest, Shapes) {
@@ -88,23 +116,8 @@ TEST(ActorCriticTest, GradientMatchesFiniteDifferences) {
   }
   const std::vector<float> g = m->ComputeGradients(std::span(&t, 1));
   ASSERT_EQ(g.size(), w.size());
-  std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
-  int checked = 0;
-  for (int k = 0; k < 60; ++k) {
-    const size_t i = pick(rng);
-    const float eps = 1e-2f;
-    std::vector<float> wp = w, wm = w;
-    wp[i] += eps;
-    wm[i] -= eps;
-    ASSERT_TRUE(m->SetParameters(wp).ok());
-    const double lp = Loss(*m, t, adv, ret);
-    ASSERT_TRUE(m->SetParameters(wm).ok());
-    const double lm = Loss(*m, t, adv, ret);
-    const double fd = (lp - lm) / (2 * eps);
-    EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-3) << "param " << i;
-    ++checked;
-  }
-  EXPECT_EQ(checked, 60);
+  EXPECT_EQ(CheckAgainstFiniteDifferences(*m, w, g, rng, [&] { return Loss(*m, t, adv, ret); }),
+            60);
 }
 
 // The PPO loss with normalised, precomputed advantages (what TrainA2c with
@@ -161,20 +174,7 @@ TEST(ActorCriticTest, PpoGradientMatchesFiniteDifferences) {
   }
   EXPECT_GT(clipped, 0);  // the clip branch is exercised
   const std::vector<float> g = m->ComputeGradients(std::span(&t, 1));
-  std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
-  for (int k = 0; k < 60; ++k) {
-    const size_t i = pick(rng);
-    const float eps = 1e-2f;
-    std::vector<float> wp = w, wm = w;
-    wp[i] += eps;
-    wm[i] -= eps;
-    ASSERT_TRUE(m->SetParameters(wp).ok());
-    const double lp = loss();
-    ASSERT_TRUE(m->SetParameters(wm).ok());
-    const double lm = loss();
-    const double fd = (lp - lm) / (2 * eps);
-    EXPECT_NEAR(g[i], fd, 0.02 * std::abs(fd) + 2e-3) << "param " << i;
-  }
+  EXPECT_EQ(CheckAgainstFiniteDifferences(*m, w, g, rng, loss), 60);
 }
 
 TEST(ActorCriticTest, UpdatesRaiseProbabilityOfRewardedAction) {
