@@ -39,8 +39,8 @@ import sys
 from typing import List, Optional
 
 from . import olaf, perf, reflect
-from .net import (LinkShape, Testbed, TestbedError, instances, interrupt_on_sigterm,
-                         netns_list, probe_main, reap, require_root)
+from .net import (LinkShape, Testbed, TestbedError, instances, interrupt_on_sigterm, netns_list,
+                  parse_host_rates, probe_main, reap, require_root)
 
 
 def _shape_from(a, prefix: str = "") -> LinkShape:
@@ -154,13 +154,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         require_root()
         if a.cmd == "up":
             host_shapes = {}
-            for spec in a.host_rate:
-                i, _, rate = spec.partition("=")
-                if not i.isdigit() or not rate:
-                    raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
-                s = _shape_from(a)
-                s.rate = rate
-                host_shapes[int(i)] = s
+            for i, rate in parse_host_rates(a.host_rate).items():
+                host_shapes[i] = _shape_from(a)
+                host_shapes[i].rate = rate
             tb = Testbed(a.name, a.hosts, up_shape=_shape_from(a, "up_"),
                          down_shape=_shape_from(a, "down_"), host_shapes=host_shapes, mtu=a.mtu,
                          owner_pid=a.owner_pid, ipv6=a.ipv6)

@@ -40,6 +40,18 @@ _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
                "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
 
 
+def parse_host_rates(specs: Sequence[str]) -> Dict[int, str]:
+    """--host-rate I=RATE words as {host index: rate}; TestbedError for one
+    that is not like 2=500mbit."""
+    rates = {}
+    for spec in specs:
+        i, _, rate = spec.partition("=")
+        if not i.isdigit() or not rate:
+            raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
+        rates[int(i)] = rate
+    return rates
+
+
 def parse_rate(rate: str) -> float:
     """tc's rate syntax ("1gbit", "500mbit", "2.5gbit") to bits per second."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", rate.lower())

@@ -14,7 +14,7 @@ import time
 from typing import Dict, List, Optional
 
 from .net import (REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent,
-                     parse_rate)
+                  parse_host_rates, parse_rate)
 
 ETH_HEADER = 14          # what tbf counts per packet besides the IP packet
 IP_UDP_CAIS = 20 + 8 + 20
@@ -57,13 +57,9 @@ def perf(a, out=sys.stdout) -> dict:
     impair = {k: getattr(a, k, None) for k in ("delay", "jitter", "loss", "duplicate", "reorder")}
     shape = LinkShape(rate=a.rate, burst=a.burst, latency=a.latency, limit_bytes=a.limit_bytes,
                       **impair)
-    host_shapes = {}
-    for spec in a.host_rate:
-        i, _, rate = spec.partition("=")
-        if not i.isdigit() or not rate:
-            raise TestbedError("--host-rate %r is not like 2=500mbit" % spec)
-        host_shapes[int(i)] = LinkShape(rate=rate, burst=a.burst, latency=a.latency,
-                                        limit_bytes=a.limit_bytes, **impair)
+    host_shapes = {i: LinkShape(rate=rate, burst=a.burst, latency=a.latency,
+                                limit_bytes=a.limit_bytes, **impair)
+                   for i, rate in parse_host_rates(a.host_rate).items()}
     rate_bps = min([parse_rate(a.rate)] + [parse_rate(h.rate) for h in host_shapes.values()])
     tb = Testbed(a.name, a.hosts, shape=shape, host_shapes=host_shapes, mtu=a.mtu,
                  owner_pid=os.getpid(),

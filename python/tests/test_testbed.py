@@ -213,14 +213,20 @@ def test_sigterm_mid_run_tears_everything_down():
 
 
 def test_bad_arguments_are_one_line_errors():
-    for argv, words in ([["up", "--name", "Bad_Name"], "lowercase"],
-                        [["up", "--name", "x", "--rate", "fast"], "rate"],
-                        [["up", "--name", "x", "--jitter", "1ms"], "jitter needs a delay"],
-                        [["up", "--name", "x", "--loss", "150%"], "between 0 and 100%"],
-                        [["exec", "--name", "nosuch", "--", "true"], "is testbed nosuch up"],
-                        [["perf", "--name", "x", "--switches", "9"], "between 1 and 8"]):
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py")] + argv,
-                           capture_output=True, text=True, timeout=60)
+    assert_one_line_errors([sys.executable, os.path.join(ROOT, "scripts", "testbed.py")], [
+        [["up", "--name", "Bad_Name"], "lowercase"],
+        [["up", "--name", "x", "--rate", "fast"], "rate"],
+        [["up", "--name", "x", "--jitter", "1ms"], "jitter needs a delay"],
+        [["up", "--name", "x", "--loss", "150%"], "between 0 and 100%"],
+        [["exec", "--name", "nosuch", "--", "true"], "is testbed nosuch up"],
+        [["perf", "--name", "x", "--switches", "9"], "between 1 and 8"]])
+
+
+def assert_one_line_errors(cmd, cases):
+    """Each (argv, words): `cmd + argv` exits 2 with one line on stderr
+    holding `words`."""
+    for argv, words in cases:
+        p = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (argv, p.stderr)
         assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
 
@@ -261,30 +267,26 @@ def test_af_xdp_reflector_returns_every_datagram_for_its_port_and_counts_the_res
 
 def test_udp_forwarder_xdp_bad_arguments_are_one_line_errors():
     binary = os.path.join(build_dir(), "bin", "udp-forwarder")
-    for argv, words in ([["--io", "xdp"], "--interface '' is not a device here"],
-                        [["--io", "xdp", "--interface", "nosuch0"], "'nosuch0' is not a device"],
-                        [["--io", "xdp", "--interface", "lo", "--forward", "127.0.0.1:9"],
-                         "reflects only"],
-                        [["--io", "xdp", "--interface", "lo", "--xdp-mode", "fast"], "--xdp-mode"],
-                        [["--io", "xdp", "--interface", "lo", "--listen", "nohost"], "nohost"]):
-        p = subprocess.run([binary] + argv, capture_output=True, text=True, timeout=60)
-        assert p.returncode == 2, (argv, p.stderr)
-        assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
+    assert_one_line_errors([binary], [
+        [["--io", "xdp"], "--interface '' is not a device here"],
+        [["--io", "xdp", "--interface", "nosuch0"], "'nosuch0' is not a device"],
+        [["--io", "xdp", "--interface", "lo", "--forward", "127.0.0.1:9"],
+         "reflects only"],
+        [["--io", "xdp", "--interface", "lo", "--xdp-mode", "fast"], "--xdp-mode"],
+        [["--io", "xdp", "--interface", "lo", "--listen", "nohost"], "nohost"]])
 
 
 def test_linkdelay_bad_arguments_are_one_line_errors():
     binary = os.path.join(os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release")),
                           "bin", "inca-linkdelay")
-    for argv, words in ([[], "--link is required"],
-                        [["--link", "p0"], "is not HOST_PORT,SWITCH_PORT"],
-                        [["--link", "p0,q0", "--up-delay", "2 parsecs"], "not a duration"],
-                        [["--link", "lo,lo"], "two different interfaces"],
-                        [["--link", "nosuch0,lo"], "interface nosuch0"],
-                        [["--link", "lo,nosuch1", "--up-reorder", "0.5"], "reorder needs a delay"],
-                        [["--link", "lo,nosuch1", "--down-reorder", "2"], "--down-reorder"]):
-        p = subprocess.run([binary] + argv, capture_output=True, text=True, timeout=60)
-        assert p.returncode == 2, (argv, p.stderr)
-        assert words in p.stderr and p.stderr.count("\n") == 1, (argv, p.stderr)
+    assert_one_line_errors([binary], [
+        [[], "--link is required"],
+        [["--link", "p0"], "is not HOST_PORT,SWITCH_PORT"],
+        [["--link", "p0,q0", "--up-delay", "2 parsecs"], "not a duration"],
+        [["--link", "lo,lo"], "two different interfaces"],
+        [["--link", "nosuch0,lo"], "interface nosuch0"],
+        [["--link", "lo,nosuch1", "--up-reorder", "0.5"], "reorder needs a delay"],
+        [["--link", "lo,nosuch1", "--down-reorder", "2"], "--down-reorder"]])
 
 
 def test_perf_launcher_runs_one_rank_per_host_on_both_backends():

@@ -59,21 +59,30 @@ QueueConfig BenchQueueConfig() {
   return c;
 }
 
-void BM_Queue(benchmark::State& state) {
-  const auto policy = static_cast<QueuePolicy>(state.range(0));
-  auto q = *UpdateQueue::Create(policy, BenchQueueConfig());
-  const auto payload = Payload();
-  std::vector<uint8_t> out(kOlafUpdateHeaderBytes + kPayload);
+// Offers updates to a queue, each 100 ns after the last, the clusters in
+// turn.
+struct Offer {
+  std::vector<uint8_t> payload = Payload();
+  std::vector<uint8_t> out = std::vector<uint8_t>(kOlafUpdateHeaderBytes + kPayload);
   UpdateHeader h;
-  h.payload_len = kPayload;
   dp::TimeNs now = 0;
   uint64_t k = 0;
-  for (auto _ : state) {
+  Offer() { h.payload_len = kPayload; }
+  void Next(UpdateQueue& q) {
     now += 100;
     h.cluster_id = static_cast<uint16_t>(k++ % kClusters);
     h.gen_time_ns = static_cast<uint64_t>(now);
-    q->Enqueue(h, payload, now);
-    benchmark::DoNotOptimize(q->Dequeue(now, out));
+    q.Enqueue(h, payload, now);
+  }
+};
+
+void BM_Queue(benchmark::State& state) {
+  const auto policy = static_cast<QueuePolicy>(state.range(0));
+  auto q = *UpdateQueue::Create(policy, BenchQueueConfig());
+  Offer o;
+  for (auto _ : state) {
+    o.Next(*q);
+    benchmark::DoNotOptimize(q->Dequeue(o.now, o.out));
   }
   state.SetItemsProcessed(state.iterations());
   state.SetBytesProcessed(state.iterations() * (kOlafUpdateHeaderBytes + kPayload));
@@ -86,20 +95,11 @@ BENCHMARK(BM_Queue)
 
 void BM_QueueMerge(benchmark::State& state) {
   auto q = *UpdateQueue::Create(QueuePolicy::kOlaf, BenchQueueConfig());
-  const auto payload = Payload();
-  std::vector<uint8_t> out(kOlafUpdateHeaderBytes + kPayload);
-  UpdateHeader h;
-  h.payload_len = kPayload;
-  dp::TimeNs now = 0;
-  uint64_t k = 0;
+  Offer o;
   for (auto _ : state) {
-    for (int a = 0; a < 2; ++a) {
-      now += 100;
-      h.cluster_id = static_cast<uint16_t>(k++ % kClusters);
-      h.gen_time_ns = static_cast<uint64_t>(now);
-      q->Enqueue(h, payload, now);
-    }
-    benchmark::DoNotOptimize(q->Dequeue(now, out));
+    o.Next(*q);
+    o.Next(*q);
+    benchmark::DoNotOptimize(q->Dequeue(o.now, o.out));
   }
   const QueueCounters& t = q->totals();
   state.SetItemsProcessed(static_cast<int64_t>(t.offered));

@@ -7,32 +7,33 @@
 namespace inca::rl {
 namespace {
 
-// Random actions, resetting on episode end (resets are counted in the time).
-void BM_LunarLanderStepRandom(benchmark::State& state) {
+// Steps with the actions `policy` picks, resetting on episode end (resets
+// are counted in the time).
+template <typename Policy>
+void RunSteps(benchmark::State& state, Policy policy) {
   auto env = std::move(LunarLander::Create({})).value();
-  std::mt19937_64 rng(1);
   LunarObservation s = env->Reset(1);
   for (auto _ : state) {
-    const LunarStep r = env->Step(static_cast<LunarAction>(rng() % kLunarActionCount));
+    const LunarStep r = env->Step(policy(s));
     s = r.observation;
     if (r.terminated || r.truncated) s = env->Reset();
     benchmark::DoNotOptimize(s);
   }
   state.SetItemsProcessed(state.iterations());
 }
+
+// Random actions.
+void BM_LunarLanderStepRandom(benchmark::State& state) {
+  std::mt19937_64 rng(1);
+  RunSteps(state, [&](const LunarObservation&) {
+    return static_cast<LunarAction>(rng() % kLunarActionCount);
+  });
+}
 BENCHMARK(BM_LunarLanderStepRandom);
 
 // The heuristic controller: long episodes with legs on the ground (more contacts).
 void BM_LunarLanderStepHeuristic(benchmark::State& state) {
-  auto env = std::move(LunarLander::Create({})).value();
-  LunarObservation s = env->Reset(1);
-  for (auto _ : state) {
-    const LunarStep r = env->Step(HeuristicAction(s));
-    s = r.observation;
-    if (r.terminated || r.truncated) s = env->Reset();
-    benchmark::DoNotOptimize(s);
-  }
-  state.SetItemsProcessed(state.iterations());
+  RunSteps(state, [](const LunarObservation& s) { return HeuristicAction(s); });
 }
 BENCHMARK(BM_LunarLanderStepHeuristic);
 
