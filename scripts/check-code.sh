@@ -6,7 +6,7 @@
 #      left out);
 #   2. file size: no tracked C++ or Python file over 700 lines;
 #   3. repeated code: jscpd (pinned in tools/ci/package.json; settings in
-#      .jscpd.json: runs of 6 or more lines and 50 or more tokens, C++ and
+#      .jscpd.json: runs of 5 or more lines and 40 or more tokens, C++ and
 #      Python), at most MAX_CLONES clones;
 #   4. layers (scripts/check_layers.py): no include cycle between src/
 #      folders, no import cycle between Python modules of one directory, no

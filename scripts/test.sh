@@ -8,7 +8,7 @@
 #      less the long model runs listed in ASAN_LONG_MODEL_RUNS (below);
 #   3. libFuzzer targets (clang), each run bounded in count and time;
 #   4. clang-format check of every C++ file;
-#   5. code checks (scripts/check-code.sh): no function over 150 lines
+#   5. code checks (scripts/check-code.sh): no function over 120 lines
 #      (clang-tidy), repeated code within its limit (jscpd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
