@@ -1,4 +1,5 @@
 #include "client/communicator_impl.h"
+#include "client/op_route.h"
 
 #include <sched.h>
 
@@ -261,7 +262,12 @@ void CommunicatorImpl::FillNegativeZero(const SwitchOp& s) {
 absl::Status CommunicatorImpl::RunOne(SwitchOp& s, bool* used_host) {
   ++op_index_;
   const uint64_t total = client::ChunkCount(s, o_.chunk_size, o_.world_size);
-  if (switch_mode_ && want_offload_ && transport_ && transport_->ready()) {
+  const client::OpRoute route = client::RouteOf({.has_switch = transport_ != nullptr,
+                                                 .switch_mode = switch_mode_,
+                                                 .want_offload = want_offload_,
+                                                 .formed = transport_ && transport_->ready(),
+                                                 .require_switch = o_.require_switch});
+  if (route == client::OpRoute::kSwitch) {
     const int64_t start = NowNs();
     bool declined = false;
     absl::Status st = RunOnSwitch(s, used_host, &declined);
@@ -274,13 +280,13 @@ absl::Status CommunicatorImpl::RunOne(SwitchOp& s, bool* used_host) {
     return st;
   }
   *used_host = true;
-  if (!transport_) {  // no switch configured
+  if (route == client::OpRoute::kHostNoSwitch) {
     if (o_.check_agreement) {
       if (auto st = AgreeOnHost(s); !st.ok()) return st;
     }
     return HostOnly(s);
   }
-  if (want_offload_ && o_.require_switch) {
+  if (route == client::OpRoute::kRefused) {
     MaybeRejoin();
     return absl::FailedPreconditionError(
         absl::StrCat("group ", o_.group_id, " is not on the switch at ", o_.switch_address,
@@ -343,7 +349,8 @@ absl::Status CommunicatorImpl::RunOnSwitch(SwitchOp& s, bool* used_host, bool* d
     traced_ = p.traced();
     while (trace_.size() > o_.window_trace_samples) trace_.pop_front();
   }
-  if (r.complete) {
+  const client::SwitchOutcome outcome = client::OutcomeOf(r);
+  if (outcome == client::SwitchOutcome::kComplete) {
     if (o_.debug) {
       const client::PathState& p = transport_->path();
       Log(absl::StrCat("inca rank ", o_.rank, ": op ", op_index_,
@@ -356,7 +363,7 @@ absl::Status CommunicatorImpl::RunOnSwitch(SwitchOp& s, bool* used_host, bool* d
     cache_.Keep(op_index_, s, mirrored);
     return absl::OkStatus();
   }
-  if (r.declined) {
+  if (outcome == client::SwitchOutcome::kDeclined) {
     // The offload controller's decision for this operation: every rank
     // gets the same answer from the switch, so all run it on the host
     // path (through the agreement round, which also covers a rank
@@ -375,7 +382,7 @@ absl::Status CommunicatorImpl::RunOnSwitch(SwitchOp& s, bool* used_host, bool* d
                      " notices, ", r.retransmitted, " retransmits, ", r.requests, " requests"));
   }
   *used_host = true;
-  if (r.disagreed) {
+  if (outcome == client::SwitchOutcome::kDisagreed) {
     // The switch saw the ranks' chunks differ in shape and handed the
     // operation back: the agreement round names what differs. The group
     // stays on the switch.

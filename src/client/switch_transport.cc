@@ -1,4 +1,5 @@
 #include "client/switch_transport.h"
+#include "client/op_route.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -325,22 +326,19 @@ bool SwitchSet::Join(std::chrono::milliseconds timeout) {
 }
 
 bool SwitchSet::JoinShards(int64_t deadline) {
-  const size_t n = std::max<size_t>(1, members_[0]->shards());
   // First join, or the switch came back with another --threads: rebuild
-  // around the shard that answered, the others at base port + i.
+  // around the shard that answered, the others at their ports.
+  const std::optional<std::vector<uint16_t>> ports = ShardPorts(
+      members_[0]->switch_endpoint().port(), members_[0]->shard(), members_[0]->shards());
+  if (!ports) return false;
+  const size_t n = ports->size();
   std::unique_ptr<SwitchTransport> known = std::move(members_[0]);
   const size_t index = known->shard();
-  const size_t base = known->switch_endpoint().port() - index;
-  if (index >= n || base + n - 1 > 65535) {
-    members_[0] = std::move(known);
-    return false;
-  }
   std::vector<std::unique_ptr<SwitchTransport>> shards(n);
   for (size_t i = 0; i < n; ++i) {
     if (i == index) continue;
     SwitchTransportOptions one = options_;
-    one.switch_address =
-        known->switch_endpoint().WithPort(static_cast<uint16_t>(base + i)).ToString();
+    one.switch_address = known->switch_endpoint().WithPort((*ports)[i]).ToString();
     auto t = SwitchTransport::Create(one);
     if (!t.ok()) {
       members_.clear();
