@@ -11,6 +11,7 @@
 
 #include "inca/sim/simulator.h"
 #include "sim/cais_nodes.h"
+#include "sim/golden_trace.h"
 #include "switchd/switch_server_test_util.h"
 
 namespace inca::sim {
@@ -100,6 +101,13 @@ TEST_P(SimVsSwitchd, TheSameDatagramsComeBackBitForBit) {
   }
   // With loss the replay carries resent chunks and result requests.
   EXPECT_EQ(resent > 0, GetParam() > 0) << resent;
+  // What the simulation sent and got is what it was when recorded.
+  TraceDigest digest;
+  for (const auto& [port, d] : sim.ingress) digest.Add(port, d);
+  for (const auto& [port, ds] : sim.egress) {
+    for (const auto& d : ds) digest.Add(0x10000u + port, d);
+  }
+  ExpectGolden(GetParam() > 0 ? "sim_vs_switchd_loss5" : "sim_vs_switchd_loss0", digest.Hex());
 
   Start(config);
   Host h0, h1, h2;
