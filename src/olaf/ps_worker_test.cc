@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
-#include "wire/olaf_test_util.h"
 #include "inca/olaf/ps.h"
 #include "inca/olaf/worker.h"
+#include "wire/olaf_test_util.h"
 
 namespace inca::olaf {
 namespace {

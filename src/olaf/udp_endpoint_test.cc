@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "inca/olaf/olaf_switch.h"
-#include "wire/olaf_test_util.h"
 #include "inca/olaf/ps_endpoint.h"
 #include "inca/olaf/worker_endpoint.h"
+#include "wire/olaf_test_util.h"
 
 namespace inca::olaf {
 namespace {
