@@ -64,7 +64,7 @@ absl::Status BadValue(const std::string& key, const std::string& value, const ch
 }
 
 // One run-time key of an OLAF switch into `p` (and *override).
-absl::Status ParseOlafKey(const std::string& k, const std::string& v, OlafProposal* p,
+absl::Status ParseOlafKey(const std::string& k, const std::string& v, olafverify::OlafProposal* p,
                           double* tau_ms, bool* override_change) {
   double x = 0;
   if (k == "override") {
@@ -94,8 +94,8 @@ absl::Status ParseOlafKey(const std::string& k, const std::string& v, OlafPropos
 
 }  // namespace
 
-OlafObserved OlafControl::Observe() {
-  OlafObserved o;
+olafverify::OlafObserved OlafControl::Observe() {
+  olafverify::OlafObserved o;
   server_->Execute([&](OlafServer::Control& c) {
     const olaf::UpdateQueue& q = c.program.queue();
     for (uint16_t id : q.Clusters()) {
@@ -119,7 +119,7 @@ OlafObserved OlafControl::Observe() {
 absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& values) {
   absl::StatusOr<std::map<std::string, std::string>> current = GetConfig();
   if (!current.ok()) return current.status();
-  OlafProposal p;
+  olafverify::OlafProposal p;
   double tau_ms = 0;
   bool override_change = false;
   olaf::OlafSwitchConfig live;
@@ -162,7 +162,7 @@ absl::Status OlafControl::SetConfig(const std::map<std::string, std::string>& va
                        p.depth != live.depth || values.count("verify_epsilon") > 0);
   if (live.policy != olaf::QueuePolicy::kOlaf) note = "applied; not verified: FIFO program";
   if (verify) {
-    const OlafGateVerdict v = VerifyOlafChange(p, Observe());
+    const olafverify::OlafGateVerdict v = olafverify::VerifyOlafChange(p, Observe());
     if (!v.fair && !override_change) {
       spdlog::warn("event=olaf_config_refused reason=\"{}\"", v.reason);
       return absl::FailedPreconditionError(absl::StrCat(

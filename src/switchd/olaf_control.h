@@ -21,7 +21,7 @@
 
 #include "control/grpc_server.h"
 #include "inca/control/control_plane.h"
-#include "switchd/olaf_gate.h"
+#include "olafverify/olaf_gate.h"
 #include "switchd/olaf_server.h"
 
 namespace inca::switchd {
@@ -47,7 +47,7 @@ class OlafControl final : public control::ControlPlane, public control::OlafCont
   absl::StatusOr<control::OlafStats> GetOlafStats() override;
 
  private:
-  OlafObserved Observe();  // on the switch thread
+  olafverify::OlafObserved Observe();  // on the switch thread
 
   OlafServer* server_;
   std::mutex mu_;  // epsilon_, last_change_

@@ -1,10 +1,10 @@
 // The verifier's gate on run-time OLAF changes (olaf_gate.h).
-#include "switchd/olaf_gate.h"
+#include "olafverify/olaf_gate.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace inca::switchd {
+namespace inca::olafverify {
 namespace {
 
 using ::testing::HasSubstr;
@@ -90,4 +90,4 @@ TEST(OlafGateTest, ManyClustersAreCutToTheBusiestTheModelEncodes) {
 }
 
 }  // namespace
-}  // namespace inca::switchd
+}  // namespace inca::olafverify

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "olafverify/fairness_model.h"
 
-namespace inca::switchd {
+namespace inca::olafverify {
 
 struct OlafObserved {
   // (cluster, mean interval between its offers in ms), for clusters with
@@ -51,4 +51,4 @@ absl::StatusOr<olafverify::FairnessConfig> FairnessConfigFor(const OlafProposal&
 // Runs the feasibility question ("can it be fair?") on FairnessConfigFor.
 OlafGateVerdict VerifyOlafChange(const OlafProposal& p, const OlafObserved& o);
 
-}  // namespace inca::switchd
+}  // namespace inca::olafverify

@@ -1,4 +1,4 @@
-#include "switchd/olaf_gate.h"
+#include "olafverify/olaf_gate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/wire/olaf.h"
 
-namespace inca::switchd {
+namespace inca::olafverify {
 
 absl::StatusOr<olafverify::FairnessConfig> FairnessConfigFor(const OlafProposal& p,
                                                              const OlafObserved& o) {
@@ -73,4 +73,4 @@ OlafGateVerdict VerifyOlafChange(const OlafProposal& p, const OlafObserved& o) {
   return v;
 }
 
-}  // namespace inca::switchd
+}  // namespace inca::olafverify
