@@ -117,13 +117,11 @@ absl::Status CommunicatorImpl::MeetInRoster() {
   auto index = store_->Add(std::string(client::kRosterCount), 1);
   if (!index.ok()) return index.status();
   if (auto s = store_->Set(client::RosterKey(*index), client::Encode(me)); !s.ok()) return s;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.host_timeout_ms);
+  const int64_t deadline = NowNs() + int64_t{o_.host_timeout_ms} * 1'000'000;
   std::vector<client::RosterEntry> seen;
   std::vector<int64_t> at;  // each entry's index in the store
   for (int64_t next = 1;; ++next) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::milliseconds((deadline - NowNs()) / 1'000'000);
     auto v = store_->Get(client::RosterKey(next), std::max(left, std::chrono::milliseconds(1)));
     const bool timed_out = !v.ok();
     if (timed_out && v.status().code() != absl::StatusCode::kDeadlineExceeded) return v.status();
@@ -148,10 +146,9 @@ absl::Status CommunicatorImpl::MeetInRoster() {
     // lost store instead.
     (void)store_->Set(client::RosterKey(*index) + "/read", "1");
     if (serves) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      const int64_t until = NowNs() + int64_t{5'000} * 1'000'000;
       for (int64_t i : at) {
-        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-            until - std::chrono::steady_clock::now());
+        const auto wait = std::chrono::milliseconds((until - NowNs()) / 1'000'000);
         if (i == *index || wait.count() <= 0) continue;
         (void)store_->Get(client::RosterKey(i) + "/read", wait);
       }
