@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "cais/notices.h"
 #include "cais/slot_pool.h"
 #include "inca/wire/mgmt.h"
 #include "reduce/kernels.h"
@@ -41,41 +42,29 @@ using dp::DropReason;
 using dp::Outcome;
 using dp::PortId;
 using dp::TimeNs;
+using internal::kAckNotice;
+using internal::kDeclinedNotice;
+using internal::kFallbackNotice;
 using internal::kNoSlot;
+using internal::kPendingNotice;
+using internal::SendNotice;
 using internal::Slot;
 using internal::SlotKey;
 using internal::SlotPool;
 using internal::SlotState;
 using wire::CaisOp;
 using wire::CaisParseError;
+namespace flags = wire::cais_flags;
 
 namespace {
 
-namespace flags = wire::cais_flags;
-// The 20-byte notices (docs/protocol.md): the chunk's header with these
-// flags and no payload.
-constexpr uint8_t kFallbackNotice = flags::kFallback | flags::kResult;
-constexpr uint8_t kDeclinedNotice = flags::kFallback | flags::kResult | flags::kDeclined;
-constexpr uint8_t kAckNotice = flags::kResult | flags::kAck;
-constexpr uint8_t kPendingNotice = flags::kResult | flags::kPending;
-
-void SendNotice(const wire::CaisHeader& h, uint8_t notice, uint8_t block, PortId port,
-                dp::PacketSink& out) {
-  wire::CaisHeader n = h;
-  n.flags = notice;
-  n.payload_len = 0;
-  n.block = block;
-  uint8_t buf[wire::kCaisHeaderBytes];
-  wire::SerializeCaisHeader(n, buf);
-  out.Emit(port, buf);
-}
-
-// The switch wait of `port`'s contribution to a pending slot completing at
-// `now` (wire::EncodeWait; 0 for a port that did not contribute).
-uint8_t WaitCode(const Slot& s, PortId port, TimeNs now) {
+// The switch wait of `port`'s contribution to a pending slot whose wait
+// ended at `end`, plus `extra` (a parent's; wire::EncodeWait; 0 for a port
+// that did not contribute).
+uint8_t WaitCode(const Slot& s, PortId port, TimeNs end, TimeNs extra = 0) {
   if (!s.inputs.contains(port)) return 0;
   const TimeNs at = s.since + s.arrival[static_cast<size_t>(s.inputs.rank_of(port))];
-  return wire::EncodeWait(now - at);
+  return wire::EncodeWait(end - at + extra);
 }
 
 constexpr uint32_t kMaxUdpCaisPayload = 65507 - wire::kCaisHeaderBytes;
@@ -356,8 +345,7 @@ void CaisReducer::SetOffloadBins(uint8_t group_id, uint64_t measured, uint64_t o
 }
 
 uint8_t CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
-  const uint64_t op_key =
-      (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
+  const uint64_t op_key = OpKey(h);
   if (last_decision_ && last_decision_->first == op_key) return last_decision_->second;
   if (auto it = op_decisions_.find(op_key); it != op_decisions_.end()) {
     last_decision_ = *it;
@@ -386,6 +374,11 @@ uint8_t CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
   const uint8_t decision = declined ? static_cast<uint8_t>(why) : uint8_t{0};
   Bump(h.group_id,
        declined ? &GroupCounters::offload_declined_ops : &GroupCounters::offload_accepted_ops);
+  RememberDecision(op_key, decision);
+  return decision;
+}
+
+void CaisReducer::RememberDecision(uint64_t op_key, uint8_t decision) {
   if (op_ring_.size() < config_.offload_decision_capacity) {
     op_ring_.push_back(op_key);
   } else {
@@ -393,9 +386,8 @@ uint8_t CaisReducer::OffloadDeclined(const wire::CaisHeader& h, bool by_rule) {
     op_ring_[op_ring_next_] = op_key;
     op_ring_next_ = (op_ring_next_ + 1) % op_ring_.size();
   }
-  op_decisions_.emplace(op_key, decision);
+  op_decisions_.insert_or_assign(op_key, decision);
   last_decision_ = {op_key, decision};
-  return decision;
 }
 
 void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t> payload,
@@ -417,6 +409,11 @@ void CaisReducer::Contribute(uint32_t i, PortId ingress, std::span<const uint8_t
 }
 
 void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
+  Fold(i);
+  Deliver(i, now, now, 0, out);
+}
+
+void CaisReducer::Fold(uint32_t i) {
   Slot& s = pool_->slot(i);
   const size_t n = s.header.element_count();
   const void* acc = pool_->cell(i, 0);
@@ -430,14 +427,12 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     }
     acc = scratch_.data();
   }
-  wire::CaisHeader h = s.header;
-  h.flags = wire::cais_flags::kResult;
-  wire::SerializeCaisHeader(h, out_buf_);
   // The wire-format result goes to cell 0, which keeps it for
   // retransmissions; every port's copy is sent from there.
+  const wire::CaisHeader& h = s.header;
   uint8_t* const result = pool_->cell(i, 0);
   if (single) {
-    Bump(h.group_id, &GroupCounters::replicated);  // data, not a reduction: already there
+    // data, not a reduction: already there
   } else if (reduce::AccIsWire(h.dtype)) {
     if (acc != result) std::memcpy(result, acc, h.payload_len);
   } else {
@@ -446,6 +441,16 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     std::memcpy(result, payload, h.payload_len);
   }
   ReleaseCells(h.group_id, s.ncells - 1u);
+  pool_->Shrink(i);
+}
+
+void CaisReducer::Deliver(uint32_t i, TimeNs now, TimeNs wait_end, TimeNs extra_wait,
+                          dp::PacketSink& out) {
+  Slot& s = pool_->slot(i);
+  wire::CaisHeader h = s.header;
+  h.flags = wire::cais_flags::kResult;
+  wire::SerializeCaisHeader(h, out_buf_);
+  if (IsSingleContributor(h.op)) Bump(h.group_id, &GroupCounters::replicated);
   Bump(h.group_id, &GroupCounters::pending_ns_total, static_cast<uint64_t>(now - s.since));
   const int hb = HoldingBucket(now - s.since);
   ++groups_[h.group_id].holding_us_log2[static_cast<size_t>(hb)];
@@ -462,19 +467,19 @@ void CaisReducer::Finish(uint32_t i, TimeNs now, dp::PacketSink& out) {
     // The result to its owner only; the other contributors get a 20-byte
     // ACK so that their windows move (they never see this chunk's data).
     const PortId owner = ScatterOwner(h, s.outputs);
-    *block = WaitCode(s, owner, now);
+    *block = WaitCode(s, owner, wait_end, extra_wait);
     EmitResult(i, owner, head, /*share=*/0, out);
     EarnResend(owner);
     s.inputs.ForEach([&](PortId p) {
       if (p != owner) {
-        SendNotice(h, kAckNotice, WaitCode(s, p, now), p, out);
+        SendNotice(h, kAckNotice, WaitCode(s, p, wait_end, extra_wait), p, out);
         EarnResend(p);
       }
     });
   } else {
     const uint64_t share = ++results_emitted_;
     s.outputs.ForEach([&](PortId p) {
-      if (wait) *block = WaitCode(s, p, now);
+      if (wait) *block = WaitCode(s, p, wait_end, extra_wait);
       EmitResult(i, p, head, share, out);
       EarnResend(p);
     });
@@ -507,7 +512,7 @@ void CaisReducer::EmitResult(uint32_t i, PortId port, std::span<const uint8_t> h
 // A chunk that has a slot: its shape checked, a completed result asked for
 // again, a tail probe answered, a duplicate dropped. An outcome when the
 // packet ends here; nothing when it contributes.
-std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const Arrival& arrival,
+std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const Arrival& arrival, TimeNs now,
                                            dp::PacketSink& out) {
   const auto& [h, ingress, request, single, contributors, block] = arrival;
   const uint8_t g = h.group_id;
@@ -531,6 +536,9 @@ std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const Arrival& arrival,
     Bump(g, &GroupCounters::results_resent);
     return Outcome::Forwarded();
   }
+  // An input asks again while the tree's answer is due: that answer may
+  // be lost on the way down, so this switch asks its parent in turn.
+  if (s.sent_up && s.inputs.contains(ingress)) AskParent(i, now, out);
   if (request) {
     // A host's tail probe: say whether its contribution is here, so that
     // it resends only what the switch lacks (docs/protocol.md, PENDING).
@@ -596,6 +604,7 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
   s.tag = single ? uint8_t{0} : h.block;
   s.inputs = contributors;
   s.outputs = rule.output_ports;
+  s.uplink = rule.uplink.value_or(dp::kMaxPorts);
   return std::nullopt;
 }
 
@@ -612,12 +621,14 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   const wire::CaisHeader& h = pkt.header;
   const uint8_t g = h.group_id;
   Bump(g, &GroupCounters::rx_packets);
-  if (h.has_flag(wire::cais_flags::kSwitchOnly)) {
-    return Drop(g, DropReason::kSwitchOriginated);
-  }
 
   // --- lookup ---
   const Rule* rule = rules_.Lookup(g, h.layer_id, h.chunk_id);
+  if (h.has_flag(wire::cais_flags::kSwitchOnly)) {
+    // Only a parent switch, on the uplink, sends these to a switch.
+    if (rule != nullptr && rule->uplink == ingress) return FromParent(pkt, now, out);
+    return Drop(g, DropReason::kSwitchOriginated);
+  }
   if (rule == nullptr) return Drop(g, DropReason::kNoRule);
   if (rule->host_path) {
     // A policy rule: every packet of a matching operation is declined, so
@@ -631,6 +642,13 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   }
   if (!rule->input_ports.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
   if (rule->op && *rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
+  if (rule->uplink && h.op != CaisOp::kAllReduce) {
+    // Only all-reduces go up a tree (Rule::uplink): the others run on the
+    // host path, every chunk of them declined alike.
+    SendNotice(h, kDeclinedNotice, static_cast<uint8_t>(wire::DeclineReason::kTree), ingress, out);
+    Bump(g, &GroupCounters::declined_notices);
+    return Drop(g, DropReason::kOffloadDeclined);
+  }
   if (h.payload_len > config_.max_payload_bytes) return Drop(g, DropReason::kPayloadTooLarge);
 
   // --- compute ---
@@ -652,14 +670,20 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   const Arrival arrival{h, ingress, request, single, contributors, block};
   uint32_t i = pool_->Find(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id});
   const std::optional<Outcome> ended =
-      i != kNoSlot ? AtSlot(i, arrival, out) : OpenSlot(arrival, *rule, now, &i, out);
+      i != kNoSlot ? AtSlot(i, arrival, now, out) : OpenSlot(arrival, *rule, now, &i, out);
   if (ended.has_value()) return *ended;
   Contribute(i, ingress, pkt.payload, now);
   Bump(g, &GroupCounters::contributions);
   Bump(g, &GroupCounters::reduced_bytes, h.payload_len);
 
   // --- deparse ---
-  if (pool_->slot(i).arrived == pool_->slot(i).inputs) Finish(i, now, out);
+  if (pool_->slot(i).arrived == pool_->slot(i).inputs) {
+    if (pool_->slot(i).uplink < dp::kMaxPorts) {
+      SendUp(i, now, out);
+    } else {
+      Finish(i, now, out);
+    }
+  }
   return Outcome::Aggregated();
 }
 

@@ -49,7 +49,19 @@ absl::Status RuleTable::Validate(const Rule& rule) {
         absl::StrCat("unknown op type ", static_cast<int>(*rule.op),
                      "; use allreduce, allgather, broadcast, reducescatter or any"));
   }
-  if (rule.host_path) return absl::OkStatus();  // ports are not used
+  if (rule.host_path) {
+    if (rule.uplink) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rule for ", rule.key.ToString(), " is a host-path rule and cannot have an uplink"));
+    }
+    return absl::OkStatus();  // ports are not used
+  }
+  if (rule.uplink && (*rule.uplink >= dp::kMaxPorts || rule.input_ports.contains(*rule.uplink) ||
+                      rule.output_ports.contains(*rule.uplink))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rule for ", rule.key.ToString(), ": uplink port ", *rule.uplink, " must be below ",
+        dp::kMaxPorts, " and not one of its input or output ports"));
+  }
   if (rule.input_ports.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rule for ", rule.key.ToString(), " has no input ports; give at least one"));

@@ -1,5 +1,6 @@
 #include "cais/slot_pool.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -122,6 +123,14 @@ void SlotPool::Complete(uint32_t i, dp::TimeNs now) {
   s.state = SlotState::kCompleted;
   s.since = now;
   PushBack(completed_, i);
+}
+
+void SlotPool::Shrink(uint32_t i) {
+  Slot& s = slots_[i];
+  const size_t freed = s.ncells > 0 ? s.ncells - 1u : 0u;
+  cells_pending_ -= freed;
+  cell_shares_.Remove(s.key.group, freed);
+  FreeCells(s, std::min<int>(s.ncells, 1));
 }
 
 void SlotPool::Close(uint32_t i) {

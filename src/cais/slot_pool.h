@@ -58,6 +58,15 @@ struct Slot {
   // When each input (by its rank among `inputs`) contributed, in ns after
   // `since` (saturating): the switch wait each result reports to its port.
   std::array<uint32_t, kMaxGroupMembers> arrival{};
+  // A switch in a tree (Rule::uplink): the port toward the parent, or
+  // kNoUplink. Once every input contributed, cell 0 holds the partial in
+  // wire format and the slot, still pending, waits on the parent's answer:
+  // sent_up, when the partial first went (the end of the local wait) and
+  // last went (re-sent at most every CaisConfig::uplink_resend_ns).
+  dp::PortId uplink = dp::kMaxPorts;
+  bool sent_up = false;
+  dp::TimeNs up_first = 0;
+  dp::TimeNs up_last = 0;
 };
 
 // Per-group shares of one pooled resource (pending chunks, or pending
@@ -117,6 +126,10 @@ class SlotPool {
   // Pending -> completed. Keeps the first cell (which must then hold the
   // result in wire format) and frees the rest.
   void Complete(uint32_t slot, dp::TimeNs now);
+
+  // A pending slot keeps its first cell only (which must then hold the
+  // partial in wire format): the tree's wait on the parent holds one cell.
+  void Shrink(uint32_t slot);
 
   // Frees the slot and remembers its key as a tombstone.
   void Close(uint32_t slot);
@@ -216,6 +229,8 @@ SlotPool::Admit SlotPool::Allocate(const SlotKey& key, int ncells, dp::TimeNs no
   s.state = SlotState::kPending;
   s.since = now;
   s.arrived = PortMask();
+  s.uplink = dp::kMaxPorts;
+  s.sent_up = false;
   s.ncells = static_cast<uint8_t>(ncells);
   for (size_t c = 0; c < need; ++c) {
     s.cells[c] = free_cells_.back();

@@ -76,6 +76,44 @@ struct Link {
   }
 };
 
+// Starts operation `seq`, an f32 sum all-reduce of `data` in place, on a
+// simulated rank's transport core at `now` (`mirror`: SwitchOp::mirror).
+inline std::unique_ptr<OpCore> StartSumAllReduce(const TransportConfig& c,
+                                                 const GroupLayout& layout,
+                                                 std::vector<float>& data, uint32_t seq,
+                                                 int64_t now, PathState* path, SwitchOp* op,
+                                                 SwitchPhaseResult* result,
+                                                 float* mirror = nullptr) {
+  *op = SwitchOp{};
+  op->data = reinterpret_cast<uint8_t*>(data.data());
+  op->mirror = reinterpret_cast<uint8_t*>(mirror);
+  op->count = data.size();
+  op->seq = seq;
+  *result = SwitchPhaseResult{};
+  auto core = std::make_unique<OpCore>(c, layout, *op, path, result);
+  core->Start(now);
+  return core;
+}
+
+// Takes the simulation's next event out of `events` (a min-queue by time)
+// into `*e` and moves `*now` to it; false, failing the test, when nothing
+// is scheduled (a deadlock) or 10 simulated minutes passed.
+template <typename Queue, typename Event>
+bool NextEvent(Queue& events, int64_t* now, Event* e) {
+  if (events.empty()) {
+    [] { FAIL() << "deadlock: nothing scheduled"; }();
+    return false;
+  }
+  *e = events.top();
+  events.pop();
+  *now = std::max(*now, e->t);
+  if (*now >= int64_t{600'000'000'000}) {
+    [] { FAIL() << "simulated 10 minutes without finishing"; }();
+    return false;
+  }
+  return true;
+}
+
 class Star {
  public:
   Star(int n, size_t elements, const Link& link, uint32_t max_window = 64,
@@ -242,16 +280,10 @@ class Star {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
     rk.data.resize(elements_);
     for (size_t i = 0; i < elements_; ++i) rk.data[i] = Input(r, k, i);
-    rk.op = SwitchOp{};
-    rk.op.data = reinterpret_cast<uint8_t*>(rk.data.data());
     rk.mirror.assign(elements_, -1e30f);  // no result is ever this
-    rk.op.mirror = reinterpret_cast<uint8_t*>(rk.mirror.data());
-    rk.op.count = elements_;
-    rk.op.seq = static_cast<uint32_t>(k);
-    rk.result = SwitchPhaseResult{};
-    rk.core = std::make_unique<OpCore>(cfg_, layouts_[static_cast<size_t>(r)], rk.op, &rk.path,
-                                       &rk.result);
-    rk.core->Start(now_);
+    rk.core =
+        StartSumAllReduce(cfg_, layouts_[static_cast<size_t>(r)], rk.data, static_cast<uint32_t>(k),
+                          now_, &rk.path, &rk.op, &rk.result, rk.mirror.data());
     Pump(r);
   }
 
@@ -302,11 +334,8 @@ class Star {
   }
 
   void Step() {
-    ASSERT_FALSE(events_.empty()) << "deadlock: nothing scheduled";
-    Event e = events_.top();
-    events_.pop();
-    now_ = std::max(now_, e.t);
-    ASSERT_LT(now_, int64_t{600'000'000'000}) << "simulated 10 minutes without finishing";
+    Event e{};
+    if (!NextEvent(events_, &now_, &e)) return;
     if (e.kind == 6) {
       SetRate(step_bps_);
       return;

@@ -41,6 +41,7 @@ std::string_view ToString(DeclineReason r) {
     case DeclineReason::kMeasured: return "measured";
     case DeclineReason::kExplore: return "explore";
     case DeclineReason::kHeld: return "held";
+    case DeclineReason::kTree: return "tree";
   }
   return "unknown";
 }

@@ -107,6 +107,11 @@ struct CaisConfig {
   // result costs its owner one resend (or a few, under repeated loss).
   uint32_t resend_credit_per_result = 2;
   uint32_t resend_credit_max = 1024;
+  // A switch in a tree (Rule::uplink) asks its parent again for a chunk
+  // whose partial went up when one of its inputs asks again (a host's
+  // resend or tail probe: the parent's answer may be lost), at most once
+  // per this many ns per chunk (docs/design/tree.md, "Loss").
+  dp::TimeNs uplink_probe_ns = 1 * dp::kNsPerMs;
 
   // InvalidArgument naming the field and the accepted range.
   absl::Status Validate() const;
@@ -176,6 +181,10 @@ struct GroupCounters {
   uint64_t offload_declined_ops = 0;                        // operations it sent to the host path
   uint64_t offload_explored_ops = 0;  // of those two: sent the other way to be measured
   uint64_t declined_notices = 0;      // DECLINED notices emitted
+  uint64_t uplink_partials = 0;       // partials sent up a tree (Rule::uplink)
+  uint64_t uplink_requests = 0;       // requests to the parent (an input asked again)
+  uint64_t uplink_resent = 0;         // partials sent up again (the parent lacked them)
+  uint64_t parent_results = 0;        // parent's results multicast to the inputs
   uint64_t dropped = 0;
   std::array<uint64_t, dp::kDropReasonCount> drops_by_reason{};
   // Gauge, not a counter: slot cells this group holds now (pending chunks
@@ -225,6 +234,17 @@ inline constexpr counters::Counter<GroupCounters> kGroupCounters[] = {
      "Slot cells held now by pending chunks and retained results (times the cell size: "
      "sram_bytes).",
      &GroupCounters::sram_cells},
+    {17, "uplink_partials", "uplink_partials_total", counters::Kind::kCounter, 1,
+     "Partials sent up a tree of switches (one per chunk reduced here for the parent).",
+     &GroupCounters::uplink_partials},
+    {18, "uplink_requests", "uplink_requests_total", counters::Kind::kCounter, 1,
+     "Requests to the parent switch for a chunk's answer (an input asked again).",
+     &GroupCounters::uplink_requests},
+    {19, "uplink_resent", "uplink_resent_total", counters::Kind::kCounter, 1,
+     "Partials sent up again because the parent said it lacked them.",
+     &GroupCounters::uplink_resent},
+    {20, "parent_results", "parent_results_total", counters::Kind::kCounter, 1,
+     "Parent switch results multicast to this switch's inputs.", &GroupCounters::parent_results},
 };
 // Throughput over the last complete measurement window (rate_window_ns of
 // injected time). All zero until one window has passed.
@@ -309,13 +329,37 @@ class CaisReducer final : public dp::Program {
   };
   // DoProcess's two cases after the lookup (reducer.cc): the chunk has a
   // slot, or it has none yet. An outcome when the packet ends there.
-  std::optional<dp::Outcome> AtSlot(uint32_t slot, const Arrival& arrival, dp::PacketSink& out);
+  std::optional<dp::Outcome> AtSlot(uint32_t slot, const Arrival& arrival, dp::TimeNs now,
+                                    dp::PacketSink& out);
   std::optional<dp::Outcome> OpenSlot(const Arrival& arrival, const Rule& rule, dp::TimeNs now,
                                       uint32_t* slot, dp::PacketSink& out);
   dp::Outcome Drop(int group, dp::DropReason reason);  // group < 0: not parsed
   void Contribute(uint32_t slot, dp::PortId ingress, std::span<const uint8_t> payload,
                   dp::TimeNs now);
   void Finish(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
+  // Finish's two halves: the reduction into cell 0 in wire format (the
+  // other cells freed), and the result's emission to the outputs, each
+  // port's copy saying how long its contribution waited: until `wait_end`,
+  // plus `extra_wait` (a parent's wait).
+  void Fold(uint32_t slot);
+  void Deliver(uint32_t slot, dp::TimeNs now, dp::TimeNs wait_end, dp::TimeNs extra_wait,
+               dp::PacketSink& out);
+  // A tree of switches (Rule::uplink; src/cais/uplink.cc). SendUp: every
+  // input contributed, the partial goes to the parent. AskParent: an input
+  // asked again, so a request goes up (uplink_probe_ns apart at most).
+  // FromParent: the parent's answer (result, notice or PENDING) for a chunk.
+  void SendUp(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
+  void AskParent(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
+  void EmitUp(uint32_t slot, bool request, dp::PacketSink& out);
+  dp::Outcome FromParent(const wire::CaisPacketView& pkt, dp::TimeNs now, dp::PacketSink& out);
+  // The parent declined the operation: DECLINED notices (`why`) to the
+  // slot's inputs, the slot closed, the decision kept for its other chunks.
+  void DeclineFromParent(uint32_t slot, uint8_t why, dp::PacketSink& out);
+  void RememberDecision(uint64_t op_key, uint8_t decision);
+  // An operation's key among the offload decisions: group, layer, seq.
+  static uint64_t OpKey(const wire::CaisHeader& h) {
+    return (uint64_t{h.group_id} << 48) | (uint64_t{h.layer_id} << 32) | uint64_t{h.seq_num};
+  }
   void SendRetained(uint32_t slot, dp::PortId port, dp::PacketSink& out);
   // Emits `head` and the result in `slot`'s cell 0, with `share`
   // (dp::PacketSink::EmitGather).

@@ -46,6 +46,13 @@ struct Rule {
   // --layer-id 5 --host-path`); a layer-specific rule may sit beside the
   // group-wide rule that JOIN installs.
   bool host_path = false;
+  // The port toward this switch's parent in a tree of switches
+  // (docs/design/tree.md): when every input has contributed to a chunk, its
+  // reduction goes there as this switch's one contribution (a partial), and
+  // the parent's result, arriving on it, is what the output ports get. Only
+  // all-reduces go up a tree; the rule's other collectives are declined
+  // (DeclineReason::kTree). Never one of the rule's input or output ports.
+  std::optional<dp::PortId> uplink = std::nullopt;
 
   friend bool operator==(const Rule&, const Rule&) = default;
 };

@@ -81,7 +81,9 @@ namespace inca::dp {
   X(kStaleEvicted, "stale_evicted", "queue (OLAF), after queueing",                             \
     "A queued update evicted: queued for the AoM threshold without leaving.")                   \
   X(kDisplaced, "displaced", "queue (OLAF), after queueing",                                    \
-    "A queued update removed to give a cluster without entries a slot.")
+    "A queued update removed to give a cluster without entries a slot.")                        \
+  X(kParentStale, "parent_stale", "uplink (CAIS)",                                              \
+    "A parent switch's answer for a chunk this switch no longer waits on (a duplicate).")
 
 #define INCA_DROP_REASON_ENUMERATOR(e, name, where, help) e,
 enum class DropReason : uint8_t { INCA_DROP_REASONS(INCA_DROP_REASON_ENUMERATOR) kCount };

@@ -89,8 +89,9 @@ enum class DeclineReason : uint8_t {
   kMeasured = 3,  // the host path measured faster for its size class
   kExplore = 4,   // one operation sent the other way to measure that path
   kHeld = 5,      // the group is held on the host path: its chunks fell back
+  kTree = 6,      // a collective a tree of switches does not reduce (AllReduce only)
 };
-inline constexpr uint8_t kDeclineReasonCount = 6;
+inline constexpr uint8_t kDeclineReasonCount = 7;
 std::string_view ToString(DeclineReason r);
 
 // `block` of an AllReduce chunk from a host: 0, or for a broadcast that the

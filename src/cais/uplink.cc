@@ -1,0 +1,108 @@
+// A switch in a tree of switches (Rule::uplink; docs/design/tree.md): the
+// reducer's way up (a chunk's partial to the parent, requests when an input
+// asks again) and down (the parent's result or notice to the inputs).
+#include <cstring>
+
+#include "cais/notices.h"
+#include "cais/slot_pool.h"
+#include "inca/cais/reducer.h"
+
+namespace inca::cais {
+
+using dp::DropReason;
+using dp::Outcome;
+using dp::TimeNs;
+using internal::kNoSlot;
+using internal::Slot;
+using internal::SlotKey;
+using internal::SlotState;
+namespace flags = wire::cais_flags;
+
+void CaisReducer::SendUp(uint32_t i, TimeNs now, dp::PacketSink& out) {
+  Fold(i);  // the partial, in wire format, in cell 0: kept until the parent answers
+  Slot& s = pool_->slot(i);
+  s.sent_up = true;
+  s.up_first = s.up_last = now;
+  EmitUp(i, /*request=*/false, out);
+  Bump(s.key.group, &GroupCounters::uplink_partials);
+}
+
+void CaisReducer::AskParent(uint32_t i, TimeNs now, dp::PacketSink& out) {
+  Slot& s = pool_->slot(i);
+  if (now - s.up_last < config_.uplink_probe_ns) return;
+  s.up_last = now;
+  EmitUp(i, /*request=*/true, out);
+  Bump(s.key.group, &GroupCounters::uplink_requests);
+}
+
+// The partial (or a request: the header alone) goes up as the contribution
+// of this switch's port at the parent: the chunk's header as the inputs
+// sent it, RETRANSMIT on a request or a resend.
+void CaisReducer::EmitUp(uint32_t i, bool request, dp::PacketSink& out) {
+  const Slot& s = pool_->slot(i);
+  wire::CaisHeader h = s.header;
+  h.block = s.tag;
+  const bool again = request || s.up_last != s.up_first;
+  h.flags = again ? flags::kRetransmit : uint8_t{0};
+  h.payload_len = request ? 0 : s.header.payload_len;
+  uint8_t head[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(h, head);
+  if (request) {
+    out.Emit(s.uplink, head);
+  } else {
+    out.EmitGather(s.uplink, head, std::span<const uint8_t>(pool_->cell(i, 0), h.payload_len),
+                   /*share=*/0);
+  }
+}
+
+void CaisReducer::DeclineFromParent(uint32_t i, uint8_t why, dp::PacketSink& out) {
+  const Slot& s = pool_->slot(i);
+  s.inputs.ForEach([&](dp::PortId p) {
+    internal::SendNotice(s.header, internal::kDeclinedNotice, why, p, out);
+    Bump(s.key.group, &GroupCounters::declined_notices);
+  });
+  // The operation's later chunks here are declined without going up.
+  offload_policy_set_[s.key.group] = true;
+  RememberDecision(OpKey(s.header), why);
+  ReleaseCells(s.key.group, s.ncells);
+  pool_->Close(i);
+}
+
+Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, TimeNs now, dp::PacketSink& out) {
+  const wire::CaisHeader& h = pkt.header;
+  const uint8_t g = h.group_id;
+  const uint32_t i = pool_->Find(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id});
+  if (i == kNoSlot || pool_->slot(i).state != SlotState::kPending) {
+    return Drop(g, DropReason::kParentStale);  // answered already (a duplicate) or closed
+  }
+  Slot& s = pool_->slot(i);
+  if (h.has_flag(flags::kFallback)) {
+    // The root decides for the whole tree: a decline or a hand-back (a
+    // timeout there, ranks that disagree) reaches every input here, with
+    // the root's reason, whether or not this switch's partial went up.
+    if (h.has_flag(flags::kDeclined)) {
+      DeclineFromParent(i, h.block, out);
+    } else {
+      HandBack(i, h.block, out);
+    }
+    return Outcome::Forwarded();
+  }
+  if (!s.sent_up || h.has_flag(flags::kAck)) return Drop(g, DropReason::kParentStale);
+  if (h.has_flag(flags::kPending)) {
+    // The answer to a request: block 0, the parent lacks this partial.
+    if (h.block != 0) return Outcome::Aggregated();
+    s.up_last = now;
+    EmitUp(i, /*request=*/false, out);
+    Bump(g, &GroupCounters::uplink_resent);
+    return Outcome::Forwarded();
+  }
+  if (pkt.payload.size() != s.header.payload_len) return Drop(g, DropReason::kShapeMismatch);
+  std::memcpy(pool_->cell(i, 0), pkt.payload.data(), pkt.payload.size());
+  // Each input's wait: here until the partial went up, plus the parent's
+  // (never the uplink's round trip, which is the inputs' own path).
+  Deliver(i, now, s.up_first, wire::DecodeWait(h.block), out);
+  Bump(g, &GroupCounters::parent_results);
+  return Outcome::Forwarded();
+}
+
+}  // namespace inca::cais

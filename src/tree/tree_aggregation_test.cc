@@ -1,0 +1,169 @@
+// Aggregation up a tree of switches (Rule::uplink, docs/design/tree.md),
+// deterministically: real reducers at every switch of a BuildTree tree and
+// the ranks' transport cores, wired by simulated links on a manual clock.
+// Every result is checked element by element against the tree's
+// reference order.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tree/tree_net_test_util.h"
+
+namespace inca::tree {
+namespace {
+
+using testing::TreeNet;
+using testing::TreeNetOptions;
+
+// Every rank's result equals the tree's reference sum, bit for bit when
+// `bitwise` (deterministic switches); else within f32 rounding.
+void ExpectReference(TreeNet& net, int k, size_t elements, bool bitwise) {
+  for (int r = 0; r < net.tree().world_size; ++r) {
+    ASSERT_TRUE(net.result(r).complete) << "rank " << r << " op " << k;
+    size_t wrong = 0;
+    for (size_t i = 0; i < elements; ++i) {
+      const float want = net.Reference(net.tree().root, k, i);
+      const float got = net.data(r)[i];
+      wrong += bitwise ? std::memcmp(&want, &got, sizeof got) != 0
+                       : std::abs(got - want) > 1e-4f * std::max(1.0f, std::abs(want));
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << r << " op " << k;
+  }
+}
+
+uint64_t Total(TreeNet& net, uint64_t cais::GroupCounters::*field) {
+  uint64_t n = 0;
+  for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+    n += net.reducer(static_cast<int>(k)).group(0).*field;
+  }
+  return n;
+}
+
+TEST(TreeAggregationTest, TwoLevelsEveryRankGetsTheTreeSumAndLeavesSendOnePartialPerChunk) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 3;
+  o.deterministic = true;
+  TreeNet net(o);
+  ASSERT_EQ(net.tree().depth, 2);
+  for (int k = 0; k < 3; ++k) {
+    net.RunOp(k);
+    ExpectReference(net, k, o.elements, /*bitwise=*/true);
+  }
+  const uint64_t chunks = (o.elements * 4 + 8951) / 8952;
+  const int root = net.tree().root;
+  for (int c : net.tree().nodes[static_cast<size_t>(root)].children) {
+    EXPECT_EQ(net.reducer(c).group(0).uplink_partials, 3 * chunks) << "leaf " << c;
+    EXPECT_EQ(net.reducer(c).group(0).parent_results, 3 * chunks) << "leaf " << c;
+    EXPECT_EQ(net.reducer(c).group(0).completed_chunks, 3 * chunks);
+  }
+  EXPECT_EQ(net.reducer(root).group(0).uplink_partials, 0u);
+  EXPECT_EQ(net.reducer(root).group(0).completed_chunks, 3 * chunks);
+  // Every pending slot was given back at every level.
+  for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+    EXPECT_EQ(net.reducer(static_cast<int>(k)).sram().pending_chunks, 0u);
+  }
+}
+
+TEST(TreeAggregationTest, ThreeLevelsAreExact) {
+  TreeNetOptions o;
+  o.racks = 4;
+  o.hosts = 2;
+  o.levels = 3;
+  o.deterministic = true;
+  TreeNet net(o);
+  ASSERT_EQ(net.tree().depth, 3);
+  net.RunOp(0);
+  ExpectReference(net, 0, o.elements, /*bitwise=*/true);
+}
+
+// In deterministic mode the result depends on the tree only: other link
+// timings (another seed, jitter) reorder every arrival, not one bit.
+TEST(TreeAggregationTest, DeterministicResultIsBitwiseTheSameRunToRun) {
+  std::vector<float> first;
+  for (uint64_t seed : {1, 2, 3}) {
+    TreeNetOptions o;
+    o.racks = 3;
+    o.hosts = 3;
+    o.deterministic = true;
+    o.seed = seed;
+    o.host_link.jitter_ns = 200'000 * static_cast<int64_t>(seed);
+    o.uplink.jitter_ns = 100'000;
+    TreeNet net(o);
+    net.SetLate(static_cast<int>(seed), 2'000'000);
+    net.RunOp(0);
+    ExpectReference(net, 0, o.elements, /*bitwise=*/true);
+    if (first.empty()) first = net.data(0);
+    EXPECT_EQ(std::memcmp(first.data(), net.data(0).data(), first.size() * sizeof(float)), 0)
+        << "seed " << seed;
+  }
+}
+
+TEST(TreeAggregationTest, LossOnEveryHopIsRecoveredExactly) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.host_link.loss = 0.02;
+  o.uplink.loss = 0.1;
+  TreeNet net(o);
+  for (int k = 0; k < 3; ++k) {
+    net.RunOp(k);
+    ExpectReference(net, k, o.elements, /*bitwise=*/false);
+  }
+  // The leaves re-asked their parent for answers lost on the uplink, and
+  // resent partials it lacked.
+  EXPECT_GT(Total(net, &cais::GroupCounters::uplink_requests), 0u);
+  EXPECT_GT(Total(net, &cais::GroupCounters::uplink_resent), 0u);
+}
+
+TEST(TreeAggregationTest, ALateRankDelaysItsWholeTreeAndNothingFallsBack) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  TreeNet net(o);
+  net.SetLate(3, 200'000'000);  // 200 ms: within every switch's timeout
+  net.RunOp(0);
+  ExpectReference(net, 0, o.elements, /*bitwise=*/false);
+  EXPECT_EQ(Total(net, &cais::GroupCounters::timeouts), 0u);
+  EXPECT_EQ(Total(net, &cais::GroupCounters::fallback_notices), 0u);
+}
+
+// The root alone decides: when it hands a chunk back (a rank later than its
+// timeout), every rank under every leaf gets the fallback, none gives up.
+TEST(TreeAggregationTest, TheRootsTimeoutHandsBackToEveryRankOfTheTree) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.elements = 4000;
+  TreeNet net(o);
+  net.SetLate(0, 550'000'000);  // beyond the root's 500 ms, within the leaves'
+  net.RunOp(0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(net.result(r).complete) << "rank " << r;
+    EXPECT_TRUE(net.result(r).fallback_notice) << "rank " << r;
+  }
+  EXPECT_GT(net.reducer(net.tree().root).group(0).timeouts, 0u);
+  for (int c : net.tree().nodes[static_cast<size_t>(net.tree().root)].children) {
+    EXPECT_EQ(net.reducer(c).group(0).timeouts, 0u) << "leaf " << c << " followed the root";
+    EXPECT_EQ(net.reducer(c).sram().pending_chunks, 0u);
+  }
+}
+
+TEST(TreeAggregationTest, ADeadParentHandsBackAtTheLeavesBeforeAnyRankGivesUp) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.elements = 4000;
+  TreeNet net(o);
+  net.Kill(net.tree().root);
+  net.RunOp(0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(net.result(r).complete) << "rank " << r;
+    EXPECT_TRUE(net.result(r).fallback_notice) << "rank " << r << " gave up instead";
+  }
+  EXPECT_LT(net.now(), int64_t{1'000'000'000});  // the client's switch_timeout_ms
+}
+
+}  // namespace
+}  // namespace inca::tree

@@ -1,0 +1,282 @@
+// A tree of CAIS switches in one process (tree_aggregation_test.cc): the
+// real CaisReducer at every switch of a group's tree (BuildTree over a
+// Topology), each rank's transport core (OpCore) at its leaf, and links
+// with a rate, a delay, a queue and loss on every host link and uplink,
+// driven by a discrete-event loop: no sockets, no clock.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/star_test_util.h"
+#include "client/transport_core.h"
+#include "inca/cais/reducer.h"
+#include "inca/tree/topology.h"
+
+namespace inca::tree::testing {
+
+using client::testing::Link;
+
+// `racks` leaves of `hosts` ranks each under one spine (levels 2), or
+// under two aggregation switches under the spine (levels 3); rank r sits in
+// rack r / hosts.
+inline std::string RacksYaml(int racks, int hosts, int levels) {
+  std::string y = "switches:\n  - {name: spine, address: \"198.18.0.1:9410\"}\n";
+  if (levels == 3) {
+    y += "  - {name: agg0, address: \"198.18.0.2:9410\", parent: spine}\n";
+    y += "  - {name: agg1, address: \"198.18.0.3:9410\", parent: spine}\n";
+  }
+  for (int k = 0; k < racks; ++k) {
+    const std::string parent = levels == 3 ? absl::StrCat("agg", k * 2 / racks) : "spine";
+    y += absl::StrCat("  - {name: leaf", k, ", address: \"198.18.", k + 1,
+                      ".1:9410\", parent: ", parent, "}\n");
+  }
+  y += "hosts:\n";
+  for (int k = 0; k < racks; ++k) {
+    y += absl::StrCat("  - {at: leaf", k, ", addresses: [");
+    for (int h = 0; h < hosts; ++h) y += absl::StrCat(h ? ", " : "", "198.18.", k + 1, ".", 10 + h);
+    y += "]}\n";
+  }
+  return y;
+}
+
+struct TreeNetOptions {
+  int racks = 2;
+  int hosts = 2;
+  int levels = 2;
+  size_t elements = 20'000;
+  bool deterministic = false;
+  Link host_link;
+  Link uplink;
+  uint64_t seed = 42;
+};
+
+class TreeNet {
+ public:
+  explicit TreeNet(const TreeNetOptions& o) : o_(o), rng_(o.seed) {
+    auto topo = Topology::FromYaml(RacksYaml(o.racks, o.hosts, o.levels), "racks.yaml");
+    EXPECT_TRUE(topo.ok()) << topo.status();
+    const int n = o.racks * o.hosts;
+    std::vector<Member> members;
+    for (int r = 0; r < n; ++r) {
+      members.push_back({r, absl::StrCat("198.18.", r / o.hosts + 1, ".", 10 + r % o.hosts)});
+    }
+    auto tree = BuildTree(*topo, members);
+    EXPECT_TRUE(tree.ok()) << tree.status();
+    tree_ = *tree;
+    cfg_.world_size = n;
+    for (size_t k = 0; k < tree_.nodes.size(); ++k) AddSwitch(static_cast<int>(k));
+    for (int r = 0; r < n; ++r) {
+      ranks_.push_back(std::make_unique<Rank>(cfg_));
+      const TreeNode& leaf = tree_.nodes[static_cast<size_t>(tree_.node_of_rank[r])];
+      auto& l = ranks_.back()->layout;
+      for (int k = 0; k < leaf.members(); ++k) {
+        l.rank_at_index.push_back(k);
+        l.index_of_rank.push_back(k);
+      }
+      l.my_index = *tree_.MemberToward(tree_.node_of_rank[r], r);
+      ranks_.back()->up = ranks_.back()->down = o.host_link;
+    }
+  }
+
+  const Tree& tree() const { return tree_; }
+  cais::CaisReducer& reducer(int node) { return *switches_[static_cast<size_t>(node)]->reducer; }
+  Link& uplink_up(int node) { return switches_[static_cast<size_t>(node)]->up; }
+  Link& uplink_down(int node) { return switches_[static_cast<size_t>(node)]->down; }
+  // A dead switch takes every datagram and answers none.
+  void Kill(int node) { switches_[static_cast<size_t>(node)]->dead = true; }
+  // Rank r reaches each operation late_ns after the others.
+  void SetLate(int rank, int64_t late_ns) { ranks_[static_cast<size_t>(rank)]->late = late_ns; }
+  const client::SwitchPhaseResult& result(int r) const {
+    return ranks_[static_cast<size_t>(r)]->result;
+  }
+  const std::vector<float>& data(int r) const { return ranks_[static_cast<size_t>(r)]->data; }
+  int64_t now() const { return now_; }
+
+  // Each rank's input for operation k: non-integers of several magnitudes,
+  // so that the order of a floating-point sum shows in its bits.
+  static float Input(int rank, int k, size_t i) {
+    const auto x =
+        static_cast<float>((i * 7 + static_cast<size_t>(rank) * 13 + static_cast<size_t>(k)) % 101);
+    return x * 0.37f * static_cast<float>(1 + rank % 3 * 100) + 1e-3f * static_cast<float>(rank);
+  }
+
+  // The tree's reference result for element i of operation k: at each
+  // switch, members in order (its ranks, then its children's partials),
+  // summed left to right in f32 (the deterministic reducer's order).
+  float Reference(int node, int k, size_t i) const {
+    const TreeNode& t = tree_.nodes[static_cast<size_t>(node)];
+    std::vector<float> lanes;
+    for (int r : t.ranks) lanes.push_back(Input(r, k, i));
+    for (int c : t.children) lanes.push_back(Reference(c, k, i));
+    float acc = lanes[0];
+    for (size_t m = 1; m < lanes.size(); ++m) acc += lanes[m];
+    return acc;
+  }
+
+  // Runs operation k (an f32 sum all-reduce) on every rank to its end.
+  void RunOp(int k) {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rk = *ranks_[r];
+      rk.core.reset();
+      rk.started = false;
+      Push(now_ + rk.late, kStart, static_cast<int>(r), 0, {});
+    }
+    op_ = k;
+    while (true) {
+      bool done = true;
+      for (const auto& rk : ranks_) done = done && rk->started && rk->core->Finished();
+      if (done) break;
+      Step();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+
+ private:
+  enum Kind { kAtSwitch, kAtRank, kWake, kStart };
+  struct Switch {
+    std::unique_ptr<cais::CaisReducer> reducer;
+    Link up, down;  // toward the parent and back
+    bool dead = false;
+  };
+  struct Rank {
+    explicit Rank(const client::TransportConfig& c) : path(c) {}
+    client::PathState path;
+    client::GroupLayout layout;
+    Link up, down;
+    int64_t late = 0;
+    bool started = false;
+    std::vector<float> data;
+    client::SwitchOp op;
+    client::SwitchPhaseResult result;
+    std::unique_ptr<client::OpCore> core;
+  };
+  struct Event {
+    int64_t t;
+    uint64_t id;
+    Kind kind;
+    int who;   // a node (kAtSwitch) or a rank
+    int port;  // kAtSwitch: the ingress port
+    std::vector<uint8_t> bytes;
+    bool operator>(const Event& e) const { return t != e.t ? t > e.t : id > e.id; }
+  };
+
+  void AddSwitch(int node) {
+    const TreeNode& t = tree_.nodes[static_cast<size_t>(node)];
+    int level = 0;
+    for (int p = t.parent; p >= 0; p = tree_.nodes[static_cast<size_t>(p)].parent) ++level;
+    cais::CaisConfig c;
+    c.sram_bytes = size_t{64} << 20;
+    c.max_pending_chunks = 4096;
+    c.deterministic = o_.deterministic;
+    // Below the root a switch waits longer than its parent, which decides.
+    c.timeout_ns = (500 + 100 * level) * dp::kNsPerMs;
+    auto s = std::make_unique<Switch>();
+    s->reducer = *cais::CaisReducer::Create(c);
+    cais::PortMask ports;
+    for (int m = 0; m < t.members(); ++m) ports.add(static_cast<dp::PortId>(m));
+    cais::Rule rule{cais::RuleKey{0, std::nullopt, std::nullopt}, ports, ports, std::nullopt};
+    if (t.parent >= 0) rule.uplink = static_cast<dp::PortId>(t.members());
+    EXPECT_TRUE(s->reducer->rules().Add(rule).ok());
+    s->up = s->down = o_.uplink;
+    switches_.push_back(std::move(s));
+  }
+
+  void Push(int64_t t, Kind kind, int who, int port, std::vector<uint8_t> bytes) {
+    events_.push(Event{t, next_id_++, kind, who, port, std::move(bytes)});
+  }
+  void Carry(Link& link, Kind kind, int who, int port, std::span<const uint8_t> d) {
+    const int64_t at = link.Enqueue(now_, d.size(), rng_);
+    if (at >= 0) Push(at, kind, who, port, std::vector<uint8_t>(d.begin(), d.end()));
+  }
+
+  // A switch's emissions: to a member (a rank or a child switch) or up.
+  class FromSwitch final : public dp::PacketSink {
+   public:
+    FromSwitch(TreeNet* net, int node) : net_(net), node_(node) {}
+    void Emit(dp::PortId port, std::span<const uint8_t> p) override {
+      const TreeNode& t = net_->tree_.nodes[static_cast<size_t>(node_)];
+      const int m = port, direct = static_cast<int>(t.ranks.size());
+      if (m == t.members()) {
+        net_->Carry(net_->switches_[static_cast<size_t>(node_)]->up, kAtSwitch, t.parent,
+                    t.index_at_parent, p);
+      } else if (m < direct) {
+        const int r = t.ranks[static_cast<size_t>(m)];
+        net_->Carry(net_->ranks_[static_cast<size_t>(r)]->down, kAtRank, r, 0, p);
+      } else {
+        const int c = t.children[static_cast<size_t>(m - direct)];
+        net_->Carry(net_->switches_[static_cast<size_t>(c)]->down, kAtSwitch, c,
+                    net_->tree_.nodes[static_cast<size_t>(c)].members(), p);
+      }
+    }
+    TreeNet* net_;
+    int node_;
+  };
+  class ToLeaf final : public client::DatagramSink {
+   public:
+    ToLeaf(TreeNet* net, int r) : net_(net), r_(r) {}
+    void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
+      const std::vector<uint8_t> d = wire::SerializeCais(h, payload);
+      const int leaf = net_->tree_.node_of_rank[static_cast<size_t>(r_)];
+      net_->Carry(net_->ranks_[static_cast<size_t>(r_)]->up, kAtSwitch, leaf,
+                  *net_->tree_.MemberToward(leaf, r_), d);
+    }
+    TreeNet* net_;
+    int r_;
+  };
+
+  void Start(int r) {
+    Rank& rk = *ranks_[static_cast<size_t>(r)];
+    rk.data.resize(o_.elements);
+    for (size_t i = 0; i < o_.elements; ++i) rk.data[i] = Input(r, op_, i);
+    rk.core = client::testing::StartSumAllReduce(
+        cfg_, rk.layout, rk.data, static_cast<uint32_t>(op_), now_, &rk.path, &rk.op, &rk.result);
+    rk.started = true;
+    Pump(r);
+  }
+  void Pump(int r) {
+    Rank& rk = *ranks_[static_cast<size_t>(r)];
+    ToLeaf sink(this, r);
+    rk.core->Pump(now_, sink);
+    if (!rk.core->Finished()) Push(rk.core->NextDeadline(), kWake, r, 0, {});
+  }
+
+  void Step() {
+    Event e{};
+    if (!client::testing::NextEvent(events_, &now_, &e)) return;
+    if (e.kind == kStart) return Start(e.who);
+    if (e.kind == kAtSwitch) {
+      Switch& s = *switches_[static_cast<size_t>(e.who)];
+      if (s.dead) return;
+      FromSwitch out(this, e.who);
+      s.reducer->Advance(now_, out);
+      s.reducer->Process(e.bytes, static_cast<dp::PortId>(e.port), now_, out);
+      return;
+    }
+    Rank& rk = *ranks_[static_cast<size_t>(e.who)];
+    if (!rk.core || rk.core->Finished()) return;
+    if (e.kind == kAtRank) rk.core->OnDatagram(e.bytes, now_);
+    Pump(e.who);
+  }
+
+  TreeNetOptions o_;
+  Tree tree_;
+  client::TransportConfig cfg_;
+  std::vector<std::unique_ptr<Switch>> switches_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t next_id_ = 0;
+  int64_t now_ = 0;
+  int op_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace inca::tree::testing
