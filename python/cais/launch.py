@@ -81,17 +81,19 @@ class Switch:
     """inca-switchd on loopback with free ports; stop() (or `with`) ends it.
     host/wrap run it elsewhere, e.g. in a testbed's switch namespace:
     Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns]).
-    host may be an IPv6 address."""
+    host may be an IPv6 address; data_port fixes the data port (switches that
+    name each other in their configurations)."""
 
     def __init__(self, extra: Sequence[str] = (), offload_controller: str = "off",
                  timeout_ms: float = 5000, binary: Optional[str] = None,
-                 host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> None:
+                 host: str = "127.0.0.1", wrap: Sequence[str] = (),
+                 data_port: Optional[int] = None) -> None:
         self.binary = binary or os.path.join(build_dir(), "bin", "inca-switchd")
         if not os.path.exists(self.binary):
             raise FileNotFoundError("%s not found: build it with `ninja -C build/release "
                                     "inca-switchd` or set INCA_BUILD_DIR" % self.binary)
         # A port free here; in another namespace every port is free.
-        self.data_addr = hostport(host, free_port(socket.SOCK_DGRAM))
+        self.data_addr = hostport(host, data_port or free_port(socket.SOCK_DGRAM))
         self.host = host
         self.log = tempfile.NamedTemporaryFile(prefix="inca-switchd-", suffix=".log", delete=False)
         args = [self.binary, "--listen", self.data_addr, "--control-listen", hostport(host, 0),

@@ -90,6 +90,7 @@ struct Args {
   std::string device = "127.0.0.1:50051";
   bool json = false;
   std::string group = "0", layer = "*", chunk = "*", in_ports, out_ports, op = "allreduce";
+  std::string uplink;
   bool host_path = false;
   std::vector<std::string> settings;
   std::string gaction = "list", gports;
@@ -124,6 +125,7 @@ int AddRule(const Args& a, control::ControlClient& cp, std::ostream& out, std::o
     r.output_ports = r.input_ports;
   }
   r.op = ParseOp(a.op);
+  if (!a.uplink.empty()) r.uplink = ParsePorts(a.uplink, "--uplink").at(0);
   const absl::Status s = cp.AddRule(r);
   if (s.ok()) out << (a.json ? "{\"ok\":true}" : "added rule " + r.key.ToString()) << "\n";
   return Report(s, err);
@@ -143,21 +145,22 @@ int DumpRules(const Args& a, control::ControlClient& cp, std::ostream& out, std:
   if (a.json) {
     std::vector<std::string> items;
     for (const auto& r : *rules) {
-      items.push_back(absl::StrCat("{\"group_id\":", r.key.group_id, ",\"layer_id\":\"",
-                                   Id(r.key.layer_id), "\",\"chunk_id\":\"", Id(r.key.chunk_id),
-                                   "\",\"input_ports\":[", r.input_ports.ToString(),
-                                   "],\"output_ports\":[", r.output_ports.ToString(),
-                                   "],\"op_type\":\"", OpName(r.op),
-                                   "\",\"host_path\":", r.host_path ? "true" : "false", "}"));
+      items.push_back(absl::StrCat(
+          "{\"group_id\":", r.key.group_id, ",\"layer_id\":\"", Id(r.key.layer_id),
+          "\",\"chunk_id\":\"", Id(r.key.chunk_id), "\",\"input_ports\":[",
+          r.input_ports.ToString(), "],\"output_ports\":[", r.output_ports.ToString(),
+          "],\"op_type\":\"", OpName(r.op), "\",\"host_path\":", r.host_path ? "true" : "false",
+          ",\"uplink\":", r.uplink ? absl::StrCat(*r.uplink) : "null", "}"));
     }
     out << "[" << absl::StrJoin(items, ",") << "]\n";
   } else {
-    out << "group  layer  chunk  input-ports       output-ports      op-type  path\n";
+    out << "group  layer  chunk  input-ports       output-ports      op-type  path    uplink\n";
     for (const auto& r : *rules) {
       out << std::left << std::setw(7) << static_cast<int>(r.key.group_id) << std::setw(7)
           << Id(r.key.layer_id) << std::setw(7) << Id(r.key.chunk_id) << std::setw(18)
           << r.input_ports.ToString() << std::setw(18) << r.output_ports.ToString() << std::setw(9)
-          << OpName(r.op) << " " << (r.host_path ? "host" : "switch") << "\n";
+          << OpName(r.op) << " " << std::setw(8) << (r.host_path ? "host" : "switch")
+          << (r.uplink ? absl::StrCat(*r.uplink) : "-") << "\n";
     }
     out << rules->size() << " rule(s)\n";
   }
@@ -189,6 +192,10 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << ",\"fallback_alarm\":" << (fallback > 0.10 ? "true" : "false")
         << ",\"completed_chunks\":" << st->counters.cais.completed_chunks
         << ",\"timeouts\":" << st->counters.cais.timeouts
+        << ",\"uplink_partials\":" << st->counters.cais.uplink_partials
+        << ",\"uplink_requests\":" << st->counters.cais.uplink_requests
+        << ",\"uplink_resent\":" << st->counters.cais.uplink_resent
+        << ",\"parent_results\":" << st->counters.cais.parent_results
         << ",\"rx_packets\":" << st->counters.reducer.rx_packets
         << ",\"tx_packets\":" << st->counters.reducer.tx_packets
         << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"
@@ -228,6 +235,10 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << st->counters.reducer.tx_packets << ", completed " << st->counters.cais.completed_chunks
         << " chunks, " << st->counters.cais.timeouts << " timeouts"
         << (st->conserved ? "" : "  (counters do not add up!)") << "\n";
+    if (const auto& c = st->counters.cais; c.uplink_partials > 0 || c.parent_results > 0) {
+      out << "Tree: " << c.uplink_partials << " partials up (" << c.uplink_resent << " resent, "
+          << c.uplink_requests << " requests), " << c.parent_results << " parent results down\n";
+    }
     for (const auto& [k, v] : st->drops) out << "Dropped " << k << ": " << v << "\n";
   }
   return kOk;
@@ -243,6 +254,69 @@ int Configure(const Args& a, control::ControlClient& cp, std::ostream& out, std:
     return SetAndPrintConfig("cais-cli", values, a.json, cp, out, err);
   }
   return SetAndPrintConfig("cais-cli", {}, a.json, cp, out, err);
+}
+
+// This switch's place in group G's tree (docs/design/tree.md): its rule's
+// members and uplink with their endpoints, and the group's figures here.
+int ShowTree(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
+  const uint8_t g = GroupId(a.group);
+  auto rules = cp.DumpRules();
+  if (!rules.ok()) return Report(rules.status(), err);
+  auto ports = cp.ListPorts();
+  if (!ports.ok()) return Report(ports.status(), err);
+  auto st = cp.GetStats();
+  if (!st.ok()) return Report(st.status(), err);
+  const cais::Rule* rule = nullptr;
+  for (const cais::Rule& r : *rules) {
+    if (r.key.group_id == g && !r.key.layer_id && !r.key.chunk_id && !r.host_path) rule = &r;
+  }
+  if (rule == nullptr) {
+    err << "cais-cli: group " << static_cast<int>(g)
+        << " has no group-wide reduction rule on this switch (see dump-rules)\n";
+    return 1;
+  }
+  auto endpoint = [&](uint16_t port) -> std::string {
+    for (const control::PortInfo& p : *ports) {
+      if (p.port == port) return p.endpoint;
+    }
+    return "unbound";
+  };
+  control::GroupStats gs;
+  for (const control::GroupStats& s : st->groups) {
+    if (s.group_id == g) gs = s;
+  }
+  const cais::GroupCounters& c = gs.counters;
+  const std::string parent = rule->uplink ? endpoint(*rule->uplink) : "";
+  if (a.json) {
+    std::vector<std::string> members;
+    rule->input_ports.ForEach([&](dp::PortId p) {
+      members.push_back(
+          absl::StrCat("{\"port\":", p, ",\"endpoint\":\"", JsonEscape(endpoint(p)), "\"}"));
+    });
+    out << "{\"group_id\":" << static_cast<int>(g) << ",\"role\":\""
+        << (rule->uplink ? "child" : "root")
+        << "\",\"uplink_port\":" << (rule->uplink ? absl::StrCat(*rule->uplink) : "null")
+        << ",\"parent\":" << (rule->uplink ? absl::StrCat("\"", JsonEscape(parent), "\"") : "null")
+        << ",\"members\":[" << absl::StrJoin(members, ",")
+        << "],\"completed_chunks\":" << c.completed_chunks
+        << ",\"uplink_partials\":" << c.uplink_partials
+        << ",\"uplink_requests\":" << c.uplink_requests << ",\"uplink_resent\":" << c.uplink_resent
+        << ",\"parent_results\":" << c.parent_results << ",\"timeouts\":" << c.timeouts
+        << ",\"slot_holding_p50_us\":" << gs.slot_holding_p50_us
+        << ",\"slot_holding_p99_us\":" << gs.slot_holding_p99_us << "}\n";
+    return kOk;
+  }
+  out << "group " << static_cast<int>(g) << " at " << Device(a.device) << ": "
+      << (rule->uplink ? absl::StrCat("below a parent, uplink port ", *rule->uplink, " -> ", parent)
+                       : std::string("root (no uplink)"))
+      << "\nmembers (reduction order):";
+  rule->input_ports.ForEach([&](dp::PortId p) { out << " " << p << "=" << endpoint(p); });
+  out << std::fixed << std::setprecision(1) << "\nchunks completed " << c.completed_chunks
+      << ", partials up " << c.uplink_partials << " (" << c.uplink_resent << " resent, "
+      << c.uplink_requests << " requests), parent results " << c.parent_results << ", timeouts "
+      << c.timeouts << "\nslot holding here p50 " << gs.slot_holding_p50_us << " us, p99 "
+      << gs.slot_holding_p99_us << " us\n";
+  return kOk;
 }
 
 int Groups(const Args& a, control::ControlClient& cp, std::ostream& out, std::ostream& err) {
@@ -409,6 +483,9 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   add->add_option("--op-type", a.op, "allreduce | allgather | broadcast | reducescatter | any");
   add->add_flag("--host-path", a.host_path,
                 "matching operations run on the host path: the switch declines them");
+  add->add_option("--uplink", a.uplink,
+                  "the port toward this switch's parent in a tree: each chunk's reduction goes "
+                  "there and the parent's result comes back (docs/design/tree.md)");
   auto* del = app.add_subcommand("del-rule", "remove the rule with exactly this key");
   del->add_option("--group-id", a.group)->required();
   del->add_option("--layer-id", a.layer);
@@ -425,6 +502,9 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
   ports->add_option("action", a.paction, "list | register | release");
   ports->add_option("--port", a.port_s);
   ports->add_option("--endpoint", a.endpoint, "register: host IP:PORT");
+  auto* tree = app.add_subcommand(
+      "show-tree", "this switch's place in a group's tree: members, uplink, figures");
+  tree->add_option("--group-id", a.group)->required();
   auto* health = app.add_subcommand("health", "check the switch answers");
   auto* offload =
       app.add_subcommand("offload", "the offload controller's decisions (CAIS write-up 3.3)");
@@ -435,7 +515,7 @@ int RunCaisCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     using Verb = int (*)(const Args&, control::ControlClient&, std::ostream&, std::ostream&);
     const std::pair<CLI::App*, Verb> verbs[] = {
         {add, AddRule},   {del, DelRule}, {dump, DumpRules},  {stats, ShowStats}, {conf, Configure},
-        {groups, Groups}, {ports, Ports}, {offload, Offload}, {health, Health}};
+        {groups, Groups}, {ports, Ports}, {offload, Offload}, {health, Health},   {tree, ShowTree}};
     Verb verb = nullptr;
     for (const auto& [command, v] : verbs) {
       if (*command) verb = v;

@@ -139,6 +139,26 @@ TEST_F(CaisCliTest, OffloadShowsTheControllersDecisions) {
   EXPECT_EQ(control_.plane->SetOffloadPolicy(p).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A tree's rule (docs/design/tree.md) through the control API both ways.
+TEST_F(CaisCliTest, ARuleWithAnUplinkRoundTripsAndAnUplinkAmongItsPortsIsRefused) {
+  Start();
+  ASSERT_EQ(Cli({"add-rule", "--group-id", "2", "--input-ports", "0,1", "--op-type", "any",
+                 "--uplink", "9"}),
+            0)
+      << err_.str();
+  ASSERT_EQ(Cli({"dump-rules", "--json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"uplink\":9}"));
+  ASSERT_EQ(Cli({"dump-rules"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("any       switch  9"));
+  EXPECT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "0,1", "--uplink", "1"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("uplink port 1"));
+  ASSERT_EQ(Cli({"show-tree", "--group-id", "2"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("below a parent, uplink port 9 -> unbound"));
+  EXPECT_THAT(out_.str(), HasSubstr("members (reduction order): 0=unbound 1=unbound"));
+  EXPECT_EQ(Cli({"show-tree", "--group-id", "3"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("group 3 has no group-wide reduction rule"));
+}
+
 TEST_F(CaisCliTest, HostPathRulePinsALayerWithoutPorts) {
   Start();
   ASSERT_EQ(

@@ -66,6 +66,7 @@ void ToProto(const cais::Rule& r, pb::Rule* out) {
   r.output_ports.ForEach([&](dp::PortId p) { out->add_output_ports(p); });
   out->set_op(OpToProto(r.op));
   out->set_host_path(r.host_path);
+  if (r.uplink) out->set_uplink_port(*r.uplink);
 }
 
 absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
@@ -83,6 +84,14 @@ absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
     default: return absl::InvalidArgumentError(absl::StrCat("unknown op type ", r.op()));
   }
   out->host_path = r.host_path();
+  out->uplink = std::nullopt;
+  if (r.has_uplink_port()) {
+    if (r.uplink_port() >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("uplink port ", r.uplink_port(), " must be below ", dp::kMaxPorts));
+    }
+    out->uplink = static_cast<dp::PortId>(r.uplink_port());
+  }
   return absl::OkStatus();
 }
 

@@ -243,6 +243,12 @@ absl::Status ParseRule(const Reader& r, const YAML::Node& n, size_t index, cais:
   h["host_path"] = [&](const YAML::Node& v, const std::string& k) {
     return r.Bool(v, key(k), &out->host_path);
   };
+  h["uplink"] = [&](const YAML::Node& v, const std::string& k) {
+    uint16_t port = 0;
+    if (absl::Status s = r.UintAs(v, key(k), 0, dp::kMaxPorts - 1, &port); !s.ok()) return s;
+    out->uplink = port;
+    return absl::OkStatus();
+  };
   if (absl::Status s = r.Map(n, where, h); !s.ok()) return s;
   if (has_group && out->host_path) return absl::OkStatus();  // a policy rule: no ports
   if (!has_group || !has_inputs) {

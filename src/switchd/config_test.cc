@@ -93,6 +93,7 @@ rules:
     op_type: reducescatter
   - {group_id: 4, layer_id: 12, input_ports: [1], op_type: any}
   - {group_id: 4, layer_id: 13, op_type: any, host_path: true}
+  - {group_id: 5, input_ports: [1, 2], op_type: any, uplink: 9}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen, "[::1]:9500");
@@ -122,7 +123,9 @@ rules:
   EXPECT_EQ(c->ports[0].port, 1);
   EXPECT_EQ(c->ports[0].endpoint, "127.0.0.1:9501");
   EXPECT_EQ(c->ports[1].endpoint, "[::1]:9502");
-  ASSERT_EQ(c->rules.size(), 3u);
+  ASSERT_EQ(c->rules.size(), 4u);
+  EXPECT_EQ(c->rules[3].uplink, dp::PortId{9});
+  EXPECT_FALSE(c->rules[0].uplink.has_value());
   const cais::Rule& a = c->rules[0];
   EXPECT_EQ(a.key, (cais::RuleKey{3, std::nullopt, uint16_t{7}}));
   EXPECT_EQ(a.input_ports, (cais::PortMask{1, 2}));
@@ -138,6 +141,8 @@ rules:
   EXPECT_TRUE(h.input_ports.empty());
   EXPECT_THAT(Error("rules:\n  - {group_id: 4, layer_id: 13, host_path: maybe}\n"),
               HasSubstr("host_path"));
+  EXPECT_THAT(Error("rules:\n  - {group_id: 4, input_ports: [1], uplink: 1024}\n"),
+              HasSubstr("uplink"));
 }
 
 TEST(SwitchdConfigTest, MaxPayloadBytesIsChunkSize) {

@@ -346,7 +346,8 @@ const std::vector<std::pair<std::string, std::string>>& StructuredKeys() {
       {"ports", "static ports: a list of {port: 0..1023, endpoint: \"HOST:PORT\"}, never released"},
       {"rules",
        "static rules: a list of {group_id, layer_id, chunk_id (an id or \"*\"), input_ports, "
-       "output_ports, op_type, host_path}; a group named here cannot be formed by JOIN"},
+       "output_ports, op_type, host_path, uplink (the port toward a parent switch in a tree)}; a "
+       "group named here cannot be formed by JOIN"},
       {"olaf_clusters",
        "OLAF: the cluster table, a list of {src_port, cluster}; flag --cluster "
        "SRC_PORT=CLUSTER, repeatable"},

@@ -1,0 +1,170 @@
+"""A tree of real inca-switchd processes on loopback: a root and two leaves,
+each configured by YAML (static ports and a rule whose `uplink` is the port
+toward the parent, docs/design/tree.md), four raw-socket hosts. Every
+all-reduce is exact through the tree; other collectives are declined at the
+leaves; a killed root makes every host's chunk fall back within the
+client's 1 s switch timeout."""
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+import cais.launch as launch
+
+GROUP = 7
+HEADER = struct.Struct(">BBHHHIIBBBB")  # docs/protocol.md, "Header layout"
+ALLREDUCE, REDUCESCATTER = 0, 3
+RESULT, RETRANSMIT, FALLBACK, DECLINED = 0x01, 0x02, 0x04, 0x08
+
+
+def packet(op, seq, chunk, total, values, flags=0):
+    payload = struct.pack("<%df" % len(values), *values)
+    return HEADER.pack(op, GROUP, 0, chunk, total, seq, len(payload), 1, flags, 0, 0) + payload
+
+
+def parse(data):
+    op, group, _, chunk, total, seq, n, _, flags, _, block = HEADER.unpack_from(data)
+    values = struct.unpack_from("<%df" % (n // 4), data, HEADER.size)
+    return {"seq": seq, "chunk": chunk, "flags": flags, "block": block, "values": values}
+
+
+def write_config(ports, rule):
+    f = tempfile.NamedTemporaryFile("w", prefix="inca-tree-", suffix=".yaml", delete=False)
+    f.write("ports:\n")
+    for port, endpoint in ports:
+        f.write('  - {port: %d, endpoint: "%s"}\n' % (port, endpoint))
+    f.write("rules:\n  - %s\n" % json.dumps(rule))
+    f.close()
+    return f.name
+
+
+def receive(sock, deadline):
+    """The next datagram before `deadline` (monotonic), or None."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([sock], [], [], left)[0]:
+        return None
+    return parse(sock.recv(65536))
+
+
+def answers(hosts, want, deadline, resend=None):
+    """Each host's datagrams until it has `want` of them; resend(h) every
+    50 ms to a host still short (a raw host's retransmission)."""
+    got = [[] for _ in hosts]
+    next_resend = time.monotonic() + 0.05
+    while any(len(g) < want for g in got) and time.monotonic() < deadline:
+        for h, sock in enumerate(hosts):
+            m = receive(sock, min(deadline, time.monotonic() + 0.01))
+            if m is not None:
+                got[h].append(m)
+        if resend and time.monotonic() >= next_resend:
+            for h, g in enumerate(got):
+                if len(g) < want:
+                    resend(h)
+            next_resend = time.monotonic() + 0.05
+    return got
+
+
+def cli(sw, *verb):
+    binary = os.path.join(launch.build_dir(), "bin", "cais-cli")
+    p = subprocess.run([binary, "--device", sw.control_addr, "--json"] + list(verb),
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def stats(sw):
+    return cli(sw, "show-stats")
+
+
+def test_a_two_level_tree_of_switch_processes_reduces_exactly_and_falls_back_when_the_root_dies():
+    hosts = []
+    for _ in range(4):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        hosts.append(s)
+    addr = {name: "127.0.0.1:%d" % launch.free_port(socket.SOCK_DGRAM)
+            for name in ("root", "leaf0", "leaf1")}
+    configs = [write_config([(0, addr["leaf0"]), (1, addr["leaf1"])],
+                            {"group_id": GROUP, "input_ports": [0, 1], "op_type": "any"})]
+    for k in range(2):
+        ends = [(p, "127.0.0.1:%d" % hosts[2 * k + p].getsockname()[1]) for p in range(2)]
+        configs.append(write_config(ends + [(100, addr["root"])],
+                                    {"group_id": GROUP, "input_ports": [0, 1], "uplink": 100,
+                                     "op_type": "any"}))
+    switches = []
+    try:
+        # The root decides: the leaves wait longer than it does.
+        for name, cfg, timeout_ms in (("root", configs[0], 500), ("leaf0", configs[1], 700),
+                                      ("leaf1", configs[2], 700)):
+            switches.append(launch.Switch(extra=["--config", cfg], timeout_ms=timeout_ms,
+                                          data_port=int(addr[name].rsplit(":", 1)[1])))
+        root, leaf0, leaf1 = switches
+        leaf_of = [leaf0, leaf0, leaf1, leaf1]
+
+        def send(h, data):
+            host, port = leaf_of[h].data_addr.rsplit(":", 1)
+            hosts[h].sendto(data, (host, int(port)))
+
+        # Two all-reduces of three chunks: every host gets every chunk's sum.
+        for seq in (1, 2):
+            values = [[(h + 1) * 0.5 + c + seq * 10 + i for i in range(100)]
+                      for h in range(4) for c in range(3)]
+
+            def contribute(h, flags=0):
+                for c in range(3):
+                    send(h, packet(ALLREDUCE, seq, c, 3, values[h * 3 + c], flags))
+
+            for h in range(4):
+                contribute(h)
+            got = answers(hosts, 3, time.monotonic() + 10,
+                          resend=lambda h: contribute(h, RETRANSMIT))
+            for h in range(4):
+                chunks = {m["chunk"]: m for m in got[h] if m["seq"] == seq}
+                assert sorted(chunks) == [0, 1, 2], got[h]
+                for c, m in chunks.items():
+                    assert m["flags"] == RESULT, m
+                    want = [sum(values[q * 3 + c][i] for q in range(4)) for i in range(100)]
+                    assert list(m["values"]) == [struct.unpack("<f", struct.pack("<f", w))[0]
+                                                 for w in want]
+        for leaf in (leaf0, leaf1):
+            s = stats(leaf)
+            assert s["uplink_partials"] >= 6 and s["parent_results"] >= 6, s
+            assert s["conserved"] is True, s
+        r = stats(root)
+        assert r["completed_chunks"] >= 6 and r["uplink_partials"] == 0, r
+        # Each switch reports its place in the tree.
+        t = cli(leaf1, "show-tree", "--group-id", str(GROUP))
+        assert t["role"] == "child" and t["uplink_port"] == 100 and t["parent"] == addr["root"], t
+        assert [m["endpoint"] for m in t["members"]] == [
+            "127.0.0.1:%d" % hosts[h].getsockname()[1] for h in (2, 3)], t
+        assert t["parent_results"] == 6 and t["slot_holding_p99_us"] > 0, t
+        t = cli(root, "show-tree", "--group-id", str(GROUP))
+        assert t["role"] == "root" and t["parent"] is None, t
+        assert [m["endpoint"] for m in t["members"]] == [addr["leaf0"], addr["leaf1"]], t
+
+        # A reduce-scatter is declined at the leaf (reason 6, "tree").
+        send(0, packet(REDUCESCATTER, 3, 0, 1, [1.0]))
+        m = receive(hosts[0], time.monotonic() + 5)
+        assert m and m["flags"] == RESULT | FALLBACK | DECLINED and m["block"] == 6, m
+
+        # The root dies: the leaves hand every chunk back (their 700 ms
+        # timeout) before the client's 1 s switch timeout.
+        root.stop()
+        start = time.monotonic()
+        for h in range(4):
+            send(h, packet(ALLREDUCE, 4, 0, 1, [float(h)]))
+        got = answers(hosts, 1, start + 5)
+        for h in range(4):
+            assert got[h] and got[h][0]["flags"] == RESULT | FALLBACK, got[h]
+        assert time.monotonic() - start < 1.0
+    finally:
+        for sw in switches:
+            sw.stop()
+        for cfg in configs:
+            os.unlink(cfg)
+        for s in hosts:
+            s.close()
