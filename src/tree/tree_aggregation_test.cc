@@ -19,8 +19,8 @@ using testing::TreeNetOptions;
 // Every rank's result equals the tree's reference sum, bit for bit when
 // `bitwise` (deterministic switches); else within f32 rounding.
 void ExpectReference(TreeNet& net, int k, size_t elements, bool bitwise) {
-  for (int r = 0; r < net.tree().world_size; ++r) {
-    ASSERT_TRUE(net.result(r).complete) << "rank " << r << " op " << k;
+  for (int r = 0; r < net.cores(); ++r) {
+    ASSERT_TRUE(net.result(r).complete) << "core " << r << " op " << k;
     size_t wrong = 0;
     for (size_t i = 0; i < elements; ++i) {
       const float want = net.Reference(net.tree().root, k, i);
@@ -115,6 +115,45 @@ TEST(TreeAggregationTest, LossOnEveryHopIsRecoveredExactly) {
   // resent partials it lacked.
   EXPECT_GT(Total(net, &cais::GroupCounters::uplink_requests), 0u);
   EXPECT_GT(Total(net, &cais::GroupCounters::uplink_resent), 0u);
+}
+
+// Two groups over one tree whose root has room for 8 pending chunks (a
+// reserved share of 2 each) against 16 chunks of window per rank: the root
+// turns partials away, the leaves hold them and send them again when asked,
+// and neither group starves the other into a fallback.
+TEST(TreeAggregationTest, TwoGroupsSharingASmallRootBothFinishWithoutFallingBack) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.groups = 2;
+  o.elements = 100'000;  // 45 chunks an operation
+  o.root_max_pending = 8;
+  o.max_window = 16;
+  TreeNet net(o);
+  // The second leaf's partials arrive 2 ms after the first's: each root
+  // slot waits that long, so both groups' windows overfill the root.
+  net.uplink_up(net.tree().nodes[static_cast<size_t>(net.tree().root)].children[1]).delay_ns =
+      2'000'000;
+  for (int k = 0; k < 2; ++k) {
+    net.RunOp(k);
+    ExpectReference(net, k, o.elements, /*bitwise=*/false);
+  }
+  const auto& root = net.reducer(net.tree().root);
+  EXPECT_GT(root.totals().drops_by_reason[static_cast<size_t>(dp::DropReason::kSlotsExhausted)] +
+                root.totals().drops_by_reason[static_cast<size_t>(dp::DropReason::kGroupShare)],
+            0u)
+      << "the root was never full: the test shows nothing";
+  uint64_t resent = 0;
+  for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+    resent += net.reducer(static_cast<int>(k)).totals().uplink_resent;
+  }
+  EXPECT_GT(resent, 0u);
+  for (uint8_t g = 0; g < 2; ++g) {
+    for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+      const auto& c = net.reducer(static_cast<int>(k)).group(g);
+      EXPECT_EQ(c.timeouts + c.fallback_notices, 0u) << "group " << int{g} << " node " << k;
+    }
+  }
 }
 
 TEST(TreeAggregationTest, ALateRankDelaysItsWholeTreeAndNothingFallsBack) {

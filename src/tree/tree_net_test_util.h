@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -57,6 +58,13 @@ struct TreeNetOptions {
   Link host_link;
   Link uplink;
   uint64_t seed = 42;
+  // Groups over the same tree (ids 0..groups-1), each rank in all of them
+  // (one transport core per group and rank, over the rank's one link).
+  int groups = 1;
+  // The root's pending chunks (CaisConfig::max_pending_chunks) and the
+  // ranks' largest window.
+  uint32_t root_max_pending = 4096;
+  uint32_t max_window = 64;
 };
 
 class TreeNet {
@@ -72,18 +80,29 @@ class TreeNet {
     auto tree = BuildTree(*topo, members);
     EXPECT_TRUE(tree.ok()) << tree.status();
     tree_ = *tree;
-    cfg_.world_size = n;
+    for (int g = 0; g < o.groups; ++g) {
+      client::TransportConfig c;
+      c.group_id = static_cast<uint8_t>(g);
+      c.world_size = n;
+      c.max_window = o.max_window;
+      c.initial_window = std::min(c.initial_window, o.max_window);
+      cfgs_.push_back(c);
+    }
     for (size_t k = 0; k < tree_.nodes.size(); ++k) AddSwitch(static_cast<int>(k));
-    for (int r = 0; r < n; ++r) {
-      ranks_.push_back(std::make_unique<Rank>(cfg_));
-      const TreeNode& leaf = tree_.nodes[static_cast<size_t>(tree_.node_of_rank[r])];
-      auto& l = ranks_.back()->layout;
-      for (int k = 0; k < leaf.members(); ++k) {
-        l.rank_at_index.push_back(k);
-        l.index_of_rank.push_back(k);
+    host_links_.assign(static_cast<size_t>(n), {o.host_link, o.host_link});
+    for (int g = 0; g < o.groups; ++g) {
+      for (int r = 0; r < n; ++r) {
+        ranks_.push_back(std::make_unique<Rank>(cfgs_[static_cast<size_t>(g)]));
+        ranks_.back()->group = g;
+        ranks_.back()->rank = r;
+        const TreeNode& leaf = tree_.nodes[static_cast<size_t>(tree_.node_of_rank[r])];
+        auto& l = ranks_.back()->layout;
+        for (int k = 0; k < leaf.members(); ++k) {
+          l.rank_at_index.push_back(k);
+          l.index_of_rank.push_back(k);
+        }
+        l.my_index = *tree_.MemberToward(tree_.node_of_rank[r], r);
       }
-      l.my_index = *tree_.MemberToward(tree_.node_of_rank[r], r);
-      ranks_.back()->up = ranks_.back()->down = o.host_link;
     }
   }
 
@@ -94,7 +113,13 @@ class TreeNet {
   // A dead switch takes every datagram and answers none.
   void Kill(int node) { switches_[static_cast<size_t>(node)]->dead = true; }
   // Rank r reaches each operation late_ns after the others.
-  void SetLate(int rank, int64_t late_ns) { ranks_[static_cast<size_t>(rank)]->late = late_ns; }
+  void SetLate(int rank, int64_t late_ns) {
+    for (auto& rk : ranks_) {
+      if (rk->rank == rank) rk->late = late_ns;
+    }
+  }
+  // Transport cores: group g's rank r is core g * world_size + r.
+  int cores() const { return static_cast<int>(ranks_.size()); }
   const client::SwitchPhaseResult& result(int r) const {
     return ranks_[static_cast<size_t>(r)]->result;
   }
@@ -151,7 +176,7 @@ class TreeNet {
     explicit Rank(const client::TransportConfig& c) : path(c) {}
     client::PathState path;
     client::GroupLayout layout;
-    Link up, down;
+    int group = 0, rank = 0;
     int64_t late = 0;
     bool started = false;
     std::vector<float> data;
@@ -175,7 +200,7 @@ class TreeNet {
     for (int p = t.parent; p >= 0; p = tree_.nodes[static_cast<size_t>(p)].parent) ++level;
     cais::CaisConfig c;
     c.sram_bytes = size_t{64} << 20;
-    c.max_pending_chunks = 4096;
+    c.max_pending_chunks = t.parent < 0 ? o_.root_max_pending : 4096;
     c.deterministic = o_.deterministic;
     // Below the root a switch waits longer than its parent, which decides.
     c.timeout_ns = (500 + 100 * level) * dp::kNsPerMs;
@@ -183,9 +208,12 @@ class TreeNet {
     s->reducer = *cais::CaisReducer::Create(c);
     cais::PortMask ports;
     for (int m = 0; m < t.members(); ++m) ports.add(static_cast<dp::PortId>(m));
-    cais::Rule rule{cais::RuleKey{0, std::nullopt, std::nullopt}, ports, ports, std::nullopt};
-    if (t.parent >= 0) rule.uplink = static_cast<dp::PortId>(t.members());
-    EXPECT_TRUE(s->reducer->rules().Add(rule).ok());
+    for (int g = 0; g < o_.groups; ++g) {
+      cais::Rule rule{cais::RuleKey{static_cast<uint8_t>(g), std::nullopt, std::nullopt}, ports,
+                      ports, std::nullopt};
+      if (t.parent >= 0) rule.uplink = static_cast<dp::PortId>(t.members());
+      EXPECT_TRUE(s->reducer->rules().Add(rule).ok());
+    }
     s->up = s->down = o_.uplink;
     switches_.push_back(std::move(s));
   }
@@ -210,7 +238,7 @@ class TreeNet {
                     t.index_at_parent, p);
       } else if (m < direct) {
         const int r = t.ranks[static_cast<size_t>(m)];
-        net_->Carry(net_->ranks_[static_cast<size_t>(r)]->down, kAtRank, r, 0, p);
+        net_->Carry(net_->host_links_[static_cast<size_t>(r)].second, kAtRank, r, 0, p);
       } else {
         const int c = t.children[static_cast<size_t>(m - direct)];
         net_->Carry(net_->switches_[static_cast<size_t>(c)]->down, kAtSwitch, c,
@@ -226,7 +254,7 @@ class TreeNet {
     void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
       const std::vector<uint8_t> d = wire::SerializeCais(h, payload);
       const int leaf = net_->tree_.node_of_rank[static_cast<size_t>(r_)];
-      net_->Carry(net_->ranks_[static_cast<size_t>(r_)]->up, kAtSwitch, leaf,
+      net_->Carry(net_->host_links_[static_cast<size_t>(r_)].first, kAtSwitch, leaf,
                   *net_->tree_.MemberToward(leaf, r_), d);
     }
     TreeNet* net_;
@@ -236,15 +264,16 @@ class TreeNet {
   void Start(int r) {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
     rk.data.resize(o_.elements);
-    for (size_t i = 0; i < o_.elements; ++i) rk.data[i] = Input(r, op_, i);
-    rk.core = client::testing::StartSumAllReduce(
-        cfg_, rk.layout, rk.data, static_cast<uint32_t>(op_), now_, &rk.path, &rk.op, &rk.result);
+    for (size_t i = 0; i < o_.elements; ++i) rk.data[i] = Input(rk.rank, op_, i);
+    rk.core = client::testing::StartSumAllReduce(cfgs_[static_cast<size_t>(rk.group)], rk.layout,
+                                                 rk.data, static_cast<uint32_t>(op_), now_,
+                                                 &rk.path, &rk.op, &rk.result);
     rk.started = true;
     Pump(r);
   }
   void Pump(int r) {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
-    ToLeaf sink(this, r);
+    ToLeaf sink(this, rk.rank);
     rk.core->Pump(now_, sink);
     if (!rk.core->Finished()) Push(rk.core->NextDeadline(), kWake, r, 0, {});
   }
@@ -261,15 +290,18 @@ class TreeNet {
       s.reducer->Process(e.bytes, static_cast<dp::PortId>(e.port), now_, out);
       return;
     }
-    Rank& rk = *ranks_[static_cast<size_t>(e.who)];
+    // A datagram reaches the core of its group (byte 1) at that rank.
+    const int core = e.kind == kAtRank ? e.bytes[1] * tree_.world_size + e.who : e.who;
+    Rank& rk = *ranks_[static_cast<size_t>(core)];
     if (!rk.core || rk.core->Finished()) return;
     if (e.kind == kAtRank) rk.core->OnDatagram(e.bytes, now_);
-    Pump(e.who);
+    Pump(core);
   }
 
   TreeNetOptions o_;
   Tree tree_;
-  client::TransportConfig cfg_;
+  std::vector<client::TransportConfig> cfgs_;      // per group
+  std::vector<std::pair<Link, Link>> host_links_;  // per rank: to its leaf, back
   std::vector<std::unique_ptr<Switch>> switches_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
