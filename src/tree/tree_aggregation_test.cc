@@ -78,6 +78,22 @@ TEST(TreeAggregationTest, ThreeLevelsAreExact) {
   ExpectReference(net, 0, o.elements, /*bitwise=*/true);
 }
 
+// The two-level scale on this machine: 128 ranks behind 4 leaves of
+// 32 under one root, planned from their JOINs, exact on the switch path.
+TEST(TreeAggregationTest, OneHundredTwentyEightRanksOverFourLeavesAreExact) {
+  TreeNetOptions o;
+  o.racks = 4;
+  o.hosts = 32;
+  o.elements = 3000;  // 2 chunks
+  o.deterministic = true;
+  TreeNet net(o);
+  ASSERT_EQ(net.tree().world_size, 128);
+  ASSERT_EQ(net.plan().installs.size(), 5u);
+  net.RunOp(0);
+  ExpectReference(net, 0, o.elements, /*bitwise=*/true);
+  EXPECT_EQ(Total(net, &cais::GroupCounters::timeouts), 0u);
+}
+
 // In deterministic mode the result depends on the tree only: other link
 // timings (another seed, jitter) reorder every arrival, not one bit.
 TEST(TreeAggregationTest, DeterministicResultIsBitwiseTheSameRunToRun) {

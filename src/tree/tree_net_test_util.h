@@ -1,6 +1,7 @@
 // A tree of CAIS switches in one process (tree_aggregation_test.cc): the
-// real CaisReducer at every switch of a group's tree (BuildTree over a
-// Topology), each rank's transport core (OpCore) at its leaf, and links
+// ranks JOIN their leaves, the aggregation manager's planner (PlanTrees)
+// makes the tree and the ports, the real CaisReducer at every switch gets
+// the plan's rule, each rank's transport core (OpCore) runs at its leaf, and links
 // with a rate, a delay, a queue and loss on every host link and uplink,
 // driven by a discrete-event loop: no sockets, no clock.
 #pragma once
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <random>
@@ -20,6 +22,7 @@
 #include "client/star_test_util.h"
 #include "client/transport_core.h"
 #include "inca/cais/reducer.h"
+#include "inca/tree/planner.h"
 #include "inca/tree/topology.h"
 
 namespace inca::tree::testing {
@@ -73,13 +76,25 @@ class TreeNet {
     auto topo = Topology::FromYaml(RacksYaml(o.racks, o.hosts, o.levels), "racks.yaml");
     EXPECT_TRUE(topo.ok()) << topo.status();
     const int n = o.racks * o.hosts;
-    std::vector<Member> members;
+    // Rank r JOINs its leaf, which gives it port hosts + 10 - (r mod hosts): the
+    // ports, hence each leaf's reduction order, run against the ranks'.
+    std::vector<SwitchView> views;
+    for (size_t k = 0; k < topo->switches.size(); ++k)
+      views.push_back({static_cast<int>(k), 5, {}, {}});
     for (int r = 0; r < n; ++r) {
-      members.push_back({r, absl::StrCat("198.18.", r / o.hosts + 1, ".", 10 + r % o.hosts)});
+      const std::string host = absl::StrCat("198.18.", r / o.hosts + 1, ".", 10 + r % o.hosts);
+      SwitchView& v = views[static_cast<size_t>(*topo->SwitchOfHost(host))];
+      if (v.forming.empty()) v.forming.push_back({0, 1, n, {}});
+      const auto port = static_cast<uint16_t>(o.hosts + 10 - r % o.hosts);
+      v.forming[0].ranks.push_back({r, port, host + ":5000"});
+      v.ports.push_back({port, host + ":5000"});
+      rank_port_.push_back(port);
     }
-    auto tree = BuildTree(*topo, members);
-    EXPECT_TRUE(tree.ok()) << tree.status();
-    tree_ = *tree;
+    const std::vector<PlanOutcome> plans = PlanTrees(*topo, views);
+    EXPECT_EQ(plans.size(), 1u);
+    EXPECT_TRUE(plans[0].plan.ok()) << plans[0].plan.status();
+    plan_ = *plans[0].plan;
+    tree_ = plan_.tree;
     for (int g = 0; g < o.groups; ++g) {
       client::TransportConfig c;
       c.group_id = static_cast<uint8_t>(g);
@@ -107,6 +122,7 @@ class TreeNet {
   }
 
   const Tree& tree() const { return tree_; }
+  const TreePlan& plan() const { return plan_; }
   cais::CaisReducer& reducer(int node) { return *switches_[static_cast<size_t>(node)]->reducer; }
   Link& uplink_up(int node) { return switches_[static_cast<size_t>(node)]->up; }
   Link& uplink_down(int node) { return switches_[static_cast<size_t>(node)]->down; }
@@ -135,13 +151,14 @@ class TreeNet {
   }
 
   // The tree's reference result for element i of operation k: at each
-  // switch, members in order (its ranks, then its children's partials),
-  // summed left to right in f32 (the deterministic reducer's order).
+  // switch, its members in port order (the plan's: its ranks as their
+  // JOIN ports order them, then its children's partials), summed left to
+  // right in f32 (the deterministic reducer's order).
   float Reference(int node, int k, size_t i) const {
-    const TreeNode& t = tree_.nodes[static_cast<size_t>(node)];
     std::vector<float> lanes;
-    for (int r : t.ranks) lanes.push_back(Input(r, k, i));
-    for (int c : t.children) lanes.push_back(Reference(c, k, i));
+    for (const PlannedMember& m : plan_.installs[static_cast<size_t>(node)].members) {
+      lanes.push_back(m.rank >= 0 ? Input(m.rank, k, i) : Reference(NodeOf(m.child_switch), k, i));
+    }
     float acc = lanes[0];
     for (size_t m = 1; m < lanes.size(); ++m) acc += lanes[m];
     return acc;
@@ -171,7 +188,15 @@ class TreeNet {
     std::unique_ptr<cais::CaisReducer> reducer;
     Link up, down;  // toward the parent and back
     bool dead = false;
+    std::map<uint16_t, PlannedMember> members;  // by port
+    uint16_t port_at_parent = 0;
   };
+  int NodeOf(int switch_index) const {
+    for (size_t k = 0; k < tree_.nodes.size(); ++k) {
+      if (tree_.nodes[k].switch_index == switch_index) return static_cast<int>(k);
+    }
+    return -1;
+  }
   struct Rank {
     explicit Rank(const client::TransportConfig& c) : path(c) {}
     client::PathState path;
@@ -206,13 +231,23 @@ class TreeNet {
     c.timeout_ns = (500 + 100 * level) * dp::kNsPerMs;
     auto s = std::make_unique<Switch>();
     s->reducer = *cais::CaisReducer::Create(c);
+    // The plan's install here; every group of the harness shares the tree.
+    const SwitchInstall& in = plan_.installs[static_cast<size_t>(node)];
     cais::PortMask ports;
-    for (int m = 0; m < t.members(); ++m) ports.add(static_cast<dp::PortId>(m));
+    for (const PlannedMember& m : in.members) {
+      ports.add(m.port);
+      s->members[m.port] = m;
+    }
     for (int g = 0; g < o_.groups; ++g) {
       cais::Rule rule{cais::RuleKey{static_cast<uint8_t>(g), std::nullopt, std::nullopt}, ports,
                       ports, std::nullopt};
-      if (t.parent >= 0) rule.uplink = static_cast<dp::PortId>(t.members());
+      if (in.uplink) rule.uplink = *in.uplink;
       EXPECT_TRUE(s->reducer->rules().Add(rule).ok());
+    }
+    if (t.parent >= 0) {
+      for (const PlannedMember& m : plan_.installs[static_cast<size_t>(t.parent)].members) {
+        if (m.child_switch == t.switch_index) s->port_at_parent = m.port;
+      }
     }
     s->up = s->down = o_.uplink;
     switches_.push_back(std::move(s));
@@ -232,17 +267,19 @@ class TreeNet {
     FromSwitch(TreeNet* net, int node) : net_(net), node_(node) {}
     void Emit(dp::PortId port, std::span<const uint8_t> p) override {
       const TreeNode& t = net_->tree_.nodes[static_cast<size_t>(node_)];
-      const int m = port, direct = static_cast<int>(t.ranks.size());
-      if (m == t.members()) {
-        net_->Carry(net_->switches_[static_cast<size_t>(node_)]->up, kAtSwitch, t.parent,
-                    t.index_at_parent, p);
-      } else if (m < direct) {
-        const int r = t.ranks[static_cast<size_t>(m)];
-        net_->Carry(net_->host_links_[static_cast<size_t>(r)].second, kAtRank, r, 0, p);
+      Switch& s = *net_->switches_[static_cast<size_t>(node_)];
+      const auto& uplink = net_->plan_.installs[static_cast<size_t>(node_)].uplink;
+      if (uplink && port == *uplink) {
+        net_->Carry(s.up, kAtSwitch, t.parent, s.port_at_parent, p);
+        return;
+      }
+      const PlannedMember& m = s.members.at(port);
+      if (m.rank >= 0) {
+        net_->Carry(net_->host_links_[static_cast<size_t>(m.rank)].second, kAtRank, m.rank, 0, p);
       } else {
-        const int c = t.children[static_cast<size_t>(m - direct)];
+        const int c = net_->NodeOf(m.child_switch);
         net_->Carry(net_->switches_[static_cast<size_t>(c)]->down, kAtSwitch, c,
-                    net_->tree_.nodes[static_cast<size_t>(c)].members(), p);
+                    *net_->plan_.installs[static_cast<size_t>(c)].uplink, p);
       }
     }
     TreeNet* net_;
@@ -255,7 +292,7 @@ class TreeNet {
       const std::vector<uint8_t> d = wire::SerializeCais(h, payload);
       const int leaf = net_->tree_.node_of_rank[static_cast<size_t>(r_)];
       net_->Carry(net_->host_links_[static_cast<size_t>(r_)].first, kAtSwitch, leaf,
-                  *net_->tree_.MemberToward(leaf, r_), d);
+                  net_->rank_port_[static_cast<size_t>(r_)], d);
     }
     TreeNet* net_;
     int r_;
@@ -299,7 +336,9 @@ class TreeNet {
   }
 
   TreeNetOptions o_;
+  TreePlan plan_;
   Tree tree_;
+  std::vector<uint16_t> rank_port_;                // each rank's port at its leaf
   std::vector<client::TransportConfig> cfgs_;      // per group
   std::vector<std::pair<Link, Link>> host_links_;  // per rank: to its leaf, back
   std::vector<std::unique_ptr<Switch>> switches_;

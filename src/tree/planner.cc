@@ -1,0 +1,178 @@
+#include "inca/tree/planner.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "inca/dataplane/program.h"
+
+namespace inca::tree {
+
+std::string HostOfEndpoint(const std::string& endpoint) {
+  if (!endpoint.empty() && endpoint.front() == '[') {
+    const size_t close = endpoint.find(']');
+    return close == std::string::npos ? std::string() : endpoint.substr(1, close - 1);
+  }
+  const size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos ? std::string() : endpoint.substr(0, colon);
+}
+
+namespace {
+
+// The ranks of one (group, job) across the switches.
+struct Gathered {
+  int world_size = -1;
+  std::string fault;                                  // set: no plan, this error
+  std::vector<std::pair<size_t, JoinedRank>> joined;  // (view index, rank)
+};
+
+// The lowest port at or above `from` that `taken` lacks; dp::kMaxPorts if none.
+uint16_t FreePort(const std::set<uint16_t>& taken, uint16_t from) {
+  uint16_t p = from;
+  while (p < dp::kMaxPorts && taken.contains(p)) ++p;
+  return p;
+}
+
+absl::StatusOr<SwitchInstall> InstallAt(const Topology& t, const Tree& tree, size_t node,
+                                        const SwitchView& view,
+                                        const std::vector<std::pair<size_t, JoinedRank>>& joined,
+                                        const std::vector<size_t>& view_of_switch) {
+  const TreeNode& n = tree.nodes[node];
+  SwitchInstall in;
+  in.switch_index = n.switch_index;
+  std::set<uint16_t> taken;
+  for (const BoundPort& b : view.ports) taken.insert(b.port);
+  // The port a neighbour at `endpoint` already has here, or a free one at
+  // or above `from`.
+  const auto port_for = [&](const std::string& endpoint, uint16_t from) {
+    for (const BoundPort& b : view.ports) {
+      if (b.endpoint == endpoint) return b.port;
+    }
+    return FreePort(taken, from);
+  };
+  uint16_t next = 0;
+  for (int r : n.ranks) {
+    for (const auto& [v, jr] : joined) {
+      if (jr.rank == r && view_of_switch[static_cast<size_t>(n.switch_index)] == v) {
+        in.members.push_back({jr.port, r, -1, jr.endpoint});
+        taken.insert(jr.port);
+        next = std::max<uint16_t>(next, static_cast<uint16_t>(jr.port + 1));
+      }
+    }
+  }
+  // Child switches after the ranks: their ports above every rank's, so that
+  // the reduction order (ascending ports) is the ranks', then the children's.
+  const std::string& name = t.switches[static_cast<size_t>(n.switch_index)].name;
+  const auto no_port = [&] {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("switch ", name, " has no free port for the tree"));
+  };
+  for (int c : n.children) {
+    const int sw = tree.nodes[static_cast<size_t>(c)].switch_index;
+    const std::string& address = t.switches[static_cast<size_t>(sw)].address;
+    const uint16_t p = port_for(address, next);
+    if (p >= dp::kMaxPorts) return no_port();
+    in.members.push_back({p, -1, sw, address});
+    taken.insert(p);
+    next = std::max<uint16_t>(next, static_cast<uint16_t>(p + 1));
+  }
+  std::sort(in.members.begin(), in.members.end(),
+            [](const PlannedMember& a, const PlannedMember& b) { return a.port < b.port; });
+  if (n.parent >= 0) {
+    const int psw = tree.nodes[static_cast<size_t>(n.parent)].switch_index;
+    in.parent_endpoint = t.switches[static_cast<size_t>(psw)].address;
+    const uint16_t p = port_for(in.parent_endpoint, next);
+    if (p >= dp::kMaxPorts) return no_port();
+    in.uplink = p;
+  }
+  return in;
+}
+
+// The plan of a complete group, or its fault.
+absl::StatusOr<TreePlan> PlanOne(const Topology& t, const std::vector<SwitchView>& views,
+                                 uint8_t group, uint64_t job, const Gathered& g) {
+  std::vector<size_t> view_of_switch(t.switches.size(), SIZE_MAX);
+  for (size_t v = 0; v < views.size(); ++v) {
+    view_of_switch[static_cast<size_t>(views[v].switch_index)] = v;
+  }
+  std::vector<Member> members;
+  for (const auto& [v, jr] : g.joined) {
+    const std::string host = HostOfEndpoint(jr.endpoint);
+    const std::optional<int> behind = t.SwitchOfHost(host);
+    const int at = views[v].switch_index;
+    if (!behind || *behind != at) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", jr.rank, " joined switch ", t.switches[static_cast<size_t>(at)].name,
+          " but the topology puts its host ", host,
+          behind ? absl::StrCat(" behind ", t.switches[static_cast<size_t>(*behind)].name)
+                 : std::string(" behind no switch")));
+    }
+    members.push_back({jr.rank, host});
+  }
+  absl::StatusOr<Tree> tree = BuildTree(t, members);
+  if (!tree.ok()) return tree.status();
+  TreePlan plan{group, job, g.world_size, 0, *tree, {}};
+  for (size_t node = 0; node < tree->nodes.size(); ++node) {
+    const int sw = tree->nodes[node].switch_index;
+    const size_t v = view_of_switch[static_cast<size_t>(sw)];
+    if (v == SIZE_MAX) {
+      return absl::UnavailableError(absl::StrCat(
+          "switch ", t.switches[static_cast<size_t>(sw)].name, " of the tree has not reported"));
+    }
+    plan.seq_base = std::max(plan.seq_base, views[v].next_seq_base);
+    absl::StatusOr<SwitchInstall> in =
+        InstallAt(t, *tree, node, views[v], g.joined, view_of_switch);
+    if (!in.ok()) return in.status();
+    plan.installs.push_back(std::move(*in));
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::vector<PlanOutcome> PlanTrees(const Topology& t, const std::vector<SwitchView>& views) {
+  std::map<std::pair<uint8_t, uint64_t>, Gathered> groups;
+  for (size_t v = 0; v < views.size(); ++v) {
+    const std::string& name = t.switches[static_cast<size_t>(views[v].switch_index)].name;
+    for (const FormingGroup& f : views[v].forming) {
+      Gathered& g = groups[{f.group_id, f.job}];
+      if (g.world_size < 0) g.world_size = f.world_size;
+      if (g.world_size != f.world_size && g.fault.empty()) {
+        g.fault = absl::StrCat("its ranks disagree on the world size (", g.world_size, " and ",
+                               f.world_size, " at ", name, ")");
+      }
+      for (const JoinedRank& r : f.ranks) g.joined.emplace_back(v, r);
+    }
+  }
+  std::vector<PlanOutcome> out;
+  for (auto& [key, g] : groups) {
+    const auto& [group, job] = key;
+    std::vector<int> seen(static_cast<size_t>(std::max(g.world_size, 0)), 0);
+    for (const auto& [v, jr] : g.joined) {
+      if (jr.rank < 0 || jr.rank >= g.world_size) {
+        if (g.fault.empty()) g.fault = absl::StrCat("rank ", jr.rank, " is outside the world size");
+      } else if (++seen[static_cast<size_t>(jr.rank)] == 2 && g.fault.empty()) {
+        g.fault = absl::StrCat("rank ", jr.rank, " joined twice");
+      }
+    }
+    const bool complete =
+        std::all_of(seen.begin(), seen.end(), [](int n) { return n >= 1; }) && !seen.empty();
+    if (g.fault.empty() && !complete) continue;  // ranks still missing
+    PlanOutcome o{group, job, absl::InternalError("")};
+    if (!g.fault.empty()) {
+      o.plan = absl::FailedPreconditionError(g.fault);
+    } else {
+      o.plan = PlanOne(t, views, group, job, g);
+    }
+    if (!o.plan.ok()) {
+      o.plan = absl::Status(o.plan.status().code(), absl::StrCat("group ", group, " job ", job,
+                                                                 ": ", o.plan.status().message()));
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+}  // namespace inca::tree
