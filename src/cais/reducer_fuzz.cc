@@ -3,7 +3,9 @@
 // fed to one CaisReducer with small limits (so slot exhaustion, SRAM limits,
 // eviction and timeouts are reached quickly). Half of the datagrams are
 // given a valid header shape so the fuzzer reaches the slot logic, not just
-// the parser. After every packet: conservation and memory bounds hold.
+// the parser. Group 0 is a leaf of a tree (its rule's uplink is port 4), so
+// repaired packets on port 4 are the parent's answers (results, notices,
+// PENDING). After every packet: conservation and memory bounds hold.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(created.ok());
   cais::CaisReducer& sw = **created;
   using Op = wire::CaisOp;
-  Check(
-      sw.rules().Add({{0, std::nullopt, std::nullopt}, {0, 1, 2}, {0, 1, 2}, Op::kAllReduce}).ok());
+  cais::Rule leaf{{0, std::nullopt, std::nullopt}, {0, 1, 2}, {0, 1, 2}, Op::kAllReduce};
+  leaf.uplink = 4;
+  Check(sw.rules().Add(leaf).ok());
   Check(sw.rules()
             .Add({{1, std::nullopt, std::nullopt}, {0, 1}, {0, 1, 3}, Op::kReduceScatter})
             .ok());
@@ -55,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> pkt;
   fuzz::Records records(data, size);
   for (fuzz::Record r; records.Next(&r);) {
-    const auto port = static_cast<dp::PortId>(r.a % 5);  // 4 = not in any rule
+    const auto port = static_cast<dp::PortId>(r.a % 5);  // 4: group 0's uplink only
     now += r.b;
     pkt.assign(r.bytes.begin(), r.bytes.end());
     if ((r.b & 0x80) != 0 && pkt.size() >= wire::kCaisHeaderBytes) {
@@ -71,9 +74,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pkt.resize(wire::kCaisHeaderBytes + pl);
       util::StoreBe32(&pkt[12], static_cast<uint32_t>(pl));
       pkt[16] = wire::kCaisVersion;
-      pkt[17] &= wire::cais_flags::kRetransmit;
+      namespace flags = wire::cais_flags;
+      const uint8_t asked = pkt[17];
+      pkt[17] &= flags::kRetransmit;
       pkt[18] = static_cast<uint8_t>(((pkt[18] >> 4) % 4) << 4 | (pkt[18] % 4));
-      if (pl == 0) pkt[17] |= wire::cais_flags::kFallback;
+      if (port == 4 && (asked & 0x40) != 0) {  // a parent's answer
+        pkt[17] =
+            flags::kResult | (asked & (flags::kFallback | flags::kDeclined | flags::kPending));
+        if (pl == 0 && (pkt[17] & (flags::kFallback | flags::kPending)) == 0) {
+          pkt[17] |= flags::kPending;
+        }
+      }
+      if (pl == 0 && (pkt[17] & (flags::kResult | flags::kRetransmit)) == 0) {
+        pkt[17] |= flags::kFallback;
+      }
     }
     sw.Process(pkt, port, now, sink);
     const cais::SramUsage u = sw.sram();

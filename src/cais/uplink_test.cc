@@ -79,7 +79,7 @@ TEST_F(UplinkTest, ThePartialGoesUpAndTheParentsResultComesDownWithBothWaits) {
   EXPECT_EQ(AsF32(resent[0].payload), (std::vector<float>{9, 10}));
 }
 
-TEST_F(UplinkTest, AnInputAskingAgainMakesOneRequestUpAndThePartialIsResentIfThePArentLacksIt) {
+TEST_F(UplinkTest, AnInputAskingAgainMakesOneRequestUpAndThePartialIsResentIfTheParentLacksIt) {
   const CaisHeader h = Hdr();
   Send(1, Packet(h, F32Bytes({1})), 0);
   Send(2, Packet(h, F32Bytes({2})), 0);
