@@ -72,14 +72,15 @@ inline CaisHeader Hdr(CaisOp op = CaisOp::kAllReduce, ReduceOp rop = ReduceOp::k
   return h;
 }
 
+// (An empty vector's data() may be null, which memcpy must not get.)
 inline std::vector<uint8_t> F32Bytes(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
   return b;
 }
 inline std::vector<float> AsF32(const std::vector<uint8_t>& b) {
   std::vector<float> v(b.size() / 4);
-  std::memcpy(v.data(), b.data(), b.size());
+  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * 4);
   return v;
 }
 
