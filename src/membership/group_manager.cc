@@ -34,6 +34,7 @@ MgmtMessage ReplyTo(const MgmtMessage& m, MgmtType type) {
 }  // namespace
 
 std::vector<uint16_t> GroupState::rank_ports() const {
+  if (tree) return tree_rank_ports;
   std::vector<uint16_t> v;
   v.reserve(ranks.size());
   for (const auto& r : ranks) v.push_back(r ? r->port : wire::kAnyPort);
@@ -206,6 +207,62 @@ void GroupManager::KeepTimings(const GroupState& g) {
   history_[std::move(shape)] = Kept{g.timings, ++history_tick_};
 }
 
+absl::Status GroupManager::InstallTree(const TreeGroup& t, dp::TimeNs now) {
+  const auto refuse = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", t.group_id, ": ", why));
+  };
+  if (static_groups_[t.group_id]) return refuse("it is static (a group-wide rule from the config)");
+  if (t.rank_ports.size() != t.world_size || t.world_size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", t.group_id, ": rank_ports has ",
+                                                   t.rank_ports.size(), " entries for world size ",
+                                                   t.world_size));
+  }
+  auto& g = groups_[t.group_id];
+  if (g && g->formed) return refuse("it is formed already");
+  if (g && (g->job != t.job || g->world_size != t.world_size)) {
+    return refuse(
+        absl::StrCat("the ranks here joined job ", g->job, " of world size ", g->world_size));
+  }
+  cais::PortMask ports;
+  for (dp::PortId p : t.members) {
+    if (!ports_->endpoint(p)) return refuse(absl::StrCat("member port ", p, " is not bound"));
+    ports.add(p);
+  }
+  if (t.uplink && !ports_->endpoint(*t.uplink)) {
+    return refuse(absl::StrCat("uplink port ", *t.uplink, " is not bound"));
+  }
+  if (g) {
+    for (size_t rank = 0; rank < g->ranks.size(); ++rank) {
+      const auto& r = g->ranks[rank];
+      if (r && (!ports.contains(r->port) || t.rank_ports[rank] != r->port)) {
+        return refuse(absl::StrCat("rank ", rank, " joined at port ", r->port,
+                                   ", which the tree does not give it"));
+      }
+    }
+  }
+  cais::Rule rule{GroupKey(t.group_id), ports, ports, std::nullopt};
+  rule.uplink = t.uplink;
+  if (absl::Status s = rules_->Add(rule); !s.ok()) return s;
+  if (!g) {
+    g.emplace();
+    g->group_id = t.group_id;
+    g->world_size = t.world_size;
+    g->job = t.job;
+    g->ranks.resize(t.world_size);
+  }
+  g->tree = true;
+  g->tree_members = t.members;
+  g->tree_rank_ports = t.rank_ports;
+  g->formed = true;
+  g->formed_at = now;
+  g->seq_base = t.seq_base;
+  Emit(*log_, LogLevel::kInfo,
+       "event=tree_installed group={} world_size={} ports={} uplink={} seq_base={}", t.group_id,
+       t.world_size, ports.ToString(), t.uplink ? static_cast<int>(*t.uplink) : -1, t.seq_base);
+  Recount();
+  return absl::OkStatus();
+}
+
 void GroupManager::Dissolve(uint8_t group_id, const char* why) {
   auto& g = groups_[group_id];
   if (!g) return;
@@ -278,6 +335,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
       return current(*slot);
     }
     if (slot) return refuse(MgmtReason::kRankTaken);
+    if (g->tree) return refuse(MgmtReason::kGroupConflict);  // that rank is elsewhere in the tree
     for (const auto& r : g->ranks) {
       if (r && r->endpoint == from) return refuse(MgmtReason::kBadRequest);  // two ranks, one port
     }
@@ -410,6 +468,16 @@ void GroupManager::Expire(dp::TimeNs now) {
   next_expire_scan_ = now + std::max<dp::TimeNs>(lease_ / 10, dp::kNsPerMs);
   for (auto& g : groups_) {
     if (!g) continue;
+    if (g->formed && g->tree && g->joined == 0) {
+      // A tree's group with no rank here lives on its member ports' data.
+      dp::TimeNs heard = g->formed_at;
+      for (dp::PortId p : g->tree_members) heard = std::max(heard, port_seen_[p]);
+      if (now - heard >= lease_) {
+        ++leases_expired_;
+        Dissolve(g->group_id, "tree_silent");
+      }
+      continue;
+    }
     if (g->formed) {
       // Any member silent for a lease: the group cannot reduce without it.
       for (size_t rank = 0; rank < g->ranks.size(); ++rank) {

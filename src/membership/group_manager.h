@@ -167,8 +167,27 @@ struct GroupState {
   // Seeded at formation from the last group of the same shape (below).
   std::array<std::array<PathAverage, 2>, wire::kSizeClasses> timings{};
 
+  // A group of a tree of switches (InstallTree): the member ports (its
+  // ranks' and its child switches'), and each rank's port for the JOIN
+  // replies (a rank elsewhere: the member or uplink leading to it).
+  bool tree = false;
+  std::vector<dp::PortId> tree_members;
+  std::vector<uint16_t> tree_rank_ports;
+
   // Port of each rank in rank order (formed groups).
   std::vector<uint16_t> rank_ports() const;
+};
+
+// What the aggregation manager installs for one group at one switch of its
+// tree (docs/design/tree.md, "The aggregation manager").
+struct TreeGroup {
+  uint8_t group_id = 0;
+  uint64_t job = 0;
+  uint16_t world_size = 0;
+  uint32_t seq_base = 0;
+  std::vector<dp::PortId> members;   // the JOINed ranks' ports and the children's (bound)
+  std::optional<dp::PortId> uplink;  // bound to the parent; absent at the root
+  std::vector<uint16_t> rank_ports;  // world_size entries, for the JOIN replies
 };
 
 class GroupManager {
@@ -232,6 +251,17 @@ class GroupManager {
   // every loop iteration: it scans at most 256 groups, and only when `now`
   // has moved a tenth of the lease since the last scan.
   void Expire(dp::TimeNs now);
+
+  // Forms `t.group_id` as a group of a tree: the ranks that JOINed here
+  // (forming, same job and world size; each must be among the members at
+  // its port) and the child switches' ports reduce into one rule with the
+  // uplink; seq_base is the tree's. A switch with no rank of the group (a
+  // root, a spine) gets the group here; it lives on its member ports'
+  // traffic and dissolves after a lease of silence on all of them.
+  // FailedPrecondition (static, formed, another job or world size, a JOINed
+  // rank not among the members, a member port unbound), InvalidArgument
+  // (rank_ports not world_size long), the rule table's status.
+  absl::Status InstallTree(const TreeGroup& t, dp::TimeNs now);
 
   // Dissolves the JOIN-formed (or forming) group `group_id`, releasing its
   // ports (an operator's request). False when there is no such group.
