@@ -451,6 +451,38 @@ def scenario_testbed():
     return out
 
 
+def scenario_tree():
+    """One rank of a group spread over the leaves of a tree of switches
+    (INCA_SWITCH = its leaf, INCA_BIND_IP = its host's address): the
+    aggregation manager builds the tree from the ranks' JOINs. All-reduces
+    (f32 sum over several chunks, i32 max, bf16) are exact through the tree;
+    reduce-scatter and all-gather, which a tree declines, are exact on the
+    host path."""
+    import torch
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cais.configure({"join_timeout_ms": 15000, "switch_timeout_ms": 5000})
+    cais.init()
+    for it, count in enumerate((1000, 200000)):
+        a = (np.arange(count, dtype=np.float32) % 13 - 6) * (rank + 1 + it)
+        cais.all_reduce(a)
+        want = (np.arange(count, dtype=np.float32) % 13 - 6) * sum(r + 1 + it for r in range(n))
+        check(np.array_equal(a, want), "f32 sum of %d" % count)
+    t = torch.arange(5000, dtype=torch.int32) * (rank + 1)
+    cais.all_reduce(t, op=cais.ReduceOp.MAX)
+    check(torch.equal(t, torch.arange(5000, dtype=torch.int32) * n), "i32 max")
+    t = torch.full((3000,), float(rank + 1), dtype=torch.bfloat16)
+    cais.all_reduce(t)
+    check(bool((t.float() == n * (n + 1) / 2).all()), "bf16 sum")
+    x = np.ones((n * 100, 4), dtype=np.float32) * (rank + 1)
+    r = cais.reduce_scatter(x)
+    check(r.shape == (100, 4) and (r == n * (n + 1) / 2).all(), "reduce_scatter")
+    g = cais.all_gather(np.full((3,), rank, dtype=np.int32))
+    check(all((g[q] == q).all() for q in range(n)), "all_gather")
+    st = cais.stats()
+    cais.shutdown()
+    return {"rank": rank, "stats": st}
+
+
 def scenario_ddp():
     """An unmodified DDP training loop; prints its losses (compared with gloo's by the test)."""
     import torch

@@ -3,7 +3,9 @@ each configured by YAML (static ports and a rule whose `uplink` is the port
 toward the parent, docs/design/tree.md), four raw-socket hosts. Every
 all-reduce is exact through the tree; other collectives are declined at the
 leaves; a killed root makes every host's chunk fall back within the
-client's 1 s switch timeout."""
+client's 1 s switch timeout. With the aggregation manager
+(inca-controller --topology), real ranks JOIN their own leaf and the tree is
+built from their JOINs."""
 import json
 import os
 import select
@@ -14,6 +16,8 @@ import tempfile
 import time
 
 import cais.launch as launch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 GROUP = 7
 HEADER = struct.Struct(">BBHHHIIBBBB")  # docs/protocol.md, "Header layout"
@@ -168,3 +172,128 @@ def test_a_two_level_tree_of_switch_processes_reduces_exactly_and_falls_back_whe
             os.unlink(cfg)
         for s in hosts:
             s.close()
+
+
+class ManagedTree:
+    """A spine and `racks` leaves (inca-switchd on loopback) and inca-controller
+    --topology over them; rack k's host is 127.0.1.(k+1). The root decides:
+    the leaves wait longer than it does."""
+
+    def __init__(self, racks):
+        self.switches, self.manager, self.topo = [], None, None
+        try:
+            self.switches.append(launch.Switch(timeout_ms=1000))
+            for _ in range(racks):
+                self.switches.append(launch.Switch(timeout_ms=1500))
+            self.topo = tempfile.NamedTemporaryFile("w", prefix="inca-topology-", suffix=".yaml",
+                                                    delete=False)
+            self.topo.write("switches:\n")
+            for k, sw in enumerate(self.switches):
+                name, parent = ("spine", "") if k == 0 else ("leaf%d" % (k - 1), ", parent: spine")
+                self.topo.write('  - {name: %s, address: "%s", control: "%s"%s}\n'
+                                % (name, sw.data_addr, sw.control_addr, parent))
+            self.topo.write("hosts:\n")
+            for k in range(racks):
+                self.topo.write("  - {at: leaf%d, addresses: [%s]}\n" % (k, self.host(k)))
+            self.topo.close()
+            binary = os.path.join(launch.build_dir(), "bin", "inca-controller")
+            self.manager = subprocess.Popen([binary, "--topology", self.topo.name, "--period-ms",
+                                             "50"], stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True)
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def host(rack):
+        return "127.0.1.%d" % (rack + 1)
+
+    @property
+    def root(self):
+        return self.switches[0]
+
+    def leaf(self, rack):
+        return self.switches[1 + rack]
+
+    def finish(self):
+        """Stops the manager; its JSON lines (trees, then counters) and its log."""
+        self.manager.terminate()
+        stdout, stderr = self.manager.communicate(timeout=30)
+        assert self.manager.returncode == 0, stderr
+        return [json.loads(x) for x in stdout.splitlines()], stderr
+
+    def stop(self):
+        if self.manager is not None and self.manager.poll() is None:
+            self.manager.kill()
+            self.manager.wait()
+        for sw in self.switches:
+            sw.stop()
+        if self.topo is not None:
+            os.unlink(self.topo.name)
+
+
+def test_the_aggregation_manager_builds_the_tree_from_the_ranks_joins():
+    """Four ranks (`import cais`), two on each leaf, JOIN their leaf;
+    inca-controller --topology installs the tree; the all-reduces go up it
+    exact, the rest run exact on the host path; the manager reports it."""
+    tree = ManagedTree(2)
+    try:
+        def rank_env(r):
+            return {"INCA_SWITCH": tree.leaf(r // 2).data_addr,
+                    "INCA_BIND_IP": tree.host(r // 2)}
+
+        out = launch.run_ranks([os.path.join(HERE, "rank_worker.py"), "tree"], 4,
+                               rank_env=rank_env, timeout_s=120)
+        for r in out:
+            assert r["stats"]["ops_switch"] >= 4, r  # the all-reduces, through the tree
+        for k in range(2):
+            s = stats(tree.leaf(k))
+            assert s["uplink_partials"] > 0 and s["parent_results"] > 0, s
+        r = stats(tree.root)
+        assert r["completed_chunks"] > 0 and r["uplink_partials"] == 0, r
+        lines, log = tree.finish()
+        counters = lines[-1]["manager"]
+        assert counters["trees_installed"] >= 1 and counters["install_failures"] == 0, lines
+        assert "event=tree_installed group=255" in log, log
+        assert "switches=spine,leaf0,leaf1" in log, log
+    finally:
+        tree.stop()
+
+
+def test_128_ranks_across_four_leaves_reduce_exactly_on_the_switch_path():
+    """A group twice the size one switch holds: 128 cais-perf ranks, 32
+    behind each of 4 leaves, one tree; every result exact and every
+    operation on the switch path."""
+    racks, per = 4, 32
+    tree = ManagedTree(racks)
+    procs = []
+    try:
+        perf = os.path.join(launch.build_dir(), "bin", "cais-perf")
+        master_port = launch.free_port()
+        env = dict(os.environ, INCA_JOIN_TIMEOUT_MS="60000")  # 128 processes start on 2 cores
+        for r in range(racks * per):
+            k = r // per
+            procs.append(subprocess.Popen(
+                [perf, "--op", "allreduce", "--rank", str(r), "--world-size", str(racks * per),
+                 "--master-addr", "127.0.0.1", "--master-port", str(master_port),
+                 "--bind", tree.host(k), "--switch", tree.leaf(k).data_addr, "-b", "64K",
+                 "-e", "64K", "--iters", "3", "--warmup", "1", "--json", "--timeout-s", "240"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        outs = [p.communicate(timeout=300) for p in procs]
+        for r, (p, (_, stderr)) in enumerate(zip(procs, outs)):
+            assert p.returncode == 0, (r, stderr[-2000:])
+        # Rank 0 reports the row: wrong elements summed over every rank,
+        # host-path operations the most any rank ran.
+        row = json.loads(outs[0][0].splitlines()[-1])["rows"][0]
+        assert row["wrong"] == 0 and row["path"] == "switch" and row["host_ops"] == 0, row
+        for k in range(racks):
+            s = stats(tree.leaf(k))
+            assert s["uplink_partials"] >= 4 * 8 and s["conserved"] is True, s
+        lines, log = tree.finish()
+        assert "world_size=128 depth=2 switches=spine,leaf0,leaf1,leaf2,leaf3" in log, log
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        tree.stop()

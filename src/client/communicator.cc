@@ -21,9 +21,10 @@
 namespace inca {
 
 absl::Status CommunicatorOptions::Validate() const {
-  if (world_size < 1 || world_size > cais::kMaxGroupMembers) {
+  if (world_size < 1 || world_size > cais::kMaxTreeRanks) {
     return absl::InvalidArgumentError(
-        absl::StrCat("world_size ", world_size, " must be between 1 and ", cais::kMaxGroupMembers));
+        absl::StrCat("world_size ", world_size, " must be between 1 and ", cais::kMaxTreeRanks,
+                     " (more than 64 only across a tree of switches)"));
   }
   if (rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(

@@ -93,8 +93,12 @@ SwitchTransport::SwitchTransport(const SwitchTransportOptions& o, const SessionC
       switch_ep_(switch_ep),
       session_(session),
       mgmt_out_(std::make_unique<MgmtOut>(this)),
-      rx_(net::RecvBatch::For(socket_, kRecvBatch,
-                              wire::kCaisHeaderBytes + o.core.chunk_size + 64)),
+      // Data, and JOIN_REPLYs of up to world_size rank ports.
+      rx_(net::RecvBatch::For(
+          socket_, kRecvBatch,
+          std::max<size_t>(
+              wire::kCaisHeaderBytes + o.core.chunk_size + 64,
+              wire::kMgmtHeaderBytes + 2 * static_cast<size_t>(session.transport.world_size)))),
       tx_(net::SendBatch::For(socket_, kBatch, wire::kCaisHeaderBytes)),
       path_(std::make_unique<PathState>(session.transport)) {
   switch_addr_len_ = switch_ep.ToSockaddr(socket_.family, &switch_addr_);

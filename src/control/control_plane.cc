@@ -1,4 +1,4 @@
-// WrongProgram, ValidateControlToken and the ControlPlane's default ReleasePort.
+// WrongProgram, ValidateControlToken and the planes' defaults (ReleasePort, InstallTree).
 #include "inca/control/control_plane.h"
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +27,10 @@ absl::Status ValidateControlToken(std::string_view token, std::string_view where
 
 absl::StatusOr<int> ControlPlane::ReleasePort(uint16_t) {
   return absl::FailedPreconditionError("this control plane cannot release ports");
+}
+
+absl::StatusOr<GroupInfo> CaisControlPlane::InstallTree(const TreeInstall&) {
+  return absl::UnimplementedError("this control plane cannot install trees");
 }
 
 }  // namespace inca::control

@@ -103,6 +103,16 @@ void ToProto(const GroupInfo& g, pb::Group* out) {
   out->set_seq_base(g.seq_base);
   out->set_source(g.source);
   out->set_contended(g.contended);
+  out->set_job(g.job);
+  for (const GroupMemberInfo& m : g.members) {
+    pb::GroupMember* o = out->add_members();
+    o->set_rank(m.rank);
+    o->set_port(m.port);
+    o->set_endpoint(m.endpoint);
+  }
+  out->set_tree(g.tree);
+  for (uint16_t p : g.tree_members) out->add_tree_members(p);
+  if (g.uplink) out->set_uplink_port(*g.uplink);
   for (const OffloadTiming& t : g.timings) {
     pb::OffloadTiming* o = out->add_timings();
     o->set_bin(static_cast<uint32_t>(t.bin));
@@ -126,6 +136,14 @@ GroupInfo FromProto(const pb::Group& g) {
   out.seq_base = g.seq_base();
   out.source = g.source();
   out.contended = g.contended();
+  out.job = g.job();
+  for (const pb::GroupMember& m : g.members()) {
+    out.members.push_back(
+        {static_cast<uint16_t>(m.rank()), static_cast<uint16_t>(m.port()), m.endpoint()});
+  }
+  out.tree = g.tree();
+  for (uint32_t p : g.tree_members()) out.tree_members.push_back(static_cast<uint16_t>(p));
+  if (g.has_uplink_port()) out.uplink = static_cast<uint16_t>(g.uplink_port());
   for (const pb::OffloadTiming& t : g.timings()) {
     OffloadTiming o;
     o.bin = static_cast<int>(std::min<uint32_t>(t.bin(), 63));
@@ -140,6 +158,50 @@ GroupInfo FromProto(const pb::Group& g) {
     out.timings.push_back(o);
   }
   return out;
+}
+
+void ToProto(const TreeInstall& t, pb::InstallTreeRequest* out) {
+  out->set_group_id(t.group_id);
+  out->set_job(t.job);
+  out->set_world_size(t.world_size);
+  out->set_seq_base(t.seq_base);
+  for (uint16_t p : t.members) out->add_member_ports(p);
+  if (t.uplink) out->set_uplink_port(*t.uplink);
+  for (uint16_t p : t.rank_ports) out->add_rank_ports(p);
+}
+
+absl::Status FromProto(const pb::InstallTreeRequest& t, TreeInstall* out) {
+  if (t.group_id() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_id ", t.group_id(), " is out of range; groups are 0..255"));
+  }
+  if (t.world_size() < 1 || t.world_size() > static_cast<uint32_t>(cais::kMaxTreeRanks)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size ", t.world_size(), " must be in 1..", cais::kMaxTreeRanks));
+  }
+  const auto port = [](uint32_t p, const char* what, uint16_t* to) {
+    if (p >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " port ", p, " is out of range; ports are 0..", dp::kMaxPorts - 1));
+    }
+    *to = static_cast<uint16_t>(p);
+    return absl::OkStatus();
+  };
+  *out = TreeInstall{};
+  out->group_id = static_cast<uint8_t>(t.group_id());
+  out->job = t.job();
+  out->world_size = static_cast<uint16_t>(t.world_size());
+  out->seq_base = t.seq_base();
+  for (uint32_t p : t.member_ports()) {
+    if (auto s = port(p, "member", &out->members.emplace_back()); !s.ok()) return s;
+  }
+  if (t.has_uplink_port()) {
+    if (auto s = port(t.uplink_port(), "uplink", &out->uplink.emplace()); !s.ok()) return s;
+  }
+  for (uint32_t p : t.rank_ports()) {
+    if (auto s = port(p, "rank", &out->rank_ports.emplace_back()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 void ToProto(const Stats& s, pb::Stats* out) {

@@ -17,6 +17,9 @@ void ToProto(const cais::RuleKey& k, pb::RuleKey* out);
 absl::Status FromProto(const pb::RuleKey& k, cais::RuleKey* out);
 void ToProto(const GroupInfo& g, pb::Group* out);
 GroupInfo FromProto(const pb::Group& g);
+void ToProto(const TreeInstall& t, pb::InstallTreeRequest* out);
+// InvalidArgument for an id, size or port out of range.
+absl::Status FromProto(const pb::InstallTreeRequest& t, TreeInstall* out);
 void ToProto(const Stats& s, pb::Stats* out);
 Stats FromProto(const pb::Stats& s);
 void ToProto(const OffloadPolicy& p, pb::OffloadPolicy* out);

@@ -161,6 +161,18 @@ class Service final : public pb::Control::Service {
     for (const auto& g : *groups) ToProto(g, resp->add_groups());
     return grpc::Status::OK;
   }
+  grpc::Status InstallTree(grpc::ServerContext* ctx, const pb::InstallTreeRequest* req,
+                           pb::InstallTreeResponse* resp) override {
+    if (auto a = Authorize(ctx); !a.ok()) return a;
+    CaisControlPlane* cais = plane_->cais();
+    if (cais == nullptr) return NotServed("cais");
+    TreeInstall install;
+    if (absl::Status s = FromProto(*req, &install); !s.ok()) return ToGrpc(s);
+    auto g = cais->InstallTree(install);
+    if (!g.ok()) return ToGrpc(g.status());
+    ToProto(*g, resp->mutable_group());
+    return grpc::Status::OK;
+  }
   grpc::Status GetConfig(grpc::ServerContext* ctx, const pb::GetConfigRequest*,
                          pb::GetConfigResponse* resp) override {
     if (auto a = Authorize(ctx); !a.ok()) return a;

@@ -46,6 +46,22 @@ class FakePlane final : public ControlPlane, public CaisControlPlane {
   }
   absl::Status DestroyGroup(uint8_t) override { return absl::NotFoundError("no such group"); }
   absl::StatusOr<std::vector<GroupInfo>> ListGroups() override { return std::vector<GroupInfo>{}; }
+  // Echoes the install as the group it forms.
+  absl::StatusOr<GroupInfo> InstallTree(const TreeInstall& t) override {
+    return GroupInfo{.group_id = t.group_id,
+                     .world_size = t.world_size,
+                     .rank_ports = t.rank_ports,
+                     .formed = true,
+                     .seq_base = t.seq_base,
+                     .job = t.job,
+                     .members = {{1, t.members.at(0), "198.18.1.10:5000"}},
+                     .tree = true,
+                     .tree_members = t.members,
+                     .uplink = t.uplink,
+                     .source = "join",
+                     .timings = {},
+                     .contended = false};
+  }
   absl::StatusOr<std::map<std::string, std::string>> GetConfig() override { return config_; }
   absl::Status SetConfig(const std::map<std::string, std::string>& v) override {
     for (const auto& [k, val] : v) {
@@ -224,6 +240,33 @@ TEST(ControlGrpcTest, ATokenThatIsNotPrintableAsciiIsRefusedNotAborted) {
     EXPECT_THAT(srv.status().message(), HasSubstr("--control-token"));
   }
   EXPECT_THAT(ValidateControlToken("ab\ncd").message(), HasSubstr("byte 3 of the token is 0x0a"));
+}
+
+TEST(ControlGrpcTest, ATreeInstallAndItsGroupConvertBothWays) {
+  Served sv;
+  TreeInstall t{7, 0xABCDEF12345ULL, 130, 0x9000'0000, {3, 5, 900}, uint16_t{901}, {}};
+  t.rank_ports.assign(130, 901);
+  t.rank_ports[0] = 3;
+  auto g = sv.client->InstallTree(t);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->group_id, 7);
+  EXPECT_EQ(g->world_size, 130);
+  EXPECT_EQ(g->job, 0xABCDEF12345ULL);
+  EXPECT_EQ(g->seq_base, 0x9000'0000u);
+  EXPECT_EQ(g->rank_ports, t.rank_ports);
+  EXPECT_TRUE(g->tree);
+  EXPECT_EQ(g->tree_members, (std::vector<uint16_t>{3, 5, 900}));
+  EXPECT_EQ(g->uplink, uint16_t{901});
+  ASSERT_EQ(g->members.size(), 1u);
+  EXPECT_EQ(g->members[0].endpoint, "198.18.1.10:5000");
+  // Out of range on the wire: refused before the plane, naming the field.
+  t.world_size = 0;
+  EXPECT_THAT(sv.client->InstallTree(t).status().message(), HasSubstr("world_size 0"));
+  t.world_size = 4;
+  t.uplink = 1024;
+  const absl::Status s = sv.client->InstallTree(t).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("uplink port 1024 is out of range"));
 }
 
 TEST(ControlGrpcTest, InvalidInputFromTheWireIsRejectedWithReason) {

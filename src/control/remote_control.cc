@@ -110,6 +110,16 @@ class RemoteControl final : public ControlClient {
     for (const auto& g : resp.groups()) out.push_back(FromProto(g));
     return out;
   }
+  absl::StatusOr<GroupInfo> InstallTree(const TreeInstall& install) override {
+    pb::InstallTreeRequest req;
+    ToProto(install, &req);
+    pb::InstallTreeResponse resp;
+    if (auto s = Call([&](grpc::ClientContext* c) { return stub_->InstallTree(c, req, &resp); });
+        !s.ok()) {
+      return s;
+    }
+    return FromProto(resp.group());
+  }
   absl::StatusOr<std::map<std::string, std::string>> GetConfig() override {
     pb::GetConfigRequest req;
     pb::GetConfigResponse resp;

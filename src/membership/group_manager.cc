@@ -253,9 +253,14 @@ absl::Status GroupManager::InstallTree(const TreeGroup& t, dp::TimeNs now) {
   g->tree = true;
   g->tree_members = t.members;
   g->tree_rank_ports = t.rank_ports;
+  g->tree_uplink = t.uplink;
   g->formed = true;
   g->formed_at = now;
   g->seq_base = t.seq_base;
+  // Serial-number order (the counter wraps): never behind the tree's.
+  if (static_cast<int32_t>(t.seq_base - next_seq_base_) >= 0) {
+    next_seq_base_ = t.seq_base + kSeqBaseStride;
+  }
   Emit(*log_, LogLevel::kInfo,
        "event=tree_installed group={} world_size={} ports={} uplink={} seq_base={}", t.group_id,
        t.world_size, ports.ToString(), t.uplink ? static_cast<int>(*t.uplink) : -1, t.seq_base);
@@ -291,7 +296,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
          m.rank, m.world_size, from.ToString(), wire::ToString(reason));
     return reply;
   };
-  if (m.world_size == 0 || m.world_size > cais::kMaxGroupMembers || m.rank >= m.world_size ||
+  if (m.world_size == 0 || m.world_size > cais::kMaxTreeRanks || m.rank >= m.world_size ||
       (m.port != wire::kAnyPort && m.port >= dp::kMaxPorts)) {
     return refuse(MgmtReason::kBadRequest);
   }
@@ -336,6 +341,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     }
     if (slot) return refuse(MgmtReason::kRankTaken);
     if (g->tree) return refuse(MgmtReason::kGroupConflict);  // that rank is elsewhere in the tree
+    if (g->joined >= cais::kMaxGroupMembers) return refuse(MgmtReason::kBadRequest);
     for (const auto& r : g->ranks) {
       if (r && r->endpoint == from) return refuse(MgmtReason::kBadRequest);  // two ranks, one port
     }

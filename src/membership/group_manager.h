@@ -7,9 +7,10 @@
 // owns it, like the reducer whose RuleTable it edits.
 //
 // JOIN (group, rank, world_size, requested port), checked in this order:
-//   bad_request          world_size 0 or > 64 (kMaxGroupMembers), rank >=
-//                        world_size, requested port >= 1,024 (other than kAnyPort), or the endpoint
-//                        already holds another rank of this group
+//   bad_request          world_size 0 or > 4,096 (kMaxTreeRanks), rank >=
+//                        world_size, requested port >= 1,024 (other than kAnyPort), the endpoint
+//                        already holds another rank of this group, or 64 (kMaxGroupMembers) of
+//                        its ranks joined here already
 //   group_conflict       a static rule (configuration) names this group
 //   group_busy           another job holds the group and a member of it was
 //                        heard from within half a lease (else the JOIN
@@ -20,6 +21,9 @@
 //                        address already has kMaxFormingPerSource forming
 //   no_free_port         the endpoint has no port, all 1,024 are bound, and no
 //                        port can be reclaimed (see Floods below)
+// A group of more than 64 ranks never forms at one switch: it waits for the
+// aggregation manager's InstallTree, like any group whose ranks JOINed
+// several switches (docs/design/tree.md).
 // Otherwise the endpoint is a member with a port (the one it holds, e.g.
 // static or from another group; else the requested port if free; else the
 // lowest free). While ranks are missing the reply is PENDING (with the port);
@@ -173,6 +177,7 @@ struct GroupState {
   bool tree = false;
   std::vector<dp::PortId> tree_members;
   std::vector<uint16_t> tree_rank_ports;
+  std::optional<dp::PortId> tree_uplink;
 
   // Port of each rank in rank order (formed groups).
   std::vector<uint16_t> rank_ports() const;

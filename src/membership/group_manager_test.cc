@@ -85,7 +85,7 @@ TEST_F(GroupManagerTest, RankPortsFollowRankOrderNotJoinOrder) {
 
 TEST_F(GroupManagerTest, BadRequests) {
   EXPECT_EQ(Join(0, 0, 0, Ep(1)).reason, MgmtReason::kBadRequest);        // world 0
-  EXPECT_EQ(Join(0, 0, 65, Ep(1)).reason, MgmtReason::kBadRequest);       // world > 64
+  EXPECT_EQ(Join(0, 0, 4097, Ep(1)).reason, MgmtReason::kBadRequest);     // world > 4096
   EXPECT_EQ(Join(0, 3, 3, Ep(1)).reason, MgmtReason::kBadRequest);        // rank >= world
   EXPECT_EQ(Join(0, 0, 3, Ep(1), 1024).reason, MgmtReason::kBadRequest);  // port > 1023
   EXPECT_EQ(Join(0, 0, 3, Ep(1), 0xFFFE).reason, MgmtReason::kBadRequest);

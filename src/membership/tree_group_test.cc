@@ -93,5 +93,28 @@ TEST_F(TreeGroupTest, TheInstallRefusesWhatDoesNotFit) {
   EXPECT_EQ(gm_.group(7)->rank_ports(), (std::vector<uint16_t>{t.rank_ports}));
 }
 
+TEST_F(TreeGroupTest, AGroupLargerThanOneSwitchWaitsForTheTreeAndCapsItsRanksHere) {
+  // World size 128: 64 ranks may JOIN this switch, never form here alone.
+  for (uint16_t r = 0; r < 64; ++r) {
+    ASSERT_EQ(Join(9, r, 128, Ep(static_cast<uint8_t>(1 + r / 8), 9000 + r), kAnyPort, 1, 3).status,
+              MgmtStatus::kPending)
+        << "rank " << r;
+  }
+  EXPECT_EQ(Join(9, 64, 128, Ep(20), kAnyPort, 2, 3).reason, MgmtReason::kBadRequest);
+  EXPECT_FALSE(gm_.group(9)->formed);
+  ASSERT_TRUE(ports_.AddStatic(900, Ep(100, 9410)).ok());
+  TreeGroup t{9, 3, 128, 0x1234'0000, {}, dp::PortId{900}, std::vector<uint16_t>(128, 900)};
+  for (uint16_t r = 0; r < 64; ++r) {
+    t.members.push_back(gm_.group(9)->ranks[r]->port);
+    t.rank_ports[r] = gm_.group(9)->ranks[r]->port;
+  }
+  const uint32_t before = gm_.next_seq_base();
+  ASSERT_TRUE(gm_.InstallTree(t, ++now_).ok());
+  EXPECT_EQ(GroupRule(9)->input_ports.count(), 64);
+  // The next group formed here starts above the tree's seq_base (serial order).
+  EXPECT_GT(static_cast<int32_t>(gm_.next_seq_base() - t.seq_base), 0);
+  EXPECT_GE(static_cast<int32_t>(gm_.next_seq_base() - before), 0);
+}
+
 }  // namespace
 }  // namespace inca::membership

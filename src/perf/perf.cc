@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "client/settings.h"
 #include "client/switch_transport.h"
+#include "inca/cais/port_mask.h"
 #include "inca/client/communicator.h"
 #include "inca/util/half.h"
 #include "launch/process.h"
@@ -484,8 +485,12 @@ namespace {
 
 // The options' own checks, before anything starts.
 absl::Status CheckOptions(const PerfOptions& o) {
-  if (o.ranks < 1 || o.ranks > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("--ranks ", o.ranks, " must be 1..64"));
+  // On one host at most 64 ranks; one rank of a multi-host job may belong
+  // to a group across a tree of switches.
+  const int most = o.rank >= 0 ? cais::kMaxTreeRanks : 64;
+  if (o.ranks < 1 || o.ranks > most) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.rank >= 0 ? "--world-size " : "--ranks ", o.ranks, " must be 1..", most));
   }
   if (o.min_bytes == 0 || o.max_bytes < o.min_bytes || !(o.factor > 1.0)) {
     return absl::InvalidArgumentError("need 0 < -b <= -e and -f > 1");

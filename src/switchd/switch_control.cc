@@ -165,8 +165,18 @@ control::GroupInfo GroupInfoOf(const membership::GroupManager& groups,
   info.world_size = st.world_size;
   if (st.formed) info.rank_ports = st.rank_ports();
   info.formed = st.formed;
-  info.seq_base = st.seq_base;
+  info.seq_base = st.formed ? st.seq_base : groups.next_seq_base();
   info.source = "join";
+  info.job = st.job;
+  for (size_t r = 0; r < st.ranks.size(); ++r) {
+    if (st.ranks[r]) {
+      info.members.push_back({static_cast<uint16_t>(r), static_cast<uint16_t>(st.ranks[r]->port),
+                              st.ranks[r]->endpoint.ToString()});
+    }
+  }
+  info.tree = st.tree;
+  for (dp::PortId p : st.tree_members) info.tree_members.push_back(static_cast<uint16_t>(p));
+  if (st.tree_uplink) info.uplink = static_cast<uint16_t>(*st.tree_uplink);
   info.contended = st.formed && groups.Contended(st.group_id, now - 1000 * dp::kNsPerMs);
   for (int b = 0; b < wire::kSizeClasses; ++b) {
     const auto& t = st.timings[b];
@@ -189,6 +199,40 @@ void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer) {
   reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
   reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
   reducer.SetOffloadHold(g.group_id, g.fallback_hold);
+}
+
+absl::StatusOr<control::GroupInfo> SwitchControl::InstallTree(const control::TreeInstall& t) {
+  if (shards_.size() > 1) {
+    return absl::FailedPreconditionError(
+        "a sharded switch (--threads > 1) cannot be part of a tree of switches; run it with "
+        "--threads 1");
+  }
+  membership::TreeGroup tg{t.group_id, t.job,        t.world_size, t.seq_base,
+                           {},         std::nullopt, t.rank_ports};
+  for (uint16_t p : t.members) {
+    if (absl::Status s = CheckPortInRange(p); !s.ok()) return s;
+    tg.members.push_back(static_cast<dp::PortId>(p));
+  }
+  if (t.uplink) {
+    if (absl::Status s = CheckPortInRange(*t.uplink); !s.ok()) return s;
+    tg.uplink = static_cast<dp::PortId>(*t.uplink);
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (control_groups_.count(t.group_id) != 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("group ", t.group_id, " was created by the control API; destroy it first"));
+    }
+  }
+  absl::StatusOr<control::GroupInfo> out = absl::InternalError("no shard");
+  First([&](SwitchServer::Control& c) {
+    if (absl::Status s = c.groups.InstallTree(tg, c.now); !s.ok()) {
+      out = s;
+      return;
+    }
+    out = GroupInfoOf(c.groups, *c.groups.group(t.group_id), c.now);
+  });
+  return out;
 }
 
 absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {

@@ -50,6 +50,7 @@ class SwitchControl final : public control::ControlPlane, public control::CaisCo
                                                  const std::vector<uint16_t>& ports) override;
   absl::Status DestroyGroup(uint8_t group_id) override;
   absl::StatusOr<std::vector<control::GroupInfo>> ListGroups() override;
+  absl::StatusOr<control::GroupInfo> InstallTree(const control::TreeInstall& t) override;
   absl::StatusOr<std::map<std::string, std::string>> GetConfig() override;
   absl::Status SetConfig(const std::map<std::string, std::string>& values) override;
   absl::StatusOr<control::Stats> GetStats() override;

@@ -87,6 +87,24 @@ absl::StatusOr<SwitchInstall> InstallAt(const Topology& t, const Tree& tree, siz
     if (p >= dp::kMaxPorts) return no_port();
     in.uplink = p;
   }
+  // Each rank's port here for the ranks' JOIN replies: its own, the child's
+  // leading to it, or the uplink.
+  in.rank_ports.assign(static_cast<size_t>(tree.world_size), in.uplink.value_or(0));
+  for (int r = 0; r < tree.world_size; ++r) {
+    int at = tree.node_of_rank[static_cast<size_t>(r)];
+    while (at >= 0 && at != static_cast<int>(node) &&
+           tree.nodes[static_cast<size_t>(at)].parent != static_cast<int>(node)) {
+      at = tree.nodes[static_cast<size_t>(at)].parent;
+    }
+    if (at < 0) continue;  // not beneath this switch: the uplink
+    for (const PlannedMember& m : in.members) {
+      if (at == static_cast<int>(node)
+              ? m.rank == r
+              : m.child_switch == tree.nodes[static_cast<size_t>(at)].switch_index) {
+        in.rank_ports[static_cast<size_t>(r)] = m.port;
+      }
+    }
+  }
   return in;
 }
 
@@ -114,6 +132,13 @@ absl::StatusOr<TreePlan> PlanOne(const Topology& t, const std::vector<SwitchView
   absl::StatusOr<Tree> tree = BuildTree(t, members);
   if (!tree.ok()) return tree.status();
   TreePlan plan{group, job, g.world_size, 0, *tree, {}};
+  // Above the next seq_base of every switch the ranks joined, in
+  // serial-number order (the counters wrap); a switch with no rank of the
+  // group reports none, and the install moves its counter past the tree's.
+  for (size_t i = 0; i < g.joined.size(); ++i) {
+    const uint32_t next = views[g.joined[i].first].next_seq_base;
+    if (i == 0 || static_cast<int32_t>(next - plan.seq_base) > 0) plan.seq_base = next;
+  }
   for (size_t node = 0; node < tree->nodes.size(); ++node) {
     const int sw = tree->nodes[node].switch_index;
     const size_t v = view_of_switch[static_cast<size_t>(sw)];
@@ -121,7 +146,6 @@ absl::StatusOr<TreePlan> PlanOne(const Topology& t, const std::vector<SwitchView
       return absl::UnavailableError(absl::StrCat(
           "switch ", t.switches[static_cast<size_t>(sw)].name, " of the tree has not reported"));
     }
-    plan.seq_base = std::max(plan.seq_base, views[v].next_seq_base);
     absl::StatusOr<SwitchInstall> in =
         InstallAt(t, *tree, node, views[v], g.joined, view_of_switch);
     if (!in.ok()) return in.status();

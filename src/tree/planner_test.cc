@@ -54,7 +54,7 @@ TEST(PlannerTest, ACompleteGroupGetsOneTreeInstalledParentsFirstWithOneSeqBase) 
   const TreePlan& p = *out[0].plan;
   EXPECT_EQ(p.group_id, 7);
   EXPECT_EQ(p.job, 9u);
-  EXPECT_EQ(p.seq_base, 100u);  // the largest next base of the tree's switches
+  EXPECT_EQ(p.seq_base, 40u);  // the largest next base where the ranks joined
   ASSERT_EQ(p.installs.size(), 3u);
   const SwitchInstall& root = p.installs[0];
   EXPECT_EQ(root.switch_index, 0);
@@ -75,6 +75,11 @@ TEST(PlannerTest, ACompleteGroupGetsOneTreeInstalledParentsFirstWithOneSeqBase) 
   EXPECT_EQ(leaf0.uplink, uint16_t{6});  // above its members', free
   EXPECT_EQ(leaf0.parent_endpoint, "198.18.0.1:9410");
   EXPECT_EQ(p.installs[2].uplink, uint16_t{2});
+  // Each rank's port at each switch, for the JOIN replies: its own, the
+  // child's toward it, or the uplink.
+  EXPECT_EQ(root.rank_ports, (std::vector<uint16_t>{1, 1, 2, 2}));
+  EXPECT_EQ(leaf0.rank_ports, (std::vector<uint16_t>{5, 3, 6, 6}));
+  EXPECT_EQ(p.installs[2].rank_ports, (std::vector<uint16_t>{2, 2, 0, 1}));
 }
 
 // A second group through the same switches: the leaves already have ports

@@ -58,14 +58,15 @@ absl::Status ReadSwitch(const YAML::Node& n, size_t i, std::string_view source, 
   if (!n.IsMap()) return Bad(source, absl::StrCat(where, " is not a map"));
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
-    if (k != "name" && k != "address" && k != "parent" && k != "uplink_bps") {
+    if (k != "name" && k != "address" && k != "parent" && k != "uplink_bps" && k != "control") {
       return Bad(source, absl::StrCat(where, ": unknown key '", k,
-                                      "' (name, address, parent, uplink_bps)"));
+                                      "' (name, address, control, parent, uplink_bps)"));
     }
   }
   if (auto st = Field(n, "name", true, source, where, &s->name); !st.ok()) return st;
   if (auto st = Field(n, "address", true, source, where, &s->address); !st.ok()) return st;
   if (auto st = Field(n, "parent", false, source, where, &s->parent); !st.ok()) return st;
+  if (auto st = Field(n, "control", false, source, where, &s->control); !st.ok()) return st;
   if (const YAML::Node u = n["uplink_bps"]) {
     try {
       s->uplink_bps = u.as<double>();

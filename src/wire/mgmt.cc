@@ -103,7 +103,7 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
     std::memcpy(&r, d.data() + kMgmtHeaderBytes, sizeof(r));
     if (r.path > 1 || r.reserved[0] != 0 || r.reserved[1] != 0 || r.reserved[2] != 0) return false;
   } else {
-    if (n > 64 || d.size() != kMgmtHeaderBytes + 2 * n) return false;
+    if (n > kMaxMgmtRankPorts || d.size() != kMgmtHeaderBytes + 2 * n) return false;
     if (n != 0 && n != w.world_size.value()) return false;
   }
   MgmtMessage m;

@@ -68,10 +68,10 @@ int main(int argc, char** argv) {
   int rank = -1, world = -1;
   auto* rank_opt = app.add_option("--rank", rank, "run as this rank of a multi-host job (env RANK)")
                        ->envname("RANK")
-                       ->check(CLI::Range(0, 63));
+                       ->check(CLI::Range(0, 4095));
   app.add_option("--world-size", world, "ranks of that job (env WORLD_SIZE)")
       ->envname("WORLD_SIZE")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, 4096));
   app.add_option("--master-addr", o.master_addr, "rank 0's address (env MASTER_ADDR)")
       ->envname("MASTER_ADDR");
   app.add_option("--master-port", o.master_port,

@@ -4,6 +4,13 @@
 //   inca-controller --switch 10.0.0.1:50051 --switch 10.0.0.2:50051
 // Logs each decision change; on exit (SIGINT/SIGTERM or --duration-s)
 // prints one JSON line per switch with its last policy.
+//
+// With --topology FILE it is the aggregation manager of a network of
+// switches (docs/design/tree.md): it reads every switch of the topology
+// through its `control` address, builds a tree for each group whose ranks
+// JOINed several switches, installs it, and withdraws it when a switch of
+// it dies. On exit it prints one JSON line per tree it keeps and one with
+// its counters.
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -16,10 +23,16 @@
 #include <set>
 #include <thread>
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/cli_common.h"
 #include "control/controller_service.h"
+#include "inca/tree/manager.h"
 #include "util/cli_flags.h"
+#include "util/spdlog_event_log.h"
 #include "util/stop_signals.h"
 
 namespace {
@@ -30,6 +43,81 @@ void OnSignal(int) {
 
 std::string Bytes(uint64_t b) {
   return b == UINT64_MAX ? "inf" : absl::StrCat(b);
+}
+
+struct ManagerFlags {
+  std::string topology;
+  double switch_lease_ms = 3000;
+};
+
+// The aggregation manager's host: connects to every switch of the
+// topology, ticks the manager every `period` until a stop signal or
+// `duration_s`, prints its trees and counters as JSON lines.
+int RunManager(const ManagerFlags& f, const std::string& token, int rpc_timeout_ms,
+               std::chrono::nanoseconds period, double duration_s) {
+  std::ifstream in(f.topology);
+  if (!in) {
+    std::cerr << "inca-controller: cannot read --topology " << f.topology << "\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto topo = inca::tree::Topology::FromYaml(text.str(), f.topology);
+  if (topo.ok()) {
+    for (const auto& sw : topo->switches) {
+      if (sw.control.empty()) {
+        topo = absl::InvalidArgumentError(absl::StrCat(f.topology, ": switch '", sw.name,
+                                                       "' has no 'control' address (HOST:PORT)"));
+        break;
+      }
+    }
+  }
+  if (!topo.ok()) {
+    std::cerr << "inca-controller: " << topo.status().message() << "\n";
+    return 2;
+  }
+  std::vector<std::unique_ptr<inca::control::ControlClient>> clients;
+  std::vector<inca::control::ControlPlane*> planes;
+  for (const auto& sw : topo->switches) {
+    auto c = inca::control::ConnectControl(sw.control, token, rpc_timeout_ms);
+    if (!c.ok()) {
+      std::cerr << "inca-controller: switch " << sw.name << ": " << c.status().message() << "\n";
+      return 2;
+    }
+    planes.push_back(c->get());
+    clients.push_back(std::move(*c));
+  }
+  inca::tree::ManagerConfig mc;
+  mc.switch_lease_ns = static_cast<inca::dp::TimeNs>(f.switch_lease_ms * 1e6);
+  inca::tree::AggregationManager manager(*topo, planes, mc, &inca::ProcessEventLog());
+  spdlog::info("event=manager_started switches={} topology={}", topo->switches.size(), f.topology);
+  const auto start = std::chrono::steady_clock::now();
+  auto next = start;
+  while (!g_stop.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (duration_s > 0 && now - start >= std::chrono::duration<double>(duration_s)) break;
+    manager.Tick(std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count());
+    next += period;
+    std::this_thread::sleep_until(next);
+  }
+  for (const auto& t : manager.trees()) {
+    std::vector<std::string> names;
+    for (int sw : t.switches) names.push_back("\"" + topo->switches[sw].name + "\"");
+    std::cout << "{\"tree\":{\"group\":" << int{t.group_id} << ",\"job\":" << t.job
+              << ",\"world_size\":" << t.world_size << ",\"depth\":" << t.depth
+              << ",\"seq_base\":" << t.seq_base << ",\"switches\":[" << absl::StrJoin(names, ",")
+              << "],\"formation_ms\":" << static_cast<double>(t.formation_ns) / 1e6 << "}}"
+              << std::endl;
+  }
+  const auto& c = manager.counters();
+  std::cout << "{\"manager\":{\"rounds\":" << c.rounds
+            << ",\"trees_installed\":" << c.trees_installed
+            << ",\"trees_withdrawn\":" << c.trees_withdrawn
+            << ",\"trees_retired\":" << c.trees_retired
+            << ",\"install_failures\":" << c.install_failures
+            << ",\"trees_refused\":" << c.trees_refused << ",\"switch_errors\":" << c.switch_errors
+            << "}}" << std::endl;
+  return 0;
 }
 }  // namespace
 
@@ -42,8 +130,16 @@ int main(int argc, char** argv) {
   double host_gbps = c.host_bandwidth_bps * 8 / 1e9, switch_gbps = c.switch_rate_bps * 8 / 1e9;
   double host_latency_us = c.host_latency_s * 1e6;
   std::string log_level = "info";
-  app.add_option("--switch", o.switches, "a switch's control API HOST:PORT (repeatable)")
-      ->required();
+  ManagerFlags mf;
+  app.add_option("--switch", o.switches,
+                 "a switch's control API HOST:PORT (repeatable): decide its offload");
+  app.add_option("--topology", mf.topology,
+                 "a network of switches (YAML, docs/design/tree.md): be its aggregation manager")
+      ->check(CLI::ExistingFile);
+  app.add_option("--switch-lease-ms", mf.switch_lease_ms,
+                 "aggregation manager: a switch silent this long is down, its trees withdrawn")
+      ->check(CLI::Range(100.0, 3600000.0))
+      ->capture_default_str();
   app.add_option("--token", o.token, "bearer token the switches require")
       ->envname("INCA_TOKEN")
       ->check(inca::cli::ControlTokenCheck());
@@ -73,13 +169,23 @@ int main(int argc, char** argv) {
   c.switch_rate_bps = switch_gbps * 1e9 / 8;
   c.host_latency_s = host_latency_us * 1e-6;
   c.period_ns = static_cast<inca::dp::TimeNs>(period_ms * 1e6);
+  if (o.switches.empty() == mf.topology.empty()) {
+    std::cerr << "inca-controller: give --switch (the offload controller) or --topology (the "
+                 "aggregation manager), not both\n";
+    return 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("inca-controller"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (!mf.topology.empty()) {
+    inca::util::OnStopSignals(OnSignal);
+    return RunManager(mf, o.token, o.rpc_timeout_ms, std::chrono::nanoseconds(c.period_ns),
+                      duration_s);
+  }
   auto svc = inca::control::ControllerService::Create(o);
   if (!svc.ok()) {
     std::cerr << "inca-controller: " << svc.status().message() << "\n";
     return 2;
   }
-  spdlog::set_default_logger(spdlog::stderr_color_mt("inca-controller"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
   inca::util::OnStopSignals(OnSignal);
 
   const auto start = std::chrono::steady_clock::now();

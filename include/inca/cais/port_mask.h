@@ -19,6 +19,10 @@ namespace inca::cais {
 // write-up's tensor-parallel groups are 2-64 ranks. The switch itself serves
 // up to dp::kMaxPorts peers across its groups.
 inline constexpr int kMaxGroupMembers = 64;
+// The most ranks of one group across a tree of switches (two levels of 64
+// members: docs/design/tree.md). A JOIN may name a world size up to this;
+// at most kMaxGroupMembers of its ranks JOIN any one switch.
+inline constexpr int kMaxTreeRanks = kMaxGroupMembers * kMaxGroupMembers;
 
 class PortMask {
  public:

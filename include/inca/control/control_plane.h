@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,12 +49,29 @@ struct OffloadTiming {
   PathTiming host_path;
 };
 
+// A rank that JOINed this switch: what the aggregation manager reads to
+// learn where each rank of a group sits (docs/design/tree.md).
+struct GroupMemberInfo {
+  uint16_t rank = 0;
+  uint16_t port = 0;
+  std::string endpoint;  // its source, "ip:port"
+};
+
 struct GroupInfo {
   uint8_t group_id = 0;
   uint16_t world_size = 0;
   std::vector<uint16_t> rank_ports;  // in rank order
   bool formed = false;
+  // Formed: the group's. Forming: the seq_base the switch would give a group
+  // formed now (the aggregation manager picks a tree's above every switch's).
   uint32_t seq_base = 0;
+  uint64_t job = 0;                      // the job of the JOIN that created it (0: control)
+  std::vector<GroupMemberInfo> members;  // JOIN groups: the ranks joined here, by rank
+  // A group of a tree of switches (InstallTree): its member ports (ranks'
+  // and child switches') and the port toward the parent (absent at a root).
+  bool tree = false;
+  std::vector<uint16_t> tree_members;
+  std::optional<uint16_t> uplink;
   std::string source;                  // "join" (formed by hosts) or "control" (created here)
   std::vector<OffloadTiming> timings;  // size classes with samples, by bin
   // Another group sent data from one of this group's hosts in the last
@@ -103,6 +121,21 @@ struct OffloadPolicy {
 struct ClusterMapping {
   uint16_t src_port = 0;
   uint16_t cluster_id = 0;
+};
+
+// What the aggregation manager installs for one group at one switch of its
+// tree (docs/design/tree.md, "The aggregation manager"). The ranks that
+// JOINed this switch keep their ports; child switches' ports and the uplink
+// must be bound (RegisterPort) first.
+struct TreeInstall {
+  uint8_t group_id = 0;
+  uint64_t job = 0;
+  uint16_t world_size = 0;
+  uint32_t seq_base = 0;             // one for the whole tree
+  std::vector<uint16_t> members;     // ranks' and child switches' ports
+  std::optional<uint16_t> uplink;    // toward the parent; absent at the root
+  std::vector<uint16_t> rank_ports;  // world_size entries: each rank's port here, or
+                                     // the member or uplink port leading to it
 };
 
 class CaisControlPlane;
@@ -161,6 +194,14 @@ class CaisControlPlane {
                                                 const std::vector<uint16_t>& ports) = 0;
   virtual absl::Status DestroyGroup(uint8_t group_id) = 0;
   virtual absl::StatusOr<std::vector<GroupInfo>> ListGroups() = 0;
+  // Forms a group of a tree of switches here (the aggregation manager's
+  // call): the ranks JOINed here (same job and world size) and the child
+  // switches reduce into one rule with the uplink; their JOINs are answered
+  // OK with `rank_ports` and `seq_base`. FailedPrecondition when the group
+  // is static, formed, another job's, a JOINed rank is not given its port,
+  // a port is unbound, or the switch is sharded (--threads); InvalidArgument
+  // for a malformed request. The default answers Unimplemented.
+  virtual absl::StatusOr<GroupInfo> InstallTree(const TreeInstall& install);
 
   // Applies an offload controller's decisions: each listed group's size
   // range (groups not listed keep theirs; a group that has not formed yet

@@ -41,6 +41,8 @@ struct BoundPort {
 // What one switch of the topology reports.
 struct SwitchView {
   int switch_index = 0;  // into Topology::switches
+  // The seq_base the switch would give a group formed now (ListGroups'
+  // forming groups report it); read only where ranks joined.
   uint32_t next_seq_base = 0;
   std::vector<BoundPort> ports;  // ports taken (JOINs, static registrations)
   std::vector<FormingGroup> forming;
@@ -64,6 +66,9 @@ struct SwitchInstall {
   std::vector<PlannedMember> members;  // ascending ports: the reduction order
   std::optional<uint16_t> uplink;      // below the root: the port for the parent
   std::string parent_endpoint;         // the parent's data address
+  // world_size entries: each rank's port here (its own, the child's leading
+  // to it, else the uplink), what the ranks' JOIN replies carry.
+  std::vector<uint16_t> rank_ports;
 };
 
 struct TreePlan {

@@ -32,6 +32,7 @@ inline constexpr size_t kMaxSwitches = 4096;
 struct SwitchSpec {
   std::string name;       // unique within the topology
   std::string address;    // its data-plane endpoint, "HOST:PORT" (what a child joins)
+  std::string control;    // its control API, "HOST:PORT" (what the manager calls)
   std::string parent;     // empty: a root
   double uplink_bps = 0;  // the link toward the parent (0: not stated)
 };
@@ -46,7 +47,7 @@ struct Topology {
   std::vector<HostSpec> hosts;
 
   // From YAML (docs/design/tree.md, "Topology"): `switches:` a list of
-  // {name, address, parent, uplink_bps}, `hosts:` a list of {at, addresses}.
+  // {name, address, control, parent, uplink_bps}, `hosts:` a list of {at, addresses}.
   // InvalidArgument on one line naming `source` and what is wrong.
   static absl::StatusOr<Topology> FromYaml(std::string_view text, std::string_view source);
   // Names unique and non-empty, every parent named, no cycle, every host's

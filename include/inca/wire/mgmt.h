@@ -73,6 +73,11 @@ std::string_view ToString(MgmtStatus s);
 std::string_view ToString(MgmtReason r);
 std::string_view ToString(ReportPath p);
 
+// The most rank_ports a JOIN_REPLY carries: a group's world size, up to
+// 64 x 64 ranks across a tree of switches (docs/design/tree.md); its reply
+// is then kMgmtHeaderBytes + 8,192 bytes.
+inline constexpr size_t kMaxMgmtRankPorts = 4096;
+
 struct MgmtMessage {
   MgmtType type = MgmtType::kPing;
   MgmtStatus status = MgmtStatus::kOk;  // replies only

@@ -1,0 +1,246 @@
+#include "inca/tree/manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "util/event_format.h"
+
+namespace inca::tree {
+
+AggregationManager::AggregationManager(Topology topology,
+                                       std::vector<control::ControlPlane*> planes,
+                                       ManagerConfig config, EventLog* log)
+    : topology_(std::move(topology)),
+      planes_(std::move(planes)),
+      config_(config),
+      log_(log),
+      up_(topology_.switches.size(), false),
+      last_ok_(topology_.switches.size(), INT64_MIN / 2) {
+  static NullEventLog none;
+  if (log_ == nullptr) log_ = &none;
+  planes_.resize(topology_.switches.size(), nullptr);
+}
+
+control::CaisControlPlane* AggregationManager::Cais(int index) const {
+  control::ControlPlane* p = planes_[static_cast<size_t>(index)];
+  return p == nullptr ? nullptr : p->cais();
+}
+
+AggregationManager::Read AggregationManager::ReadSwitch(int index, dp::TimeNs now) {
+  Read r;
+  const auto i = static_cast<size_t>(index);
+  const std::string& name = topology_.switches[i].name;
+  control::CaisControlPlane* cais = Cais(index);
+  absl::Status error = absl::UnavailableError("no control API for it");
+  if (cais != nullptr) {
+    auto groups = cais->ListGroups();
+    auto ports = groups.ok() ? planes_[i]->ListPorts() : groups.status();
+    if (ports.ok()) {
+      r.ok = true;
+      r.groups = std::move(*groups);
+      r.view.switch_index = index;
+      for (const control::PortInfo& p : *ports) r.view.ports.push_back({p.port, p.endpoint});
+      for (const control::GroupInfo& g : r.groups) {
+        if (g.formed || g.source != "join" || g.members.empty()) continue;
+        FormingGroup f{g.group_id, g.job, g.world_size, {}};
+        for (const auto& m : g.members) f.ranks.push_back({m.rank, m.port, m.endpoint});
+        r.view.forming.push_back(std::move(f));
+        r.view.next_seq_base = g.seq_base;  // what a group formed now would get
+        first_seen_.try_emplace({g.group_id, g.job}, now);
+      }
+    } else {
+      error = ports.status();
+      ++counters_.switch_errors;
+    }
+  }
+  if (r.ok) {
+    last_ok_[i] = now;
+    if (!up_[i]) Emit(*log_, LogLevel::kInfo, "event=switch_up switch={}", name);
+    up_[i] = true;
+  } else if (up_[i] && now - last_ok_[i] >= config_.switch_lease_ns) {
+    up_[i] = false;
+    Emit(*log_, LogLevel::kWarn, "event=switch_down switch={} error=\"{}\"", name,
+         std::string(error.message()));
+  }
+  return r;
+}
+
+void AggregationManager::Withdraw(const InstalledTree& t, const std::string& why) {
+  for (int sw : t.switches) {
+    control::CaisControlPlane* cais = Cais(sw);
+    if (cais == nullptr || !up_[static_cast<size_t>(sw)]) continue;
+    const absl::Status s = cais->DestroyGroup(t.group_id);
+    if (!s.ok() && !absl::IsNotFound(s)) ++counters_.switch_errors;
+  }
+  ++counters_.trees_withdrawn;
+  Emit(*log_, LogLevel::kWarn, "event=tree_withdrawn group={} job={:#x} reason=\"{}\"", t.group_id,
+       t.job, why);
+}
+
+void AggregationManager::Review(const std::vector<Read>& reads) {
+  std::vector<InstalledTree> kept;
+  for (const InstalledTree& t : trees_) {
+    std::string down, lost;
+    int readable = 0, with_ranks = 0;
+    for (int sw : t.switches) {
+      const auto i = static_cast<size_t>(sw);
+      if (!up_[i]) {
+        down = topology_.switches[i].name;
+        break;
+      }
+      if (!reads[i].ok) continue;  // a missed answer: judged when its lease runs out
+      ++readable;
+      const auto g = std::find_if(reads[i].groups.begin(), reads[i].groups.end(), [&](auto& x) {
+        return x.group_id == t.group_id && x.job == t.job && x.tree;
+      });
+      if (g == reads[i].groups.end()) {
+        // Ranks of the job JOINing there again: the group was lost under
+        // them (a lease, an operator). None: they left (the job ends).
+        const bool rejoined = std::any_of(
+            reads[i].groups.begin(), reads[i].groups.end(),
+            [&](auto& x) { return x.group_id == t.group_id && x.job == t.job && !x.formed; });
+        if (rejoined && lost.empty()) lost = topology_.switches[i].name;
+      } else if (!g->members.empty()) {
+        ++with_ranks;
+      }
+    }
+    if (!down.empty()) {
+      Withdraw(t, absl::StrCat("switch ", down, " is down"));
+    } else if (readable == static_cast<int>(t.switches.size()) && with_ranks == 0) {
+      // Every rank left (the job ended): the switches with no rank of it
+      // let it go now rather than after a lease.
+      for (int sw : t.switches) (void)Cais(sw)->DestroyGroup(t.group_id);
+      ++counters_.trees_retired;
+      Emit(*log_, LogLevel::kInfo, "event=tree_retired group={} job={:#x}", t.group_id, t.job);
+    } else if (!lost.empty()) {
+      Withdraw(t, absl::StrCat("switch ", lost, " no longer holds the group"));
+    } else {
+      kept.push_back(t);
+    }
+  }
+  trees_ = std::move(kept);
+}
+
+void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& reads,
+                                 dp::TimeNs now) {
+  std::vector<int> done;
+  const auto bound = [&](int sw, uint16_t port, const std::string& endpoint) {
+    for (const BoundPort& b : reads[static_cast<size_t>(sw)].view.ports) {
+      if (b.port == port && b.endpoint == endpoint) return true;
+    }
+    return false;
+  };
+  absl::Status failed;
+  int failed_at = -1;
+  for (const SwitchInstall& in : plan.installs) {
+    control::CaisControlPlane* cais = Cais(in.switch_index);
+    const auto step = [&]() -> absl::Status {
+      for (const PlannedMember& m : in.members) {
+        if (m.child_switch < 0 || bound(in.switch_index, m.port, m.endpoint)) continue;
+        if (auto s = cais->RegisterPort(m.port, m.endpoint); !s.ok()) return s;
+      }
+      if (in.uplink && !bound(in.switch_index, *in.uplink, in.parent_endpoint)) {
+        if (auto s = cais->RegisterPort(*in.uplink, in.parent_endpoint); !s.ok()) return s;
+      }
+      control::TreeInstall ti{plan.group_id, plan.job, static_cast<uint16_t>(plan.world_size),
+                              plan.seq_base, {},       in.uplink,
+                              in.rank_ports};
+      for (const PlannedMember& m : in.members) ti.members.push_back(m.port);
+      return cais->InstallTree(ti).status();
+    };
+    failed = step();
+    if (!failed.ok()) {
+      failed_at = in.switch_index;
+      break;
+    }
+    done.push_back(in.switch_index);
+  }
+  if (!failed.ok()) {
+    for (int sw : done) (void)Cais(sw)->DestroyGroup(plan.group_id);
+    ++counters_.install_failures;
+    if (!failed_once_.insert({plan.group_id, plan.job, std::string(failed.message())}).second) {
+      return;  // logged already
+    }
+    if (failed_once_.size() > 4096) failed_once_.clear();
+    Emit(*log_, LogLevel::kWarn,
+         "event=tree_install_failed group={} job={:#x} switch={} error=\"{}\"", plan.group_id,
+         plan.job, topology_.switches[static_cast<size_t>(failed_at)].name,
+         std::string(failed.message()));
+    return;
+  }
+  InstalledTree t{plan.group_id, plan.job, plan.world_size, plan.seq_base, plan.tree.depth, done,
+                  now,           0};
+  if (auto it = first_seen_.find({plan.group_id, plan.job}); it != first_seen_.end()) {
+    t.formation_ns = now - it->second;
+    first_seen_.erase(it);
+  }
+  std::vector<std::string> names;
+  for (int sw : done) names.push_back(topology_.switches[static_cast<size_t>(sw)].name);
+  ++counters_.trees_installed;
+  Emit(*log_, LogLevel::kInfo,
+       "event=tree_installed group={} job={:#x} world_size={} depth={} switches={} seq_base={} "
+       "formation_ms={:.1f}",
+       t.group_id, t.job, t.world_size, t.depth, absl::StrJoin(names, ","), t.seq_base,
+       static_cast<double>(t.formation_ns) / 1e6);
+  trees_.push_back(std::move(t));
+}
+
+bool AggregationManager::Refuse(uint8_t group, uint64_t job, const std::string& why) {
+  if (!refused_.insert({group, job, why}).second) return false;
+  if (refused_.size() > 4096) refused_.clear();  // bounded; a fault may be logged again
+  ++counters_.trees_refused;
+  Emit(*log_, LogLevel::kWarn, "event=tree_refused group={} job={:#x} error=\"{}\"", group, job,
+       why);
+  return true;
+}
+
+bool AggregationManager::Clear(const TreePlan& plan, const std::vector<Read>& reads) {
+  for (const SwitchInstall& in : plan.installs) {
+    const auto i = static_cast<size_t>(in.switch_index);
+    if (!up_[i]) return false;
+    for (const control::GroupInfo& g : reads[i].groups) {
+      if (g.group_id != plan.group_id || !g.formed) continue;
+      const bool ours = std::any_of(trees_.begin(), trees_.end(), [&](const InstalledTree& t) {
+        return t.group_id == g.group_id && t.job == g.job;
+      });
+      if (g.tree && !ours) {
+        // A tree this manager no longer keeps (withdrawn while the switch
+        // was unreachable, or a manager restarted): gone before the new one.
+        (void)Cais(in.switch_index)->DestroyGroup(g.group_id);
+        continue;
+      }
+      Refuse(
+          plan.group_id, plan.job,
+          absl::StrCat("switch ", topology_.switches[i].name, " holds group ", g.group_id, " for ",
+                       g.tree ? "another tree" : "a group of its own", " (job ", g.job, ")"));
+      return false;
+    }
+  }
+  return true;
+}
+
+void AggregationManager::Tick(dp::TimeNs now) {
+  ++counters_.rounds;
+  std::vector<Read> reads;
+  std::vector<SwitchView> views;
+  for (size_t i = 0; i < topology_.switches.size(); ++i) {
+    reads.push_back(ReadSwitch(static_cast<int>(i), now));
+    if (reads.back().ok) views.push_back(reads.back().view);
+  }
+  Review(reads);
+  for (const PlanOutcome& o : PlanTrees(topology_, views)) {
+    if (!o.plan.ok()) {
+      // A switch of the tree has not answered yet: the next round.
+      if (absl::IsUnavailable(o.plan.status())) continue;
+      Refuse(o.group_id, o.job, std::string(o.plan.status().message()));
+      continue;
+    }
+    if (Clear(*o.plan, reads)) Install(*o.plan, reads, now);
+  }
+  // Bounded: forget formation starts of groups no switch reports any more.
+  if (first_seen_.size() > 4096) first_seen_.clear();
+}
+
+}  // namespace inca::tree

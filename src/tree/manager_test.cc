@@ -1,0 +1,257 @@
+// The aggregation manager's loop (AggregationManager::Tick) against
+// in-process switches: each a real GroupManager, port table and rule table
+// behind the ControlPlane interface, as inca-switchd's SwitchControl serves
+// them. Ranks JOIN their leaves; the manager installs the tree (ports for
+// the neighbours, one seq_base, the ranks' JOINs answered); a dead switch
+// withdraws the tree, a restarted one gets the next; faults are named once.
+#include "inca/tree/manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "inca/cais/rule_table.h"
+#include "membership/group_manager.h"
+#include "membership/port_table.h"
+#include "switchd/port_control.h"
+#include "switchd/switch_control.h"
+
+namespace inca::tree {
+namespace {
+
+using ::testing::ElementsAre;
+using wire::MgmtMessage;
+using wire::MgmtStatus;
+
+// One switch: its membership and rules, served through the control API.
+class FakeSwitch final : public control::ControlPlane, public control::CaisControlPlane {
+ public:
+  explicit FakeSwitch(uint32_t seq_start) : gm_(&ports_, &rules_, seq_start) {}
+
+  std::string program() const override { return "cais"; }
+  control::CaisControlPlane* cais() override { return alive ? this : nullptr; }
+  absl::StatusOr<std::vector<control::PortInfo>> ListPorts() override {
+    if (!alive) return absl::UnavailableError("down");
+    return switchd::PortInfos(ports_);
+  }
+  // What the manager never calls.
+  absl::Status Health() override { return absl::UnimplementedError("health"); }
+  absl::StatusOr<control::Stats> GetStats() override { return Health(); }
+  absl::Status SetConfig(const std::map<std::string, std::string>&) override { return Health(); }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override { return Health(); }
+  absl::Status AddRule(const cais::Rule& r) override { return rules_.Add(r); }
+  absl::Status DeleteRule(const cais::RuleKey& k) override { return rules_.Delete(k); }
+  absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return rules_.Dump(); }
+  absl::Status RegisterPort(uint16_t port, const std::string& endpoint) override {
+    ++registered;
+    return ports_.AddStatic(port, *net::Endpoint::Parse(endpoint));
+  }
+  absl::StatusOr<control::GroupInfo> CreateGroup(uint8_t, const std::vector<uint16_t>&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status DestroyGroup(uint8_t g) override {
+    return gm_.Destroy(g) ? absl::OkStatus() : absl::NotFoundError("no group");
+  }
+  absl::StatusOr<std::vector<control::GroupInfo>> ListGroups() override {
+    if (!alive) return absl::UnavailableError("down");
+    std::vector<control::GroupInfo> out;
+    for (int g = 0; g < 256; ++g) {
+      if (const auto* st = gm_.group(static_cast<uint8_t>(g))) {
+        out.push_back(switchd::GroupInfoOf(gm_, *st, 0));
+      }
+    }
+    return out;
+  }
+  absl::StatusOr<control::GroupInfo> InstallTree(const control::TreeInstall& t) override {
+    if (refuse_install) return absl::FailedPreconditionError("refused");
+    membership::TreeGroup tg{t.group_id, t.job,        t.world_size, t.seq_base,
+                             {},         std::nullopt, t.rank_ports};
+    for (uint16_t p : t.members) tg.members.push_back(p);
+    if (t.uplink) tg.uplink = *t.uplink;
+    if (auto s = gm_.InstallTree(tg, 0); !s.ok()) return s;
+    return switchd::GroupInfoOf(gm_, *gm_.group(t.group_id), 0);
+  }
+  absl::Status SetOffloadPolicy(const control::OffloadPolicy&) override { return absl::OkStatus(); }
+  absl::StatusOr<control::OffloadPolicy> GetOffloadPolicy() override {
+    return control::OffloadPolicy{};
+  }
+
+  // A rank's JOIN from `ip`:`port`.
+  MgmtMessage Join(int rank, int world, const std::string& ip, int port, uint64_t job = 9) {
+    MgmtMessage m;
+    m.type = wire::MgmtType::kJoin;
+    m.group_id = 7;
+    m.rank = static_cast<uint16_t>(rank);
+    m.world_size = static_cast<uint16_t>(world);
+    m.port = wire::kAnyPort;
+    m.job = job;
+    m.nonce = 1;
+    return *gm_.Handle(m, *net::Endpoint::Parse(absl::StrCat(ip, ":", port)), 0);
+  }
+  std::optional<cais::Rule> Rule(uint8_t g) const {
+    for (const auto& r : rules_.Dump()) {
+      if (r.key.group_id == g) return r;
+    }
+    return std::nullopt;
+  }
+  const membership::GroupManager& groups() const { return gm_; }
+
+  bool alive = true;
+  bool refuse_install = false;
+  int registered = 0;
+
+ private:
+  membership::PortTable ports_;
+  cais::RuleTable rules_;
+  membership::GroupManager gm_;
+};
+
+constexpr const char* kTopology = R"(
+switches:
+  - {name: spine, address: "198.18.0.1:9410", control: "198.18.0.1:50051"}
+  - {name: leaf0, address: "198.18.1.1:9410", control: "198.18.1.1:50051", parent: spine}
+  - {name: leaf1, address: "198.18.2.1:9410", control: "198.18.2.1:50051", parent: spine}
+hosts:
+  - {at: leaf0, addresses: [198.18.1.10, 198.18.1.11]}
+  - {at: leaf1, addresses: [198.18.2.20, 198.18.2.21]}
+)";
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  ManagerTest()
+      : spine_(100u << 20),
+        leaf0_(300u << 20),
+        leaf1_(200u << 20),
+        manager_(*Topology::FromYaml(kTopology, "t.yaml"), {&spine_, &leaf0_, &leaf1_},
+                 ManagerConfig{}, nullptr) {}
+
+  // Ranks 0, 1 JOIN leaf0, ranks 2, 3 leaf1 (world 4).
+  void JoinAll(uint64_t job = 9) {
+    EXPECT_EQ(leaf0_.Join(0, 4, "198.18.1.10", 5000, job).status, MgmtStatus::kPending);
+    EXPECT_EQ(leaf0_.Join(1, 4, "198.18.1.11", 5000, job).status, MgmtStatus::kPending);
+    EXPECT_EQ(leaf1_.Join(2, 4, "198.18.2.20", 5000, job).status, MgmtStatus::kPending);
+    EXPECT_EQ(leaf1_.Join(3, 4, "198.18.2.21", 5000, job).status, MgmtStatus::kPending);
+  }
+  void Tick() { manager_.Tick(now_ += 100 * dp::kNsPerMs); }
+
+  FakeSwitch spine_, leaf0_, leaf1_;
+  AggregationManager manager_;
+  dp::TimeNs now_ = 0;
+};
+
+TEST_F(ManagerTest, ACompleteGroupGetsItsTreeInstalledAndItsRanksAnswered) {
+  EXPECT_EQ(leaf0_.Join(0, 4, "198.18.1.10", 5000).status, MgmtStatus::kPending);
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty()) << "ranks 1..3 have not joined";
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  const InstalledTree& t = manager_.trees()[0];
+  EXPECT_THAT(t.switches, ElementsAre(0, 1, 2));
+  EXPECT_EQ(t.depth, 2);
+  EXPECT_EQ(t.seq_base, 300u << 20) << "above both leaves' next seq_base";
+  EXPECT_GE(t.formation_ns, 100 * dp::kNsPerMs);
+  // The spine reduces its two children; each leaf its ranks, with the uplink.
+  ASSERT_TRUE(spine_.Rule(7).has_value());
+  EXPECT_EQ(spine_.Rule(7)->input_ports.count(), 2);
+  EXPECT_FALSE(spine_.Rule(7)->uplink.has_value());
+  ASSERT_TRUE(leaf1_.Rule(7).has_value());
+  EXPECT_TRUE(leaf1_.Rule(7)->uplink.has_value());
+  EXPECT_EQ(spine_.registered, 2);  // a port per child
+  EXPECT_EQ(leaf0_.registered, 1);  // and the parent at each leaf
+  // A rank's next JOIN is answered: ok, the tree's seq_base, a port per rank.
+  const MgmtMessage r = leaf1_.Join(3, 4, "198.18.2.21", 5000);
+  EXPECT_EQ(r.status, MgmtStatus::kOk);
+  EXPECT_EQ(r.seq_base, t.seq_base);
+  ASSERT_EQ(r.rank_ports.size(), 4u);
+  EXPECT_EQ(r.rank_ports[0], *leaf1_.Rule(7)->uplink);
+  // The next group formed at a leaf starts above the tree's seq_base.
+  EXPECT_GT(static_cast<int32_t>(leaf1_.groups().next_seq_base() - t.seq_base), 0);
+  Tick();
+  EXPECT_EQ(manager_.counters().trees_installed, 1u) << "installed once";
+}
+
+TEST_F(ManagerTest, ADeadSwitchWithdrawsTheTreeAndARestartedOneGetsTheNext) {
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  spine_.alive = false;
+  for (int i = 0; i < 29; ++i) Tick();  // 2.9 s: within the 3 s lease
+  EXPECT_EQ(manager_.trees().size(), 1u);
+  Tick();
+  Tick();
+  EXPECT_FALSE(manager_.up(0));
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().trees_withdrawn, 1u);
+  EXPECT_EQ(leaf0_.groups().group(7), nullptr) << "the leaves' groups are dissolved";
+  // The ranks re-JOIN; nothing is installed while the spine is down.
+  JoinAll();
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty());
+  spine_.alive = true;
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  EXPECT_EQ(manager_.counters().trees_installed, 2u);
+}
+
+TEST_F(ManagerTest, ALeafThatLosesTheGroupWithdrawsItEverywhereAndAnEndedJobRetiresIt) {
+  JoinAll();
+  Tick();
+  ASSERT_TRUE(leaf1_.DestroyGroup(7).ok());  // an operator, or a lease
+  EXPECT_EQ(leaf1_.Join(2, 4, "198.18.2.20", 5000).status, MgmtStatus::kPending);  // re-JOINs
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().trees_withdrawn, 1u);
+  EXPECT_EQ(spine_.groups().group(7), nullptr);
+  EXPECT_EQ(leaf0_.groups().group(7), nullptr);
+  JoinAll(10);  // the next job
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  // The job ends: its ranks LEAVE, the leaves dissolve the group; the
+  // spine, which has no rank of it, lets it go at once.
+  ASSERT_TRUE(leaf0_.DestroyGroup(7).ok());
+  Tick();
+  EXPECT_EQ(manager_.trees().size(), 1u) << "leaf1's ranks are still at it";
+  ASSERT_TRUE(leaf1_.DestroyGroup(7).ok());
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().trees_retired, 1u);
+  EXPECT_EQ(manager_.counters().trees_withdrawn, 1u) << "only the first";
+  EXPECT_EQ(spine_.groups().group(7), nullptr);
+}
+
+TEST_F(ManagerTest, AGroupThatCannotBeBuiltIsRefusedOnceAndNothingIsInstalled) {
+  JoinAll();
+  // Rank 3 sits on a host the topology puts behind leaf1 but JOINed leaf0.
+  ASSERT_TRUE(leaf1_.DestroyGroup(7).ok());
+  EXPECT_EQ(leaf1_.Join(2, 4, "198.18.2.20", 5000).status, MgmtStatus::kPending);
+  EXPECT_EQ(leaf0_.Join(3, 4, "198.18.2.21", 5001).status, MgmtStatus::kPending);
+  Tick();
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().trees_refused, 1u) << "named once, not every round";
+  EXPECT_FALSE(spine_.Rule(7).has_value());
+  EXPECT_FALSE(leaf0_.groups().group(7)->formed);
+}
+
+TEST_F(ManagerTest, ARefusedInstallRollsBackTheSwitchesDoneAndIsTriedAgain) {
+  JoinAll();
+  leaf1_.refuse_install = true;
+  Tick();
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().install_failures, 1u);
+  EXPECT_EQ(spine_.groups().group(7), nullptr) << "rolled back";
+  EXPECT_EQ(leaf0_.groups().group(7), nullptr) << "rolled back: its ranks re-JOIN";
+  leaf1_.refuse_install = false;
+  JoinAll();
+  Tick();
+  EXPECT_EQ(manager_.trees().size(), 1u);
+}
+
+}  // namespace
+}  // namespace inca::tree
