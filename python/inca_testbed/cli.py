@@ -38,7 +38,7 @@ import subprocess
 import sys
 from typing import List, Optional
 
-from . import olaf, perf, reflect
+from . import olaf, perf, reflect, tree
 from .net import (LinkShape, Testbed, TestbedError, instances, interrupt_on_sigterm, netns_list,
                   parse_host_rates, probe_main, reap, require_root)
 
@@ -61,6 +61,12 @@ def _finish(a: argparse.Namespace) -> argparse.Namespace:
     40 + 8 + 20)."""
     if getattr(a, "cmd", None) == "perf" and not 1 <= a.switches <= 8:
         raise TestbedError("--switches %d: between 1 and 8" % a.switches)
+    if getattr(a, "cmd", None) == "perf" and a.racks > 1 and (a.ipv6 or a.switches != 1 or
+                                                               a.delay or a.jitter):
+        raise TestbedError("--racks runs IPv4, one switch per rack, no delay or jitter "
+                           "(loss applies to rack 0's uplink)")
+    if getattr(a, "cmd", None) == "perf" and a.racks > 1 and a.backends == "switch,gloo":
+        a.backends = "tree,gloo,flat"
     if getattr(a, "cmd", None) == "perf" and a.chunk_size is None:
         a.chunk_size = a.mtu - (perf.IP6_UDP_CAIS if a.ipv6 else perf.IP_UDP_CAIS)
     return a
@@ -104,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
                          "operation over them (INCA_SWITCH=a,b,...)")
     pf.add_argument("--ipv6", action="store_true",
                     help="the switch path over IPv6 (2001:2::/48); the host path stays on IPv4")
+    pf.add_argument("--racks", type=int, default=1,
+                    help="two tiers: R racks, each a leaf switch, under a spine (the root)")
+    pf.add_argument("--hosts-per-rack", type=int, default=4, help="with --racks")
+    pf.add_argument("--uplink-rate", default="1gbit", help="with --racks: each leaf-spine link")
+    pf.add_argument("--placement", choices=("rack", "random"), default="rack",
+                    help="with --racks: ranks in rack order, or shuffled (--seed)")
+    pf.add_argument("--seed", type=int, default=1, help="with --placement random")
     pf.add_argument("--burst", default="256kb")
     pf.add_argument("--latency", default="20ms")
     pf.add_argument("--limit-bytes", type=int)
@@ -187,7 +200,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                           % (i, d, 100 * m["lost"], 100 * m["duplicated"], 100 * m["reordered"],
                              m["sent"]))
         elif a.cmd == "perf":
-            res = perf.perf(a)
+            res = tree.tree_perf(a) if a.racks > 1 else perf.perf(a)
             return 1 if any(r["wrong"] for r in res["rows"]) else 0
         elif a.cmd == "olaf":
             olaf.run(a)

@@ -30,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__
 PREFIX = "inca-"
 NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
 MAX_HOSTS = 64
+MAX_RACKS = 16
 
 
 class TestbedError(RuntimeError):
@@ -198,7 +199,9 @@ class Testbed:
     def __init__(self, name: str, hosts: int, shape: Optional[LinkShape] = None,
                  up_shape: Optional[LinkShape] = None, down_shape: Optional[LinkShape] = None,
                  host_shapes: Optional[Dict[int, LinkShape]] = None, mtu: int = 9000,
-                 owner_pid: Optional[int] = None, ipv6: bool = False) -> None:
+                 owner_pid: Optional[int] = None, ipv6: bool = False, racks: int = 1,
+                 uplink_shape: Optional[LinkShape] = None,
+                 uplink_shapes: Optional[Dict[int, LinkShape]] = None) -> None:
         if not NAME_RE.match(name):
             raise TestbedError("testbed name %r must be 1-8 lowercase letters or digits "
                                "(it prefixes namespace and interface names)" % name)
@@ -206,13 +209,27 @@ class Testbed:
             raise TestbedError("hosts %d must be 1..%d" % (hosts, MAX_HOSTS))
         if not 1280 <= mtu <= 65535:
             raise TestbedError("mtu %d must be 1280..65535" % mtu)
+        if not 1 <= racks <= MAX_RACKS or hosts % racks != 0:
+            raise TestbedError("racks %d must be 1..%d and divide the %d hosts"
+                               % (racks, MAX_RACKS, hosts))
         self.name, self.hosts, self.mtu, self.ipv6 = name, hosts, mtu, ipv6
+        # Two tiers (racks > 1): each rack a leaf namespace with its own
+        # bridge and its hosts, linked to the spine's bridge by a shaped
+        # uplink; one L2 segment and subnet across them all.
+        self.racks = racks
+        self.uplink_shape = uplink_shape or LinkShape()
+        self.uplink_shapes = dict(uplink_shapes or {})  # per rack, both directions
         base = shape or LinkShape()
         self.up_shape = up_shape or base        # host -> switch
         self.down_shape = down_shape or base    # switch -> host
         self.host_shapes = dict(host_shapes or {})  # per host, both directions
-        for s in [self.up_shape, self.down_shape] + list(self.host_shapes.values()):
+        for s in [self.up_shape, self.down_shape, self.uplink_shape] + list(
+                self.host_shapes.values()):
             s.validate()
+        if racks > 1 and (ipv6 or any(s.delays() for s in [self.up_shape, self.down_shape,
+                                                            self.uplink_shape])):
+            raise TestbedError("a testbed of racks runs IPv4 without delay or jitter (no delay "
+                               "lines between bridges)")
         self.owner_pid = owner_pid
         self.subnet: Optional[int] = None
         self.netem: Optional[bool] = None  # the kernel has sch_netem (probed in up)
@@ -226,6 +243,20 @@ class Testbed:
 
     def host_ns(self, i: int) -> str:
         return "%s%s-h%d" % (PREFIX, self.name, i)
+
+    def leaf_ns(self, k: int) -> str:
+        """Rack k's namespace (racks > 1): its bridge, its leaf switch."""
+        return "%s%s-l%d" % (PREFIX, self.name, k)
+
+    def leaf_ip(self, k: int) -> str:
+        return "198.18.%d.%d" % (self.subnet, 2 + k)
+
+    def rack_of(self, i: int) -> int:
+        return i // (self.hosts // self.racks)
+
+    def port_ns(self, i: int) -> str:
+        """Where host i's link ends: the switch's namespace, or its rack's."""
+        return self.leaf_ns(self.rack_of(i)) if self.racks > 1 else self.switch_ns
 
     @property
     def switch_ip(self) -> str:
@@ -285,7 +316,8 @@ class Testbed:
         with open(tmp, "w") as f:
             json.dump({"name": self.name, "hosts": self.hosts, "subnet": self.subnet,
                        "mtu": self.mtu, "owner_pid": self.owner_pid, "created": time.time(),
-                       "ipv6": self.ipv6,
+                       "ipv6": self.ipv6, "racks": self.racks,
+                       "uplink": asdict(self.uplink_shape),
                        "netem": self.netem,
                        "up": asdict(self.up_shape), "down": asdict(self.down_shape),
                        "host_shapes": {str(k): asdict(v) for k, v in self.host_shapes.items()}},
@@ -304,7 +336,52 @@ class Testbed:
             self.sw_exec(["tc", "qdisc", "del", "dev", "lo", "root"])
         return p.returncode == 0
 
+    def _bridge(self, ns: str, ip: str) -> None:
+        """A namespace with a bridge br0 holding `ip`."""
+        _run(["ip", "netns", "add", ns])
+        for argv in (["ip", "link", "set", "lo", "up"],
+                     ["ip", "link", "add", "br0", "type", "bridge"],
+                     ["ip", "link", "set", "br0", "mtu", str(self.mtu)],
+                     ["ip", "addr", "add", ip + "/24", "dev", "br0"],
+                     ["ip", "link", "set", "br0", "up"]):
+            _run(["ip", "netns", "exec", ns] + argv)
+
+    def _build_racks(self) -> None:
+        """spine br0 -- rK == (uplink, shaped) == up0 -- leaf K br0 -- pI == eth0 of host I."""
+        self._bridge(self.switch_ns, self.switch_ip)
+        self.netem = self._probe_netem()
+        for k in range(self.racks):
+            leaf = self.leaf_ns(k)
+            self._bridge(leaf, self.leaf_ip(k))
+            self.sw_exec(["ip", "link", "add", "r%d" % k, "mtu", str(self.mtu), "type", "veth",
+                          "peer", "name", "up0", "mtu", str(self.mtu), "netns", leaf])
+            self.sw_exec(["ip", "link", "set", "r%d" % k, "master", "br0"])
+            self.sw_exec(["ip", "link", "set", "r%d" % k, "up"])
+            _run(["ip", "netns", "exec", leaf, "ip", "link", "set", "up0", "master", "br0"])
+            _run(["ip", "netns", "exec", leaf, "ip", "link", "set", "up0", "up"])
+            self._shape(leaf, "up0", self.uplink_shapes.get(k, self.uplink_shape))
+            self._shape(self.switch_ns, "r%d" % k, self.uplink_shapes.get(k, self.uplink_shape))
+        for i in range(self.hosts):
+            h, leaf = self.host_ns(i), self.port_ns(i)
+            _run(["ip", "netns", "add", h])
+            _run(["ip", "netns", "exec", h, "ip", "link", "set", "lo", "up"])
+            _run(["ip", "netns", "exec", leaf, "ip", "link", "add", "p%d" % i, "mtu",
+                  str(self.mtu), "type", "veth", "peer", "name", "eth0", "mtu", str(self.mtu),
+                  "netns", h])
+            for argv in (["ip", "link", "set", "p%d" % i, "master", "br0"],
+                         ["ip", "link", "set", "p%d" % i, "up"]):
+                _run(["ip", "netns", "exec", leaf] + argv)
+            for argv in (["ip", "addr", "add", self.host_ip(i) + "/24", "dev", "eth0"],
+                         ["ip", "link", "set", "eth0", "up"]):
+                _run(["ip", "netns", "exec", h] + argv)
+            self._shape(h, "eth0", self.shape_of(i, "up"))
+            self._shape(leaf, "p%d" % i, self.shape_of(i, "down"))
+        self._static_neighbours()
+
     def _build(self) -> None:
+        if self.racks > 1:
+            self._build_racks()
+            return
         sw = self.switch_ns
         _run(["ip", "netns", "add", sw])
         self.sw_exec(["ip", "link", "set", "lo", "up"])
@@ -413,6 +490,8 @@ class Testbed:
             return info[0]["address"]
         nodes = [(self.switch_ns, "br0", self.switch_ip)] + [
             (self.host_ns(i), "eth0", self.host_ip(i)) for i in range(self.hosts)]
+        if self.racks > 1:
+            nodes += [(self.leaf_ns(k), "br0", self.leaf_ip(k)) for k in range(self.racks)]
         if self.ipv6:  # neighbour discovery too
             nodes += [(self.switch_ns, "br0", self.switch_ip6)] + [
                 (self.host_ns(i), "eth0", self.host_ip6(i)) for i in range(self.hosts)]
@@ -488,13 +567,14 @@ class Testbed:
             raise TestbedError("host %d's delay is inca-linkdelay's (no netem here): it cannot "
                                "change at run time" % i)
         ns, dev = ((self.host_ns(i), "eth0") if direction == "up" else
-                   (self.switch_ns, "p%d" % i))
+                   (self.port_ns(i), "p%d" % i))
         self._shape(ns, dev, s, self._delayed(i))
 
     def down(self) -> None:
         """Removes the instance; idempotent. Killing the namespaces' processes
         first: a namespace with processes in it would outlive `ip netns del`."""
-        for ns in [self.host_ns(i) for i in range(MAX_HOSTS)] + [self.switch_ns]:
+        for ns in ([self.host_ns(i) for i in range(MAX_HOSTS)] + [self.switch_ns] +
+                   [self.leaf_ns(k) for k in range(MAX_RACKS)]):
             if ns in netns_list():
                 _kill_in(ns)
                 _run(["ip", "netns", "del", ns], check=False)
@@ -625,7 +705,7 @@ def reap() -> List[str]:
         else:
             known.add(name)
     for ns in netns_list():
-        m = re.fullmatch(PREFIX + r"([a-z0-9]{1,8})-(sw|h\d+)", ns)
+        m = re.fullmatch(PREFIX + r"([a-z0-9]{1,8})-(sw|h\d+|l\d+)", ns)
         if m and m.group(1) not in known:
             _kill_in(ns)
             _run(["ip", "netns", "del", ns], check=False)

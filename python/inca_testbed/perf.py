@@ -371,8 +371,8 @@ def _cpu_sample(tb: Testbed) -> dict:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     tick = os.sysconf("SC_CLK_TCK")
     sample = {"t": time.monotonic(), "children": ru.ru_utime + ru.ru_stime,
-              "switchd": sum(_proc_cpu_s(p) for p in getattr(tb, "switchd_pids",
-                                                             [tb.switchd_pid])),
+              "switchd": sum(_proc_cpu_s(p) for p in (getattr(tb, "switchd_pids", None) or
+                                                      [tb.switchd_pid])),
               "linkdelay": sum(_proc_cpu_s(p) for p in tb.linkdelay_pids.values())}
     with open("/proc/stat") as f:
         cpu = f.readline().split()[1:]
@@ -466,15 +466,20 @@ def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float
     raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
 
 
-def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port: int,
-            group: int = 0) -> List[subprocess.Popen]:
-    """One cais-perf rank per host namespace for one job."""
+def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr, a, port: int,
+            group: int = 0, placement: Optional[List[int]] = None) -> List[subprocess.Popen]:
+    """One cais-perf rank per host namespace for one job: rank r on host
+    placement[r] (default r); switch_addr a string, or a function of the
+    host giving its switch (a leaf of a tree)."""
     procs = []
     for r in range(tb.hosts):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts), MASTER_ADDR=tb.host_ip(0),
-                   MASTER_PORT=str(port), INCA_SWITCH=switch_addr if backend == "switch"
-                   else "none", INCA_BIND_IP=tb.data_ip(r))
-        if backend != "switch":
+        h = placement[r] if placement else r
+        sw = switch_addr(h) if callable(switch_addr) else switch_addr
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(tb.hosts),
+                   MASTER_ADDR=tb.host_ip(placement[0] if placement else 0),
+                   MASTER_PORT=str(port), INCA_SWITCH=sw if backend != "gloo" else "none",
+                   INCA_BIND_IP=tb.data_ip(h))
+        if backend == "gloo":
             # The baseline is plain Gloo: without the description exchange that
             # inca's own host path makes before each operation (check_agreement).
             env["INCA_CHECK_AGREEMENT"] = "0"
@@ -487,7 +492,7 @@ def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a, port:
             argv += ["--window", str(a.window)]
         if getattr(a, "duration_ms", 0):
             argv += ["--duration-ms", str(a.duration_ms)]
-        procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
+        procs.append(tb.popen(tb.host_ns(h), argv, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent()))
     return procs
 

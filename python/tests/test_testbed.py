@@ -1,6 +1,6 @@
 """The multi-host testbed (scripts/testbed.py): one rank per host namespace
 through inca-switchd in the switch namespace, over shaped links. Needs root
-(CI runs as root). About 20 s of CI time."""
+(CI runs as root). About 30 s of CI time."""
 import json
 import os
 import subprocess
@@ -468,3 +468,49 @@ def test_tp_benchmark_runs_one_rank_per_host_namespace():
     after = set(subprocess.run(["ip", "netns", "list"], capture_output=True,
                                text=True).stdout.split())
     assert not [n for n in after - before if n.startswith("inca-tp")], after - before
+
+
+def test_two_tiers_of_racks_run_the_tree_gloo_and_flat_exact_and_leave_nothing():
+    # perf --racks 2 --hosts-per-rack 2: a leaf namespace per rack with its
+    # inca-switchd, the spine with the root and the aggregation manager,
+    # shaped uplinks. The tree's all-reduces go up through the leaves (the
+    # root's slot holding and leaf 0's partials say so), Gloo's ring and the
+    # flat switch run on the same hosts; every result exact; nothing left.
+    name = instance_name("r")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                        "--name", name, "--racks", "2", "--hosts-per-rack", "2", "--rate",
+                        "200mbit", "--uplink-rate", "100mbit", "-b", "1M", "-e", "1M",
+                        "--iters", "2", "--warmup", "1"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert leftovers(name) == []
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    row = res["rows"][0]
+    assert row["wrong"] == 0, row
+    assert row["tree"]["path"] == "switch" and row["tree"]["host_ops"] == 0, row
+    assert row["flat"]["path"] == "switch" and row["gloo"]["path"] == "host", row
+    leaf = res["slot_holding"]["leaf0"]
+    assert leaf["uplink_partials"] > 0 and leaf["completed_chunks"] > 0, res["slot_holding"]
+    assert res["slot_holding"]["root"]["uplink_partials"] == 0, res["slot_holding"]
+    # The bounds follow the slowest link: 100 Mbit/s uplinks carry the tree's
+    # tensor once each way, the ring's 2(n-1)/n of it once (rack order),
+    # the flat switch's twice (2 hosts per rack).
+    b = row["bounds_us"]
+    assert b["flat_s"] == pytest.approx(2 * b["tree_s"], rel=1e-6)
+    assert 1.4 < b["ring_s"] / b["tree_s"] < 1.6
+    assert "tree/gloo" in p.stdout and "slot holding at the root" in p.stdout
+
+
+def test_ring_crossings_and_tree_bounds_follow_the_placement():
+    from inca_testbed import tree
+    assert tree.ring_crossings([0, 1, 2, 3, 4, 5, 6, 7], 4, 2) == 1
+    assert tree.ring_crossings([0, 4, 1, 5, 2, 6, 3, 7], 4, 2) == 4  # every edge crosses
+    a = cli.perf_options(["--racks", "2", "--hosts-per-rack", "4", "--rate", "500mbit",
+                          "--uplink-rate", "500mbit"])
+    assert a.backends == "tree,gloo,flat"
+    b = tree.tree_bounds(16 << 20, a, crossings=4)
+    one = perf.wire_bounds(16 << 20, 8, 500e6, 9000, 8952)
+    assert b["tree_s"] == pytest.approx(one["switch_s"])  # uplink no slower than a host link
+    assert b["ring_s"] == pytest.approx(4 * one["ring_s"])
+    assert b["flat_s"] == pytest.approx(4 * one["switch_s"])
