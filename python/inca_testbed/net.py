@@ -163,7 +163,7 @@ def die_with_parent(sig: int = signal.SIGTERM):
     return set_it
 
 
-def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+def run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(list(argv), capture_output=True, text=True)
     if check and p.returncode != 0:
         raise TestbedError("%s: %s" % (" ".join(argv), (p.stderr or p.stdout).strip()))
@@ -171,7 +171,7 @@ def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess
 
 
 def netns_list() -> List[str]:
-    p = _run(["ip", "netns", "list"], check=False)
+    p = run(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
 
 
@@ -199,9 +199,7 @@ class Testbed:
     def __init__(self, name: str, hosts: int, shape: Optional[LinkShape] = None,
                  up_shape: Optional[LinkShape] = None, down_shape: Optional[LinkShape] = None,
                  host_shapes: Optional[Dict[int, LinkShape]] = None, mtu: int = 9000,
-                 owner_pid: Optional[int] = None, ipv6: bool = False, racks: int = 1,
-                 uplink_shape: Optional[LinkShape] = None,
-                 uplink_shapes: Optional[Dict[int, LinkShape]] = None) -> None:
+                 owner_pid: Optional[int] = None, ipv6: bool = False) -> None:
         if not NAME_RE.match(name):
             raise TestbedError("testbed name %r must be 1-8 lowercase letters or digits "
                                "(it prefixes namespace and interface names)" % name)
@@ -209,27 +207,14 @@ class Testbed:
             raise TestbedError("hosts %d must be 1..%d" % (hosts, MAX_HOSTS))
         if not 1280 <= mtu <= 65535:
             raise TestbedError("mtu %d must be 1280..65535" % mtu)
-        if not 1 <= racks <= MAX_RACKS or hosts % racks != 0:
-            raise TestbedError("racks %d must be 1..%d and divide the %d hosts"
-                               % (racks, MAX_RACKS, hosts))
         self.name, self.hosts, self.mtu, self.ipv6 = name, hosts, mtu, ipv6
-        # Two tiers (racks > 1): each rack a leaf namespace with its own
-        # bridge and its hosts, linked to the spine's bridge by a shaped
-        # uplink; one L2 segment and subnet across them all.
-        self.racks = racks
-        self.uplink_shape = uplink_shape or LinkShape()
-        self.uplink_shapes = dict(uplink_shapes or {})  # per rack, both directions
+        self.racks = 1  # inca_testbed.racks.RackTestbed: more
         base = shape or LinkShape()
         self.up_shape = up_shape or base        # host -> switch
         self.down_shape = down_shape or base    # switch -> host
         self.host_shapes = dict(host_shapes or {})  # per host, both directions
-        for s in [self.up_shape, self.down_shape, self.uplink_shape] + list(
-                self.host_shapes.values()):
+        for s in [self.up_shape, self.down_shape] + list(self.host_shapes.values()):
             s.validate()
-        if racks > 1 and (ipv6 or any(s.delays() for s in [self.up_shape, self.down_shape,
-                                                            self.uplink_shape])):
-            raise TestbedError("a testbed of racks runs IPv4 without delay or jitter (no delay "
-                               "lines between bridges)")
         self.owner_pid = owner_pid
         self.subnet: Optional[int] = None
         self.netem: Optional[bool] = None  # the kernel has sch_netem (probed in up)
@@ -248,15 +233,10 @@ class Testbed:
         """Rack k's namespace (racks > 1): its bridge, its leaf switch."""
         return "%s%s-l%d" % (PREFIX, self.name, k)
 
-    def leaf_ip(self, k: int) -> str:
-        return "198.18.%d.%d" % (self.subnet, 2 + k)
-
-    def rack_of(self, i: int) -> int:
-        return i // (self.hosts // self.racks)
-
     def port_ns(self, i: int) -> str:
-        """Where host i's link ends: the switch's namespace, or its rack's."""
-        return self.leaf_ns(self.rack_of(i)) if self.racks > 1 else self.switch_ns
+        """Where host i's link ends: the switch's namespace (a rack's in a
+        RackTestbed)."""
+        return self.switch_ns
 
     @property
     def switch_ip(self) -> str:
@@ -317,7 +297,6 @@ class Testbed:
             json.dump({"name": self.name, "hosts": self.hosts, "subnet": self.subnet,
                        "mtu": self.mtu, "owner_pid": self.owner_pid, "created": time.time(),
                        "ipv6": self.ipv6, "racks": self.racks,
-                       "uplink": asdict(self.uplink_shape),
                        "netem": self.netem,
                        "up": asdict(self.up_shape), "down": asdict(self.down_shape),
                        "host_shapes": {str(k): asdict(v) for k, v in self.host_shapes.items()}},
@@ -330,60 +309,15 @@ class Testbed:
                                         self.shape_of(i, "down").delays())
 
     def _probe_netem(self) -> bool:
-        p = _run(["ip", "netns", "exec", self.switch_ns, "tc", "qdisc", "add", "dev", "lo", "root",
+        p = run(["ip", "netns", "exec", self.switch_ns, "tc", "qdisc", "add", "dev", "lo", "root",
                   "netem", "delay", "1ms"], check=False)
         if p.returncode == 0:
             self.sw_exec(["tc", "qdisc", "del", "dev", "lo", "root"])
         return p.returncode == 0
 
-    def _bridge(self, ns: str, ip: str) -> None:
-        """A namespace with a bridge br0 holding `ip`."""
-        _run(["ip", "netns", "add", ns])
-        for argv in (["ip", "link", "set", "lo", "up"],
-                     ["ip", "link", "add", "br0", "type", "bridge"],
-                     ["ip", "link", "set", "br0", "mtu", str(self.mtu)],
-                     ["ip", "addr", "add", ip + "/24", "dev", "br0"],
-                     ["ip", "link", "set", "br0", "up"]):
-            _run(["ip", "netns", "exec", ns] + argv)
-
-    def _build_racks(self) -> None:
-        """spine br0 -- rK == (uplink, shaped) == up0 -- leaf K br0 -- pI == eth0 of host I."""
-        self._bridge(self.switch_ns, self.switch_ip)
-        self.netem = self._probe_netem()
-        for k in range(self.racks):
-            leaf = self.leaf_ns(k)
-            self._bridge(leaf, self.leaf_ip(k))
-            self.sw_exec(["ip", "link", "add", "r%d" % k, "mtu", str(self.mtu), "type", "veth",
-                          "peer", "name", "up0", "mtu", str(self.mtu), "netns", leaf])
-            self.sw_exec(["ip", "link", "set", "r%d" % k, "master", "br0"])
-            self.sw_exec(["ip", "link", "set", "r%d" % k, "up"])
-            _run(["ip", "netns", "exec", leaf, "ip", "link", "set", "up0", "master", "br0"])
-            _run(["ip", "netns", "exec", leaf, "ip", "link", "set", "up0", "up"])
-            self._shape(leaf, "up0", self.uplink_shapes.get(k, self.uplink_shape))
-            self._shape(self.switch_ns, "r%d" % k, self.uplink_shapes.get(k, self.uplink_shape))
-        for i in range(self.hosts):
-            h, leaf = self.host_ns(i), self.port_ns(i)
-            _run(["ip", "netns", "add", h])
-            _run(["ip", "netns", "exec", h, "ip", "link", "set", "lo", "up"])
-            _run(["ip", "netns", "exec", leaf, "ip", "link", "add", "p%d" % i, "mtu",
-                  str(self.mtu), "type", "veth", "peer", "name", "eth0", "mtu", str(self.mtu),
-                  "netns", h])
-            for argv in (["ip", "link", "set", "p%d" % i, "master", "br0"],
-                         ["ip", "link", "set", "p%d" % i, "up"]):
-                _run(["ip", "netns", "exec", leaf] + argv)
-            for argv in (["ip", "addr", "add", self.host_ip(i) + "/24", "dev", "eth0"],
-                         ["ip", "link", "set", "eth0", "up"]):
-                _run(["ip", "netns", "exec", h] + argv)
-            self._shape(h, "eth0", self.shape_of(i, "up"))
-            self._shape(leaf, "p%d" % i, self.shape_of(i, "down"))
-        self._static_neighbours()
-
     def _build(self) -> None:
-        if self.racks > 1:
-            self._build_racks()
-            return
         sw = self.switch_ns
-        _run(["ip", "netns", "add", sw])
+        run(["ip", "netns", "add", sw])
         self.sw_exec(["ip", "link", "set", "lo", "up"])
         self.netem = self._probe_netem()
         self.sw_exec(["ip", "link", "add", "br0", "type", "bridge"])
@@ -395,8 +329,8 @@ class Testbed:
         self.sw_exec(["ip", "link", "set", "br0", "up"])
         for i in range(self.hosts):
             h = self.host_ns(i)
-            _run(["ip", "netns", "add", h])
-            _run(["ip", "netns", "exec", h, "ip", "link", "set", "lo", "up"])
+            run(["ip", "netns", "add", h])
+            run(["ip", "netns", "exec", h, "ip", "link", "set", "lo", "up"])
             port = "p%d" % i
             # Created inside the switch namespace: no name can clash with the
             # root namespace's or another instance's interfaces.
@@ -413,12 +347,12 @@ class Testbed:
             else:
                 self.sw_exec(["ip", "link", "set", port, "master", "br0"])
             self.sw_exec(["ip", "link", "set", port, "up"])
-            _run(["ip", "netns", "exec", h, "ip", "addr", "add", self.host_ip(i) + "/24", "dev",
+            run(["ip", "netns", "exec", h, "ip", "addr", "add", self.host_ip(i) + "/24", "dev",
                   "eth0"])
             if self.ipv6:
-                _run(["ip", "netns", "exec", h, "ip", "-6", "addr", "add",
+                run(["ip", "netns", "exec", h, "ip", "-6", "addr", "add",
                       self.host_ip6(i) + "/64", "dev", "eth0", "nodad"])
-            _run(["ip", "netns", "exec", h, "ip", "link", "set", "eth0", "up"])
+            run(["ip", "netns", "exec", h, "ip", "link", "set", "eth0", "up"])
             self._shape(h, "eth0", self.shape_of(i, "up"), self._delayed(i))
             self._shape(sw, port, self.shape_of(i, "down"), self._delayed(i))
         self._start_linkdelays()
@@ -485,13 +419,12 @@ class Testbed:
         shaped links, so the first packets of a run are not queued behind it
         and an impaired link cannot lose it."""
         def mac(ns: str, dev: str) -> str:
-            info = json.loads(_run(["ip", "netns", "exec", ns, "ip", "-j", "link", "show", dev])
+            info = json.loads(run(["ip", "netns", "exec", ns, "ip", "-j", "link", "show", dev])
                               .stdout)
             return info[0]["address"]
         nodes = [(self.switch_ns, "br0", self.switch_ip)] + [
             (self.host_ns(i), "eth0", self.host_ip(i)) for i in range(self.hosts)]
-        if self.racks > 1:
-            nodes += [(self.leaf_ns(k), "br0", self.leaf_ip(k)) for k in range(self.racks)]
+        nodes += self._more_neighbours()
         if self.ipv6:  # neighbour discovery too
             nodes += [(self.switch_ns, "br0", self.switch_ip6)] + [
                 (self.host_ns(i), "eth0", self.host_ip6(i)) for i in range(self.hosts)]
@@ -499,8 +432,12 @@ class Testbed:
         for ns, dev, ip in nodes:
             for other_ns, _, other_ip in nodes:
                 if other_ns != ns and (":" in other_ip) == (":" in ip):
-                    _run(["ip", "netns", "exec", ns, "ip", "neigh", "replace", other_ip, "lladdr",
+                    run(["ip", "netns", "exec", ns, "ip", "neigh", "replace", other_ip, "lladdr",
                           macs[other_ip], "dev", dev, "nud", "permanent"])
+
+    def _more_neighbours(self) -> List[tuple]:
+        """(namespace, device, address) of other nodes on the segment."""
+        return []
 
     def _shape(self, ns: str, dev: str, s: LinkShape, delay_line: bool = False) -> None:
         """netem at the root when delay, jitter or reorder are asked and
@@ -508,12 +445,12 @@ class Testbed:
         by an eBPF program on the device's clsact egress hook, before the
         queue (tools/testbed/impair.bpf.c)."""
         tc = ["ip", "netns", "exec", ns, "tc"]
-        _run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)
-        _run(tc + ["qdisc", "del", "dev", dev, "clsact"], check=False)
+        run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)
+        run(tc + ["qdisc", "del", "dev", dev, "clsact"], check=False)
         netem = [] if delay_line else s.netem_args()
         parent = ["root"]
         if netem:
-            p = _run(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "limit",
+            p = run(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "limit",
                            "100000"] + netem, check=False)
             if p.returncode != 0:
                 raise TestbedError(
@@ -524,11 +461,11 @@ class Testbed:
         if s.rate:
             queue = (["limit", str(s.limit_bytes)] if s.limit_bytes is not None
                      else ["latency", s.latency])
-            _run(tc + ["qdisc", "add", "dev", dev] + parent + ["handle", "10:", "tbf", "rate",
+            run(tc + ["qdisc", "add", "dev", dev] + parent + ["handle", "10:", "tbf", "rate",
                                                                s.rate, "burst", s.burst] + queue)
         if s.impaired():
-            _run(tc + ["qdisc", "add", "dev", dev, "clsact"])
-            _run(tc + ["filter", "add", "dev", dev, "egress", "bpf", "direct-action", "obj",
+            run(tc + ["qdisc", "add", "dev", dev, "clsact"])
+            run(tc + ["filter", "add", "dev", dev, "egress", "bpf", "direct-action", "obj",
                        self._impair_object(s), "sec", "tc"])
 
     def _impair_object(self, s: LinkShape) -> str:
@@ -540,7 +477,7 @@ class Testbed:
             digest = hashlib.sha256(f.read()).hexdigest()[:12]
         obj = os.path.join(STATE_DIR, "impair-%s-%x-%x.o" % (digest, t["loss"], t["duplicate"]))
         if not os.path.exists(obj):
-            p = _run(["clang", "-O2", "-target", "bpf", "-I/usr/include/%s-linux-gnu" %
+            p = run(["clang", "-O2", "-target", "bpf", "-I/usr/include/%s-linux-gnu" %
                       os.uname().machine, "-DLOSS=%du" % t["loss"],
                       "-DDUPLICATE=%du" % t["duplicate"], "-c", src, "-o", obj + ".tmp"],
                      check=False)
@@ -577,14 +514,14 @@ class Testbed:
                    [self.leaf_ns(k) for k in range(MAX_RACKS)]):
             if ns in netns_list():
                 _kill_in(ns)
-                _run(["ip", "netns", "del", ns], check=False)
+                run(["ip", "netns", "del", ns], check=False)
         self._collect_linkdelay()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.state_path())
 
     # ---- running things inside
     def sw_exec(self, argv: Sequence[str]) -> subprocess.CompletedProcess:
-        return _run(["ip", "netns", "exec", self.switch_ns] + list(argv))
+        return run(["ip", "netns", "exec", self.switch_ns] + list(argv))
 
     def popen(self, ns: str, argv: Sequence[str], **kw) -> subprocess.Popen:
         """`argv` in namespace `ns`; pass preexec_fn=die_with_parent() for a
@@ -599,7 +536,7 @@ class Testbed:
         for i in range(self.hosts):
             for direction, ns, dev in (("up", self.host_ns(i), "eth0"),
                                        ("down", self.switch_ns, "p%d" % i)):
-                text = _run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev",
+                text = run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev",
                              dev]).stdout
                 root = text.split("\n qdisc")[0]  # the first qdisc listed is the root
                 sent = [int(x) for x in re.findall(r"Sent \d+ bytes (\d+) pkt", root)]
@@ -654,7 +591,7 @@ def interrupt_on_sigterm() -> None:
 
 
 def _kill_in(ns: str) -> None:
-    p = _run(["ip", "netns", "pids", ns], check=False)
+    p = run(["ip", "netns", "pids", ns], check=False)
     pids = [int(x) for x in p.stdout.split()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
@@ -708,7 +645,7 @@ def reap() -> List[str]:
         m = re.fullmatch(PREFIX + r"([a-z0-9]{1,8})-(sw|h\d+|l\d+)", ns)
         if m and m.group(1) not in known:
             _kill_in(ns)
-            _run(["ip", "netns", "del", ns], check=False)
+            run(["ip", "netns", "del", ns], check=False)
             if m.group(1) not in removed:
                 removed.append(m.group(1))
     return removed

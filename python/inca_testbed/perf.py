@@ -71,9 +71,9 @@ def perf(a, out=sys.stdout) -> dict:
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
             for backend in a.backends.split(","):
-                before = _cpu_sample(tb)
+                before = cpu_sample(tb)
                 results[backend] = _perf_ranks(tb, perf_bin, backend, switch_addr, a, out)
-                cpu[backend] = _cpu_shares(before, _cpu_sample(tb))
+                cpu[backend] = cpu_shares(before, cpu_sample(tb))
                 if backend == "switch":
                     holding = slot_holding(tb)
                     striped = [(switch_totals(tb, k) or {}).get("completed_chunks")
@@ -232,7 +232,7 @@ def rate_step(a, out=sys.stdout) -> dict:
     samples, stepped = [], None
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
-            procs = _launch(tb, perf_bin, "switch", switch_addr, a, _port())
+            procs = launch_ranks(tb, perf_bin, "switch", switch_addr, a, store_port())
             drained = _drain(procs, a)
             start = time.monotonic()
             down_tc = TbfSampler(tb.switch_ns)
@@ -261,7 +261,7 @@ def rate_step(a, out=sys.stdout) -> dict:
             finally:
                 for sampler in [down_tc] + up_tc:
                     sampler.close()
-            rows = _collect(procs, "switch", a, out, drained)
+            rows = collect_rows(procs, "switch", a, out, drained)
     res = {"rate": a.rate, "slow_rate": slow, "delay": a.delay, "stepped_ns": stepped,
            "samples": samples,
            "timeline_ns": rows[0].get("timeline_ns", []), "bytes": rows[0]["bytes"],
@@ -363,7 +363,7 @@ def _proc_cpu_s(pid: int) -> float:
         return 0.0
 
 
-def _cpu_sample(tb: Testbed) -> dict:
+def cpu_sample(tb: Testbed) -> dict:
     """CPU seconds so far: this process's waited-for children (the ranks),
     inca-switchd, the delay lines (inca-linkdelay, where there is no netem),
     and the machine's softirq and idle time (/proc/stat)."""
@@ -381,8 +381,8 @@ def _cpu_sample(tb: Testbed) -> dict:
     return sample
 
 
-def _cpu_shares(a: dict, b: dict) -> dict:
-    """Shares of all cores over the time between two _cpu_sample()s."""
+def cpu_shares(a: dict, b: dict) -> dict:
+    """Shares of all cores over the time between two cpu_sample()s."""
     cores = os.cpu_count() or 1
     total = max(1e-9, (b["t"] - a["t"]) * cores)
     return {"cores": cores, "seconds": b["t"] - a["t"],
@@ -396,10 +396,16 @@ def _cpu_shares(a: dict, b: dict) -> dict:
 def switch_totals(tb: Testbed, k: int = 0) -> Optional[dict]:
     """Switch k's totals (its /stats.json, read in the switch namespace), or
     None when they cannot be read."""
-    url = "http://%s/stats.json" % tb.endpoint(tb.data_ip(), 9411 + 10 * k)
+    return http_totals(tb, tb.switch_ns, tb.endpoint(tb.data_ip(), 9411 + 10 * k))
+
+
+def http_totals(tb: Testbed, ns: str, endpoint: str) -> Optional[dict]:
+    """The totals of the inca-switchd whose /metrics listens at `endpoint`,
+    read in namespace `ns`, or None when they cannot be read."""
+    url = "http://%s/stats.json" % endpoint
     code = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(%r, timeout=5)" \
            ".read().decode())" % url
-    p = tb.popen(tb.switch_ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
+    p = tb.popen(ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, text=True)
     try:
         o, _ = p.communicate(timeout=15)
@@ -439,7 +445,7 @@ def _switch(tb: Testbed, switchd: str, a):
             procs.append(sw)
             logs.append(path)
             addrs.append(addr)
-            _wait_for_log(path, "event=switch_started", sw)
+            wait_for_log(path, "event=switch_started", sw)
         tb.switchd_pid = procs[0].pid
         tb.switchd_pids = [p.pid for p in procs]
         yield ",".join(addrs)
@@ -455,7 +461,7 @@ def _switch(tb: Testbed, switchd: str, a):
         os.unlink(path)  # kept only when the run failed, for its post-mortem
 
 
-def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
+def wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -466,7 +472,7 @@ def _wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float
     raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)
 
 
-def _launch(tb: Testbed, perf_bin: str, backend: str, switch_addr, a, port: int,
+def launch_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr, a, port: int,
             group: int = 0, placement: Optional[List[int]] = None) -> List[subprocess.Popen]:
     """One cais-perf rank per host namespace for one job: rank r on host
     placement[r] (default r); switch_addr a string, or a function of the
@@ -511,7 +517,7 @@ def _drain(procs: List[subprocess.Popen], a) -> tuple:
     return outs, threads
 
 
-def _collect(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout,
+def collect_rows(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout,
              drained=None) -> List[dict]:
     outs, threads = drained or _drain(procs, a)
     for t in threads:
@@ -527,13 +533,14 @@ def _collect(procs: List[subprocess.Popen], backend: str, a, out=sys.stdout,
     return json.loads(lines[-1])["rows"]
 
 
-def _port() -> int:
+def store_port() -> int:
     return 29500 + (os.getpid() % 1000) * 4
 
 
 def _perf_ranks(tb: Testbed, perf_bin: str, backend: str, switch_addr: str, a,
                 out=sys.stdout) -> List[dict]:
-    return _collect(_launch(tb, perf_bin, backend, switch_addr, a, _port()), backend, a, out)
+    return collect_rows(launch_ranks(tb, perf_bin, backend, switch_addr, a, store_port()),
+                        backend, a, out)
 
 
 def overlap(ta: List[int], tb: List[int]) -> dict:
@@ -570,10 +577,10 @@ def share(a, second: str, out=sys.stdout) -> dict:
     rate_bps = parse_rate(a.rate)
     with tb:
         with _switch(tb, switchd, a) as switch_addr:
-            first = _launch(tb, perf_bin, "switch", switch_addr, a, _port(), group=0)
-            other = _launch(tb, perf_bin, second, switch_addr, a, _port() + 2, group=1)
-            rows_a = _collect(first, "switch", a, out)
-            rows_b = _collect(other, second, a, out)
+            first = launch_ranks(tb, perf_bin, "switch", switch_addr, a, store_port(), group=0)
+            other = launch_ranks(tb, perf_bin, second, switch_addr, a, store_port() + 2, group=1)
+            rows_a = collect_rows(first, "switch", a, out)
+            rows_b = collect_rows(other, second, a, out)
     res = {"testbed": {"hosts": a.hosts, "rate": a.rate}, "second": second, "rows": []}
     for ra, rb in zip(rows_a, rows_b):
         b = wire_bounds(ra["bytes"], a.hosts, rate_bps, a.mtu, a.chunk_size,

@@ -26,7 +26,8 @@ import tempfile
 from typing import Dict, List, Optional
 
 from . import perf as P
-from .net import REPO, STATE_DIR, LinkShape, Testbed, TestbedError, die_with_parent, parse_rate
+from .net import REPO, STATE_DIR, LinkShape, TestbedError, die_with_parent, parse_rate
+from .racks import RackTestbed
 
 CONTROL_PORT = 50051
 DATA_PORT = 9410
@@ -65,7 +66,7 @@ def tree_bounds(size: int, a, crossings: int) -> dict:
             "flat_s": max(one["switch_s"] / rate, a.hosts_per_rack * one["switch_s"] / up)}
 
 
-def _topology(tb: Testbed) -> str:
+def _topology(tb: RackTestbed) -> str:
     """The manager's topology file: the spine, each rack's leaf and hosts."""
     lines = ["switches:", '  - {name: spine, address: "%s:%d", control: "%s:%d"}'
              % (tb.switch_ip, DATA_PORT, tb.switch_ip, CONTROL_PORT)]
@@ -84,7 +85,7 @@ def _topology(tb: Testbed) -> str:
 
 
 @contextlib.contextmanager
-def _network(tb: Testbed, build: str, a):
+def _network(tb: RackTestbed, build: str, a):
     """inca-switchd at the spine and at every leaf (the root decides: the
     leaves' chunk timeout exceeds the root's), and the aggregation manager
     in the spine's namespace, for the duration of the block."""
@@ -104,7 +105,7 @@ def _network(tb: Testbed, build: str, a):
                     "--timeout-ms", "500" if k == 0 else "750"] + list(a.switchd_arg),
                     stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent()))
             logs.append(path)
-            P._wait_for_log(path, "event=switch_started", procs[-1])
+            P.wait_for_log(path, "event=switch_started", procs[-1])
         tb.switchd_pids = [p.pid for p in procs]
         path = os.path.join(STATE_DIR, "%s-manager.log" % a.name)
         with open(path, "w") as log:
@@ -113,7 +114,7 @@ def _network(tb: Testbed, build: str, a):
                                stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
         procs.append(manager)
         logs.append(path)
-        P._wait_for_log(path, "event=manager_started", manager)
+        P.wait_for_log(path, "event=manager_started", manager)
         yield path
     finally:
         for p in procs:
@@ -124,26 +125,13 @@ def _network(tb: Testbed, build: str, a):
         os.unlink(path)  # kept only when the run failed
 
 
-def _http_totals(tb: Testbed, ns: str, ip: str) -> Optional[dict]:
-    code = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
-            "'http://%s:%d/stats.json', timeout=5).read().decode())" % (ip, HTTP_PORT))
-    p = tb.popen(ns, [sys.executable, "-c", code], stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE, text=True)
-    try:
-        o, _ = p.communicate(timeout=15)
-        return json.loads(o)["totals"]
-    except (subprocess.TimeoutExpired, ValueError, KeyError):
-        p.kill()
-        return None
-
-
-def _holding(tb: Testbed) -> Dict[str, Optional[dict]]:
+def _holding(tb: RackTestbed) -> Dict[str, Optional[dict]]:
     """Slot-holding percentiles at the root and at leaf 0 (every chunk each
     completed so far)."""
     out = {}
     for name, ns, ip in (("root", tb.switch_ns, tb.switch_ip),
                          ("leaf0", tb.leaf_ns(0), tb.leaf_ip(0))):
-        t = _http_totals(tb, ns, ip)
+        t = P.http_totals(tb, ns, "%s:%d" % (ip, HTTP_PORT))
         out[name] = None if not t or "slot_holding_p50_us" not in t else {
             "p50_us": t["slot_holding_p50_us"], "p99_us": t["slot_holding_p99_us"],
             "completed_chunks": t.get("completed_chunks"),
@@ -167,8 +155,8 @@ def tree_perf(a, out=sys.stdout) -> dict:
     # --loss and --duplicate: rack 0's uplink, each way.
     lossy = LinkShape(rate=a.uplink_rate, burst=a.burst, latency=a.latency,
                       limit_bytes=a.limit_bytes, loss=a.loss, duplicate=a.duplicate)
-    tb = Testbed(a.name, n, shape=shape, mtu=a.mtu, owner_pid=os.getpid(), racks=a.racks,
-                 uplink_shape=uplink, uplink_shapes={0: lossy})
+    tb = RackTestbed(a.name, n, a.racks, shape=shape, uplink_shape=uplink,
+                     uplink_shapes={0: lossy}, mtu=a.mtu, owner_pid=os.getpid())
     placement = placement_of(a, n)
     crossings = ring_crossings(placement, a.hosts_per_rack, a.racks)
     perf_bin = os.path.join(build, "bin", "cais-perf")
@@ -184,11 +172,11 @@ def tree_perf(a, out=sys.stdout) -> dict:
                 def switch_of(h: int, backend=backend) -> str:
                     ip = tb.switch_ip if backend == "flat" else tb.leaf_ip(tb.rack_of(h))
                     return "%s:%d" % (ip, DATA_PORT)
-                before = P._cpu_sample(tb)
-                procs = P._launch(tb, perf_bin, backend, switch_of, a, P._port(),
+                before = P.cpu_sample(tb)
+                procs = P.launch_ranks(tb, perf_bin, backend, switch_of, a, P.store_port(),
                                   placement=placement)
-                results[backend] = P._collect(procs, backend, a, out)
-                cpu[backend] = P._cpu_shares(before, P._cpu_sample(tb))
+                results[backend] = P.collect_rows(procs, backend, a, out)
+                cpu[backend] = P.cpu_shares(before, P.cpu_sample(tb))
                 if backend == "tree":
                     holding = _holding(tb)
     return _report(a, results, cpu, holding, placement, crossings, out)

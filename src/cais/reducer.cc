@@ -568,8 +568,10 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
     Bump(g, &GroupCounters::fallback_notices);
     return Drop(g, DropReason::kChunkClosed);
   }
-  if (const uint8_t why = offload_policy_set_[g] ? OffloadDeclined(h, /*by_rule=*/false) : 0;
-      why != 0) {
+  const uint8_t why = rule.uplink              ? ParentDecision(h)
+                      : offload_policy_set_[g] ? OffloadDeclined(h, /*by_rule=*/false)
+                                               : 0;
+  if (why != 0) {
     SendNotice(h, kDeclinedNotice, why, ingress, out);
     Bump(g, &GroupCounters::declined_notices);
     return Drop(g, DropReason::kOffloadDeclined);
@@ -593,7 +595,7 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
   if (a == SlotPool::Admit::kGroupShare) return Drop(g, DropReason::kGroupShare);
   // Without a policy every operation is accepted: counted once, at its
   // first chunk's slot (with one, OffloadDeclined counts it).
-  if (!offload_policy_set_[g] && h.chunk_id == 0) {
+  if ((!offload_policy_set_[g] || rule.uplink) && h.chunk_id == 0) {
     Bump(g, &GroupCounters::offload_accepted_ops);
   }
   Bump(g, &GroupCounters::sram_cells, static_cast<uint64_t>(ncells));

@@ -62,10 +62,16 @@ void CaisReducer::DeclineFromParent(uint32_t i, uint8_t why, dp::PacketSink& out
     Bump(s.key.group, &GroupCounters::declined_notices);
   });
   // The operation's later chunks here are declined without going up.
-  offload_policy_set_[s.key.group] = true;
   RememberDecision(OpKey(s.header), why);
   ReleaseCells(s.key.group, s.ncells);
   pool_->Close(i);
+}
+
+uint8_t CaisReducer::ParentDecision(const wire::CaisHeader& h) const {
+  const uint64_t op_key = OpKey(h);
+  if (last_decision_ && last_decision_->first == op_key) return last_decision_->second;
+  const auto it = op_decisions_.find(op_key);
+  return it == op_decisions_.end() ? 0 : it->second;
 }
 
 Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, TimeNs now, dp::PacketSink& out) {

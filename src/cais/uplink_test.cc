@@ -146,6 +146,22 @@ TEST_F(UplinkTest, TheParentsFallbackAndDeclineReachEveryInputWithItsReason) {
   EXPECT_EQ(got[0].header.block, held);
 }
 
+TEST_F(UplinkTest, OnlyTheRootDecidesOffloadNotTheLeafsOwnPolicy) {
+  // This leaf's own offload controller would send nothing to the switch
+  // (and explore): ignored for a group with an uplink, whose partial still
+  // goes up; the root's decline alone declines the operation here.
+  reducer_->SetOffloadRange(0, 1, 0);
+  reducer_->SetOffloadBins(0, ~uint64_t{0}, 0, ~uint64_t{0});
+  const CaisHeader h = Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 1, /*seq=*/3);
+  EXPECT_EQ(Send(1, Packet(h, F32Bytes({1})), 0).verdict, Verdict::kAggregated);
+  Send(2, Packet(h, F32Bytes({2})), 1);
+  auto up = Take();
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].port, kUp);
+  EXPECT_EQ(reducer_->group(0).offload_declined_ops, 0u);
+  EXPECT_EQ(reducer_->group(0).offload_accepted_ops, 1u);
+}
+
 TEST_F(UplinkTest, OnlyAllReducesGoUpATreeAndOnlyTheParentMaySendResults) {
   for (CaisOp op : {CaisOp::kReduceScatter, CaisOp::kAllGather, CaisOp::kBroadcast}) {
     EXPECT_EQ(Send(1, Packet(Hdr(op), F32Bytes({1})), 0).reason, DropReason::kOffloadDeclined);

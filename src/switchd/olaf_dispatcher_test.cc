@@ -2,6 +2,7 @@
 // their leases, and the operator-mapped peer that takes the longest-silent
 // peer's port when none is free.
 #include "switchd/olaf_dispatcher.h"
+#include "util/recording_event_log.h"
 
 #include <gtest/gtest.h>
 
@@ -20,12 +21,7 @@ class NullSink final : public dp::PacketSink {
   uint64_t packets = 0;
 };
 
-class RecordingLog final : public EventLog {
- public:
-  bool Enabled(LogLevel) const override { return true; }
-  void Log(LogLevel, std::string_view line) override { lines.emplace_back(line); }
-  std::vector<std::string> lines;
-};
+using RecordingLog = ::inca::testing::RecordingEventLog;
 
 net::Endpoint Ep(const char* s) {
   auto e = net::Endpoint::Parse(s);

@@ -1,6 +1,7 @@
 #include "inca/tree/manager.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -67,13 +68,23 @@ AggregationManager::Read AggregationManager::ReadSwitch(int index, dp::TimeNs no
   return r;
 }
 
-void AggregationManager::Withdraw(const InstalledTree& t, const std::string& why) {
+void AggregationManager::DestroyWhereHeld(const InstalledTree& t, const std::vector<Read>& reads) {
   for (int sw : t.switches) {
-    control::CaisControlPlane* cais = Cais(sw);
-    if (cais == nullptr || !up_[static_cast<size_t>(sw)]) continue;
-    const absl::Status s = cais->DestroyGroup(t.group_id);
+    const Read& r = reads[static_cast<size_t>(sw)];
+    // Only where this tree's group is (another job's forming group of the
+    // same id, the next run's, is left alone).
+    const bool held = r.ok && std::any_of(r.groups.begin(), r.groups.end(), [&](auto& g) {
+                        return g.group_id == t.group_id && g.job == t.job && g.tree;
+                      });
+    if (!held) continue;
+    const absl::Status s = Cais(sw)->DestroyGroup(t.group_id);
     if (!s.ok() && !absl::IsNotFound(s)) ++counters_.switch_errors;
   }
+}
+
+void AggregationManager::Withdraw(const InstalledTree& t, const std::vector<Read>& reads,
+                                  const std::string& why) {
+  DestroyWhereHeld(t, reads);
   ++counters_.trees_withdrawn;
   Emit(*log_, LogLevel::kWarn, "event=tree_withdrawn group={} job={:#x} reason=\"{}\"", t.group_id,
        t.job, why);
@@ -107,15 +118,15 @@ void AggregationManager::Review(const std::vector<Read>& reads) {
       }
     }
     if (!down.empty()) {
-      Withdraw(t, absl::StrCat("switch ", down, " is down"));
+      Withdraw(t, reads, absl::StrCat("switch ", down, " is down"));
     } else if (readable == static_cast<int>(t.switches.size()) && with_ranks == 0) {
       // Every rank left (the job ended): the switches with no rank of it
       // let it go now rather than after a lease.
-      for (int sw : t.switches) (void)Cais(sw)->DestroyGroup(t.group_id);
+      DestroyWhereHeld(t, reads);
       ++counters_.trees_retired;
       Emit(*log_, LogLevel::kInfo, "event=tree_retired group={} job={:#x}", t.group_id, t.job);
     } else if (!lost.empty()) {
-      Withdraw(t, absl::StrCat("switch ", lost, " no longer holds the group"));
+      Withdraw(t, reads, absl::StrCat("switch ", lost, " no longer holds the group"));
     } else {
       kept.push_back(t);
     }
@@ -123,8 +134,34 @@ void AggregationManager::Review(const std::vector<Read>& reads) {
   trees_ = std::move(kept);
 }
 
+void AggregationManager::CheckTimeouts(const TreePlan& plan) {
+  const auto timeout_ms = [&](int sw) -> double {
+    auto c = planes_[static_cast<size_t>(sw)]->GetConfig();
+    if (!c.ok() || !c->contains("timeout_ms")) return -1;
+    char* end = nullptr;
+    const double v = std::strtod(c->at("timeout_ms").c_str(), &end);
+    return end != nullptr && *end == '\0' ? v : -1;
+  };
+  for (const SwitchInstall& in : plan.installs) {
+    const SwitchSpec& spec = topology_.switches[static_cast<size_t>(in.switch_index)];
+    const std::optional<int> parent = topology_.SwitchIndex(spec.parent);
+    if (!in.uplink || !parent || !warned_timeouts_.insert({in.switch_index, *parent}).second) {
+      continue;
+    }
+    const double mine = timeout_ms(in.switch_index), theirs = timeout_ms(*parent);
+    if (mine >= 0 && theirs >= 0 && mine <= theirs) {
+      Emit(*log_, LogLevel::kWarn,
+           "event=tree_timeouts_inverted switch={} timeout_ms={} parent={} parent_timeout_ms={} "
+           "hint=\"a switch must wait longer than its parent, or its own timeout hands chunks "
+           "back that the root would have completed (docs/design/tree.md)\"",
+           spec.name, mine, spec.parent, theirs);
+    }
+  }
+}
+
 void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& reads,
                                  dp::TimeNs now) {
+  CheckTimeouts(plan);
   std::vector<int> done;
   const auto bound = [&](int sw, uint16_t port, const std::string& endpoint) {
     for (const BoundPort& b : reads[static_cast<size_t>(sw)].view.ports) {

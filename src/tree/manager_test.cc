@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "membership/port_table.h"
 #include "switchd/port_control.h"
 #include "switchd/switch_control.h"
+#include "util/recording_event_log.h"
 
 namespace inca::tree {
 namespace {
@@ -42,7 +44,9 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
   absl::Status Health() override { return absl::UnimplementedError("health"); }
   absl::StatusOr<control::Stats> GetStats() override { return Health(); }
   absl::Status SetConfig(const std::map<std::string, std::string>&) override { return Health(); }
-  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override { return Health(); }
+  absl::StatusOr<std::map<std::string, std::string>> GetConfig() override {
+    return std::map<std::string, std::string>{{"timeout_ms", timeout_ms}};
+  }
   absl::Status AddRule(const cais::Rule& r) override { return rules_.Add(r); }
   absl::Status DeleteRule(const cais::RuleKey& k) override { return rules_.Delete(k); }
   absl::StatusOr<std::vector<cais::Rule>> DumpRules() override { return rules_.Dump(); }
@@ -102,6 +106,7 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
 
   bool alive = true;
   bool refuse_install = false;
+  std::string timeout_ms = "500";
   int registered = 0;
 
  private:
@@ -127,7 +132,14 @@ class ManagerTest : public ::testing::Test {
         leaf0_(300u << 20),
         leaf1_(200u << 20),
         manager_(*Topology::FromYaml(kTopology, "t.yaml"), {&spine_, &leaf0_, &leaf1_},
-                 ManagerConfig{}, nullptr) {}
+                 ManagerConfig{}, &log_) {
+    for (FakeSwitch* s : {&leaf0_, &leaf1_}) s->timeout_ms = "750";
+  }
+  int Logged(const std::string& event) const {
+    return static_cast<int>(std::count_if(log_.lines.begin(), log_.lines.end(), [&](auto& l) {
+      return l.find(event) != std::string::npos;
+    }));
+  }
 
   // Ranks 0, 1 JOIN leaf0, ranks 2, 3 leaf1 (world 4).
   void JoinAll(uint64_t job = 9) {
@@ -139,6 +151,7 @@ class ManagerTest : public ::testing::Test {
   void Tick() { manager_.Tick(now_ += 100 * dp::kNsPerMs); }
 
   FakeSwitch spine_, leaf0_, leaf1_;
+  ::inca::testing::RecordingEventLog log_;
   AggregationManager manager_;
   dp::TimeNs now_ = 0;
 };
@@ -208,7 +221,7 @@ TEST_F(ManagerTest, ALeafThatLosesTheGroupWithdrawsItEverywhereAndAnEndedJobReti
   EXPECT_EQ(manager_.counters().trees_withdrawn, 1u);
   EXPECT_EQ(spine_.groups().group(7), nullptr);
   EXPECT_EQ(leaf0_.groups().group(7), nullptr);
-  JoinAll(10);  // the next job
+  JoinAll();  // every rank JOINs again: the tree is built again
   Tick();
   ASSERT_EQ(manager_.trees().size(), 1u);
   // The job ends: its ranks LEAVE, the leaves dissolve the group; the
@@ -251,6 +264,21 @@ TEST_F(ManagerTest, ARefusedInstallRollsBackTheSwitchesDoneAndIsTriedAgain) {
   JoinAll();
   Tick();
   EXPECT_EQ(manager_.trees().size(), 1u);
+}
+
+TEST_F(ManagerTest, ALeafThatDoesNotWaitLongerThanItsParentIsNamedOnce) {
+  leaf1_.timeout_ms = "500";  // the root's: the leaf would hand chunks back first
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u) << "a warning, not a refusal";
+  EXPECT_EQ(Logged("event=tree_timeouts_inverted switch=leaf1"), 1);
+  EXPECT_EQ(Logged("event=tree_timeouts_inverted switch=leaf0"), 0);
+  for (FakeSwitch* s : {&leaf0_, &leaf1_}) ASSERT_TRUE(s->DestroyGroup(7).ok());
+  JoinAll(11);
+  Tick();
+  Tick();
+  EXPECT_EQ(Logged("event=tree_timeouts_inverted"), 1) << "once per switch and parent";
+  EXPECT_EQ(Logged("event=tree_installed"), 2) << ::testing::PrintToString(log_.lines);
 }
 
 }  // namespace

@@ -355,6 +355,10 @@ class CaisReducer final : public dp::Program {
   // The parent declined the operation: DECLINED notices (`why`) to the
   // slot's inputs, the slot closed, the decision kept for its other chunks.
   void DeclineFromParent(uint32_t slot, uint8_t why, dp::PacketSink& out);
+  // At a switch with an uplink only the root decides: the decline it sent
+  // for this chunk's operation (kept by DeclineFromParent), else 0. This
+  // switch's own offload policy does not apply to the group.
+  uint8_t ParentDecision(const wire::CaisHeader& h) const;
   void RememberDecision(uint64_t op_key, uint8_t decision);
   // An operation's key among the offload decisions: group, layer, seq.
   static uint64_t OpKey(const wire::CaisHeader& h) {

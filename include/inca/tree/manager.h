@@ -20,7 +20,9 @@
 //      (event=tree_withdrawn). A tree none of whose switches holds a rank
 //      of it any more ended with its job (its ranks LEFT): it is destroyed
 //      where it lingers (event=tree_retired).
-//   3. Plans the groups now complete (PlanTrees) and installs each plan:
+//   3. Plans the groups now complete (PlanTrees) and installs each plan
+//      (warning once, event=tree_timeouts_inverted, for a switch whose
+//      chunk timeout is not above its parent's):
 //      RegisterPort for a child's or the parent's port not bound yet, then
 //      InstallTree, root first. A refused install rolls back the switches
 //      done (DestroyGroup) and is counted (install_failures); the next
@@ -99,7 +101,9 @@ class AggregationManager {
   };
   Read ReadSwitch(int index, dp::TimeNs now);
   void Review(const std::vector<Read>& reads);
-  void Withdraw(const InstalledTree& t, const std::string& why);
+  void Withdraw(const InstalledTree& t, const std::vector<Read>& reads, const std::string& why);
+  // DestroyGroup at the switches that hold `t`'s group (this round's reads).
+  void DestroyWhereHeld(const InstalledTree& t, const std::vector<Read>& reads);
   void Install(const TreePlan& plan, const std::vector<Read>& reads, dp::TimeNs now);
   control::CaisControlPlane* Cais(int index) const;
   // Whether every switch of `plan` is up and free for its group id (a
@@ -108,6 +112,9 @@ class AggregationManager {
   // Logs and counts a group that cannot be built, once per fault; true
   // when this fault is new.
   bool Refuse(uint8_t group, uint64_t job, const std::string& why);
+  // Warns once per (switch, parent) whose chunk timeout is not above the
+  // parent's (the root decides; docs/design/tree.md, "Timeouts").
+  void CheckTimeouts(const TreePlan& plan);
 
   Topology topology_;
   std::vector<control::ControlPlane*> planes_;
@@ -120,6 +127,7 @@ class AggregationManager {
   std::map<std::pair<uint8_t, uint64_t>, dp::TimeNs> first_seen_;
   std::set<std::tuple<uint8_t, uint64_t, std::string>> refused_;      // logged once
   std::set<std::tuple<uint8_t, uint64_t, std::string>> failed_once_;  // logged once
+  std::set<std::pair<int, int>> warned_timeouts_;                     // (switch, parent)
   ManagerCounters counters_;
 };
 
