@@ -31,29 +31,32 @@ DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 PLOT = os.path.join(ROOT, "docs", "eval", "tree-testbed.png")
 JSON = os.path.join(ROOT, "docs", "eval", "tree-testbed.json")
 IT = ["--iters", "5", "--warmup", "1"]
+
+
+def racks(r: int, h: int, rate: str, uplink: str, *extra: str, sizes=("16M", "64M")) -> list:
+    """`testbed.py perf` flags of one scenario."""
+    return (["--racks", str(r), "--hosts-per-rack", str(h), "--rate", rate, "--uplink-rate",
+             uplink, "-b", sizes[0], "-e", sizes[-1], "-f", "4"] + list(extra) + IT)
+
+
 SCENARIOS = [
     ("a", "2 racks x 4 hosts, 500 Mbit/s hosts, 1 Gbit/s uplinks (2:1)",
-     ["--racks", "2", "--hosts-per-rack", "4", "--rate", "500mbit", "--uplink-rate", "1gbit",
-      "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(2, 4, "500mbit", "1gbit")),
     ("ah", "the same at half the rates: 250 Mbit/s hosts, 500 Mbit/s uplinks (2:1)",
-     ["--racks", "2", "--hosts-per-rack", "4", "--rate", "250mbit", "--uplink-rate", "500mbit",
-      "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(2, 4, "250mbit", "500mbit")),
     ("b", "2 racks x 4 hosts, 500 Mbit/s hosts, 500 Mbit/s uplinks (4:1)",
-     ["--racks", "2", "--hosts-per-rack", "4", "--rate", "500mbit", "--uplink-rate", "500mbit",
-      "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(2, 4, "500mbit", "500mbit")),
     ("c", "4 racks x 2 hosts, 500 Mbit/s hosts, 1 Gbit/s uplinks",
-     ["--racks", "4", "--hosts-per-rack", "2", "--rate", "500mbit", "--uplink-rate", "1gbit",
-      "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(4, 2, "500mbit", "1gbit")),
     ("ch", "the same at half the rates: 250 Mbit/s hosts, 500 Mbit/s uplinks",
-     ["--racks", "4", "--hosts-per-rack", "2", "--rate", "250mbit", "--uplink-rate", "500mbit",
-      "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(4, 2, "250mbit", "500mbit")),
     ("d", "2 racks x 4 hosts, 4:1, ranks placed at random (seed 7)",
-     ["--racks", "2", "--hosts-per-rack", "4", "--rate", "500mbit", "--uplink-rate", "500mbit",
-      "--placement", "random", "--seed", "7", "-b", "16M", "-e", "64M", "-f", "4"] + IT),
+     racks(2, 4, "500mbit", "500mbit", "--placement", "random", "--seed", "7")),
     ("e", "2 racks x 4 hosts, 2:1, 1 % loss on rack 0's uplink each way",
-     ["--racks", "2", "--hosts-per-rack", "4", "--rate", "500mbit", "--uplink-rate", "1gbit",
-      "--loss", "1%", "-b", "16M", "-e", "16M"] + IT),
+     racks(2, 4, "500mbit", "1gbit", "--loss", "1%", sizes=("16M",))),
 ]
+
+
 
 
 def run(key: str, flags: list, reuse: str) -> dict:
