@@ -33,6 +33,20 @@ MgmtMessage ReplyTo(const MgmtMessage& m, MgmtType type) {
 
 }  // namespace
 
+namespace {
+
+// A group with no member yet (a first JOIN, or a tree's install).
+GroupState NewGroup(uint8_t group_id, uint16_t world_size, uint64_t job) {
+  GroupState g;
+  g.group_id = group_id;
+  g.world_size = world_size;
+  g.job = job;
+  g.ranks.resize(world_size);
+  return g;
+}
+
+}  // namespace
+
 std::vector<uint16_t> GroupState::rank_ports() const {
   if (tree) return tree_rank_ports;
   std::vector<uint16_t> v;
@@ -243,13 +257,7 @@ absl::Status GroupManager::InstallTree(const TreeGroup& t, dp::TimeNs now) {
   cais::Rule rule{GroupKey(t.group_id), ports, ports, std::nullopt};
   rule.uplink = t.uplink;
   if (absl::Status s = rules_->Add(rule); !s.ok()) return s;
-  if (!g) {
-    g.emplace();
-    g->group_id = t.group_id;
-    g->world_size = t.world_size;
-    g->job = t.job;
-    g->ranks.resize(t.world_size);
-  }
+  if (!g) g = NewGroup(t.group_id, t.world_size, t.job);
   g->tree = true;
   g->tree_members = t.members;
   g->tree_rank_ports = t.rank_ports;
@@ -355,13 +363,7 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
     port = ports_->Bind(from, m.port);
   }
   if (!port.ok()) return refuse(MgmtReason::kNoFreePort);
-  if (!g) {
-    g.emplace();
-    g->group_id = m.group_id;
-    g->world_size = m.world_size;
-    g->job = m.job;
-    g->ranks.resize(m.world_size);
-  }
+  if (!g) g = NewGroup(m.group_id, m.world_size, m.job);
   ++port_refs_[*port];
   g->ranks[m.rank] = GroupMember{from, *port, now, now};
   ++g->joined;
