@@ -71,6 +71,10 @@ void CollectReducerStats(const cais::CaisReducer& r, Stats* st) {
     g.offload_min_bytes = r.min_offload_bytes(gid);
     g.offload_max_bytes = r.max_offload_bytes(gid);
     HoldingFigures(c, &g.slot_holding_avg_us, &g.slot_holding_p50_us, &g.slot_holding_p99_us);
+    if (const cais::Rule* rule = r.rules().Lookup(gid, 0, 0); rule && rule->uplink) {
+      g.tree_child = true;
+      g.uplink_port = *rule->uplink;
+    }
     st->groups.push_back(g);
   }
 }

@@ -226,6 +226,13 @@ void WriteOffloadFamilies(const MetricsSnapshot& s, PromWriter* w) {
   for (const GroupMetrics& g : s.groups) {
     w->Sample(GroupLabel(g.group_id), static_cast<double>(g.offload_max_bytes));
   }
+  w->Gauge("inca_cais_group_uplink_port",
+           "Port toward the parent switch where the group goes up a tree from here (only such "
+           "groups; with inca_cais_group_uplink_partials_total and the slot-holding gauges, "
+           "this switch's level of the tree).");
+  for (const GroupMetrics& g : s.groups) {
+    if (g.tree_child) w->Sample(GroupLabel(g.group_id), uint64_t{g.uplink_port});
+  }
   w->Gauge("inca_cais_group_pending_chunks", "Chunks of the group being aggregated.");
   for (const GroupMetrics& g : s.groups) w->Sample(GroupLabel(g.group_id), g.pending_chunks);
   w->Gauge("inca_cais_group_share_chunks",

@@ -438,6 +438,30 @@ TEST(FromControl, ShowsTheGroupsTheControlApiReports) {
   EXPECT_THAT(r.Value("inca_cais_group_share_chunks{group=\"9\"}"), Optional(0.0));
 }
 
+// A tree (docs/design/tree.md): a group that goes up from this switch shows
+// its uplink port and the partials it sent up; a root's group shows none.
+TEST(FromControl, AGroupGoingUpATreeShowsItsUplinkAndPartials) {
+  const std::unique_ptr<cais::CaisReducer> reducer = GroupThreeReducer();
+  cais::CaisReducer& red = *reducer;
+  cais::Rule up{
+      cais::RuleKey{5, std::nullopt, std::nullopt}, {1, 2}, {1, 2}, wire::CaisOp::kAllReduce};
+  up.uplink = 7;
+  ASSERT_TRUE(red.rules().Add(up).ok());
+  NullSink sink;
+  red.Process(ChunkPacket(5, 0), 1, 1000, sink);
+  red.Process(ChunkPacket(5, 0), 2, 1000, sink);  // complete here: the partial goes up
+  red.Process(ChunkPacket(3, 0), 1, 1000, sink);
+  ASSERT_EQ(red.group(5).uplink_partials, 1u);
+
+  const control::Stats st = StatsOf(red);
+  MetricsSnapshot s = FromControl(st, control::OffloadPolicy{}, {});
+  const auto r = CheckPrometheusText(RenderPrometheus(s));
+  EXPECT_THAT(r.errors, IsEmpty()) << Errors(r);
+  EXPECT_THAT(r.Value("inca_cais_group_uplink_port{group=\"5\"}"), Optional(7.0));
+  EXPECT_THAT(r.Value("inca_cais_group_uplink_partials_total{group=\"5\"}"), Optional(1.0));
+  EXPECT_EQ(r.Value("inca_cais_group_uplink_port{group=\"3\"}"), std::nullopt) << "not a tree";
+}
+
 // inca-switchd --threads 2: two reducers' figures summed exactly (the
 // slot-holding histograms add), each shard listed and in /metrics.
 TEST(FromControl, ShardsAreSummedAndEachIsShown) {

@@ -58,6 +58,11 @@ struct GroupStats {
   uint64_t offload_max_bytes = UINT64_MAX;
   double slot_holding_avg_us = 0;
   double slot_holding_p50_us = 0, slot_holding_p99_us = 0;
+  // The group goes up a tree from this switch (its rule has an uplink,
+  // docs/design/tree.md): the port toward its parent. False at a root and
+  // for a group of one switch.
+  bool tree_child = false;
+  uint32_t uplink_port = 0;
 };
 
 inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
@@ -82,6 +87,10 @@ inline constexpr StatField<GroupStats> kGroupStatsFields[] = {
      "Median slot-holding time (log2 buckets, interpolated), us."},
     {"slot_holding_p99_us", 19, &GroupStats::slot_holding_p99_us,
      "99th percentile slot-holding time (log2 buckets, interpolated), us."},
+    {"tree_child", 20, &GroupStats::tree_child,
+     "The group goes up a tree from this switch (its rule has an uplink)."},
+    {"uplink_port", 21, &GroupStats::uplink_port,
+     "With tree_child: the port toward the parent switch."},
 };
 // Numbers of removed fields (never reused): the flat copies of counters
 // that the counters sub-message carries now.
