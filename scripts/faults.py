@@ -19,6 +19,13 @@ launch (inside the timed loop). Reported per fault:
   column: switch, or host/mixed when some ran on Gloo);
 - lost: wrong elements and failed operations.
 
+The tree rows (leaf_killed, leaf_stopped, root_killed, root_restart) run
+the same job on a two-tier testbed instead: 2 racks x 2 hosts, each rack's
+leaf inca-switchd, the root and the aggregation manager in the spine
+(inca_testbed.tree.TreeNetwork), uplinks at 1 Gbit/s; each rank JOINs its
+own leaf. After root_restart a second, short job runs: the path it took
+says whether the tree came back.
+
 Results go to docs/eval/faults.json and the table in docs/reliability.md
 (between its markers). Bounded: every job has a timeout, every flood a
 duration.
@@ -40,13 +47,16 @@ import time
 from typing import Dict, List, Optional
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from inca_testbed import net  # noqa: E402
+from inca_testbed import net, tree  # noqa: E402
 from inca_testbed.net import REPO, STATE_DIR, LinkShape, Testbed, TestbedError  # noqa: E402
+from inca_testbed.racks import RackTestbed  # noqa: E402
 
 FAULT_AT_S = 3.0
 RUN_MS = 9000
 RATE = "500mbit"
+UPLINK_RATE = "1gbit"
 HOSTS = 4
+NEXT_RUN_MS = 3000  # the job after a restart
 
 # Wire formats, as docs/protocol.md gives them (management version 2).
 MGMT = struct.Struct(">BBBBIBBHHHIHHQI")
@@ -55,7 +65,9 @@ CAIS = struct.Struct(">BBHHHIIBBBB")
 
 def _bins() -> Dict[str, str]:
     build = os.environ.get("INCA_BUILD_DIR") or os.path.join(REPO, "build", "release")
-    b = {k: os.path.join(build, "bin", k) for k in ("cais-perf", "inca-switchd")}
+    b = {k: os.path.join(build, "bin", k) for k in ("cais-perf", "inca-switchd",
+                                                     "inca-controller")}
+    b["build"] = build
     for path in b.values():
         if not os.path.exists(path):
             raise TestbedError("%s not found: build it (scripts/setup.sh) or set INCA_BUILD_DIR"
@@ -102,13 +114,15 @@ class Switch:
             self.proc.wait(10)
 
 
-def launch(tb: Testbed, perf: str, switch_addr: str, port: int) -> List[subprocess.Popen]:
+def launch(tb: Testbed, perf: str, switch_of, port: int,
+           run_ms: int = RUN_MS) -> List[subprocess.Popen]:
+    """Rank r on host r, its switch switch_of(r) (its leaf in a tree)."""
     procs = []
     for r in range(HOSTS):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(HOSTS), MASTER_ADDR=tb.host_ip(0),
-                   MASTER_PORT=str(port), INCA_SWITCH=switch_addr, INCA_BIND_IP=tb.host_ip(r))
+                   MASTER_PORT=str(port), INCA_SWITCH=switch_of(r), INCA_BIND_IP=tb.host_ip(r))
         argv = [perf, "--op", "allreduce", "-b", "1M", "-e", "1M", "--iters", "1", "--warmup",
-                "3", "--duration-ms", str(RUN_MS), "--json", "--timeout-s", "120"]
+                "3", "--duration-ms", str(run_ms), "--json", "--timeout-s", "120"]
         procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True))
     return procs
@@ -189,7 +203,55 @@ def flood_slots(switch: str, seconds: float) -> None:
 
 # ---- one scenario
 
+def run_tree(name: str, bins: Dict[str, str]) -> dict:
+    """A fault of a tree: 2 racks x 2 hosts, each rack's leaf and the root
+    (tree.TreeNetwork, with the aggregation manager), uplinks at
+    UPLINK_RATE; rank r JOINs its own leaf."""
+    shape = LinkShape(rate=RATE, burst="256kb", latency="20ms")
+    uplink = LinkShape(rate=UPLINK_RATE, burst="256kb", latency="20ms")
+    tb = RackTestbed("flt", HOSTS, 2, shape=shape, uplink_shape=uplink, owner_pid=os.getpid())
+    res: dict = {"fault": name}
+    with tb:
+        with tree.TreeNetwork(tb, bins["build"], "flt", ["--offload-controller", "off"]) as nw:
+            def switch_of(r: int) -> str:
+                return "%s:%d" % (tb.leaf_ip(tb.rack_of(r)), tree.DATA_PORT)
+            port = 29500 + (os.getpid() % 1000) * 4
+            t_launch = time.monotonic()
+            procs = launch(tb, bins["cais-perf"], switch_of, port)
+            fault_ns = inject_tree(name, nw, t_launch)
+            outs = [p.communicate(timeout=180) for p in procs]
+            res.update(summarise(name, procs, outs, fault_ns, time.monotonic_ns()))
+            if name == "root_restart":
+                # The job after: the manager has built the tree again.
+                procs = launch(tb, bins["cais-perf"], switch_of, port + 1, NEXT_RUN_MS)
+                outs = [p.communicate(timeout=180) for p in procs]
+                res["next_job"] = summarise(name, procs, outs, None, time.monotonic_ns())
+    return res
+
+
+def inject_tree(name: str, nw: "tree.TreeNetwork", t_launch: float) -> int:
+    """Switch 0 is the root, 2 the leaf of rack 1 (ranks 2, 3)."""
+    time.sleep(max(0.0, t_launch + FAULT_AT_S - time.monotonic()))  # the fault's time
+    at = time.monotonic_ns()
+    if name == "leaf_killed":
+        nw.kill_switch(2)
+    elif name == "root_killed":
+        nw.kill_switch(0)
+    elif name == "root_restart":
+        nw.kill_switch(0)
+        time.sleep(1.0)  # down for 1 s: within the manager's 3 s switch lease
+        nw.start_switch(0)
+    elif name == "leaf_stopped":
+        p = nw.switches[2]
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(3.0)  # a child that answers nothing for 3 s
+        p.send_signal(signal.SIGCONT)
+    return at
+
+
 def run(name: str, a, bins: Dict[str, str]) -> dict:
+    if name in TREE_FAULTS:
+        return run_tree(name, bins)
     shape_kw = {"rate": RATE, "burst": "256kb", "latency": "20ms"}
     if name == "loss_dup_reorder":
         shape_kw.update(loss="5%", duplicate="5%", delay="2ms", jitter="1ms")
@@ -215,7 +277,7 @@ def run(name: str, a, bins: Dict[str, str]) -> dict:
                     time.sleep(1.0)  # the job starts into a flood already running
             port = 29500 + (os.getpid() % 1000) * 4
             t_launch = time.monotonic()
-            procs = launch(tb, bins["cais-perf"], sw.addr, port)
+            procs = launch(tb, bins["cais-perf"], lambda r: sw.addr, port)
             fault_ns = inject(name, tb, sw, procs, t_launch)
             outs = [p.communicate(timeout=180) for p in procs]
             ended = time.monotonic_ns()
@@ -292,6 +354,7 @@ def summarise(name: str, procs, outs, fault_ns: Optional[int], ended: int) -> di
         gaps = [b - a for a, b in zip(tl, tl[1:])]
         res["ops"] = len(tl) - 1
         res["path"] = r0["path"]
+        res["host_ops"] = r0.get("host_ops", 0)
         res["wrong"] = sum(r["wrong"] for r in rows if r)
         res["median_gap_ms"] = statistics.median(gaps) / 1e6 if gaps else None
         after = [b - a for a, b in zip(tl, tl[1:]) if fault_ns is None or b > fault_ns]
@@ -306,8 +369,9 @@ def summarise(name: str, procs, outs, fault_ns: Optional[int], ended: int) -> di
     return res
 
 
+TREE_FAULTS = ["leaf_killed", "leaf_stopped", "root_killed", "root_restart"]
 FAULTS = ["none", "switch_restart", "rank_killed", "rank_stopped", "loss_dup_reorder",
-          "host_cut", "join_flood", "slot_flood"]
+          "host_cut", "join_flood", "slot_flood"] + TREE_FAULTS
 
 TITLES = {
     "none": "no fault (reference)",
@@ -318,6 +382,10 @@ TITLES = {
     "host_cut": "host 2's link down for 2 s",
     "join_flood": "JOIN flood from 300 source ports of a fifth host, started 1 s before the job",
     "slot_flood": "a member of another group (a fifth host) opening slots that never complete",
+    "leaf_killed": "a tree (2 racks x 2 hosts): rack 1's leaf killed (SIGKILL), not restarted",
+    "leaf_stopped": "a tree: rack 1's leaf stopped (SIGSTOP) for 3 s, then continued",
+    "root_killed": "a tree: the root killed (SIGKILL), not restarted",
+    "root_restart": "a tree: the root killed (SIGKILL), restarted 1 s later; then a next job",
 }
 
 # Which integration test covers the same fault in CI (on loopback).
@@ -335,6 +403,14 @@ IN_CI = {
                   "`ASourceMayHaveOnlySoManyGroupsForming`, `group_manager_fuzz` (the "
                   "membership logic alone)",
     "host_cut": "none",
+    "leaf_killed": "`test_tree.py::test_ranks_finish_exact_when_a_leaf_dies_and_a_restarted_root_"
+                   "gets_the_tree_back`",
+    "leaf_stopped": "none",
+    "root_killed": "`test_tree.py::test_a_two_level_tree_of_switch_processes_reduces_exactly_and_"
+                   "falls_back_when_the_root_dies` (raw hosts)",
+    "root_restart": "`test_tree.py::test_ranks_finish_exact_when_a_leaf_dies_and_a_restarted_root_"
+                    "gets_the_tree_back`, `ManagerTest.ARootRestartedWithinItsLeaseWithdrawsThe"
+                    "TreeAndTheRanksGetItBack`",
     "none": "",
 }
 
@@ -352,6 +428,12 @@ def table(results: List[dict]) -> str:
         stall = ("%.0f ms (%.1f ms)" % (r["stall_ms"], r["median_gap_ms"])
                  if r.get("stall_ms") is not None else "—")
         ops = "%s, %s" % (r.get("ops", "—"), r.get("path", "—"))
+        if r.get("host_ops"):
+            ops += " (%d on the host path)" % r["host_ops"]
+        if "next_job" in r:
+            n = r["next_job"]
+            ops += "; the next job: %s ops, %s, %s wrong" % (n.get("ops", "—"), n.get("path", "—"),
+                                                            n.get("wrong", "—"))
         if "error" in r:
             lost = "the job: every surviving rank raised"
         elif r.get("wrong") == 0:

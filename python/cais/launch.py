@@ -82,12 +82,13 @@ class Switch:
     host/wrap run it elsewhere, e.g. in a testbed's switch namespace:
     Switch(host=tb.switch_ip, wrap=["ip", "netns", "exec", tb.switch_ns]).
     host may be an IPv6 address; data_port fixes the data port (switches that
-    name each other in their configurations)."""
+    name each other in their configurations), control_port the control API's
+    (a switch restarted where a topology names it)."""
 
     def __init__(self, extra: Sequence[str] = (), offload_controller: str = "off",
                  timeout_ms: float = 5000, binary: Optional[str] = None,
                  host: str = "127.0.0.1", wrap: Sequence[str] = (),
-                 data_port: Optional[int] = None) -> None:
+                 data_port: Optional[int] = None, control_port: int = 0) -> None:
         self.binary = binary or os.path.join(build_dir(), "bin", "inca-switchd")
         if not os.path.exists(self.binary):
             raise FileNotFoundError("%s not found: build it with `ninja -C build/release "
@@ -96,7 +97,8 @@ class Switch:
         self.data_addr = hostport(host, data_port or free_port(socket.SOCK_DGRAM))
         self.host = host
         self.log = tempfile.NamedTemporaryFile(prefix="inca-switchd-", suffix=".log", delete=False)
-        args = [self.binary, "--listen", self.data_addr, "--control-listen", hostport(host, 0),
+        args = [self.binary, "--listen", self.data_addr, "--control-listen",
+                hostport(host, control_port),
                 "--http-listen", "off", "--offload-controller", offload_controller,
                 "--timeout-ms", str(timeout_ms), "--log-level", "info"] + list(extra)
         self.proc = subprocess.Popen(dies_with_us(list(wrap) + args, "TERM"), stdout=self.log,

@@ -461,12 +461,14 @@ def _switch(tb: Testbed, switchd: str, a):
         os.unlink(path)  # kept only when the run failed, for its post-mortem
 
 
-def wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10) -> None:
+def wait_for_log(path: str, word: str, proc: subprocess.Popen, timeout_s: float = 10,
+                 count: int = 1) -> None:
+    """Until `word` is in the log `count` times (a restart appends)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise TestbedError("inca-switchd exited: %s" % open(path).read()[-2000:])
-        if word in open(path).read():
+        if open(path).read().count(word) >= count:
             return
         time.sleep(0.02)  # polling a log for readiness, bounded by timeout_s
     raise TestbedError("inca-switchd did not start within %.0f s" % timeout_s)

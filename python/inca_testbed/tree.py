@@ -16,7 +16,6 @@ edges leaving (entering) the rack; flat H x S over each uplink."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -84,45 +83,78 @@ def _topology(tb: RackTestbed) -> str:
     return f.name
 
 
-@contextlib.contextmanager
-def _network(tb: RackTestbed, build: str, a):
-    """inca-switchd at the spine and at every leaf (the root decides: the
-    leaves' chunk timeout exceeds the root's), and the aggregation manager
-    in the spine's namespace, for the duration of the block."""
-    procs: List[subprocess.Popen] = []
-    logs: List[str] = []
-    topo = _topology(tb)
-    try:
-        for k, (ns, ip) in enumerate([(tb.switch_ns, tb.switch_ip)] +
-                                     [(tb.leaf_ns(j), tb.leaf_ip(j)) for j in range(tb.racks)]):
-            path = os.path.join(STATE_DIR, "%s-switchd-%s.log" % (a.name, "spine" if k == 0
-                                                                 else "leaf%d" % (k - 1)))
-            with open(path, "w") as log:
-                procs.append(tb.popen(ns, [
-                    os.path.join(build, "bin", "inca-switchd"), "--listen",
-                    "%s:%d" % (ip, DATA_PORT), "--control-listen", "%s:%d" % (ip, CONTROL_PORT),
-                    "--http-listen", "%s:%d" % (ip, HTTP_PORT),
-                    "--timeout-ms", "500" if k == 0 else "750"] + list(a.switchd_arg),
-                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent()))
-            logs.append(path)
-            P.wait_for_log(path, "event=switch_started", procs[-1])
-        tb.switchd_pids = [p.pid for p in procs]
-        path = os.path.join(STATE_DIR, "%s-manager.log" % a.name)
-        with open(path, "w") as log:
-            manager = tb.popen(tb.switch_ns, [os.path.join(build, "bin", "inca-controller"),
-                                              "--topology", topo, "--period-ms", "50"],
-                               stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
-        procs.append(manager)
-        logs.append(path)
-        P.wait_for_log(path, "event=manager_started", manager)
-        yield path
-    finally:
-        for p in procs:
-            p.terminate()
+class TreeNetwork:
+    """inca-switchd at the spine (switch 0) and at every leaf (switch k+1;
+    the root decides: the leaves' chunk timeout exceeds the root's), and the
+    aggregation manager in the spine's namespace. A switch can be killed and
+    started again (the fault suite). Logs are removed on a clean close and
+    kept when the run failed."""
+
+    def __init__(self, tb: RackTestbed, build: str, name: str, switchd_args: List[str]) -> None:
+        self.tb, self.build, self.name, self.args = tb, build, name, list(switchd_args)
+        self.switches: List[Optional[subprocess.Popen]] = [None] * (tb.racks + 1)
+        self.starts = [0] * (tb.racks + 1)
+        self.logs = [os.path.join(STATE_DIR, "%s-switchd-%s.log" % (
+            name, "spine" if k == 0 else "leaf%d" % (k - 1))) for k in range(tb.racks + 1)]
+        self.manager_log = os.path.join(STATE_DIR, "%s-manager.log" % name)
+        self.manager: Optional[subprocess.Popen] = None
+        self.topo = _topology(tb)
+        for path in self.logs:
+            open(path, "w").close()
+
+    def address(self, k: int) -> str:
+        return self.tb.switch_ip if k == 0 else self.tb.leaf_ip(k - 1)
+
+    def namespace(self, k: int) -> str:
+        return self.tb.switch_ns if k == 0 else self.tb.leaf_ns(k - 1)
+
+    def start_switch(self, k: int) -> None:
+        ip = self.address(k)
+        with open(self.logs[k], "a") as log:
+            p = self.tb.popen(self.namespace(k), [
+                os.path.join(self.build, "bin", "inca-switchd"), "--listen",
+                "%s:%d" % (ip, DATA_PORT), "--control-listen", "%s:%d" % (ip, CONTROL_PORT),
+                "--http-listen", "%s:%d" % (ip, HTTP_PORT),
+                "--timeout-ms", "500" if k == 0 else "750"] + self.args,
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
+        self.switches[k] = p
+        self.starts[k] += 1
+        P.wait_for_log(self.logs[k], "event=switch_started", p, count=self.starts[k])
+
+    def kill_switch(self, k: int) -> None:
+        p = self.switches[k]
+        if p is not None and p.poll() is None:
+            p.kill()
             p.wait(10)
-        os.unlink(topo)
-    for path in logs:
-        os.unlink(path)  # kept only when the run failed
+
+    def __enter__(self) -> "TreeNetwork":
+        try:
+            for k in range(len(self.switches)):
+                self.start_switch(k)
+            self.tb.switchd_pids = [p.pid for p in self.switches if p is not None]
+            with open(self.manager_log, "w") as log:
+                self.manager = self.tb.popen(
+                    self.tb.switch_ns, [os.path.join(self.build, "bin", "inca-controller"),
+                                        "--topology", self.topo, "--period-ms", "50"],
+                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
+            P.wait_for_log(self.manager_log, "event=manager_started", self.manager)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def _stop(self) -> None:
+        for p in self.switches + [self.manager]:
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
+        os.unlink(self.topo)
+
+    def __exit__(self, kind, value, tb) -> None:
+        self._stop()
+        if kind is None:
+            for path in self.logs + [self.manager_log]:
+                os.unlink(path)  # kept only when the run failed
 
 
 def _holding(tb: RackTestbed) -> Dict[str, Optional[dict]]:
@@ -164,7 +196,7 @@ def tree_perf(a, out=sys.stdout) -> dict:
     cpu: Dict[str, dict] = {}
     holding = None
     with tb:
-        with _network(tb, build, a):
+        with TreeNetwork(tb, build, a.name, a.switchd_arg):
             for backend in a.backends.split(","):
                 if backend not in ("tree", "gloo", "flat"):
                     raise TestbedError("backend %r: a testbed of racks runs tree, gloo, flat"

@@ -215,6 +215,31 @@ class ManagedTree:
     def leaf(self, rack):
         return self.switches[1 + rack]
 
+    def restart(self, k):
+        """Switch k (0: the root, k: leaf k-1) killed (SIGKILL) and started
+        again on the same data and control ports: a crash and a restart."""
+        old = self.switches[k]
+        old.proc.kill()
+        old.proc.wait()
+        old.stop()
+        self.switches[k] = launch.Switch(timeout_ms=1000 if k == 0 else 1500,
+                                         data_port=int(old.data_addr.rsplit(":", 1)[1]),
+                                         control_port=int(old.control_addr.rsplit(":", 1)[1]))
+
+    def perf_ranks(self, n, duration_ms, size="4M"):
+        """n cais-perf ranks, rank r on leaf r // (n / racks), f32
+        all-reduces of `size` checked exactly for about `duration_ms` (the
+        count is set from one warm-up operation's time)."""
+        per = n // (len(self.switches) - 1)
+        perf = os.path.join(launch.build_dir(), "bin", "cais-perf")
+        master_port = launch.free_port()
+        return [subprocess.Popen(
+            [perf, "--op", "allreduce", "--rank", str(r), "--world-size", str(n), "--master-addr",
+             "127.0.0.1", "--master-port", str(master_port), "--bind", self.host(r // per),
+             "--switch", self.leaf(r // per).data_addr, "-b", size, "-e", size, "--iters", "1",
+             "--warmup", "1", "--duration-ms", str(duration_ms), "--json", "--timeout-s", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
+
     def finish(self):
         """Stops the manager; its JSON lines (trees, then counters) and its log."""
         self.manager.terminate()
@@ -291,6 +316,52 @@ def test_128_ranks_across_four_leaves_reduce_exactly_on_the_switch_path():
             assert s["uplink_partials"] >= 4 * 8 and s["conserved"] is True, s
         lines, log = tree.finish()
         assert "world_size=128 depth=2 switches=spine,leaf0,leaf1,leaf2,leaf3" in log, log
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        tree.stop()
+
+
+def finished(procs):
+    """Every rank's exit 0; rank 0's row (wrong elements summed over ranks)."""
+    outs = [p.communicate(timeout=180) for p in procs]
+    for r, (p, (_, stderr)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, (r, stderr[-2000:])
+    return json.loads(outs[0][0].splitlines()[-1])["rows"][0], [e for _, e in outs]
+
+
+def wait_until(what, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, "not within %d s" % timeout_s
+        time.sleep(0.02)  # polling a switch's counters, bounded by the deadline
+
+
+def test_ranks_finish_exact_when_a_leaf_dies_and_a_restarted_root_gets_the_tree_back():
+    """Four cais-perf ranks on two leaves. The root crashes and restarts
+    while the tree carries their partials: the manager withdraws the tree
+    (the root answers without it) and the ranks finish exact. The next job
+    reduces through the restarted root, then loses a leaf for good: every
+    rank finishes exact on the host path."""
+    tree = ManagedTree(2)
+    procs = []
+    try:
+        procs = tree.perf_ranks(4, 3000)
+        wait_until(lambda: stats(tree.leaf(1))["uplink_partials"] > 0)
+        tree.restart(0)
+        row, _ = finished(procs)
+        assert row["wrong"] == 0, row
+
+        procs = tree.perf_ranks(4, 3000)
+        wait_until(lambda: stats(tree.root)["completed_chunks"] > 0)  # the tree is back
+        tree.leaf(1).proc.kill()
+        row, _ = finished(procs)
+        assert row["wrong"] == 0 and row["host_ops"] > 0, row
+        lines, log = tree.finish()
+        assert "reason=\"switch spine no longer holds the group\"" in log, log
+        assert lines[-1]["manager"]["trees_installed"] >= 2, lines
     finally:
         for p in procs:
             if p.poll() is None:

@@ -109,10 +109,13 @@ void AggregationManager::Review(const std::vector<Read>& reads) {
       if (g == reads[i].groups.end()) {
         // Ranks of the job JOINing there again: the group was lost under
         // them (a lease, an operator). None: they left (the job ends).
+        // A relay (no ranks of its own) that lost it was restarted or
+        // cleared: its children's partials would meet no rule there.
         const bool rejoined = std::any_of(
             reads[i].groups.begin(), reads[i].groups.end(),
             [&](auto& x) { return x.group_id == t.group_id && x.job == t.job && !x.formed; });
-        if (rejoined && lost.empty()) lost = topology_.switches[i].name;
+        const bool relay = std::find(t.relays.begin(), t.relays.end(), sw) != t.relays.end();
+        if ((rejoined || relay) && lost.empty()) lost = topology_.switches[i].name;
       } else if (!g->members.empty()) {
         ++with_ranks;
       }
@@ -134,22 +137,48 @@ void AggregationManager::Review(const std::vector<Read>& reads) {
   trees_ = std::move(kept);
 }
 
-void AggregationManager::CheckTimeouts(const TreePlan& plan) {
-  const auto timeout_ms = [&](int sw) -> double {
-    auto c = planes_[static_cast<size_t>(sw)]->GetConfig();
-    if (!c.ok() || !c->contains("timeout_ms")) return -1;
-    char* end = nullptr;
-    const double v = std::strtod(c->at("timeout_ms").c_str(), &end);
-    return end != nullptr && *end == '\0' ? v : -1;
-  };
+double AggregationManager::Setting(int sw, const std::string& key) const {
+  auto c = planes_[static_cast<size_t>(sw)]->GetConfig();
+  if (!c.ok() || !c->contains(key)) return -1;
+  char* end = nullptr;
+  const double v = std::strtod(c->at(key).c_str(), &end);
+  return end != nullptr && *end == '\0' ? v : -1;
+}
+
+absl::Status AggregationManager::CheckSettings(const TreePlan& plan,
+                                               const std::vector<Read>& reads) {
   for (const SwitchInstall& in : plan.installs) {
     const SwitchSpec& spec = topology_.switches[static_cast<size_t>(in.switch_index)];
-    const std::optional<int> parent = topology_.SwitchIndex(spec.parent);
-    if (!in.uplink || !parent || !warned_timeouts_.insert({in.switch_index, *parent}).second) {
-      continue;
+    // The group's reserved part of the pending chunks there, once it forms.
+    int groups = 1;
+    for (const control::GroupInfo& g : reads[static_cast<size_t>(in.switch_index)].groups) {
+      groups += g.formed && g.group_id != plan.group_id ? 1 : 0;
     }
-    const double mine = timeout_ms(in.switch_index), theirs = timeout_ms(*parent);
-    if (mine >= 0 && theirs >= 0 && mine <= theirs) {
+    const double share = Setting(in.switch_index, "group_share"),
+                 pending = Setting(in.switch_index, "max_pending_chunks");
+    const auto reserved = static_cast<int64_t>(share * pending / groups);
+    if (share >= 0 && pending >= 0 && reserved < config_.window_chunks &&
+        warned_.insert({"share", in.switch_index, groups}).second) {
+      Emit(*log_, LogLevel::kWarn,
+           "event=tree_share_below_window switch={} groups={} reserved_chunks={} "
+           "window_chunks={} hint=\"a group sure of fewer slots than its window can be turned "
+           "away while others borrow (raise max_pending_chunks or group_share there; "
+           "docs/design/tree.md)\"",
+           spec.name, groups, reserved, config_.window_chunks);
+    }
+    const std::optional<int> parent = topology_.SwitchIndex(spec.parent);
+    if (!in.uplink || !parent) continue;
+    const double chunk = Setting(in.switch_index, "chunk_size"),
+                 parent_chunk = Setting(*parent, "chunk_size");
+    if (chunk >= 0 && parent_chunk >= 0 && chunk > parent_chunk) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "switch ", spec.name, " takes chunks of up to ", chunk, " bytes, its parent ",
+          spec.parent, " only ", parent_chunk, ": its partials could not go up"));
+    }
+    const double mine = Setting(in.switch_index, "timeout_ms"),
+                 theirs = Setting(*parent, "timeout_ms");
+    if (mine >= 0 && theirs >= 0 && mine <= theirs &&
+        warned_.insert({"timeout", in.switch_index, *parent}).second) {
       Emit(*log_, LogLevel::kWarn,
            "event=tree_timeouts_inverted switch={} timeout_ms={} parent={} parent_timeout_ms={} "
            "hint=\"a switch must wait longer than its parent, or its own timeout hands chunks "
@@ -157,11 +186,15 @@ void AggregationManager::CheckTimeouts(const TreePlan& plan) {
            spec.name, mine, spec.parent, theirs);
     }
   }
+  return absl::OkStatus();
 }
 
 void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& reads,
                                  dp::TimeNs now) {
-  CheckTimeouts(plan);
+  if (absl::Status s = CheckSettings(plan, reads); !s.ok()) {
+    Refuse(plan.group_id, plan.job, std::string(s.message()));
+    return;
+  }
   std::vector<int> done;
   const auto bound = [&](int sw, uint16_t port, const std::string& endpoint) {
     for (const BoundPort& b : reads[static_cast<size_t>(sw)].view.ports) {
@@ -207,8 +240,14 @@ void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& 
          std::string(failed.message()));
     return;
   }
-  InstalledTree t{plan.group_id, plan.job, plan.world_size, plan.seq_base, plan.tree.depth, done,
-                  now,           0};
+  InstalledTree t{
+      plan.group_id, plan.job, plan.world_size, plan.seq_base, plan.tree.depth, done, {}, now, 0};
+  for (const SwitchInstall& in : plan.installs) {
+    if (std::none_of(in.members.begin(), in.members.end(),
+                     [](const PlannedMember& m) { return m.rank >= 0; })) {
+      t.relays.push_back(in.switch_index);
+    }
+  }
   if (auto it = first_seen_.find({plan.group_id, plan.job}); it != first_seen_.end()) {
     t.formation_ns = now - it->second;
     first_seen_.erase(it);

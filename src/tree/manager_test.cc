@@ -45,7 +45,9 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
   absl::StatusOr<control::Stats> GetStats() override { return Health(); }
   absl::Status SetConfig(const std::map<std::string, std::string>&) override { return Health(); }
   absl::StatusOr<std::map<std::string, std::string>> GetConfig() override {
-    return std::map<std::string, std::string>{{"timeout_ms", timeout_ms}};
+    auto c = settings;
+    c["timeout_ms"] = timeout_ms;
+    return c;
   }
   absl::Status AddRule(const cais::Rule& r) override { return rules_.Add(r); }
   absl::Status DeleteRule(const cais::RuleKey& k) override { return rules_.Delete(k); }
@@ -107,6 +109,9 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
   bool alive = true;
   bool refuse_install = false;
   std::string timeout_ms = "500";
+  // The rest of GetConfig: the switch's defaults.
+  std::map<std::string, std::string> settings = {
+      {"chunk_size", "8952"}, {"group_share", "0.5"}, {"max_pending_chunks", "128"}};
   int registered = 0;
 
  private:
@@ -211,6 +216,28 @@ TEST_F(ManagerTest, ADeadSwitchWithdrawsTheTreeAndARestartedOneGetsTheNext) {
   EXPECT_EQ(manager_.counters().trees_installed, 2u);
 }
 
+TEST_F(ManagerTest, ARootRestartedWithinItsLeaseWithdrawsTheTreeAndTheRanksGetItBack) {
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  // Killed and back before the manager saw it down: it answers, without the
+  // group (a restart keeps no groups). The leaves' partials would meet no
+  // rule there, so the tree goes at once, not after the lease.
+  ASSERT_TRUE(spine_.DestroyGroup(7).ok());
+  Tick();
+  EXPECT_TRUE(manager_.up(0));
+  EXPECT_TRUE(manager_.trees().empty());
+  EXPECT_EQ(manager_.counters().trees_withdrawn, 1u);
+  EXPECT_EQ(Logged("event=tree_withdrawn group=7"), 1);
+  EXPECT_EQ(leaf0_.groups().group(7), nullptr) << "its ranks see PONG unknown and JOIN again";
+  EXPECT_EQ(leaf1_.groups().group(7), nullptr);
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  EXPECT_EQ(manager_.counters().trees_installed, 2u);
+  EXPECT_NE(spine_.groups().group(7), nullptr);
+}
+
 TEST_F(ManagerTest, ALeafThatLosesTheGroupWithdrawsItEverywhereAndAnEndedJobRetiresIt) {
   JoinAll();
   Tick();
@@ -279,6 +306,28 @@ TEST_F(ManagerTest, ALeafThatDoesNotWaitLongerThanItsParentIsNamedOnce) {
   Tick();
   EXPECT_EQ(Logged("event=tree_timeouts_inverted"), 1) << "once per switch and parent";
   EXPECT_EQ(Logged("event=tree_installed"), 2) << ::testing::PrintToString(log_.lines);
+}
+
+TEST_F(ManagerTest, ALeafTakingLargerChunksThanItsParentIsRefusedAndAThinShareNamed) {
+  leaf0_.settings["chunk_size"] = "8952";
+  spine_.settings["chunk_size"] = "1400";  // a smaller MTU above the leaves
+  JoinAll();
+  Tick();
+  Tick();
+  EXPECT_TRUE(manager_.trees().empty()) << "its partials could not go up";
+  EXPECT_EQ(Logged("event=tree_refused group=7"), 1);
+  EXPECT_EQ(Logged("switch leaf0 takes chunks of up to 8952 bytes, its parent spine only 1400"), 1);
+  EXPECT_EQ(spine_.groups().group(7), nullptr) << "nothing installed";
+  for (FakeSwitch* s : {&leaf0_, &leaf1_}) s->settings["chunk_size"] = "1400";
+  // Defaults reserve 64 of 128 pending chunks for the group: a window of 64
+  // is sure of its slots; two groups at the spine would be sure of 32 each.
+  spine_.settings["max_pending_chunks"] = "96";
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u) << "a thin share is a warning, not a refusal";
+  EXPECT_EQ(Logged("event=tree_share_below_window switch=spine groups=1 reserved_chunks=48 "
+                   "window_chunks=64"),
+            1);
+  EXPECT_EQ(Logged("event=tree_share_below_window switch=leaf"), 0);
 }
 
 }  // namespace

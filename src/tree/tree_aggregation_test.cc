@@ -172,6 +172,52 @@ TEST(TreeAggregationTest, TwoGroupsSharingASmallRootBothFinishWithoutFallingBack
   }
 }
 
+// A hostile or buggy child switch (docs/design/tree.md, "Slots across
+// levels"): leaf 1 floods the root with partials of group 1 for chunks that
+// never complete, 20 a millisecond for the whole run (3 s). The root holds them
+// within group 1's part and what nobody reserved; group 0, whose window fits
+// its reserved part, finishes exact with no timeout or fallback anywhere.
+TEST(TreeAggregationTest, AChildFloodingItsGroupIsContainedToThatGroup) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.groups = 2;
+  o.elements = 100'000;     // 45 chunks an operation
+  o.root_max_pending = 16;  // 8 reserved: 4 per group
+  o.max_window = 4;
+  TreeNet net(o);
+  const int root = net.tree().root;
+  const int leaf1 = net.tree().nodes[static_cast<size_t>(root)].children[1];
+  const std::vector<uint8_t> junk(64, 0x7f);
+  for (int i = 0; i < 60'000; ++i) {
+    wire::CaisHeader h;
+    h.group_id = 1;
+    h.seq_num = 1'000'000 + static_cast<uint32_t>(i);  // no rank runs these
+    h.payload_len = static_cast<uint32_t>(junk.size());
+    net.Inject(root, net.PortAtParent(leaf1), wire::SerializeCais(h, junk), int64_t{i} * 50'000);
+  }
+  for (int k = 0; k < 2; ++k) {
+    net.RunOp(k);
+    for (int r = 0; r < net.tree().world_size; ++r) {  // group 0's cores
+      ASSERT_TRUE(net.result(r).complete) << "rank " << r;
+      EXPECT_FALSE(net.result(r).fallback_notice) << "rank " << r;
+      for (size_t i = 0; i < o.elements; i += 997) {
+        const float want = net.Reference(root, k, i);
+        ASSERT_NEAR(net.data(r)[i], want, 1e-4f * std::max(1.0f, std::abs(want))) << r;
+      }
+    }
+  }
+  ASSERT_LT(net.now(), 3'000'000'000) << "the flood lasts the whole run";
+  const auto& at_root = net.reducer(root);
+  EXPECT_GT(at_root.group(1).drops_by_reason[static_cast<size_t>(dp::DropReason::kGroupShare)],
+            1000u)
+      << "the flood was held to group 1's part";
+  for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+    const auto& c = net.reducer(static_cast<int>(k)).group(0);
+    EXPECT_EQ(c.timeouts + c.fallback_notices, 0u) << "node " << k;
+  }
+}
+
 TEST(TreeAggregationTest, ALateRankDelaysItsWholeTreeAndNothingFallsBack) {
   TreeNetOptions o;
   o.racks = 2;

@@ -134,6 +134,13 @@ class TreeNet {
       if (rk->rank == rank) rk->late = late_ns;
     }
   }
+  // A datagram reaching switch `node` on `port` at time `at` (a hostile
+  // peer's, for example), and the port child switch `node` has at its
+  // parent.
+  void Inject(int node, int port, std::vector<uint8_t> bytes, int64_t at) {
+    Push(at, kAtSwitch, node, port, std::move(bytes));
+  }
+  int PortAtParent(int node) const { return switches_[static_cast<size_t>(node)]->port_at_parent; }
   // Transport cores: group g's rank r is core g * world_size + r.
   int cores() const { return static_cast<int>(ranks_.size()); }
   const client::SwitchPhaseResult& result(int r) const {
@@ -170,6 +177,7 @@ class TreeNet {
       Rank& rk = *ranks_[r];
       rk.core.reset();
       rk.started = false;
+      rk.wake_at = INT64_MAX;
       Push(now_ + rk.late, kStart, static_cast<int>(r), 0, {});
     }
     op_ = k;
@@ -203,6 +211,7 @@ class TreeNet {
     client::GroupLayout layout;
     int group = 0, rank = 0;
     int64_t late = 0;
+    int64_t wake_at = INT64_MAX;  // the pending kWake's time
     bool started = false;
     std::vector<float> data;
     client::SwitchOp op;
@@ -312,7 +321,14 @@ class TreeNet {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
     ToLeaf sink(this, rk.rank);
     rk.core->Pump(now_, sink);
-    if (!rk.core->Finished()) Push(rk.core->NextDeadline(), kWake, r, 0, {});
+    // One wake-up pending per rank, the earliest: a datagram's Pump must
+    // not start a chain of its own (an operation held for seconds would
+    // pile them up).
+    const int64_t next = rk.core->Finished() ? INT64_MAX : rk.core->NextDeadline();
+    if (next < rk.wake_at) {
+      rk.wake_at = next;
+      Push(next, kWake, r, 0, {});
+    }
   }
 
   void Step() {
@@ -330,6 +346,10 @@ class TreeNet {
     // A datagram reaches the core of its group (byte 1) at that rank.
     const int core = e.kind == kAtRank ? e.bytes[1] * tree_.world_size + e.who : e.who;
     Rank& rk = *ranks_[static_cast<size_t>(core)];
+    if (e.kind == kWake) {
+      if (e.t != rk.wake_at) return;  // superseded by an earlier one
+      rk.wake_at = INT64_MAX;
+    }
     if (!rk.core || rk.core->Finished()) return;
     if (e.kind == kAtRank) rk.core->OnDatagram(e.bytes, now_);
     Pump(core);

@@ -48,6 +48,7 @@ std::string Bytes(uint64_t b) {
 struct ManagerFlags {
   std::string topology;
   double switch_lease_ms = 3000;
+  int64_t window_chunks = inca::tree::ManagerConfig{}.window_chunks;
 };
 
 // The aggregation manager's host: connects to every switch of the
@@ -89,6 +90,7 @@ int RunManager(const ManagerFlags& f, const std::string& token, int rpc_timeout_
   }
   inca::tree::ManagerConfig mc;
   mc.switch_lease_ns = static_cast<inca::dp::TimeNs>(f.switch_lease_ms * 1e6);
+  mc.window_chunks = f.window_chunks;
   inca::tree::AggregationManager manager(*topo, planes, mc, &inca::ProcessEventLog());
   spdlog::info("event=manager_started switches={} topology={}", topo->switches.size(), f.topology);
   const auto start = std::chrono::steady_clock::now();
@@ -139,6 +141,11 @@ int main(int argc, char** argv) {
   app.add_option("--switch-lease-ms", mf.switch_lease_ms,
                  "aggregation manager: a switch silent this long is down, its trees withdrawn")
       ->check(CLI::Range(100.0, 3600000.0))
+      ->capture_default_str();
+  app.add_option("--window-chunks", mf.window_chunks,
+                 "aggregation manager: the ranks' window (their max_pending_chunks); warn where "
+                 "a tree's switch reserves fewer pending chunks for the group")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--token", o.token, "bearer token the switches require")
       ->envname("INCA_TOKEN")

@@ -13,16 +13,21 @@
 //   1. Reads every switch: ListGroups and ListPorts. A switch that has not
 //      answered for `switch_lease_ns` is down (event=switch_down); it is up
 //      again at its next answer (event=switch_up).
-//   2. Withdraws each installed tree that has a switch down, or that a
+//   2. Withdraws each installed tree that has a switch down, that a
 //      switch lost under ranks that now JOIN it again (a lease ran out, an
-//      operator's destroy): DestroyGroup at the others, so that every rank
+//      operator's destroy), or that a switch with no rank of its own (the
+//      root) no longer holds (restarted within the lease, or silent for its
+//      lease_ms): DestroyGroup at the others, so that every rank
 //      re-JOINs and the group is built again from what is alive
 //      (event=tree_withdrawn). A tree none of whose switches holds a rank
 //      of it any more ended with its job (its ranks LEFT): it is destroyed
 //      where it lingers (event=tree_retired).
 //   3. Plans the groups now complete (PlanTrees) and installs each plan
-//      (warning once, event=tree_timeouts_inverted, for a switch whose
-//      chunk timeout is not above its parent's):
+//      (CheckSettings: refused when a switch takes larger chunks than its
+//      parent; warning once, event=tree_timeouts_inverted, for a switch
+//      whose chunk timeout is not above its parent's, and
+//      event=tree_share_below_window where the group would be sure of
+//      fewer pending chunks than the ranks' window):
 //      RegisterPort for a child's or the parent's port not bound yet, then
 //      InstallTree, root first. A refused install rolls back the switches
 //      done (DestroyGroup) and is counted (install_failures); the next
@@ -39,6 +44,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "inca/control/control_plane.h"
 #include "inca/dataplane/program.h"
 #include "inca/tree/planner.h"
@@ -51,6 +57,10 @@ struct ManagerConfig {
   // A switch that has not answered for this long is down and its trees are
   // withdrawn (inca-controller --switch-lease-ms).
   dp::TimeNs switch_lease_ns = 3'000 * dp::kNsPerMs;
+  // The ranks' window (the client's max_pending_chunks): each switch of a
+  // tree should reserve at least this many pending chunks for the group
+  // (inca-controller --window-chunks; a warning, not a refusal).
+  int64_t window_chunks = 64;
 };
 
 // A tree the manager installed and still keeps.
@@ -61,6 +71,9 @@ struct InstalledTree {
   uint32_t seq_base = 0;
   int depth = 0;
   std::vector<int> switches;  // parents first (Topology::switches indices)
+  // Those with no rank of their own (the root, a spine): only a restart, an
+  // operator or a lease takes the group from one while its ranks run.
+  std::vector<int> relays;
   dp::TimeNs installed_at = 0;
   // From the first round that saw one of its ranks JOINed to the install.
   dp::TimeNs formation_ns = 0;
@@ -112,9 +125,15 @@ class AggregationManager {
   // Logs and counts a group that cannot be built, once per fault; true
   // when this fault is new.
   bool Refuse(uint8_t group, uint64_t job, const std::string& why);
-  // Warns once per (switch, parent) whose chunk timeout is not above the
-  // parent's (the root decides; docs/design/tree.md, "Timeouts").
-  void CheckTimeouts(const TreePlan& plan);
+  // The switches' settings a tree depends on: an error (the tree is
+  // refused) for a switch whose chunk_size exceeds its parent's; a warning
+  // once per (switch, parent) whose chunk timeout is not above the
+  // parent's (the root decides; docs/design/tree.md, "Timeouts"), and once
+  // per (switch, groups there) where the group's reserved part of the
+  // pending chunks would be below `window_chunks`.
+  absl::Status CheckSettings(const TreePlan& plan, const std::vector<Read>& reads);
+  // A number from switch `sw`'s GetConfig; -1 when it has none.
+  double Setting(int sw, const std::string& key) const;
 
   Topology topology_;
   std::vector<control::ControlPlane*> planes_;
@@ -127,7 +146,7 @@ class AggregationManager {
   std::map<std::pair<uint8_t, uint64_t>, dp::TimeNs> first_seen_;
   std::set<std::tuple<uint8_t, uint64_t, std::string>> refused_;      // logged once
   std::set<std::tuple<uint8_t, uint64_t, std::string>> failed_once_;  // logged once
-  std::set<std::pair<int, int>> warned_timeouts_;                     // (switch, parent)
+  std::set<std::tuple<std::string, int, int>> warned_;  // (what, switch, parent or groups)
   ManagerCounters counters_;
 };
 
