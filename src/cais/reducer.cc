@@ -162,6 +162,10 @@ absl::Status CaisConfig::Validate() const {
   if (timeout_ns <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("timeout_ns ", timeout_ns, " must be positive"));
   }
+  if (uplink_rto_ns < 0 || uplink_rto_ns > 10'000 * dp::kNsPerMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("uplink_rto_ns ", uplink_rto_ns, " must be in [0, 10 s]"));
+  }
   if (result_hold_ns < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("result_hold_ns ", result_hold_ns, " must not be negative"));
@@ -279,6 +283,7 @@ Outcome CaisReducer::Drop(int group, DropReason reason) {
 
 void CaisReducer::DoAdvance(TimeNs now, dp::PacketSink& out) {
   Expire(now, out);
+  RunUpTimers(now, out);
 }
 
 void CaisReducer::UpdateRates(TimeNs now) {

@@ -62,11 +62,15 @@ struct Slot {
   // kNoUplink. Once every input contributed, cell 0 holds the partial in
   // wire format and the slot, still pending, waits on the parent's answer:
   // sent_up, when the partial first went (the end of the local wait) and
-  // last went (re-sent at most every CaisConfig::uplink_resend_ns).
+  // last went or was asked about; up_due, when this switch asks its parent
+  // on its own (CaisConfig::uplink_rto_ns, doubled per unanswered ask,
+  // up_asks of them).
   dp::PortId uplink = dp::kMaxPorts;
   bool sent_up = false;
+  uint8_t up_asks = 0;
   dp::TimeNs up_first = 0;
   dp::TimeNs up_last = 0;
+  dp::TimeNs up_due = 0;
 };
 
 // Per-group shares of one pooled resource (pending chunks, or pending

@@ -1,6 +1,8 @@
 // A switch in a tree of switches (Rule::uplink; docs/design/tree.md): the
 // reducer's way up (a chunk's partial to the parent, requests when an input
 // asks again) and down (the parent's result or notice to the inputs).
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "cais/notices.h"
@@ -22,9 +24,35 @@ void CaisReducer::SendUp(uint32_t i, TimeNs now, dp::PacketSink& out) {
   Fold(i);  // the partial, in wire format, in cell 0: kept until the parent answers
   Slot& s = pool_->slot(i);
   s.sent_up = true;
+  s.up_asks = 0;
   s.up_first = s.up_last = now;
   EmitUp(i, /*request=*/false, out);
   Bump(s.key.group, &GroupCounters::uplink_partials);
+  ArmUp(i, now);
+}
+
+void CaisReducer::ArmUp(uint32_t i, TimeNs now) {
+  if (config_.uplink_rto_ns <= 0 ||
+      up_timers_.size() >= kMaxUpTimersPerSlot * config_.max_pending_chunks) {
+    return;  // bounded: this partial is asked about when its inputs ask
+  }
+  Slot& s = pool_->slot(i);
+  s.up_due = now + (config_.uplink_rto_ns << std::min<int>(s.up_asks, 5));
+  up_timers_.push({s.up_due, i});
+}
+
+void CaisReducer::RunUpTimers(TimeNs now, dp::PacketSink& out) {
+  while (!up_timers_.empty() && up_timers_.top().due <= now) {
+    const UpTimer t = up_timers_.top();
+    up_timers_.pop();
+    Slot& s = pool_->slot(t.slot);
+    if (s.state != SlotState::kPending || !s.sent_up || s.up_due != t.due) continue;  // stale
+    if (s.up_asks < UINT8_MAX) ++s.up_asks;
+    s.up_last = now;
+    EmitUp(t.slot, /*request=*/true, out);
+    Bump(s.key.group, &GroupCounters::uplink_requests);
+    ArmUp(t.slot, now);
+  }
 }
 
 void CaisReducer::AskParent(uint32_t i, TimeNs now, dp::PacketSink& out) {

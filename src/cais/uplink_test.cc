@@ -115,6 +115,61 @@ TEST_F(UplinkTest, AnInputAskingAgainMakesOneRequestUpAndThePartialIsResentIfThe
   EXPECT_TRUE(Take().empty());
 }
 
+// The leaf's own timer (CaisConfig::uplink_rto_ns, 2 ms): a partial its
+// parent has not answered makes a request up, 2, 4, 8 ms apart, until the
+// answer; a lost partial goes up again without any input asking.
+TEST_F(UplinkTest, AnUnansweredPartialIsAskedAboutOnItsOwnTimerBackingOff) {
+  const CaisHeader h = Hdr();
+  Send(1, Packet(h, F32Bytes({1})), 0);
+  Send(2, Packet(h, F32Bytes({2})), 1'000'000);  // the partial goes up at 1 ms
+  Take();
+  const auto requests_at = [&](dp::TimeNs t) {
+    reducer_->Advance(t, sink_);
+    int n = 0;
+    for (const Emitted& e : Take()) {
+      EXPECT_EQ(e.port, kUp);
+      EXPECT_EQ(e.header.flags, flags::kRetransmit);
+      EXPECT_TRUE(e.payload.empty()) << "a request: the header alone";
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(requests_at(2'999'999), 0);
+  EXPECT_EQ(requests_at(3'000'000), 1);
+  // The parent lacks it (the partial was lost): it goes up again at once.
+  Send(kUp, FromParent(h, flags::kResult | flags::kPending, 0, {}), 3'500'000);
+  auto got = Take();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(AsF32(got[0].payload), (std::vector<float>{3}));
+  EXPECT_EQ(requests_at(6'999'999), 0);  // backed off: 4 ms after the first ask
+  EXPECT_EQ(requests_at(7'000'000), 1);
+  EXPECT_EQ(requests_at(14'999'999), 0);
+  EXPECT_EQ(requests_at(15'000'000), 1);
+  EXPECT_EQ(reducer_->group(0).uplink_requests, 3u);
+  // The result comes: no more asking.
+  Send(kUp, FromParent(h, flags::kResult, 0, {3}), 16'000'000);
+  EXPECT_EQ(Take().size(), 2u);
+  EXPECT_EQ(requests_at(100'000'000), 0);
+  EXPECT_EQ(reducer_->group(0).uplink_requests, 3u);
+}
+
+TEST_F(UplinkTest, WithoutItsTimerOnlyTheInputsAsk) {
+  CaisConfig c;
+  c.uplink_rto_ns = 0;
+  Make(c);
+  Rule r{RuleKey{0, std::nullopt, std::nullopt}, {1, 2}, {1, 2}, std::nullopt};
+  r.uplink = kUp;
+  AddRule(r);
+  const CaisHeader h = Hdr();
+  Send(1, Packet(h, F32Bytes({1})), 0);
+  Send(2, Packet(h, F32Bytes({2})), 0);
+  Take();
+  reducer_->Advance(400'000'000, sink_);  // below the 500 ms chunk timeout
+  EXPECT_TRUE(Take().empty());
+  c.uplink_rto_ns = -1;
+  EXPECT_FALSE(CaisReducer::Create(c).ok());
+}
+
 TEST_F(UplinkTest, TheParentsFallbackAndDeclineReachEveryInputWithItsReason) {
   CaisHeader a = Hdr(CaisOp::kAllReduce, ReduceOp::kSum, DType::kF32, 0, 2, /*seq=*/1);
   Send(1, Packet(a, F32Bytes({1})), 0);  // only one input yet: nothing went up

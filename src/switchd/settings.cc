@@ -131,6 +131,14 @@ settings::Table<C> Cais() {
            .runtime = true,
            .doc = "how long a completed chunk's result is kept to answer resends"},
           [](auto& c) -> auto& { return c.cais.result_hold_ns; }),
+      Millis(
+          {.key = "uplink_rto_ms",
+           .lo = 0,
+           .hi = 10'000,
+           .runtime = true,
+           .doc = "a switch in a tree asks its parent about a partial unanswered this long, "
+                  "doubling per unanswered ask (0: only when its inputs ask)"},
+          [](auto& c) -> auto& { return c.cais.uplink_rto_ns; }),
       Bool(
           {.key = "deterministic",
            .doc = "reduce in rank order, so results are bitwise reproducible",

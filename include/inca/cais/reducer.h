@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <utility>
 #include <vector>
 
@@ -112,6 +113,13 @@ struct CaisConfig {
   // resend or tail probe: the parent's answer may be lost), at most once
   // per this many ns per chunk (docs/design/tree.md, "Loss").
   dp::TimeNs uplink_probe_ns = 1 * dp::kNsPerMs;
+  // ... and on its own: a partial whose parent has not answered for this
+  // long makes a request up (the parent answers with its result, PENDING 0
+  // and the partial goes again, or PENDING 1), the wait doubling per
+  // unanswered request up to 32 times. So a partial or result lost on the
+  // uplink costs about this long, not a host's retransmission timeout
+  // (docs/design/tree.md, "Loss"). 0: only the inputs' requests ask.
+  dp::TimeNs uplink_rto_ns = 2 * dp::kNsPerMs;
 
   // InvalidArgument naming the field and the accepted range.
   absl::Status Validate() const;
@@ -349,6 +357,10 @@ class CaisReducer final : public dp::Program {
   // asked again, so a request goes up (uplink_probe_ns apart at most).
   // FromParent: the parent's answer (result, notice or PENDING) for a chunk.
   void SendUp(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
+  // The uplink timer: ArmUp sets slot's next own request (uplink_rto_ns,
+  // doubled per unanswered one); RunUpTimers makes the requests now due.
+  void ArmUp(uint32_t slot, dp::TimeNs now);
+  void RunUpTimers(dp::TimeNs now, dp::PacketSink& out);
   void AskParent(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void EmitUp(uint32_t slot, bool request, dp::PacketSink& out);
   dp::Outcome FromParent(const wire::CaisPacketView& pkt, dp::TimeNs now, dp::PacketSink& out);
@@ -418,6 +430,17 @@ class CaisReducer final : public dp::Program {
   // skip the map. Always one of op_decisions_: only inserting an operation
   // evicts one, and the inserted one becomes the last.
   std::optional<std::pair<uint64_t, uint8_t>> last_decision_;
+  // Partials waiting on the parent, by when this switch asks about them
+  // (a slot's entry is stale once its up_due moved or it closed). At most
+  // kMaxUpTimersPerSlot x max_pending_chunks: past that a partial is asked
+  // about only when its inputs ask.
+  struct UpTimer {
+    dp::TimeNs due;
+    uint32_t slot;
+    friend bool operator>(const UpTimer& a, const UpTimer& b) { return a.due > b.due; }
+  };
+  static constexpr size_t kMaxUpTimersPerSlot = 2;
+  std::priority_queue<UpTimer, std::vector<UpTimer>, std::greater<>> up_timers_;
 };
 
 }  // namespace inca::cais
