@@ -20,6 +20,10 @@ class UplinkTest : public ReducerTest {
   void SetUp() override {
     CaisConfig c;
     c.deterministic = true;
+    MakeLeaf(c);
+  }
+  // A switch with `c` whose group 0 has inputs 1, 2 and the uplink kUp.
+  void MakeLeaf(const CaisConfig& c) {
     Make(c);
     Rule r{RuleKey{0, std::nullopt, std::nullopt}, {1, 2}, {1, 2}, std::nullopt};
     r.uplink = kUp;
@@ -156,10 +160,7 @@ TEST_F(UplinkTest, AnUnansweredPartialIsAskedAboutOnItsOwnTimerBackingOff) {
 TEST_F(UplinkTest, WithoutItsTimerOnlyTheInputsAsk) {
   CaisConfig c;
   c.uplink_rto_ns = 0;
-  Make(c);
-  Rule r{RuleKey{0, std::nullopt, std::nullopt}, {1, 2}, {1, 2}, std::nullopt};
-  r.uplink = kUp;
-  AddRule(r);
+  MakeLeaf(c);
   const CaisHeader h = Hdr();
   Send(1, Packet(h, F32Bytes({1})), 0);
   Send(2, Packet(h, F32Bytes({2})), 0);
