@@ -247,7 +247,12 @@ class ManagedTree:
         assert self.manager.returncode == 0, stderr
         return [json.loads(x) for x in stdout.splitlines()], stderr
 
-    def stop(self):
+    def stop(self, procs=()):
+        """Kills `procs` (ranks still running), then the manager and switches."""
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         if self.manager is not None and self.manager.poll() is None:
             self.manager.kill()
             self.manager.wait()
@@ -317,11 +322,7 @@ def test_128_ranks_across_four_leaves_reduce_exactly_on_the_switch_path():
         lines, log = tree.finish()
         assert "world_size=128 depth=2 switches=spine,leaf0,leaf1,leaf2,leaf3" in log, log
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        tree.stop()
+        tree.stop(procs)
 
 
 def finished(procs):
@@ -363,8 +364,4 @@ def test_ranks_finish_exact_when_a_leaf_dies_and_a_restarted_root_gets_the_tree_
         assert "reason=\"switch spine no longer holds the group\"" in log, log
         assert lines[-1]["manager"]["trees_installed"] >= 2, lines
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        tree.stop()
+        tree.stop(procs)

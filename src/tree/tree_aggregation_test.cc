@@ -133,18 +133,26 @@ TEST(TreeAggregationTest, LossOnEveryHopIsRecoveredExactly) {
   EXPECT_GT(Total(net, &cais::GroupCounters::uplink_resent), 0u);
 }
 
+// Two groups over one tree of 2 racks x 2 hosts, 100,000 f32 an operation
+// (45 chunks), a root with room for `root_max_pending` chunks (half of
+// them reserved, split between the groups), `window` chunks per rank.
+TreeNetOptions TwoGroupsOnTwoRacks(uint32_t root_max_pending, uint32_t window) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.groups = 2;
+  o.elements = 100'000;
+  o.root_max_pending = root_max_pending;
+  o.max_window = window;
+  return o;
+}
+
 // Two groups over one tree whose root has room for 8 pending chunks (a
 // reserved share of 2 each) against 16 chunks of window per rank: the root
 // turns partials away, the leaves hold them and send them again when asked,
 // and neither group starves the other into a fallback.
 TEST(TreeAggregationTest, TwoGroupsSharingASmallRootBothFinishWithoutFallingBack) {
-  TreeNetOptions o;
-  o.racks = 2;
-  o.hosts = 2;
-  o.groups = 2;
-  o.elements = 100'000;  // 45 chunks an operation
-  o.root_max_pending = 8;
-  o.max_window = 16;
+  const TreeNetOptions o = TwoGroupsOnTwoRacks(/*root_max_pending=*/8, /*window=*/16);
   TreeNet net(o);
   // The second leaf's partials arrive 2 ms after the first's: each root
   // slot waits that long, so both groups' windows overfill the root.
@@ -178,13 +186,8 @@ TEST(TreeAggregationTest, TwoGroupsSharingASmallRootBothFinishWithoutFallingBack
 // within group 1's part and what nobody reserved; group 0, whose window fits
 // its reserved part, finishes exact with no timeout or fallback anywhere.
 TEST(TreeAggregationTest, AChildFloodingItsGroupIsContainedToThatGroup) {
-  TreeNetOptions o;
-  o.racks = 2;
-  o.hosts = 2;
-  o.groups = 2;
-  o.elements = 100'000;     // 45 chunks an operation
-  o.root_max_pending = 16;  // 8 reserved: 4 per group
-  o.max_window = 4;
+  // 16 pending chunks at the root, 8 reserved: 4 per group, each rank's window.
+  const TreeNetOptions o = TwoGroupsOnTwoRacks(/*root_max_pending=*/16, /*window=*/4);
   TreeNet net(o);
   const int root = net.tree().root;
   const int leaf1 = net.tree().nodes[static_cast<size_t>(root)].children[1];
