@@ -60,6 +60,7 @@ NEXT_RUN_MS = 3000  # the job after a restart
 
 # Wire formats, as docs/protocol.md gives them (management version 2).
 MGMT = struct.Struct(">BBBBIBBHHHIHHQI")
+MGMT_VERSION = 3  # include/inca/wire/mgmt.h kMgmtVersion
 CAIS = struct.Struct(">BBHHHIIBBBB")
 
 
@@ -144,7 +145,7 @@ def flood_joins(switch: str, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         for k, s in enumerate(socks):
-            msg = MGMT.pack(0xCA, 2, 1, 0, k, 100 + k % 150, 0, k % 8, 8, 0xFFFF, 0, 0, 0,
+            msg = MGMT.pack(0xCA, MGMT_VERSION, 1, 0, k, 100 + k % 150, 0, k % 8, 8, 0xFFFF, 0, 0, 0,
                             0xF100D, 0)
             try:
                 s.sendto(msg, to)
@@ -169,7 +170,7 @@ def flood_slots(switch: str, seconds: float) -> None:
     deadline = time.monotonic() + 10
     while seq_base is None and time.monotonic() < deadline:
         for rank, s in enumerate((a, b)):
-            s.sendto(MGMT.pack(0xCA, 2, 1, 0, 1, 200, 0, rank, 2, 0xFFFF, 0, 0, 0, job, 0), to)
+            s.sendto(MGMT.pack(0xCA, MGMT_VERSION, 1, 0, 1, 200, 0, rank, 2, 0xFFFF, 0, 0, 0, job, 0), to)
         for s in (a, b):
             try:
                 d = s.recv(2048)
@@ -187,7 +188,7 @@ def flood_slots(switch: str, seconds: float) -> None:
         now = time.monotonic()
         if now >= next_ping:  # keep the flood's own group alive
             for rank, s in enumerate((a, b)):
-                s.sendto(MGMT.pack(0xCA, 2, 3, 0, 2, 200, 0, rank, 2, 0xFFFF, 0, 0, 0, 0, 0), to)
+                s.sendto(MGMT.pack(0xCA, MGMT_VERSION, 3, 0, 2, 200, 0, rank, 2, 0xFFFF, 0, 0, 0, 0, 0), to)
             next_ping = now + 1.0
         for _ in range(64):
             chunk = n % 65535

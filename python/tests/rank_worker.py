@@ -454,10 +454,11 @@ def scenario_testbed():
 def scenario_tree():
     """One rank of a group spread over the leaves of a tree of switches
     (INCA_SWITCH = its leaf, INCA_BIND_IP = its host's address): the
-    aggregation manager builds the tree from the ranks' JOINs. All-reduces
-    (f32 sum over several chunks, i32 max, bf16) are exact through the tree;
-    reduce-scatter and all-gather, which a tree declines, are exact on the
-    host path."""
+    aggregation manager builds the tree from the ranks' JOINs. Every
+    collective goes through the tree exact: all-reduces (f32 sum over
+    several chunks, i32 max, bf16), a reduce-scatter and an all-gather
+    whose blocks differ by rank (so a block at the wrong rank shows), a
+    broadcast from the last rank."""
     import torch
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     cais.configure({"join_timeout_ms": 15000, "switch_timeout_ms": 5000})
@@ -473,11 +474,19 @@ def scenario_tree():
     t = torch.full((3000,), float(rank + 1), dtype=torch.bfloat16)
     cais.all_reduce(t)
     check(bool((t.float() == n * (n + 1) / 2).all()), "bf16 sum")
-    x = np.ones((n * 100, 4), dtype=np.float32) * (rank + 1)
+    # Block b of rank q's input: (q + 1) * (b + 1) + row, so rank r's block
+    # of the sum is (r + 1) * n(n + 1)/2 + n * row (several chunks a block).
+    rows = np.arange(3000, dtype=np.float32)[:, None] * np.ones((1, 4), dtype=np.float32)
+    x = np.concatenate([(rank + 1) * (b + 1) + rows for b in range(n)])
     r = cais.reduce_scatter(x)
-    check(r.shape == (100, 4) and (r == n * (n + 1) / 2).all(), "reduce_scatter")
-    g = cais.all_gather(np.full((3,), rank, dtype=np.int32))
-    check(all((g[q] == q).all() for q in range(n)), "all_gather")
+    check(r.shape == (3000, 4) and np.array_equal(r, (rank + 1) * n * (n + 1) / 2 + n * rows),
+          "reduce_scatter")
+    g = cais.all_gather(np.arange(5000, dtype=np.int32) + 10000 * rank)
+    check(all(np.array_equal(g[q], np.arange(5000, dtype=np.int32) + 10000 * q)
+              for q in range(n)), "all_gather")
+    b = np.arange(7000, dtype=np.float32) * (rank + 1)
+    cais.broadcast(b, src=n - 1)
+    check(np.array_equal(b, np.arange(7000, dtype=np.float32) * n), "broadcast")
     st = cais.stats()
     cais.shutdown()
     return {"rank": rank, "stats": st}

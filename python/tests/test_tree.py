@@ -1,8 +1,8 @@
 """A tree of real inca-switchd processes on loopback: a root and two leaves,
 each configured by YAML (static ports and a rule whose `uplink` is the port
 toward the parent, docs/design/tree.md), four raw-socket hosts. Every
-all-reduce is exact through the tree; other collectives are declined at the
-leaves; a killed root makes every host's chunk fall back within the
+all-reduce is exact through the tree; other collectives are declined at
+leaves whose rule has no rank ports (a hand-written YAML tree); a killed root makes every host's chunk fall back within the
 client's 1 s switch timeout. With the aggregation manager
 (inca-controller --topology), real ranks JOIN their own leaf and the tree is
 built from their JOINs."""
@@ -264,8 +264,9 @@ class ManagedTree:
 
 def test_the_aggregation_manager_builds_the_tree_from_the_ranks_joins():
     """Four ranks (`import cais`), two on each leaf, JOIN their leaf;
-    inca-controller --topology installs the tree; the all-reduces go up it
-    exact, the rest run exact on the host path; the manager reports it."""
+    inca-controller --topology installs the tree; every collective
+    (all-reduce, reduce-scatter, all-gather, broadcast) goes up it exact;
+    the manager reports it."""
     tree = ManagedTree(2)
     try:
         def rank_env(r):
@@ -275,10 +276,19 @@ def test_the_aggregation_manager_builds_the_tree_from_the_ranks_joins():
         out = launch.run_ranks([os.path.join(HERE, "rank_worker.py"), "tree"], 4,
                                rank_env=rank_env, timeout_s=120)
         for r in out:
-            assert r["stats"]["ops_switch"] >= 4, r  # the all-reduces, through the tree
+            # Every operation through the tree, none on the host path.
+            assert r["stats"]["ops_switch"] >= 7 and r["stats"]["ops_host"] == 0, r
         for k in range(2):
             s = stats(tree.leaf(k))
             assert s["uplink_partials"] > 0 and s["parent_results"] > 0, s
+            # The leaf's rule places blocks by rank: its own two ranks at
+            # their ports, the other leaf's two at the uplink.
+            rule = [x for x in cli(tree.leaf(k), "dump-rules") if x["group_id"] == 255][0]
+            ports = rule["rank_ports"]
+            assert len(ports) == 4 and rule["uplink"] is not None, rule
+            theirs = [ports[r] for r in range(4) if r // 2 != k]
+            assert theirs == [rule["uplink"]] * 2, rule
+            assert all(ports[r] in rule["input_ports"] for r in range(4) if r // 2 == k), rule
         r = stats(tree.root)
         assert r["completed_chunks"] > 0 and r["uplink_partials"] == 0, r
         lines, log = tree.finish()

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "cais/blocks.h"
 #include "cais/notices.h"
 #include "cais/slot_pool.h"
 #include "inca/wire/mgmt.h"
@@ -42,11 +43,16 @@ using dp::DropReason;
 using dp::Outcome;
 using dp::PortId;
 using dp::TimeNs;
+using internal::BlockOf;
+using internal::Carries;
+using internal::IsSingleContributor;
 using internal::kAckNotice;
 using internal::kDeclinedNotice;
 using internal::kFallbackNotice;
 using internal::kNoSlot;
 using internal::kPendingNotice;
+using internal::MemberPort;
+using internal::Members;
 using internal::SendNotice;
 using internal::Slot;
 using internal::SlotKey;
@@ -66,8 +72,6 @@ uint8_t WaitCode(const Slot& s, PortId port, TimeNs end, TimeNs extra = 0) {
   const TimeNs at = s.since + s.arrival[static_cast<size_t>(s.inputs.rank_of(port))];
   return wire::EncodeWait(end - at + extra);
 }
-
-constexpr uint32_t kMaxUdpCaisPayload = 65507 - wire::kCaisHeaderBytes;
 
 DropReason FromParseError(CaisParseError e) {
   switch (e) {
@@ -100,21 +104,6 @@ bool SameShape(const Slot& s, const wire::CaisHeader& b, bool request) {
                                        : s.tag == b.block);
 }
 
-// AllGather and Broadcast chunks have one contributor: their data is
-// multicast and retained like a reduction result.
-bool IsSingleContributor(CaisOp op) {
-  return op == CaisOp::kAllGather || op == CaisOp::kBroadcast;
-}
-
-// ReduceScatter: chunk c's result belongs to output port
-// floor(c * N_out / total_chunks) in ascending order.
-PortId ScatterOwner(const wire::CaisHeader& h, const PortMask& outputs) {
-  const int nout = outputs.count();
-  const auto owner =
-      static_cast<int>(uint64_t{h.chunk_id} * static_cast<uint64_t>(nout) / h.total_chunks);
-  return outputs.nth(owner);
-}
-
 }  // namespace
 
 double SramPressure(double pending_usage, double usage_limit, double usage) {
@@ -123,75 +112,6 @@ double SramPressure(double pending_usage, double usage_limit, double usage) {
 
 double SramUsage::pressure() const {
   return SramPressure(pending_usage(), usage_limit, usage());
-}
-
-size_t CaisConfig::cell_bytes() const {
-  return (size_t{max_payload_bytes} * 2 + 63) / 64 * 64;
-}
-
-absl::Status CaisConfig::Validate() const {
-  if (max_payload_bytes < 4 || max_payload_bytes > kMaxUdpCaisPayload ||
-      max_payload_bytes % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_payload_bytes ", max_payload_bytes,
-                                                   " must be a multiple of 4 between 4 and ",
-                                                   kMaxUdpCaisPayload / 4 * 4));
-  }
-  if (!(sram_usage_limit > 0.0 && sram_usage_limit <= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sram_usage_limit ", sram_usage_limit, " must be in (0, 1]"));
-  }
-  if (!(group_share >= 0.0 && group_share <= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group_share ", group_share, " must be in [0, 1]"));
-  }
-  if (sram_bytes < cell_bytes() ||
-      static_cast<double>(sram_bytes) * sram_usage_limit < static_cast<double>(cell_bytes())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sram_bytes ", sram_bytes, " x sram_usage_limit ", sram_usage_limit,
-        " must hold at least one slot cell of ", cell_bytes(),
-        " bytes (2 x max_payload_bytes); raise sram_bytes or lower max_payload_bytes"));
-  }
-  if (sram_bytes / cell_bytes() > (size_t{1} << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat("sram_bytes ", sram_bytes,
-                                                   " gives more than 2^24 cells; use at most ",
-                                                   (size_t{1} << 24) * cell_bytes(), " bytes"));
-  }
-  if (max_pending_chunks == 0) {
-    return absl::InvalidArgumentError("max_pending_chunks must be at least 1");
-  }
-  if (timeout_ns <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("timeout_ns ", timeout_ns, " must be positive"));
-  }
-  if (uplink_rto_ns < 0 || uplink_rto_ns > 10'000 * dp::kNsPerMs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("uplink_rto_ns ", uplink_rto_ns, " must be in [0, 10 s]"));
-  }
-  if (result_hold_ns < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("result_hold_ns ", result_hold_ns, " must not be negative"));
-  }
-  if (rule_capacity == 0 || rule_capacity > (size_t{1} << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rule_capacity ", rule_capacity, " must be between 1 and 1048576"));
-  }
-  if (rate_window_ns <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rate_window_ns ", rate_window_ns, " must be positive"));
-  }
-  if (tombstone_capacity > (size_t{1} << 24)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tombstone_capacity ", tombstone_capacity, " must be at most 16777216"));
-  }
-  if (offload_decision_capacity < 1 || offload_decision_capacity > (size_t{1} << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "offload_decision_capacity ", offload_decision_capacity, " must be in [1, 16777216]"));
-  }
-  if (resend_credit_per_result > 64 || resend_credit_max > (uint32_t{1} << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resend_credit_per_result ", resend_credit_per_result, " must be at most 64 and ",
-        "resend_credit_max ", resend_credit_max, " at most 16777216"));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<CaisReducer>> CaisReducer::Create(const CaisConfig& config) {
@@ -471,10 +391,14 @@ void CaisReducer::Deliver(uint32_t i, TimeNs now, TimeNs wait_end, TimeNs extra_
   if (h.op == CaisOp::kReduceScatter) {
     // The result to its owner only; the other contributors get a 20-byte
     // ACK so that their windows move (they never see this chunk's data).
-    const PortId owner = ScatterOwner(h, s.outputs);
-    *block = WaitCode(s, owner, wait_end, extra_wait);
-    EmitResult(i, owner, head, /*share=*/0, out);
-    EarnResend(owner);
+    // Under a tree the owner may be beyond the uplink: every input here
+    // gets an ACK (the parent's answer was one).
+    const PortId owner = s.owner;
+    if (s.inputs.contains(owner)) {
+      *block = WaitCode(s, owner, wait_end, extra_wait);
+      EmitResult(i, owner, head, /*share=*/0, out);
+      EarnResend(owner);
+    }
     s.inputs.ForEach([&](PortId p) {
       if (p != owner) {
         SendNotice(h, kAckNotice, WaitCode(s, p, wait_end, extra_wait), p, out);
@@ -496,7 +420,7 @@ void CaisReducer::Deliver(uint32_t i, TimeNs now, TimeNs wait_end, TimeNs extra_
 
 void CaisReducer::SendRetained(uint32_t i, PortId port, dp::PacketSink& out) {
   const Slot& s = pool_->slot(i);
-  if (s.header.op == CaisOp::kReduceScatter && port != ScatterOwner(s.header, s.outputs)) {
+  if (s.header.op == CaisOp::kReduceScatter && port != s.owner) {
     SendNotice(s.header, kAckNotice, 0, port, out);  // a non-owner's resend: its part is done
     return;
   }
@@ -559,6 +483,21 @@ std::optional<Outcome> CaisReducer::AtSlot(uint32_t i, const Arrival& arrival, T
   return std::nullopt;
 }
 
+std::optional<DropReason> CaisReducer::Admit(const internal::SlotKey& key, int ncells, TimeNs now,
+                                             uint32_t* slot) {
+  if (rules_.version() != shares_version_) Reshare();
+  switch (pool_->Allocate(key, ncells, now, slot, [&](uint32_t victim) {
+    Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
+    ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
+  })) {
+    case SlotPool::Admit::kOk: return std::nullopt;
+    case SlotPool::Admit::kSlotsExhausted: return DropReason::kSlotsExhausted;
+    case SlotPool::Admit::kSramLimit: return DropReason::kSramLimit;
+    case SlotPool::Admit::kGroupShare: return DropReason::kGroupShare;
+  }
+  return DropReason::kSlotsExhausted;
+}
+
 // A chunk without a slot: closed, declined, a tail probe answered, or a
 // slot admitted (*i) for this first contribution.
 std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule& rule, TimeNs now,
@@ -582,6 +521,11 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
     return Drop(g, DropReason::kOffloadDeclined);
   }
   if (request) {
+    // An AllGather or Broadcast chunk from beyond the parent: the parent
+    // has it or will, and its answer comes down to every output here.
+    if (rule.uplink && contributors.contains(*rule.uplink) && rule.input_ports.contains(ingress)) {
+      return AskParentFor(h, ingress, *rule.uplink, out);
+    }
     // No slot: nothing of this chunk is here, the asker's part neither.
     if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotReady);
     SendNotice(h, kPendingNotice, 0, ingress, out);
@@ -589,15 +533,8 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
     return Outcome::Forwarded();
   }
   if (!contributors.contains(ingress)) return Drop(g, DropReason::kNotContributor);
-  if (rules_.version() != shares_version_) Reshare();
   const int ncells = (config_.deterministic && !single) ? contributors.count() : 1;
-  const SlotPool::Admit a = pool_->Allocate(key, ncells, now, &i, [&](uint32_t victim) {
-    Bump(pool_->slot(victim).key.group, &GroupCounters::evicted_results);
-    ReleaseCells(pool_->slot(victim).key.group, pool_->slot(victim).ncells);
-  });
-  if (a == SlotPool::Admit::kSlotsExhausted) return Drop(g, DropReason::kSlotsExhausted);
-  if (a == SlotPool::Admit::kSramLimit) return Drop(g, DropReason::kSramLimit);
-  if (a == SlotPool::Admit::kGroupShare) return Drop(g, DropReason::kGroupShare);
+  if (const std::optional<DropReason> full = Admit(key, ncells, now, &i)) return Drop(g, *full);
   // Without a policy every operation is accepted: counted once, at its
   // first chunk's slot (with one, OffloadDeclined counts it).
   if ((!offload_policy_set_[g] || rule.uplink) && h.chunk_id == 0) {
@@ -612,6 +549,10 @@ std::optional<Outcome> CaisReducer::OpenSlot(const Arrival& arrival, const Rule&
   s.inputs = contributors;
   s.outputs = rule.output_ports;
   s.uplink = rule.uplink.value_or(dp::kMaxPorts);
+  if (h.op == CaisOp::kReduceScatter) {
+    s.owner = MemberPort(rule, rule.output_ports,
+                         static_cast<int>(BlockOf(h, Members(rule, rule.output_ports))));
+  }
   return std::nullopt;
 }
 
@@ -633,7 +574,7 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   const Rule* rule = rules_.Lookup(g, h.layer_id, h.chunk_id);
   if (h.has_flag(wire::cais_flags::kSwitchOnly)) {
     // Only a parent switch, on the uplink, sends these to a switch.
-    if (rule != nullptr && rule->uplink == ingress) return FromParent(pkt, now, out);
+    if (rule != nullptr && rule->uplink == ingress) return FromParent(pkt, *rule, now, out);
     return Drop(g, DropReason::kSwitchOriginated);
   }
   if (rule == nullptr) return Drop(g, DropReason::kNoRule);
@@ -649,9 +590,9 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   }
   if (!rule->input_ports.contains(ingress)) return Drop(g, DropReason::kPortNotInRule);
   if (rule->op && *rule->op != h.op) return Drop(g, DropReason::kOpMismatch);
-  if (rule->uplink && h.op != CaisOp::kAllReduce) {
-    // Only all-reduces go up a tree (Rule::uplink): the others run on the
-    // host path, every chunk of them declined alike.
+  if (!Carries(*rule, h.op)) {
+    // A collective this tree does not carry (Carries): it runs on the host
+    // path, every chunk of it declined alike.
     SendNotice(h, kDeclinedNotice, static_cast<uint8_t>(wire::DeclineReason::kTree), ingress, out);
     Bump(g, &GroupCounters::declined_notices);
     return Drop(g, DropReason::kOffloadDeclined);
@@ -664,15 +605,14 @@ Outcome CaisReducer::DoProcess(std::span<const uint8_t> datagram, PortId ingress
   PortMask contributors = rule->input_ports;
   uint8_t block = 0;
   if (single) {
-    // AllGather: chunk c belongs to input port floor(c * N_in / total);
-    // Broadcast: to the root, named by `block`.
-    const int n_in = rule->input_ports.count();
-    const uint64_t idx = h.op == CaisOp::kAllGather
-                             ? uint64_t{h.chunk_id} * static_cast<uint64_t>(n_in) / h.total_chunks
-                             : h.block;
-    if (idx >= static_cast<uint64_t>(n_in)) return Drop(g, DropReason::kNotContributor);
+    // AllGather: chunk c belongs to member floor(c * N / total);
+    // Broadcast: to the root, named by `block` (Members, MemberPort). Under
+    // a tree that member may be beyond the uplink.
+    const int n = Members(*rule, rule->input_ports);
+    const uint64_t idx = h.op == CaisOp::kAllGather ? BlockOf(h, n) : h.block;
+    if (idx >= static_cast<uint64_t>(n)) return Drop(g, DropReason::kNotContributor);
     block = static_cast<uint8_t>(idx);
-    contributors = PortMask{rule->input_ports.nth(static_cast<int>(idx))};
+    contributors = PortMask{MemberPort(*rule, rule->input_ports, static_cast<int>(idx))};
   }
   const Arrival arrival{h, ingress, request, single, contributors, block};
   uint32_t i = pool_->Find(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id});

@@ -66,6 +66,19 @@ absl::Status RuleTable::Validate(const Rule& rule) {
     return absl::InvalidArgumentError(
         absl::StrCat("rule for ", rule.key.ToString(), " has no input ports; give at least one"));
   }
+  if (rule.rank_ports.size() > Rule::kMaxRankPorts) {
+    return absl::InvalidArgumentError(absl::StrCat("rule for ", rule.key.ToString(), " has ",
+                                                   rule.rank_ports.size(), " rank ports; at most ",
+                                                   Rule::kMaxRankPorts));
+  }
+  for (size_t r = 0; r < rule.rank_ports.size(); ++r) {
+    const dp::PortId p = rule.rank_ports[r];
+    if (!rule.input_ports.contains(p) && rule.uplink != p) {
+      return absl::InvalidArgumentError(absl::StrCat("rule for ", rule.key.ToString(), ": rank ", r,
+                                                     "'s port ", p,
+                                                     " is neither an input port nor the uplink"));
+    }
+  }
   if (rule.output_ports.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rule for ", rule.key.ToString(), " has no output ports; give at least one"));

@@ -29,6 +29,19 @@ TEST(RuleTableTest, SeedAddRuleExample) {
   EXPECT_EQ(t.Lookup(0, 6, 0), nullptr);
 }
 
+// A tree's rank ports name, for each rank, an input port or the uplink.
+TEST(RuleTableTest, RankPortsAreInputPortsOrTheUplink) {
+  Rule r = MakeRule(0, std::nullopt, std::nullopt, {1, 2}, {1, 2});
+  r.uplink = 9;
+  r.rank_ports = {9, 1, 2, 9};
+  EXPECT_TRUE(RuleTable::Validate(r).ok());
+  r.rank_ports = {9, 1, 3, 9};
+  EXPECT_THAT(RuleTable::Validate(r).message(),
+              HasSubstr("rank 2's port 3 is neither an input port nor the uplink"));
+  r.rank_ports.assign(Rule::kMaxRankPorts + 1, 1);
+  EXPECT_THAT(RuleTable::Validate(r).message(), HasSubstr("4097 rank ports; at most 4096"));
+}
+
 TEST(RuleTableTest, MostSpecificRuleWins) {
   RuleTable t;
   ASSERT_TRUE(t.Add(MakeRule(3, std::nullopt, std::nullopt, {1}, {1})).ok());

@@ -54,6 +54,9 @@ struct Slot {
   // AllReduce/ReduceScatter: the first contribution's `block` (a broadcast's
   // tag, wire::BroadcastTag), which every later one must repeat.
   uint8_t tag = 0;
+  // ReduceScatter: the port toward the chunk's owner (an input, or under a
+  // tree the uplink: its owner is elsewhere); kMaxPorts for the others.
+  dp::PortId owner = dp::kMaxPorts;
   std::array<uint32_t, kMaxGroupMembers> cells{};  // one per contributor at most
   // When each input (by its rank among `inputs`) contributed, in ns after
   // `since` (saturating): the switch wait each result reports to its port.
@@ -234,6 +237,7 @@ SlotPool::Admit SlotPool::Allocate(const SlotKey& key, int ncells, dp::TimeNs no
   s.since = now;
   s.arrived = PortMask();
   s.uplink = dp::kMaxPorts;
+  s.owner = dp::kMaxPorts;
   s.sent_up = false;
   s.ncells = static_cast<uint8_t>(ncells);
   for (size_t c = 0; c < need; ++c) {

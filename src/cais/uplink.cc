@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cais/blocks.h"
 #include "cais/notices.h"
 #include "cais/slot_pool.h"
 #include "inca/cais/reducer.h"
@@ -13,11 +14,18 @@ namespace inca::cais {
 
 using dp::DropReason;
 using dp::Outcome;
+using dp::PortId;
 using dp::TimeNs;
+using internal::BlockOf;
+using internal::Carries;
+using internal::IsSingleContributor;
 using internal::kNoSlot;
+using internal::MemberPort;
+using internal::Members;
 using internal::Slot;
 using internal::SlotKey;
 using internal::SlotState;
+using wire::CaisOp;
 namespace flags = wire::cais_flags;
 
 void CaisReducer::SendUp(uint32_t i, TimeNs now, dp::PacketSink& out) {
@@ -69,7 +77,8 @@ void CaisReducer::AskParent(uint32_t i, TimeNs now, dp::PacketSink& out) {
 void CaisReducer::EmitUp(uint32_t i, bool request, dp::PacketSink& out) {
   const Slot& s = pool_->slot(i);
   wire::CaisHeader h = s.header;
-  h.block = s.tag;
+  // A reduction's tag; an AllGather's or Broadcast's member (its root).
+  h.block = IsSingleContributor(h.op) ? s.header.block : s.tag;
   const bool again = request || s.up_last != s.up_first;
   h.flags = again ? flags::kRetransmit : uint8_t{0};
   h.payload_len = request ? 0 : s.header.payload_len;
@@ -102,11 +111,68 @@ uint8_t CaisReducer::ParentDecision(const wire::CaisHeader& h) const {
   return it == op_decisions_.end() ? 0 : it->second;
 }
 
-Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, TimeNs now, dp::PacketSink& out) {
+Outcome CaisReducer::AskParentFor(const wire::CaisHeader& asked, dp::PortId ingress,
+                                  dp::PortId uplink, dp::PacketSink& out) {
+  // The answer comes back as a result to this port: within its credit.
+  if (resend_credit_[ingress] == 0) return Drop(asked.group_id, DropReason::kResendLimit);
+  --resend_credit_[ingress];
+  wire::CaisHeader h = asked;
+  h.flags = flags::kRetransmit;
+  h.payload_len = 0;
+  uint8_t head[wire::kCaisHeaderBytes];
+  wire::SerializeCaisHeader(h, head);
+  out.Emit(uplink, head);
+  Bump(h.group_id, &GroupCounters::uplink_requests);
+  return Outcome::Forwarded();
+}
+
+Outcome CaisReducer::FromAbove(const wire::CaisPacketView& pkt, const Rule& rule, TimeNs now,
+                               dp::PacketSink& out) {
+  const wire::CaisHeader& h = pkt.header;
+  const uint8_t g = h.group_id;
+  if (!IsSingleContributor(h.op) || !Carries(rule, h.op) || h.flags != flags::kResult ||
+      pkt.payload.empty() || h.payload_len > config_.max_payload_bytes) {
+    return Drop(g, DropReason::kParentStale);  // an answer to nothing here
+  }
+  const int n = Members(rule, rule.input_ports);
+  const uint64_t m = h.op == CaisOp::kAllGather ? BlockOf(h, n) : h.block;
+  if (m >= static_cast<uint64_t>(n) ||
+      MemberPort(rule, rule.input_ports, static_cast<int>(m)) != rule.uplink) {
+    return Drop(g, DropReason::kParentStale);  // its contributor is not beyond the parent
+  }
+  Bump(g, &GroupCounters::parent_results);
+  uint32_t i = kNoSlot;
+  if (Admit(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id}, 1, now, &i)) {
+    // No room to keep it: multicast from the packet. A host here that
+    // loses it asks, and the request goes up.
+    uint8_t head[wire::kCaisHeaderBytes];
+    wire::SerializeCaisHeader(h, head);
+    const uint64_t share = ++results_emitted_;
+    rule.output_ports.ForEach([&](PortId p) { out.EmitGather(p, head, pkt.payload, share); });
+    Bump(g, &GroupCounters::replicated);
+    return Outcome::Forwarded();
+  }
+  Bump(g, &GroupCounters::sram_cells);
+  Slot& s = pool_->slot(i);
+  s.header = h;
+  s.header.flags = 0;
+  s.header.block = static_cast<uint8_t>(m);
+  s.tag = 0;
+  s.inputs = PortMask();
+  s.outputs = rule.output_ports;
+  s.uplink = *rule.uplink;
+  std::memcpy(pool_->cell(i, 0), pkt.payload.data(), pkt.payload.size());
+  Deliver(i, now, now, 0, out);  // kept for the hosts' requests, like a result
+  return Outcome::Forwarded();
+}
+
+Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, const Rule& rule, TimeNs now,
+                                dp::PacketSink& out) {
   const wire::CaisHeader& h = pkt.header;
   const uint8_t g = h.group_id;
   const uint32_t i = pool_->Find(SlotKey{g, h.layer_id, h.seq_num, h.chunk_id});
-  if (i == kNoSlot || pool_->slot(i).state != SlotState::kPending) {
+  if (i == kNoSlot) return FromAbove(pkt, rule, now, out);
+  if (pool_->slot(i).state != SlotState::kPending) {
     return Drop(g, DropReason::kParentStale);  // answered already (a duplicate) or closed
   }
   Slot& s = pool_->slot(i);
@@ -121,7 +187,7 @@ Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, TimeNs now, dp:
     }
     return Outcome::Forwarded();
   }
-  if (!s.sent_up || h.has_flag(flags::kAck)) return Drop(g, DropReason::kParentStale);
+  if (!s.sent_up) return Drop(g, DropReason::kParentStale);
   if (h.has_flag(flags::kPending)) {
     // The answer to a request: block 0, the parent lacks this partial.
     if (h.block != 0) return Outcome::Aggregated();
@@ -130,8 +196,14 @@ Outcome CaisReducer::FromParent(const wire::CaisPacketView& pkt, TimeNs now, dp:
     Bump(g, &GroupCounters::uplink_resent);
     return Outcome::Forwarded();
   }
-  if (pkt.payload.size() != s.header.payload_len) return Drop(g, DropReason::kShapeMismatch);
-  std::memcpy(pool_->cell(i, 0), pkt.payload.data(), pkt.payload.size());
+  // The answer carries the chunk's data, but for a ReduceScatter chunk
+  // whose owner is not an input here: an ACK (Deliver tells them apart).
+  const bool ack = s.header.op == CaisOp::kReduceScatter && !s.inputs.contains(s.owner);
+  if (h.has_flag(flags::kAck) != ack) return Drop(g, DropReason::kParentStale);
+  if (!ack) {
+    if (pkt.payload.size() != s.header.payload_len) return Drop(g, DropReason::kShapeMismatch);
+    std::memcpy(pool_->cell(i, 0), pkt.payload.data(), pkt.payload.size());
+  }
   // Each input's wait: here until the partial went up, plus the parent's
   // (never the uplink's round trip, which is the inputs' own path).
   Deliver(i, now, s.up_first, wire::DecodeWait(h.block), out);

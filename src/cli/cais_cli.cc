@@ -150,7 +150,8 @@ int DumpRules(const Args& a, control::ControlClient& cp, std::ostream& out, std:
           "\",\"chunk_id\":\"", Id(r.key.chunk_id), "\",\"input_ports\":[",
           r.input_ports.ToString(), "],\"output_ports\":[", r.output_ports.ToString(),
           "],\"op_type\":\"", OpName(r.op), "\",\"host_path\":", r.host_path ? "true" : "false",
-          ",\"uplink\":", r.uplink ? absl::StrCat(*r.uplink) : "null", "}"));
+          ",\"uplink\":", r.uplink ? absl::StrCat(*r.uplink) : "null", ",\"rank_ports\":[",
+          absl::StrJoin(r.rank_ports, ","), "]}"));
     }
     out << "[" << absl::StrJoin(items, ",") << "]\n";
   } else {

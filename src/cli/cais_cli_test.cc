@@ -147,7 +147,7 @@ TEST_F(CaisCliTest, ARuleWithAnUplinkRoundTripsAndAnUplinkAmongItsPortsIsRefused
             0)
       << err_.str();
   ASSERT_EQ(Cli({"dump-rules", "--json"}), 0);
-  EXPECT_THAT(out_.str(), HasSubstr("\"uplink\":9}"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"uplink\":9,\"rank_ports\":[]}"));
   ASSERT_EQ(Cli({"dump-rules"}), 0);
   EXPECT_THAT(out_.str(), HasSubstr("any       switch  9"));
   EXPECT_EQ(Cli({"add-rule", "--group-id", "3", "--input-ports", "0,1", "--uplink", "1"}), 1);

@@ -94,7 +94,7 @@ void SessionCore::OnJoinReply(const wire::MgmtMessage& reply) {
   seq_base_ = reply.seq_base;
   shards_ = reply.shards;
   shard_ = reply.shard;
-  layout_ = LayoutFromPorts(reply.rank_ports, config_.rank);
+  layout_ = LayoutFromPorts(reply.rank_ports, config_.rank, reply.block_order);
   last_refusal_ = wire::MgmtReason::kNone;
   state_ = State::kFormed;
 }

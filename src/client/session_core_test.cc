@@ -307,6 +307,21 @@ TEST(SessionCoreTest, AReplyOutsideAJoinAttemptChangesNothing) {
   EXPECT_TRUE(s.formed());
 }
 
+// A JOIN_REPLY's rank ports at a leaf of a tree: ranks 0, 1 and 3 beyond
+// its uplink (port 7), rank 2 at port 3. By port (one switch's order) the
+// tied ranks keep rank order; under a tree (block order ranks) the blocks
+// are the ranks', whatever the ports.
+TEST(LayoutTest, ATreeOrdersBlocksByRankAndTiedPortsKeepRankOrder) {
+  const std::vector<uint16_t> ports = {7, 7, 3, 7};
+  const GroupLayout by_port = LayoutFromPorts(ports, 3, wire::BlockOrder::kPorts);
+  EXPECT_EQ(by_port.rank_at_index, (std::vector<int>{2, 0, 1, 3}));
+  EXPECT_EQ(by_port.my_index, 3);
+  const GroupLayout by_rank = LayoutFromPorts(ports, 2, wire::BlockOrder::kRanks);
+  EXPECT_EQ(by_rank.rank_at_index, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(by_rank.index_of_rank, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(by_rank.my_index, 2);
+}
+
 TEST(SessionCoreTest, KeepAliveHoldsTheGroupPastItsLease) {
   Fabric f(1);
   const std::vector<int> ids = Joining(f, 2);

@@ -23,17 +23,22 @@ uint64_t OffloadEstimate(const SwitchOp& op, uint32_t chunk_size, int world_size
   return ChunkCount(op, chunk_size, world_size) * std::min(per, op.count) * esize;
 }
 
-GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank) {
+GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank,
+                            wire::BlockOrder order) {
   GroupLayout layout;
   const int n = static_cast<int>(rank_ports.size());
-  // Port index i (ascending port order, the switch's input order) and the
-  // rank there.
+  // Index i (ascending port order, the switch's input order, or under a
+  // tree rank order) and the rank there.
   std::vector<int>& at = layout.rank_at_index;
   at.resize(static_cast<size_t>(n));
   std::iota(at.begin(), at.end(), 0);
-  std::sort(at.begin(), at.end(), [&](int a, int b) {
-    return rank_ports[static_cast<size_t>(a)] < rank_ports[static_cast<size_t>(b)];
-  });
+  if (order == wire::BlockOrder::kPorts) {
+    std::sort(at.begin(), at.end(), [&](int a, int b) {
+      const uint16_t pa = rank_ports[static_cast<size_t>(a)],
+                     pb = rank_ports[static_cast<size_t>(b)];
+      return pa != pb ? pa < pb : a < b;
+    });
+  }
   layout.index_of_rank.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k)
     layout.index_of_rank[static_cast<size_t>(at[static_cast<size_t>(k)])] = k;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "inca/wire/cais.h"
+#include "inca/wire/mgmt.h"
 
 namespace inca::client {
 
@@ -267,8 +268,10 @@ struct GroupLayout {
   std::vector<int> index_of_rank;  // port index of rank r
 };
 // The layout of rank `rank` from a JOIN reply's rank_ports (each rank's
-// switch port, in rank order).
-GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank);
+// switch port, in rank order) and block order: by port (one switch) or, in
+// a tree of switches, by rank.
+GroupLayout LayoutFromPorts(std::span<const uint16_t> rank_ports, int rank,
+                            wire::BlockOrder order = wire::BlockOrder::kPorts);
 
 // Receives what the core sends: a header and the payload bytes (which stay
 // valid until the operation ends).

@@ -67,6 +67,7 @@ void ToProto(const cais::Rule& r, pb::Rule* out) {
   out->set_op(OpToProto(r.op));
   out->set_host_path(r.host_path);
   if (r.uplink) out->set_uplink_port(*r.uplink);
+  for (dp::PortId p : r.rank_ports) out->add_rank_ports(p);
 }
 
 absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
@@ -91,6 +92,14 @@ absl::Status FromProto(const pb::Rule& r, cais::Rule* out) {
           absl::StrCat("uplink port ", r.uplink_port(), " must be below ", dp::kMaxPorts));
     }
     out->uplink = static_cast<dp::PortId>(r.uplink_port());
+  }
+  out->rank_ports.clear();
+  for (uint32_t p : r.rank_ports()) {
+    if (p >= dp::kMaxPorts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank port ", p, " must be below ", dp::kMaxPorts));
+    }
+    out->rank_ports.push_back(static_cast<dp::PortId>(p));
   }
   return absl::OkStatus();
 }

@@ -256,6 +256,7 @@ absl::Status GroupManager::InstallTree(const TreeGroup& t, dp::TimeNs now) {
   }
   cais::Rule rule{GroupKey(t.group_id), ports, ports, std::nullopt};
   rule.uplink = t.uplink;
+  rule.rank_ports.assign(t.rank_ports.begin(), t.rank_ports.end());
   if (absl::Status s = rules_->Add(rule); !s.ok()) return s;
   if (!g) g = NewGroup(t.group_id, t.world_size, t.job);
   g->tree = true;
@@ -335,6 +336,8 @@ MgmtMessage GroupManager::Join(const MgmtMessage& m, const net::Endpoint& from, 
       reply.status = MgmtStatus::kOk;
       reply.seq_base = g->seq_base;
       reply.rank_ports = g->rank_ports();
+      // A tree's switches place blocks by rank (docs/design/tree.md, "Blocks").
+      reply.block_order = g->tree ? wire::BlockOrder::kRanks : wire::BlockOrder::kPorts;
     } else {
       reply.status = MgmtStatus::kPending;
     }

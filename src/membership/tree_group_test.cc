@@ -39,11 +39,15 @@ TEST_F(TreeGroupTest, TheInstallFormsALeafsGroupWithTheTreesSeqBaseAndUplink) {
   ASSERT_NE(rule, nullptr);
   EXPECT_EQ(rule->uplink, dp::PortId{40});
   EXPECT_EQ(rule->input_ports.count(), 2);
-  // The ranks' next JOIN retry gets ok, the tree's seq_base and rank_ports.
+  // The rule places blocks by rank (each rank's port here).
+  EXPECT_EQ(rule->rank_ports, std::vector<dp::PortId>(t.rank_ports.begin(), t.rank_ports.end()));
+  // The ranks' next JOIN retry gets ok, the tree's seq_base and rank_ports,
+  // and the block order of a tree: by rank.
   const auto reply = Join(7, 1, 4, Ep(2), kAnyPort, 8, 5);
   EXPECT_EQ(reply.status, MgmtStatus::kOk);
   EXPECT_EQ(reply.seq_base, 77u);
   EXPECT_EQ(reply.rank_ports, t.rank_ports);
+  EXPECT_EQ(reply.block_order, wire::BlockOrder::kRanks);
   // A rank of the tree that is elsewhere cannot join here.
   EXPECT_EQ(Join(7, 2, 4, Ep(3), kAnyPort, 9, 5).reason, MgmtReason::kGroupConflict);
   EXPECT_EQ(gm_.groups_formed(), 1u);

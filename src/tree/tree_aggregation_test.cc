@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "tree/tree_net_test_util.h"
@@ -16,17 +17,20 @@ namespace {
 using testing::TreeNet;
 using testing::TreeNetOptions;
 
-// Every rank's result equals the tree's reference sum, bit for bit when
-// `bitwise` (deterministic switches); else within f32 rounding.
+// Whether `got` is not `want`: bit for bit when `bitwise` (deterministic
+// switches), else beyond f32 rounding.
+bool Differs(float want, float got, bool bitwise) {
+  return bitwise ? std::memcmp(&want, &got, sizeof got) != 0
+                 : std::abs(got - want) > 1e-4f * std::max(1.0f, std::abs(want));
+}
+
+// Every rank's result equals the tree's reference sum (Differs).
 void ExpectReference(TreeNet& net, int k, size_t elements, bool bitwise) {
   for (int r = 0; r < net.cores(); ++r) {
     ASSERT_TRUE(net.result(r).complete) << "core " << r << " op " << k;
     size_t wrong = 0;
     for (size_t i = 0; i < elements; ++i) {
-      const float want = net.Reference(net.tree().root, k, i);
-      const float got = net.data(r)[i];
-      wrong += bitwise ? std::memcmp(&want, &got, sizeof got) != 0
-                       : std::abs(got - want) > 1e-4f * std::max(1.0f, std::abs(want));
+      wrong += Differs(net.Reference(net.tree().root, k, i), net.data(r)[i], bitwise);
     }
     EXPECT_EQ(wrong, 0u) << "rank " << r << " op " << k;
   }
@@ -114,6 +118,94 @@ TEST(TreeAggregationTest, DeterministicResultIsBitwiseTheSameRunToRun) {
     EXPECT_EQ(std::memcmp(first.data(), net.data(0).data(), first.size() * sizeof(float)), 0)
         << "seed " << seed;
   }
+}
+
+// After operation k as `op`: every rank's buffer holds what the collective
+// gives it, every chunk through the switches (none handed back or
+// declined): ReduceScatter its block of the tree's reference sum (bit for
+// bit when `bitwise`), AllGather every rank's input, Broadcast the root's.
+void ExpectCollective(TreeNet& net, int k, wire::CaisOp op, int root, size_t e, bool bitwise) {
+  const auto n = static_cast<size_t>(net.tree().world_size);
+  for (int r = 0; r < net.cores(); ++r) {
+    const client::SwitchPhaseResult& res = net.result(r);
+    ASSERT_TRUE(res.complete) << "rank " << r << " op " << k;
+    EXPECT_FALSE(res.fallback_notice || res.declined) << "rank " << r << " op " << k;
+    size_t wrong = 0;
+    const size_t len = op == wire::CaisOp::kAllGather ? e * n : e;
+    for (size_t i = 0; i < len; ++i) {
+      float want = 0, got = 0;
+      if (op == wire::CaisOp::kReduceScatter) {
+        want = net.Reference(net.tree().root, k, static_cast<size_t>(r) * e + i);
+        got = net.out(r)[i];
+      } else if (op == wire::CaisOp::kAllGather) {
+        want = TreeNet::Input(static_cast<int>(i / e), k, i % e);
+        got = net.out(r)[i];
+      } else {
+        want = TreeNet::Input(root, k, i);
+        got = net.data(r)[i];
+      }
+      wrong += Differs(want, got, bitwise);
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << r << " op " << k;
+  }
+}
+
+// ReduceScatter, AllGather and Broadcast go up a 2-level and a 3-level
+// tree: every switch places the blocks by rank (Rule::rank_ports), so a
+// ReduceScatter chunk's result goes down only toward its owner (ACKs
+// elsewhere), and an AllGather or Broadcast chunk goes up from its
+// contributor's leaf and down to every leaf.
+TEST(TreeAggregationTest, ReduceScatterAllGatherAndBroadcastGoUpTwoAndThreeLevels) {
+  for (const auto& [racks, hosts, levels] : {std::tuple{2, 3, 2}, std::tuple{4, 2, 3}}) {
+    SCOPED_TRACE(::testing::Message() << levels << " levels");
+    TreeNetOptions o;
+    o.racks = racks;
+    o.hosts = hosts;
+    o.levels = levels;
+    o.elements = 5'000;
+    o.deterministic = true;
+    TreeNet net(o);
+    ASSERT_EQ(net.tree().depth, levels);
+    const int last = net.tree().world_size - 1;
+    net.RunCollective(0, wire::CaisOp::kReduceScatter);
+    ExpectCollective(net, 0, wire::CaisOp::kReduceScatter, 0, o.elements, /*bitwise=*/true);
+    net.RunCollective(1, wire::CaisOp::kAllGather);
+    ExpectCollective(net, 1, wire::CaisOp::kAllGather, 0, o.elements, /*bitwise=*/true);
+    net.RunCollective(2, wire::CaisOp::kBroadcast, last);
+    ExpectCollective(net, 2, wire::CaisOp::kBroadcast, last, o.elements, /*bitwise=*/true);
+    net.RunCollective(3, wire::CaisOp::kBroadcast, 0);
+    ExpectCollective(net, 3, wire::CaisOp::kBroadcast, 0, o.elements, /*bitwise=*/true);
+    EXPECT_EQ(Total(net, &cais::GroupCounters::declined_notices), 0u);
+    EXPECT_EQ(Total(net, &cais::GroupCounters::fallback_notices), 0u);
+    // Every leaf sent partials up and multicast what came down.
+    for (int c : net.tree().nodes[static_cast<size_t>(net.tree().root)].children) {
+      EXPECT_GT(net.reducer(c).group(0).uplink_partials, 0u) << "child " << c;
+      EXPECT_GT(net.reducer(c).group(0).parent_results, 0u) << "child " << c;
+    }
+    for (size_t k = 0; k < net.tree().nodes.size(); ++k) {
+      EXPECT_EQ(net.reducer(static_cast<int>(k)).sram().pending_chunks, 0u);
+    }
+  }
+}
+
+// The same collectives with loss on every hop: an AllGather chunk lost
+// below a leaf is asked for there and answered from the leaf's copy, or
+// (when it never came down) from the parent's.
+TEST(TreeAggregationTest, ReduceScatterAndAllGatherRecoverLossOnEveryHop) {
+  TreeNetOptions o;
+  o.racks = 2;
+  o.hosts = 2;
+  o.elements = 5'000;
+  o.host_link.loss = 0.03;
+  o.uplink.loss = 0.1;
+  TreeNet net(o);
+  for (int k = 0; k < 4; ++k) {
+    const wire::CaisOp op = k % 2 ? wire::CaisOp::kAllGather : wire::CaisOp::kReduceScatter;
+    net.RunCollective(k, op);
+    ExpectCollective(net, k, op, 0, o.elements, /*bitwise=*/false);
+  }
+  EXPECT_GT(Total(net, &cais::GroupCounters::uplink_requests), 0u);
+  EXPECT_GT(Total(net, &cais::GroupCounters::results_resent), 0u);
 }
 
 TEST(TreeAggregationTest, LossOnEveryHopIsRecoveredExactly) {

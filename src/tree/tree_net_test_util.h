@@ -110,13 +110,10 @@ class TreeNet {
         ranks_.push_back(std::make_unique<Rank>(cfgs_[static_cast<size_t>(g)]));
         ranks_.back()->group = g;
         ranks_.back()->rank = r;
-        const TreeNode& leaf = tree_.nodes[static_cast<size_t>(tree_.node_of_rank[r])];
-        auto& l = ranks_.back()->layout;
-        for (int k = 0; k < leaf.members(); ++k) {
-          l.rank_at_index.push_back(k);
-          l.index_of_rank.push_back(k);
-        }
-        l.my_index = *tree_.MemberToward(tree_.node_of_rank[r], r);
+        // A tree's JOIN reply: its leaf's rank ports, blocks in rank order.
+        const SwitchInstall& leaf = plan_.installs[static_cast<size_t>(tree_.node_of_rank[r])];
+        ranks_.back()->layout =
+            client::LayoutFromPorts(leaf.rank_ports, r, wire::BlockOrder::kRanks);
       }
     }
   }
@@ -171,8 +168,18 @@ class TreeNet {
     return acc;
   }
 
+  // Rank r's buffers after an operation: AllReduce and Broadcast in
+  // place (data), ReduceScatter's block and AllGather's blocks (out).
+  const std::vector<float>& out(int r) const { return ranks_[static_cast<size_t>(r)]->out; }
+
   // Runs operation k (an f32 sum all-reduce) on every rank to its end.
-  void RunOp(int k) {
+  void RunOp(int k) { RunCollective(k, wire::CaisOp::kAllReduce); }
+  // Operation k as `op` (f32, sum): each rank's input element i of block b
+  // is Input(rank, k, b * elements + i) (one block but for ReduceScatter's
+  // world_size); a Broadcast's from `root`, the others' buffers zero.
+  void RunCollective(int k, wire::CaisOp op, int root = 0) {
+    collective_ = op;
+    root_ = root;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       Rank& rk = *ranks_[r];
       rk.core.reset();
@@ -213,7 +220,7 @@ class TreeNet {
     int64_t late = 0;
     int64_t wake_at = INT64_MAX;  // the pending kWake's time
     bool started = false;
-    std::vector<float> data;
+    std::vector<float> data, out;
     client::SwitchOp op;
     client::SwitchPhaseResult result;
     std::unique_ptr<client::OpCore> core;
@@ -251,6 +258,7 @@ class TreeNet {
       cais::Rule rule{cais::RuleKey{static_cast<uint8_t>(g), std::nullopt, std::nullopt}, ports,
                       ports, std::nullopt};
       if (in.uplink) rule.uplink = *in.uplink;
+      rule.rank_ports.assign(in.rank_ports.begin(), in.rank_ports.end());
       EXPECT_TRUE(s->reducer->rules().Add(rule).ok());
     }
     if (t.parent >= 0) {
@@ -309,11 +317,33 @@ class TreeNet {
 
   void Start(int r) {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
-    rk.data.resize(o_.elements);
-    for (size_t i = 0; i < o_.elements; ++i) rk.data[i] = Input(rk.rank, op_, i);
-    rk.core = client::testing::StartSumAllReduce(cfgs_[static_cast<size_t>(rk.group)], rk.layout,
-                                                 rk.data, static_cast<uint32_t>(op_), now_,
-                                                 &rk.path, &rk.op, &rk.result);
+    const size_t e = o_.elements;
+    const auto n = static_cast<size_t>(tree_.world_size);
+    const size_t blocks = collective_ == wire::CaisOp::kReduceScatter ? n : 1;
+    rk.data.assign(e * blocks, 0.0f);
+    if (collective_ != wire::CaisOp::kBroadcast || rk.rank == root_) {
+      for (size_t i = 0; i < rk.data.size(); ++i) rk.data[i] = Input(rk.rank, op_, i);
+    }
+    if (collective_ == wire::CaisOp::kAllReduce) {
+      rk.core = client::testing::StartSumAllReduce(cfgs_[static_cast<size_t>(rk.group)], rk.layout,
+                                                   rk.data, static_cast<uint32_t>(op_), now_,
+                                                   &rk.path, &rk.op, &rk.result);
+    } else {
+      rk.out.assign(collective_ == wire::CaisOp::kAllGather ? e * n : e, -1.0f);
+      rk.op = client::SwitchOp{};
+      rk.op.op = collective_;
+      rk.op.seq = static_cast<uint32_t>(op_);
+      rk.op.count = e;
+      rk.op.root = root_;
+      rk.op.data = reinterpret_cast<uint8_t*>(rk.data.data());
+      rk.op.in = rk.op.data;
+      rk.op.out = reinterpret_cast<uint8_t*>(rk.out.data());
+      rk.op.block_stride_bytes = e * sizeof(float);
+      rk.result = client::SwitchPhaseResult{};
+      rk.core = std::make_unique<client::OpCore>(cfgs_[static_cast<size_t>(rk.group)], rk.layout,
+                                                 rk.op, &rk.path, &rk.result);
+      rk.core->Start(now_);
+    }
     rk.started = true;
     Pump(r);
   }
@@ -367,6 +397,8 @@ class TreeNet {
   uint64_t next_id_ = 0;
   int64_t now_ = 0;
   int op_ = 0;
+  wire::CaisOp collective_ = wire::CaisOp::kAllReduce;
+  int root_ = 0;
   std::mt19937_64 rng_;
 };
 

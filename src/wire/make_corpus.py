@@ -4,7 +4,7 @@
 Stdlib only. Each file is one UDP datagram: the 20-byte CAIS header
 (big-endian fields, see docs/protocol.md) followed by the payload
 (little-endian elements), or a management datagram (mgmt_*: the 36-byte
-version-2 header, then rank ports or a REPORT body). Re-run after changing
+version-3 header, then rank ports or a REPORT body). Re-run after changing
 the wire format:
 
     /usr/bin/python3 src/wire/make_corpus.py
@@ -40,7 +40,7 @@ assert MGMT.size == 36
 def mgmt(type_, status=0, nonce=1, group=0, reason=0, rank=0, world=4, port=0xFFFF,
          seq_base=0, rank_ports=(), job=0, lease_ms=0, count=None, body=b""):
     n = len(rank_ports) if count is None else count
-    return (MGMT.pack(0xCA, 2, type_, status, nonce, group, reason, rank, world, port, seq_base,
+    return (MGMT.pack(0xCA, 3, type_, status, nonce, group, reason, rank, world, port, seq_base,
                       n, 0, job, lease_ms) +
             b"".join(struct.pack(">H", p) for p in rank_ports) + body)
 
@@ -100,6 +100,8 @@ def corpus():
     c["mgmt_join"] = mgmt(1, group=1, rank=1, job=0x0123456789ABCDEF)
     c["mgmt_join_reply_ok"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345,
                                    rank_ports=(0, 1, 2, 3), lease_ms=10000)
+    c["mgmt_join_reply_tree"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345, reason=1,
+                                     rank_ports=(7, 7, 3, 7), lease_ms=10000)  # block order: ranks
     c["mgmt_pong_ok"] = mgmt(4, group=1, rank=2, port=2, seq_base=12345, lease_ms=10000)
     c["mgmt_join_refused_busy"] = mgmt(2, status=2, reason=7, group=1, rank=0, world=2)
     c["mgmt_report"] = mgmt(7, rank=0, world=4, body=struct.pack(">QIB3x", 0x222E0, 256, 1))

@@ -89,8 +89,13 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   MgmtWire w;
   std::memcpy(&w, d.data(), sizeof(w));
   if (w.magic != kMgmtMagic || w.version != kMgmtVersion) return false;
-  if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3 || w.reason > kMgmtReasonMax)
+  if (w.type < 1 || w.type > kMgmtTypeCount || w.status > 3) return false;
+  // Byte 9: a JOIN_REPLY ok's block order, else the reason.
+  const bool ordered = w.type == static_cast<uint8_t>(MgmtType::kJoinReply) &&
+                       w.status == static_cast<uint8_t>(MgmtStatus::kOk);
+  if (w.reason > (ordered ? static_cast<uint8_t>(BlockOrder::kRanks) : kMgmtReasonMax)) {
     return false;
+  }
   // Shards only in a JOIN_REPLY, and the index within the count.
   if (w.type != static_cast<uint8_t>(MgmtType::kJoinReply) && (w.shards != 0 || w.shard != 0))
     return false;
@@ -109,7 +114,11 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   MgmtMessage m;
   m.type = static_cast<MgmtType>(w.type);
   m.status = static_cast<MgmtStatus>(w.status);
-  m.reason = static_cast<MgmtReason>(w.reason);
+  if (ordered) {
+    m.block_order = static_cast<BlockOrder>(w.reason);
+  } else {
+    m.reason = static_cast<MgmtReason>(w.reason);
+  }
   m.group_id = w.group_id;
   m.nonce = w.nonce.value();
   m.rank = w.rank.value();
@@ -143,7 +152,9 @@ void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
   w.status = static_cast<uint8_t>(m.status);
   w.nonce.set(m.nonce);
   w.group_id = m.group_id;
-  w.reason = static_cast<uint8_t>(m.reason);
+  w.reason = m.type == MgmtType::kJoinReply && m.status == MgmtStatus::kOk
+                 ? static_cast<uint8_t>(m.block_order)
+                 : static_cast<uint8_t>(m.reason);
   w.rank.set(m.rank);
   w.world_size.set(m.world_size);
   w.port.set(m.port);

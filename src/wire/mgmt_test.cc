@@ -47,6 +47,29 @@ TEST(MgmtTest, RoundTripAndLayout) {
   EXPECT_TRUE(IsMgmtDatagram(b));
 }
 
+// Byte 9 is a JOIN_REPLY ok's block order and every other message's reason.
+TEST(MgmtTest, AJoinReplyOkCarriesTheBlockOrderWhereOthersCarryTheReason) {
+  MgmtMessage tree = Reply();
+  tree.block_order = BlockOrder::kRanks;
+  std::vector<uint8_t> b;
+  SerializeMgmt(tree, &b);
+  EXPECT_EQ(b[9], 1);
+  MgmtMessage m;
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m.block_order, BlockOrder::kRanks);
+  EXPECT_EQ(m.reason, MgmtReason::kNone);
+
+  MgmtMessage refused = Reply();
+  refused.status = MgmtStatus::kRefused;
+  refused.reason = MgmtReason::kGroupBusy;
+  refused.block_order = BlockOrder::kRanks;  // not sent: only an ok reply orders blocks
+  SerializeMgmt(refused, &b);
+  EXPECT_EQ(b[9], 7);
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m.reason, MgmtReason::kGroupBusy);
+  EXPECT_EQ(m.block_order, BlockOrder::kPorts);
+}
+
 TEST(MgmtTest, MalformedIsRejected) {
   std::vector<uint8_t> good;
   SerializeMgmt(Reply(), &good);
@@ -64,10 +87,14 @@ TEST(MgmtTest, MalformedIsRejected) {
   bad[2] = static_cast<uint8_t>(MgmtType::kPong);  // shards outside a JOIN_REPLY
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
-  bad[1] = 1;  // version 1: no job or lease
+  bad[1] = 2;  // version 2: no block order
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
-  bad[9] = kMgmtReasonMax + 1;  // reason
+  bad[9] = 2;  // a JOIN_REPLY ok's block order: ports 0 or ranks 1
+  EXPECT_FALSE(ParseMgmt(bad, &m));
+  bad = good;
+  bad[3] = static_cast<uint8_t>(MgmtStatus::kRefused);
+  bad[9] = kMgmtReasonMax + 1;  // a refusal's reason
   EXPECT_FALSE(ParseMgmt(bad, &m));
   bad = good;
   bad[2] = 9;  // type

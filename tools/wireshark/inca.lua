@@ -198,6 +198,8 @@ local m = {
   nonce = ProtoField.uint32("cais_mgmt.nonce", "nonce", base.HEX),
   group_id = ProtoField.uint8("cais_mgmt.group_id", "group_id", base.DEC),
   reason = ProtoField.uint8("cais_mgmt.reason", "reason", base.DEC, mreason),
+  block_order = ProtoField.uint8("cais_mgmt.block_order", "block_order", base.DEC,
+                                 { [0] = "ports", [1] = "ranks" }),
   rank = ProtoField.uint16("cais_mgmt.rank", "rank", base.DEC),
   world_size = ProtoField.uint16("cais_mgmt.world_size", "world_size", base.DEC),
   port = ProtoField.uint16("cais_mgmt.port", "port", base.DEC),
@@ -221,7 +223,7 @@ function mgmt.dissector(buf, pinfo, tree)
   local len = buf:len()
   pinfo.cols.protocol = "CAIS-MGMT"
   local t = tree:add(mgmt, buf(), "CAIS management")
-  local H = 36  -- header bytes (version 2: job and lease_ms after reserved)
+  local H = 36  -- header bytes (version 3: byte 9 a JOIN_REPLY ok's block order)
   if len < H then
     t:add_proto_expert_info(e_mgmt, "too_short: " .. len .. " bytes, the header has " .. H)
     pinfo.cols.info = "CAIS management, malformed"
@@ -233,7 +235,8 @@ function mgmt.dissector(buf, pinfo, tree)
   t:add(m.status, buf(3, 1))
   t:add(m.nonce, buf(4, 4))
   t:add(m.group_id, buf(8, 1))
-  t:add(m.reason, buf(9, 1))
+  local ok_reply = buf(2, 1):uint() == 2 and buf(3, 1):uint() == 0
+  if ok_reply then t:add(m.block_order, buf(9, 1)) else t:add(m.reason, buf(9, 1)) end
   t:add(m.rank, buf(10, 2))
   t:add(m.world_size, buf(12, 2))
   t:add(m.port, buf(14, 2))
@@ -245,9 +248,9 @@ function mgmt.dissector(buf, pinfo, tree)
   -- The checks of ParseMgmt (src/wire/mgmt.cc), which drops what fails them.
   local n = buf(20, 2):uint()
   local ty, st, why = buf(2, 1):uint(), buf(3, 1):uint(), buf(9, 1):uint()
-  if buf(1, 1):uint() ~= 2 then t:add_proto_expert_info(e_mgmt, "bad_version") end
-  if ty < 1 or ty > 7 or st > 3 or why > 8 then
-    t:add_proto_expert_info(e_mgmt, "unknown type, status or reason")
+  if buf(1, 1):uint() ~= 3 then t:add_proto_expert_info(e_mgmt, "bad_version") end
+  if ty < 1 or ty > 7 or st > 3 or why > (ok_reply and 1 or 8) then
+    t:add_proto_expert_info(e_mgmt, "unknown type, status, reason or block order")
   end
   if buf(22, 2):uint() ~= 0 then t:add_proto_expert_info(e_mgmt, "reserved must be 0") end
   if ty == 7 then

@@ -43,7 +43,8 @@ namespace inca::cais {
 
 namespace internal {
 class SlotPool;
-}
+struct SlotKey;
+}  // namespace internal
 
 // One group's use of the shared pending capacity against its share
 // (CaisConfig::group_share), as of the last shares computed.
@@ -363,7 +364,19 @@ class CaisReducer final : public dp::Program {
   void RunUpTimers(dp::TimeNs now, dp::PacketSink& out);
   void AskParent(uint32_t slot, dp::TimeNs now, dp::PacketSink& out);
   void EmitUp(uint32_t slot, bool request, dp::PacketSink& out);
-  dp::Outcome FromParent(const wire::CaisPacketView& pkt, dp::TimeNs now, dp::PacketSink& out);
+  dp::Outcome FromParent(const wire::CaisPacketView& pkt, const Rule& rule, dp::TimeNs now,
+                         dp::PacketSink& out);
+  // An AllGather or Broadcast chunk contributed beyond the parent: its
+  // result comes down with no slot here, goes to the outputs and is kept
+  // (when there is room) for the hosts' requests, which otherwise go up
+  // (AskParentFor, within the asking port's resend credit).
+  dp::Outcome FromAbove(const wire::CaisPacketView& pkt, const Rule& rule, dp::TimeNs now,
+                        dp::PacketSink& out);
+  dp::Outcome AskParentFor(const wire::CaisHeader& asked, dp::PortId ingress, dp::PortId uplink,
+                           dp::PacketSink& out);
+  // A slot for `key` (evicting retained results if need be), or why not.
+  std::optional<dp::DropReason> Admit(const internal::SlotKey& key, int ncells, dp::TimeNs now,
+                                      uint32_t* slot);
   // The parent declined the operation: DECLINED notices (`why`) to the
   // slot's inputs, the slot closed, the decision kept for its other chunks.
   void DeclineFromParent(uint32_t slot, uint8_t why, dp::PacketSink& out);

@@ -50,9 +50,18 @@ struct Rule {
   // (docs/design/tree.md): when every input has contributed to a chunk, its
   // reduction goes there as this switch's one contribution (a partial), and
   // the parent's result, arriving on it, is what the output ports get. Only
-  // all-reduces go up a tree; the rule's other collectives are declined
-  // (DeclineReason::kTree). Never one of the rule's input or output ports.
+  // Without rank_ports only all-reduces go up a tree; the rule's other
+  // collectives are declined (DeclineReason::kTree). Never one of the
+  // rule's input or output ports.
   std::optional<dp::PortId> uplink = std::nullopt;
+  // A tree of switches: each rank's port here (its own, the child switch's
+  // toward it, or the uplink), in rank order. The group's blocks
+  // (ReduceScatter owners, AllGather contributors, the Broadcast root) are
+  // then placed by rank, the same at every switch of the tree; empty: by
+  // input port in ascending order (docs/design/tree.md, "Blocks"). Each
+  // entry is an input port or the uplink; at most kMaxRankPorts entries.
+  std::vector<dp::PortId> rank_ports = {};
+  static constexpr size_t kMaxRankPorts = 4096;
 
   friend bool operator==(const Rule&, const Rule&) = default;
 };

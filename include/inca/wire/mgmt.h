@@ -18,7 +18,7 @@ inline constexpr uint8_t kMgmtMagic = 0xCA;
 // Version 2 added `job` (JOIN) and `lease_ms` (JOIN_REPLY, PONG): leases
 // and re-runs replacing their own dead group (issue 18). A version-1
 // datagram is malformed to a version-2 switch, and the reverse.
-inline constexpr uint8_t kMgmtVersion = 2;
+inline constexpr uint8_t kMgmtVersion = 3;
 inline constexpr size_t kMgmtHeaderBytes = 36;
 inline constexpr uint16_t kAnyPort = 0xFFFF;
 
@@ -53,6 +53,15 @@ enum class MgmtStatus : uint8_t {
   kPending = 1,  // JOIN: waiting for the rest of the group; resend JOIN
   kRefused = 2,  // see MgmtReason
   kUnknown = 3,  // PONG/LEAVE: this endpoint is not a member (e.g. switch restarted)
+};
+
+// How a group's ranks are ordered for ReduceScatter, AllGather and
+// Broadcast (their blocks, by index): by their ports at the switch (one
+// switch), or by rank (a tree of switches, where a leaf's uplink stands for
+// many ranks: docs/design/tree.md, "Blocks").
+enum class BlockOrder : uint8_t {
+  kPorts = 0,
+  kRanks = 1,
 };
 
 enum class MgmtReason : uint8_t {
@@ -90,6 +99,10 @@ struct MgmtMessage {
   uint32_t seq_base = 0;     // JOIN_REPLY ok: first seq_num of the group's epoch
   // JOIN_REPLY ok: switch port of each rank, in rank order (world_size entries).
   std::vector<uint16_t> rank_ports;
+  // JOIN_REPLY ok: the order of the group's blocks (ReduceScatter owners,
+  // AllGather contributors, the Broadcast root's index), on the wire in
+  // byte 9 (`reason` in every other message; version 3).
+  BlockOrder block_order = BlockOrder::kPorts;
   // JOIN: the job this rank belongs to, the same on every rank of one run
   // and different for every run (rank 0 draws it at random). A JOIN whose
   // job differs from the group's replaces the group when the group's members
