@@ -61,9 +61,9 @@ def _finish(a: argparse.Namespace) -> argparse.Namespace:
     40 + 8 + 20)."""
     if getattr(a, "cmd", None) == "perf" and not 1 <= a.switches <= 8:
         raise TestbedError("--switches %d: between 1 and 8" % a.switches)
-    if getattr(a, "cmd", None) == "perf" and a.racks > 1 and (a.ipv6 or a.switches != 1 or
-                                                               a.delay or a.jitter):
-        raise TestbedError("--racks runs IPv4, one switch per rack, no delay or jitter "
+    if getattr(a, "cmd", None) == "perf" and a.racks > 1 and (a.switches != 1 or a.delay or
+                                                               a.jitter):
+        raise TestbedError("--racks runs one switch per rack, no delay or jitter "
                            "(loss applies to rack 0's uplink)")
     if getattr(a, "cmd", None) == "perf" and a.racks > 1 and a.backends == "switch,gloo":
         a.backends = "tree,gloo,flat"

@@ -67,14 +67,16 @@ def tree_bounds(size: int, a, crossings: int) -> dict:
 
 def _topology(tb: RackTestbed) -> str:
     """The manager's topology file: the spine, each rack's leaf and hosts."""
-    lines = ["switches:", '  - {name: spine, address: "%s:%d", control: "%s:%d"}'
-             % (tb.switch_ip, DATA_PORT, tb.switch_ip, CONTROL_PORT)]
+    at = tb.data_ip()
+    lines = ["switches:", '  - {name: spine, address: "%s", control: "%s"}'
+             % (tb.endpoint(at, DATA_PORT), tb.endpoint(at, CONTROL_PORT))]
     for k in range(tb.racks):
-        lines.append('  - {name: leaf%d, address: "%s:%d", control: "%s:%d", parent: spine}'
-                     % (k, tb.leaf_ip(k), DATA_PORT, tb.leaf_ip(k), CONTROL_PORT))
+        at = tb.leaf_data_ip(k)
+        lines.append('  - {name: leaf%d, address: "%s", control: "%s", parent: spine}'
+                     % (k, tb.endpoint(at, DATA_PORT), tb.endpoint(at, CONTROL_PORT)))
     lines.append("hosts:")
     for k in range(tb.racks):
-        ips = [tb.host_ip(i) for i in range(tb.hosts) if tb.rack_of(i) == k]
+        ips = ['"%s"' % tb.data_ip(i) for i in range(tb.hosts) if tb.rack_of(i) == k]
         lines.append("  - {at: leaf%d, addresses: [%s]}" % (k, ", ".join(ips)))
     f = tempfile.NamedTemporaryFile("w", dir=STATE_DIR, prefix="%s-" % tb.name,
                                     suffix="-topology.yaml", delete=False)
@@ -103,7 +105,7 @@ class TreeNetwork:
             open(path, "w").close()
 
     def address(self, k: int) -> str:
-        return self.tb.switch_ip if k == 0 else self.tb.leaf_ip(k - 1)
+        return self.tb.data_ip() if k == 0 else self.tb.leaf_data_ip(k - 1)
 
     def namespace(self, k: int) -> str:
         return self.tb.switch_ns if k == 0 else self.tb.leaf_ns(k - 1)
@@ -113,8 +115,9 @@ class TreeNetwork:
         with open(self.logs[k], "a") as log:
             p = self.tb.popen(self.namespace(k), [
                 os.path.join(self.build, "bin", "inca-switchd"), "--listen",
-                "%s:%d" % (ip, DATA_PORT), "--control-listen", "%s:%d" % (ip, CONTROL_PORT),
-                "--http-listen", "%s:%d" % (ip, HTTP_PORT),
+                self.tb.endpoint(ip, DATA_PORT), "--control-listen",
+                self.tb.endpoint(ip, CONTROL_PORT), "--http-listen",
+                self.tb.endpoint(ip, HTTP_PORT),
                 "--timeout-ms", "500" if k == 0 else "750"] + self.args,
                 stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
         self.switches[k] = p
@@ -161,9 +164,9 @@ def _holding(tb: RackTestbed) -> Dict[str, Optional[dict]]:
     """Slot-holding percentiles at the root and at leaf 0 (every chunk each
     completed so far)."""
     out = {}
-    for name, ns, ip in (("root", tb.switch_ns, tb.switch_ip),
-                         ("leaf0", tb.leaf_ns(0), tb.leaf_ip(0))):
-        t = P.http_totals(tb, ns, "%s:%d" % (ip, HTTP_PORT))
+    for name, ns, ip in (("root", tb.switch_ns, tb.data_ip()),
+                         ("leaf0", tb.leaf_ns(0), tb.leaf_data_ip(0))):
+        t = P.http_totals(tb, ns, tb.endpoint(ip, HTTP_PORT))
         out[name] = None if not t or "slot_holding_p50_us" not in t else {
             "p50_us": t["slot_holding_p50_us"], "p99_us": t["slot_holding_p99_us"],
             "completed_chunks": t.get("completed_chunks"),
@@ -188,7 +191,7 @@ def tree_perf(a, out=sys.stdout) -> dict:
     lossy = LinkShape(rate=a.uplink_rate, burst=a.burst, latency=a.latency,
                       limit_bytes=a.limit_bytes, loss=a.loss, duplicate=a.duplicate)
     tb = RackTestbed(a.name, n, a.racks, shape=shape, uplink_shape=uplink,
-                     uplink_shapes={0: lossy}, mtu=a.mtu, owner_pid=os.getpid())
+                     uplink_shapes={0: lossy}, mtu=a.mtu, owner_pid=os.getpid(), ipv6=a.ipv6)
     placement = placement_of(a, n)
     crossings = ring_crossings(placement, a.hosts_per_rack, a.racks)
     perf_bin = os.path.join(build, "bin", "cais-perf")
@@ -202,8 +205,8 @@ def tree_perf(a, out=sys.stdout) -> dict:
                     raise TestbedError("backend %r: a testbed of racks runs tree, gloo, flat"
                                        % backend)
                 def switch_of(h: int, backend=backend) -> str:
-                    ip = tb.switch_ip if backend == "flat" else tb.leaf_ip(tb.rack_of(h))
-                    return "%s:%d" % (ip, DATA_PORT)
+                    ip = tb.data_ip() if backend == "flat" else tb.leaf_data_ip(tb.rack_of(h))
+                    return tb.endpoint(ip, DATA_PORT)
                 before = P.cpu_sample(tb)
                 procs = P.launch_ranks(tb, perf_bin, backend, switch_of, a, P.store_port(),
                                   placement=placement)

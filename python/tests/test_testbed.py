@@ -502,6 +502,26 @@ def test_two_tiers_of_racks_run_the_tree_gloo_and_flat_exact_and_leave_nothing()
     assert "tree/gloo" in p.stdout and "slot holding at the root" in p.stdout
 
 
+def test_a_tree_of_racks_over_ipv6_is_exact_on_the_switch_path_and_leaves_nothing():
+    # The same two tiers with --ipv6: the switches listen, the topology
+    # names them and the hosts, and the ranks send, on IPv6 addresses.
+    name = instance_name("r")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testbed.py"), "perf",
+                        "--name", name, "--racks", "2", "--hosts-per-rack", "2", "--rate",
+                        "200mbit", "--uplink-rate", "200mbit", "--ipv6", "--backends", "tree",
+                        "-b", "1M", "-e", "1M", "--iters", "2", "--warmup", "1"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, INCA_BUILD_DIR=launch.build_dir()))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert leftovers(name) == []
+    assert "backend switch [2001:2:0:" in p.stdout, p.stdout[-3000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    row = res["rows"][0]
+    assert row["wrong"] == 0 and row["tree"]["path"] == "switch", row
+    assert row["tree"]["host_ops"] == 0, row
+    assert res["slot_holding"]["leaf0"]["uplink_partials"] > 0, res["slot_holding"]
+
+
 def test_ring_crossings_and_tree_bounds_follow_the_placement():
     from inca_testbed import tree
     assert tree.ring_crossings([0, 1, 2, 3, 4, 5, 6, 7], 4, 2) == 1

@@ -313,6 +313,50 @@ TEST(TreeAggregationTest, AChildFloodingItsGroupIsContainedToThatGroup) {
   }
 }
 
+// A buggy child sends partials its group's ranks cannot have made (another
+// length) for every chunk of group 1's operation, ahead of the real ones:
+// the root hands each chunk back to every child of group 1 as ranks that
+// disagree, and every rank of group 1 hears it (the agreement round then
+// names what differs); group 0, on the same switches, finishes exact. A
+// partial of the right shape but wrong values cannot be told from a right
+// one: a switch trusts its children as it trusts its hosts.
+TEST(TreeAggregationTest, AChildsMisshapenPartialsHandBackOnlyItsOwnGroup) {
+  const TreeNetOptions o = TwoGroupsOnTwoRacks(/*root_max_pending=*/4096, /*window=*/16);
+  TreeNet net(o);
+  const int root = net.tree().root;
+  const int leaf1 = net.tree().nodes[static_cast<size_t>(root)].children[1];
+  const uint16_t chunks = static_cast<uint16_t>((o.elements * 4 + 8951) / 8952);
+  const std::vector<uint8_t> junk(64, 0x7f);
+  for (uint16_t c = 0; c < chunks; ++c) {
+    wire::CaisHeader h;
+    h.group_id = 1;
+    h.seq_num = 0;  // the operation RunOp(0) starts
+    h.chunk_id = c;
+    h.total_chunks = chunks;
+    h.payload_len = static_cast<uint32_t>(junk.size());
+    net.Inject(root, net.PortAtParent(leaf1), wire::SerializeCais(h, junk), net.now() + 1);
+  }
+  net.RunOp(0);
+  const int n = net.tree().world_size;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(net.result(r).complete) << "group 0 rank " << r;
+    EXPECT_FALSE(net.result(r).fallback_notice) << "group 0 rank " << r;
+    size_t wrong = 0;
+    for (size_t i = 0; i < o.elements; ++i) {
+      wrong += Differs(net.Reference(root, 0, i), net.data(r)[i], /*bitwise=*/false);
+    }
+    EXPECT_EQ(wrong, 0u) << "group 0 rank " << r;
+    EXPECT_TRUE(net.result(n + r).disagreed) << "group 1 rank " << r;
+  }
+  EXPECT_EQ(net.reducer(root).group(0).fallback_notices, 0u);
+  // The ranks' first chunks met the child's and were handed back; a rank
+  // that hears it ends the operation there, so not every chunk went up.
+  EXPECT_GT(net.reducer(root)
+                .group(1)
+                .drops_by_reason[static_cast<size_t>(dp::DropReason::kShapeMismatch)],
+            0u);
+}
+
 TEST(TreeAggregationTest, ALateRankDelaysItsWholeTreeAndNothingFallsBack) {
   TreeNetOptions o;
   o.racks = 2;
