@@ -89,7 +89,7 @@ enum class DeclineReason : uint8_t {
   kMeasured = 3,  // the host path measured faster for its size class
   kExplore = 4,   // one operation sent the other way to measure that path
   kHeld = 5,      // the group is held on the host path: its chunks fell back
-  kTree = 6,      // a collective a tree of switches does not reduce (AllReduce only)
+  kTree = 6,      // a collective this tree of switches does not carry (docs/protocol.md, Blocks)
 };
 inline constexpr uint8_t kDeclineReasonCount = 7;
 std::string_view ToString(DeclineReason r);
