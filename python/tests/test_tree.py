@@ -281,8 +281,12 @@ def test_the_aggregation_manager_builds_the_tree_from_the_ranks_joins():
         for k in range(2):
             s = stats(tree.leaf(k))
             assert s["uplink_partials"] > 0 and s["parent_results"] > 0, s
+        # Rank 0's REPORTs (it speaks for the group) went up from its leaf,
+        # for the root's offload decisions.
+        assert stats(tree.leaf(0))["mgmt_reports_forwarded"] > 0
         r = stats(tree.root)
         assert r["completed_chunks"] > 0 and r["uplink_partials"] == 0, r
+        assert r["mgmt_reports"] > 0 and r["mgmt_reports_forwarded"] == 0, r
         lines, log = tree.finish()
         counters = lines[-1]["manager"]
         assert counters["trees_installed"] >= 1 and counters["install_failures"] == 0, lines

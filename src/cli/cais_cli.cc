@@ -197,6 +197,8 @@ int ShowStats(const Args& a, control::ControlClient& cp, std::ostream& out, std:
         << ",\"uplink_requests\":" << st->counters.cais.uplink_requests
         << ",\"uplink_resent\":" << st->counters.cais.uplink_resent
         << ",\"parent_results\":" << st->counters.cais.parent_results
+        << ",\"mgmt_reports\":" << st->counters.mgmt_reports
+        << ",\"mgmt_reports_forwarded\":" << st->counters.mgmt_reports_forwarded
         << ",\"rx_packets\":" << st->counters.reducer.rx_packets
         << ",\"tx_packets\":" << st->counters.reducer.tx_packets
         << ",\"conserved\":" << (st->conserved ? "true" : "false") << ",\"drops\":{"

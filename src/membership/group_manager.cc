@@ -145,11 +145,14 @@ double PathAverage::BestUsPerByte() const {
 void GroupManager::Report(const MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now) {
   GroupMember* member = FindMember(m.group_id, m.rank, from);
   auto& g = groups_[m.group_id];
-  if (member == nullptr || !g->formed || m.report_bytes == 0) {
+  // Under a tree a child switch passes its ranks' REPORTs up
+  // (switchd::CaisDispatcher): the root decides offload from all of them.
+  const bool from_child = member == nullptr && g && g->tree && FromChildSwitch(*g, from);
+  if ((member == nullptr && !from_child) || !g->formed || m.report_bytes == 0) {
     ++reports_ignored_;
     return;
   }
-  member->last_seen = now;
+  if (member != nullptr) member->last_seen = now;
   const dp::TimeNs began = now - static_cast<dp::TimeNs>(m.report_duration_us) * 1000;
   if (Contended(m.group_id, began)) {
     ++reports_contended_;
@@ -182,6 +185,18 @@ bool GroupManager::Contended(uint8_t group_id, dp::TimeNs since) const {
     }
   }
   return false;
+}
+
+bool GroupManager::FromChildSwitch(const GroupState& g, const net::Endpoint& from) const {
+  const std::optional<dp::PortId> port = ports_->Lookup(from);
+  if (!port ||
+      std::find(g.tree_members.begin(), g.tree_members.end(), *port) == g.tree_members.end()) {
+    return false;
+  }
+  for (const auto& r : g.ranks) {
+    if (r && r->port == *port) return false;  // a rank's port, not a child's
+  }
+  return true;
 }
 
 GroupMember* GroupManager::FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from) {

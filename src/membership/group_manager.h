@@ -288,6 +288,9 @@ class GroupManager {
   wire::MgmtMessage Ping(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
   void Report(const wire::MgmtMessage& m, const net::Endpoint& from, dp::TimeNs now);
   // The member at (group, rank) if it is `from`, else nullptr.
+  // Whether `from` is a child switch of tree group `g` (a member port of
+  // the tree that no rank of the group holds here).
+  bool FromChildSwitch(const GroupState& g, const net::Endpoint& from) const;
   GroupMember* FindMember(uint8_t group_id, uint16_t rank, const net::Endpoint& from);
   void Unref(dp::PortId port);
   void Dissolve(uint8_t group_id, const char* why);

@@ -53,6 +53,29 @@ TEST_F(TreeGroupTest, TheInstallFormsALeafsGroupWithTheTreesSeqBaseAndUplink) {
   EXPECT_EQ(gm_.groups_formed(), 1u);
 }
 
+// The root decides offload for the tree, from its ranks' REPORTs, which
+// their leaves pass up: one from a child switch's endpoint counts; one from
+// an endpoint that is no child of the group does not.
+TEST_F(TreeGroupTest, ARootKeepsTheReportsItsChildrenPassUp) {
+  ASSERT_TRUE(ports_.AddStatic(3, Ep(101, 9410)).ok());
+  ASSERT_TRUE(ports_.AddStatic(4, Ep(102, 9410)).ok());
+  ASSERT_TRUE(ports_.AddStatic(5, Ep(103, 9410)).ok());
+  ASSERT_TRUE(
+      gm_.InstallTree(TreeGroup{7, 5, 4, 77, {3, 4}, std::nullopt, {3, 3, 4, 4}}, ++now_).ok());
+  wire::MgmtMessage m;
+  m.type = wire::MgmtType::kReport;
+  m.group_id = 7;
+  m.rank = 2;  // a rank of the second leaf
+  m.report_bytes = 1 << 20;
+  m.report_duration_us = 1000;
+  EXPECT_FALSE(gm_.Handle(m, Ep(102, 9410), ++now_).has_value());
+  EXPECT_EQ(gm_.reports_accepted(), 1u);
+  EXPECT_EQ(gm_.group(7)->timings[20][0].samples, 1u);
+  EXPECT_FALSE(gm_.Handle(m, Ep(103, 9410), ++now_).has_value());  // bound, not a child
+  EXPECT_EQ(gm_.reports_accepted(), 1u);
+  EXPECT_EQ(gm_.reports_ignored(), 1u);
+}
+
 TEST_F(TreeGroupTest, ARootWithNoRanksHoldsTheGroupOnlyWhileItsChildrenSendData) {
   ASSERT_TRUE(ports_.AddStatic(3, Ep(101, 9410)).ok());
   ASSERT_TRUE(ports_.AddStatic(4, Ep(102, 9410)).ok());

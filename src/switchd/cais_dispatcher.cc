@@ -58,7 +58,17 @@ void CaisDispatcher::Management(std::span<const uint8_t> data, const net::Endpoi
   }
   // A lease that ran out is gone before a JOIN is judged against it.
   groups_.Expire(now);
+  const uint64_t kept = groups_.reports_accepted();
   const std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
+  if (request.type == wire::MgmtType::kReport && groups_.reports_accepted() > kept) {
+    // A rank's measured operation, for the root's offload decisions: only
+    // the root decides for a tree (docs/design/tree.md, "Offload").
+    const membership::GroupState* g = groups_.group(request.group_id);
+    if (g != nullptr && g->tree_uplink && ports_->endpoint(*g->tree_uplink) != nullptr) {
+      out.ToPort(*g->tree_uplink, data, {}, 0);
+      ++counters_.reports_forwarded;
+    }
+  }
   if (!reply) return;
   wire::SerializeMgmt(*reply, &mgmt_buf_);
   out.Reply(mgmt_buf_);

@@ -7,7 +7,11 @@
 // Per datagram, in order:
 //   management (byte 0 = 0xCA)  -> leases expired, then the GroupManager;
 //                                  its reply to the source (mgmt_rx;
-//                                  malformed: mgmt_malformed, no reply)
+//                                  malformed: mgmt_malformed, no reply);
+//                                  a REPORT it kept for a group that goes
+//                                  up a tree also to the uplink's port
+//                                  (reports_forwarded): the root decides
+//                                  offload for the whole tree
 //   source endpoint has no port -> dropped (unknown_sender)
 //   ingress loss injection      -> dropped (injected_ingress_loss)
 //   otherwise                   -> the port's leases renewed, then
@@ -36,6 +40,7 @@ struct DispatcherCounters {
   uint64_t unknown_sender = 0;
   uint64_t injected_ingress_loss = 0;
   uint64_t injected_egress_loss = 0;
+  uint64_t reports_forwarded = 0;
 };
 
 struct DispatcherOptions {

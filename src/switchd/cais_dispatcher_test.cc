@@ -52,15 +52,16 @@ class CaisDispatcherTest : public ::testing::Test {
     ports_ = std::make_unique<membership::PortTable>();
     d_ = std::make_unique<CaisDispatcher>(reducer_.get(), ports_.get(), o);
   }
-  // JOINs ranks 0..n-1 of group 0 from hosts 1..n; the last reply.
-  wire::MgmtMessage Form(int n) {
+  // JOINs ranks 0..n-1 of group 0 (of `world` ranks, default n) from
+  // hosts 1..n; the last reply.
+  wire::MgmtMessage Form(int n, int world = 0) {
     wire::MgmtMessage last;
     for (int r = 0; r < n; ++r) {
       wire::MgmtMessage m;
       m.type = wire::MgmtType::kJoin;
       m.group_id = 0;
       m.rank = static_cast<uint16_t>(r);
-      m.world_size = static_cast<uint16_t>(n);
+      m.world_size = static_cast<uint16_t>(world > 0 ? world : n);
       m.nonce = 5;
       std::vector<uint8_t> bytes;
       wire::SerializeMgmt(m, &bytes);
@@ -105,6 +106,37 @@ TEST_F(CaisDispatcherTest, AGroupFormsThroughJoinsAndReducesItsData) {
   for (const auto& [port, packet] : out_.data) EXPECT_EQ(Value(packet), 3.5f) << port;
   EXPECT_EQ(out_.ingress.size(), 2u);
   EXPECT_EQ(d_->counters().unknown_sender, 0u);
+}
+
+// A leaf of a tree passes each REPORT it keeps up its uplink, unchanged,
+// for the root's offload decisions; a REPORT it ignores goes nowhere.
+TEST_F(CaisDispatcherTest, ALeafPassesItsRanksReportsUpToTheRoot) {
+  EXPECT_EQ(Form(2, 4).status, wire::MgmtStatus::kPending);  // 2 of 4 ranks here
+  ASSERT_TRUE(ports_->AddStatic(40, Ep(100)).ok());
+  const membership::GroupState* g = d_->groups().group(0);
+  const dp::PortId p0 = g->ranks[0]->port, p1 = g->ranks[1]->port;
+  ASSERT_TRUE(d_->groups()
+                  .InstallTree({0, 0, 4, 77, {p0, p1}, dp::PortId{40}, {p0, p1, 40, 40}}, now_)
+                  .ok());
+  wire::MgmtMessage m;
+  m.type = wire::MgmtType::kReport;
+  m.rank = 1;
+  m.world_size = 4;
+  m.report_bytes = 1 << 20;
+  m.report_duration_us = 1000;
+  std::vector<uint8_t> bytes;
+  wire::SerializeMgmt(m, &bytes);
+  out_.data.clear();
+  out_.replies.clear();
+  d_->OnDatagram(bytes, Ep(2), now_ += 1000, out_);
+  ASSERT_EQ(out_.data.size(), 1u);
+  EXPECT_EQ(out_.data[0].first, dp::PortId{40});
+  EXPECT_EQ(out_.data[0].second, bytes);
+  EXPECT_EQ(d_->counters().reports_forwarded, 1u);
+  d_->OnDatagram(bytes, Ep(3), now_ += 1000, out_);  // not rank 1's endpoint: ignored
+  EXPECT_EQ(out_.data.size(), 1u);
+  EXPECT_EQ(d_->counters().reports_forwarded, 1u);
+  EXPECT_TRUE(out_.replies.empty());
 }
 
 TEST_F(CaisDispatcherTest, DataFromAnEndpointWithoutAPortIsDroppedAndCounted) {

@@ -132,6 +132,7 @@ void SwitchServer::Publish() {
   live_.unknown_sender = d.unknown_sender;
   live_.injected_ingress_loss = d.injected_ingress_loss;
   live_.injected_egress_loss = d.injected_egress_loss;
+  live_.mgmt_reports_forwarded = d.reports_forwarded;
   live_.groups_formed = g.groups_formed();
   live_.groups_forming = g.groups_forming();
   live_.groups_expired = g.groups_expired();

@@ -96,14 +96,15 @@ struct SwitchCounters : HostCounters {
   // Gauges (io_gso, io_gro and ports_bound are the host's).
   uint64_t groups_formed = 0;
   uint64_t groups_forming = 0;
-  uint64_t groups_expired = 0;     // forming groups dropped after a lease of silence
-  uint64_t leases_expired = 0;     // formed groups dissolved: a member silent for a lease
-  uint64_t groups_replaced = 0;    // dead groups taken over by a re-run (another job)
-  uint64_t groups_destroyed = 0;   // JOIN-formed groups destroyed by an operator
-  uint64_t ports_reclaimed = 0;    // ports taken back from forming groups (JOIN floods)
-  uint64_t lease_ms = 0;           // the lease period
-  uint64_t timing_shapes = 0;      // group shapes whose offload timings are kept
-  uint64_t timings_inherited = 0;  // groups formed with an earlier group's timings
+  uint64_t groups_expired = 0;          // forming groups dropped after a lease of silence
+  uint64_t leases_expired = 0;          // formed groups dissolved: a member silent for a lease
+  uint64_t groups_replaced = 0;         // dead groups taken over by a re-run (another job)
+  uint64_t groups_destroyed = 0;        // JOIN-formed groups destroyed by an operator
+  uint64_t ports_reclaimed = 0;         // ports taken back from forming groups (JOIN floods)
+  uint64_t lease_ms = 0;                // the lease period
+  uint64_t timing_shapes = 0;           // group shapes whose offload timings are kept
+  uint64_t timings_inherited = 0;       // groups formed with an earlier group's timings
+  uint64_t mgmt_reports_forwarded = 0;  // a tree's REPORTs passed up to the parent switch
   // The reduction core.
   dp::ProgramCounters reducer;
   cais::GroupCounters cais;  // switch-wide totals
@@ -183,6 +184,11 @@ inline constexpr counters::Counter<SwitchCounters> kSwitchCounters[] = {
     {20, "timings_inherited", "inca_switch_timings_inherited_total", counters::Kind::kCounter, 1,
      "Groups that formed with the measured operation times of an earlier job of their shape.",
      &SwitchCounters::timings_inherited},
+    {21, "mgmt_reports_forwarded", "inca_switch_mgmt_reports_forwarded_total",
+     counters::Kind::kCounter, 1,
+     "REPORTs of a tree's ranks passed up to the parent switch, where the root decides offload "
+     "for the whole tree from them.",
+     &SwitchCounters::mgmt_reports_forwarded},
 };
 
 // The host's figures (datagrams_rx, egress_unmapped, datagrams_tx,
