@@ -3,6 +3,7 @@
 
     sudo scripts/faults.py                # every fault; rewrites docs/reliability.md
     sudo scripts/faults.py --only rank_stopped,slot_flood --no-write
+    sudo scripts/faults.py --only child_hostile   # that row replaced in the docs
 
 Each row builds a testbed (4 hosts, 500 Mbit/s, MTU 9000; docs/testbed.md),
 starts inca-switchd in its switch namespace with default flags, and runs one
@@ -24,7 +25,12 @@ the same job on a two-tier testbed instead: 2 racks x 2 hosts, each rack's
 leaf inca-switchd, the root and the aggregation manager in the spine
 (inca_testbed.tree.TreeNetwork), uplinks at 1 Gbit/s; each rank JOINs its
 own leaf. After root_restart a second, short job runs: the path it took
-says whether the tree came back.
+says whether the tree came back. child_hostile runs two jobs of two ranks
+on 4 racks x 1 host, their trees sharing the root, while a process in rack
+1's leaf namespace forges datagrams from the leaf's own address and port
+(raw IPv4, so the root cannot tell them from the leaf's): for each partial
+the leaf sends up for its group, the same chunk of the next operation 4
+bytes short, and a well-formed partial for the other group.
 
 Results go to docs/eval/faults.json and the table in docs/reliability.md
 (between its markers). Bounded: every job has a timeout, every flood a
@@ -115,16 +121,20 @@ class Switch:
             self.proc.wait(10)
 
 
-def launch(tb: Testbed, perf: str, switch_of, port: int,
-           run_ms: int = RUN_MS) -> List[subprocess.Popen]:
-    """Rank r on host r, its switch switch_of(r) (its leaf in a tree)."""
+def launch(tb: Testbed, perf: str, switch_of, port: int, run_ms: int = RUN_MS,
+           hosts: Optional[List[int]] = None, group: int = 0) -> List[subprocess.Popen]:
+    """One job: its rank r on hosts[r] (every host by default), JOINing
+    switch_of(host) (its leaf in a tree), as switch group `group`."""
+    hosts = list(range(HOSTS)) if hosts is None else hosts
     procs = []
-    for r in range(HOSTS):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(HOSTS), MASTER_ADDR=tb.host_ip(0),
-                   MASTER_PORT=str(port), INCA_SWITCH=switch_of(r), INCA_BIND_IP=tb.host_ip(r))
+    for r, h in enumerate(hosts):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(len(hosts)),
+                   MASTER_ADDR=tb.host_ip(hosts[0]), MASTER_PORT=str(port),
+                   INCA_SWITCH=switch_of(h), INCA_BIND_IP=tb.host_ip(h))
         argv = [perf, "--op", "allreduce", "-b", "1M", "-e", "1M", "--iters", "1", "--warmup",
-                "3", "--duration-ms", str(run_ms), "--json", "--timeout-s", "120"]
-        procs.append(tb.popen(tb.host_ns(r), argv, env=env, stdout=subprocess.PIPE,
+                "3", "--duration-ms", str(run_ms), "--json", "--timeout-s", "120",
+                "--group-id", str(group)]
+        procs.append(tb.popen(tb.host_ns(h), argv, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True))
     return procs
 
@@ -202,7 +212,104 @@ def flood_slots(switch: str, seconds: float) -> None:
         time.sleep(0.001)  # a few thousand slots a second, as in the issue
 
 
+# ---- a hostile child switch (run in a leaf's namespace: `faults.py _forge ...`)
+
+FORGED_IP_ID = 0xBEEF  # marks the forger's own datagrams, which it sees on up0 too
+
+
+def _ip_udp(src: tuple, dst: tuple, payload: bytes) -> bytes:
+    """An IPv4 + UDP datagram from src to dst (the kernel fills the IP
+    checksum; a UDP checksum of 0 means none, as IPv4 allows)."""
+    udp = struct.pack(">HHHH", src[1], dst[1], 8 + len(payload), 0) + payload
+    return struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), FORGED_IP_ID, 0, 64,
+                       socket.IPPROTO_UDP, 0, socket.inet_aton(src[0]),
+                       socket.inet_aton(dst[0])) + udp
+
+
+def forge(leaf: str, root: str, own: int, other: int, seconds: float) -> None:
+    """A buggy or hostile child: from its leaf's own address and port (raw
+    IPv4, so the root cannot tell it from the leaf), for each partial the
+    leaf sends up for group `own`, the same chunk of the next operation
+    with 4 bytes too few (a misshapen partial that arrives before the real
+    one), and a well-formed partial for group `other`, whose tree the leaf
+    is not part of. Prints what it sent."""
+    src = (leaf.rsplit(":", 1)[0], int(leaf.rsplit(":", 1)[1]))
+    dst = (root.rsplit(":", 1)[0], int(root.rsplit(":", 1)[1]))
+    # ETH_P_ALL: a tap of one protocol sees no outgoing packets
+    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(3))
+    sniff.bind(("up0", 3))
+    sniff.settimeout(0.1)
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sent = {"misshapen": 0, "other_group": 0}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            pkt = sniff.recv(65535)
+        except socket.timeout:
+            continue
+        if (len(pkt) < 48 or pkt[0] >> 4 != 4 or pkt[9] != socket.IPPROTO_UDP
+                or pkt[4:6] == b"\xbe\xef"):
+            continue
+        ihl = (pkt[0] & 0x0F) * 4
+        sport, dport = struct.unpack_from(">HH", pkt, ihl)
+        if (sport, dport) != (src[1], dst[1]):
+            continue
+        # The leaf sends with UDP GSO, so the tap sees a train of datagrams
+        # (each its CAIS header and payload) in one: take them one by one.
+        at, stop = ihl + 8, len(pkt)
+        while at + CAIS.size <= stop:
+            f = list(CAIS.unpack_from(pkt, at))
+            # op_type, group, layer, chunk, total, seq, payload_len, version, flags, rop|dt, block
+            body = pkt[at + CAIS.size:at + CAIS.size + f[6]]
+            at += CAIS.size + f[6]
+            if f[1] != own or f[8] != 0 or f[6] < 8 or len(body) != f[6]:
+                continue
+            f[5] = (f[5] + 1) & 0xFFFFFFFF  # the next operation: there before the leaf's own
+            f[6] -= 4
+            raw.sendto(_ip_udp(src, dst, CAIS.pack(*f) + body[:-4]), (dst[0], 0))
+            f[1], f[6] = other, f[6] + 4
+            raw.sendto(_ip_udp(src, dst, CAIS.pack(*f) + body), (dst[0], 0))
+            sent["misshapen"] += 1
+            sent["other_group"] += 1
+    print(json.dumps(sent), flush=True)
+
+
 # ---- one scenario
+
+def run_hostile_child(bins: Dict[str, str]) -> dict:
+    """4 racks x 1 host, two jobs of two ranks whose trees share the root:
+    group 1 on racks 0-1, group 2 on racks 2-3. From the fault on, for 3 s,
+    rack 1's leaf address forges misshapen partials for group 1 and
+    partials for group 2 (`forge`)."""
+    shape = LinkShape(rate=RATE, burst="256kb", latency="20ms")
+    uplink = LinkShape(rate=UPLINK_RATE, burst="256kb", latency="20ms")
+    tb = RackTestbed("flt", HOSTS, HOSTS, shape=shape, uplink_shape=uplink,
+                     owner_pid=os.getpid())
+    res: dict = {"fault": "child_hostile"}
+    with tb:
+        with tree.TreeNetwork(tb, bins["build"], "flt", ["--offload-controller", "off"]):
+            def switch_of(h: int) -> str:
+                return "%s:%d" % (tb.leaf_ip(tb.rack_of(h)), tree.DATA_PORT)
+            port = 29500 + (os.getpid() % 1000) * 4
+            t_launch = time.monotonic()
+            own = launch(tb, bins["cais-perf"], switch_of, port, hosts=[0, 1], group=1)
+            other = launch(tb, bins["cais-perf"], switch_of, port + 1, hosts=[2, 3], group=2)
+            time.sleep(max(0.0, t_launch + FAULT_AT_S - time.monotonic()))  # the fault's time
+            at = time.monotonic_ns()
+            forger = tb.popen(tb.leaf_ns(1), [
+                sys.executable, os.path.abspath(__file__), "_forge", switch_of(1),
+                "%s:%d" % (tb.switch_ip, tree.DATA_PORT), "1", "2", "3"],
+                stdout=subprocess.PIPE, text=True)
+            outs = [p.communicate(timeout=180) for p in own]
+            ended = time.monotonic_ns()
+            res.update(summarise("child_hostile", own, outs, at, ended))
+            outs = [p.communicate(timeout=180) for p in other]
+            res["other_group"] = summarise("child_hostile", other, outs, at, ended)
+            forged = forger.communicate(timeout=30)[0].strip().splitlines()
+            res["forged"] = json.loads(forged[-1]) if forged else None
+            res["root"] = switch_counters(tb)
+    return res
+
 
 def run_tree(name: str, bins: Dict[str, str]) -> dict:
     """A fault of a tree: 2 racks x 2 hosts, each rack's leaf and the root
@@ -251,6 +358,8 @@ def inject_tree(name: str, nw: "tree.TreeNetwork", t_launch: float) -> int:
 
 
 def run(name: str, a, bins: Dict[str, str]) -> dict:
+    if name == "child_hostile":
+        return run_hostile_child(bins)
     if name in TREE_FAULTS:
         return run_tree(name, bins)
     shape_kw = {"rate": RATE, "burst": "256kb", "latency": "20ms"}
@@ -372,7 +481,7 @@ def summarise(name: str, procs, outs, fault_ns: Optional[int], ended: int) -> di
 
 TREE_FAULTS = ["leaf_killed", "leaf_stopped", "root_killed", "root_restart"]
 FAULTS = ["none", "switch_restart", "rank_killed", "rank_stopped", "loss_dup_reorder",
-          "host_cut", "join_flood", "slot_flood"] + TREE_FAULTS
+          "host_cut", "join_flood", "slot_flood"] + TREE_FAULTS + ["child_hostile"]
 
 TITLES = {
     "none": "no fault (reference)",
@@ -387,6 +496,9 @@ TITLES = {
     "leaf_stopped": "a tree: rack 1's leaf stopped (SIGSTOP) for 3 s, then continued",
     "root_killed": "a tree: the root killed (SIGKILL), not restarted",
     "root_restart": "a tree: the root killed (SIGKILL), restarted 1 s later; then a next job",
+    "child_hostile": "a tree of 4 racks x 1 host, two groups sharing the root; for 3 s rack 1's "
+                     "leaf address forges misshapen partials for its group and partials for the "
+                     "other",
 }
 
 # Which integration test covers the same fault in CI (on loopback).
@@ -412,6 +524,8 @@ IN_CI = {
     "root_restart": "`test_tree.py::test_ranks_finish_exact_when_a_leaf_dies_and_a_restarted_root_"
                     "gets_the_tree_back`, `ManagerTest.ARootRestartedWithinItsLeaseWithdrawsThe"
                     "TreeAndTheRanksGetItBack`",
+    "child_hostile": "`TreeAggregationTest.AChildFloodingItsGroupIsContainedToThatGroup`, "
+                     "`AChildsMisshapenPartialsHandBackOnlyItsOwnGroup` (dispatcher cores)",
     "none": "",
 }
 
@@ -435,6 +549,18 @@ def table(results: List[dict]) -> str:
             n = r["next_job"]
             ops += "; the next job: %s ops, %s, %s wrong" % (n.get("ops", "—"), n.get("path", "—"),
                                                             n.get("wrong", "—"))
+        if "other_group" in r:
+            n = r["other_group"]
+            ops += "; the other group: %s ops, %s, %s wrong" % (n.get("ops", "—"),
+                                                                n.get("path", "—"),
+                                                                n.get("wrong", "—"))
+            if n.get("host_ops"):
+                ops += " (%d on the host path)" % n["host_ops"]
+            forged = r.get("forged") or {}
+            drops = (r.get("root") or {}).get("drops", {})
+            ops += "; forged %s misshapen and %s for the other group; the root dropped %s" % (
+                forged.get("misshapen", "?"), forged.get("other_group", "?"),
+                ", ".join("%s %d" % kv for kv in sorted(drops.items())) or "nothing")
         if "error" in r:
             lost = "the job: every surviving rank raised"
         elif r.get("wrong") == 0:
@@ -446,12 +572,24 @@ def table(results: List[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def merged(fresh: List[dict]) -> List[dict]:
+    """docs/eval/faults.json's rows with `fresh` in place of (or added to)
+    those of the same fault, in FAULTS order (an --only run)."""
+    with open(os.path.join(REPO, "docs", "eval", "faults.json")) as f:
+        rows = {r["fault"]: r for r in json.load(f)}
+    rows.update({r["fault"]: r for r in fresh})
+    return [rows[k] for k in FAULTS if k in rows]
+
+
 def write_docs(results: List[dict], stamp_from: Optional[str] = None) -> None:
     path = os.path.join(REPO, "docs", "reliability.md")
     text = open(path).read()
     begin, end = "<!-- faults:begin -->\n", "<!-- faults:end -->"
     i, j = text.index(begin) + len(begin), text.index(end)
-    stamp = "Regenerated by `sudo scripts/faults.py` on %s.\n\n" % time.strftime("%Y-%m-%d")
+    dates = sorted({r["date"] for r in results if "date" in r})
+    stamp = "Regenerated by `sudo scripts/faults.py` on %s.\n\n" % (
+        dates[0] if len(dates) == 1 else
+        "%s to %s (each row's date in docs/eval/faults.json)" % (dates[0], dates[-1]))
     if stamp_from:  # --from-json: keep the date of the measurement
         stamp = text[i:].split("\n\n", 1)[0] + "\n\n"
     text = text[:i] + stamp + table(results) + "\n" + text[j:]
@@ -467,10 +605,15 @@ def main() -> int:
         kind, switch, seconds = sys.argv[2], sys.argv[3], float(sys.argv[4])
         (flood_joins if kind == "joins" else flood_slots)(switch, seconds)
         return 0
+    if sys.argv[1:2] == ["_forge"]:
+        forge(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated faults: " + ", ".join(FAULTS))
-    ap.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    ap.add_argument("--no-write", action="store_true",
+                    help="print, do not touch docs/ (with --only the rows measured replace "
+                         "their own in docs/eval/faults.json and the table)")
     ap.add_argument("--from-json", action="store_true",
                     help="rewrite the table from docs/eval/faults.json, measuring nothing")
     a = ap.parse_args()
@@ -494,11 +637,12 @@ def main() -> int:
     for f in chosen:
         print("=== %s" % TITLES[f], flush=True)
         r = run(f, a, bins)
+        r["date"] = time.strftime("%Y-%m-%d")
         print(json.dumps({k: v for k, v in r.items()}), flush=True)
         results.append(r)
     print(table(results))
-    if not a.no_write and not a.only:
-        write_docs(results)
+    if not a.no_write:
+        write_docs(merged(results) if a.only else results)
     return 0
 
 
