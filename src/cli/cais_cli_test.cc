@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/wire/cais.h"
 #include "inca/wire/mgmt.h"
-#include "switchd/switch_control.h"
+#include "switchd/control_service.h"
 #include "switchd/switch_server.h"
 
 namespace inca::cli {

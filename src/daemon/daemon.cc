@@ -14,10 +14,10 @@
 #include "inca/control/offload_loop.h"
 #include "monitor/http_server.h"
 #include "monitor/olaf_metrics.h"
+#include "switchd/control_service.h"
 #include "switchd/olaf_control.h"
 #include "switchd/olaf_server.h"
 #include "switchd/shards.h"
-#include "switchd/switch_control.h"
 #include "switchd/switch_server.h"
 #include "util/stop_signals.h"
 
@@ -76,7 +76,8 @@ int RunCais(const switchd::SwitchdConfig& c, const std::string& token) {
   if (absl::Status s = oc.Validate(); !s.ok()) return Fail(s);
   switchd::ControlService control;
   if (!Enabled(c.control_listen)) {
-    control.plane = std::make_unique<switchd::SwitchControl>((*server)->servers(), 0);
+    control.plane =
+        std::make_unique<switchd::SwitchControl>(switchd::Targets((*server)->servers()), 0);
   } else {
     auto started = switchd::StartControlService((*server)->servers(), c.control_listen, token);
     if (!started.ok()) return Fail(started.status());

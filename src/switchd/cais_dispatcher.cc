@@ -105,4 +105,32 @@ void CaisDispatcher::OnTick(dp::TimeNs now, Output& out) {
   groups_.Expire(now);
 }
 
+void FillDispatcherCounters(const CaisDispatcher& d, counters::SwitchCounters* out) {
+  const cais::CaisReducer& r = d.reducer();
+  out->reducer = r.counters();
+  out->cais = r.totals();
+  out->sram = r.sram();
+  const membership::GroupManager& g = d.groups();
+  const DispatcherCounters& c = d.counters();
+  out->mgmt_rx = c.mgmt_rx;
+  out->mgmt_malformed = c.mgmt_malformed;
+  out->unknown_sender = c.unknown_sender;
+  out->injected_ingress_loss = c.injected_ingress_loss;
+  out->injected_egress_loss = c.injected_egress_loss;
+  out->mgmt_reports_forwarded = c.reports_forwarded;
+  out->groups_formed = g.groups_formed();
+  out->groups_forming = g.groups_forming();
+  out->groups_expired = g.groups_expired();
+  out->leases_expired = g.leases_expired();
+  out->groups_replaced = g.groups_replaced();
+  out->groups_destroyed = g.groups_destroyed();
+  out->ports_reclaimed = g.ports_reclaimed();
+  out->lease_ms = static_cast<uint64_t>(g.lease() / dp::kNsPerMs);
+  out->mgmt_reports = g.reports_accepted();
+  out->mgmt_reports_ignored = g.reports_ignored();
+  out->mgmt_reports_contended = g.reports_contended();
+  out->timing_shapes = g.timing_shapes();
+  out->timings_inherited = g.timings_inherited();
+}
+
 }  // namespace inca::switchd

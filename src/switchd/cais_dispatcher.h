@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "inca/cais/reducer.h"
+#include "inca/counters/switch_counters.h"
 #include "membership/group_manager.h"
 #include "membership/port_table.h"
 #include "net/endpoint.h"
@@ -90,6 +91,7 @@ class CaisDispatcher {
   membership::GroupManager& groups() { return groups_; }
   const membership::GroupManager& groups() const { return groups_; }
   cais::CaisReducer& reducer() { return *reducer_; }
+  const cais::CaisReducer& reducer() const { return *reducer_; }
   membership::PortTable& ports() { return *ports_; }
 
  private:
@@ -107,5 +109,10 @@ class CaisDispatcher {
   std::vector<uint8_t> mgmt_buf_;
   DispatcherCounters counters_;
 };
+
+// The counters `d`, its reducer and its groups keep, into `out` (the
+// host's own, its socket's and loop's, are the host's to fill): what
+// inca-switchd publishes and inca-sim's switch reports alike.
+void FillDispatcherCounters(const CaisDispatcher& d, counters::SwitchCounters* out);
 
 }  // namespace inca::switchd

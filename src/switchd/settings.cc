@@ -5,12 +5,11 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "inca/counters/switch_counters.h"
 #include "inca/dataplane/drop_reason.h"
 #include "inca/util/counters.h"
 #include "membership/group_manager.h"
 #include "net/endpoint.h"
-#include "switchd/olaf_server.h"
-#include "switchd/switch_server.h"
 
 namespace inca::switchd {
 

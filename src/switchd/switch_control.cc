@@ -34,14 +34,14 @@ absl::Status ParseDouble(const std::string& key, const std::string& v, double lo
 
 }  // namespace
 
-SwitchControl::SwitchControl(SwitchServer* server, int controller_port)
-    : SwitchControl(std::vector<SwitchServer*>{server}, controller_port) {}
+SwitchControl::SwitchControl(ControlTarget* target, int controller_port)
+    : SwitchControl(std::vector<ControlTarget*>{target}, controller_port) {}
 
-SwitchControl::SwitchControl(std::vector<SwitchServer*> shards, int controller_port)
+SwitchControl::SwitchControl(std::vector<ControlTarget*> shards, int controller_port)
     : shards_(std::move(shards)), controller_port_(controller_port) {}
 
-void SwitchControl::ForEach(const std::function<void(SwitchServer::Control&)>& fn) {
-  for (SwitchServer* s : shards_) s->Execute(fn);
+void SwitchControl::ForEach(const std::function<void(ControlTarget::Control&)>& fn) {
+  for (ControlTarget* s : shards_) s->Execute(fn);
 }
 
 double SwitchControl::offload_threshold() const {
@@ -51,25 +51,25 @@ double SwitchControl::offload_threshold() const {
 
 absl::Status SwitchControl::AddRule(const cais::Rule& rule) {
   absl::Status s;
-  ForEach([&](SwitchServer::Control& c) { s.Update(c.reducer.rules().Add(rule)); });
+  ForEach([&](ControlTarget::Control& c) { s.Update(c.reducer.rules().Add(rule)); });
   return s;
 }
 
 absl::Status SwitchControl::DeleteRule(const cais::RuleKey& key) {
   absl::Status s;
-  ForEach([&](SwitchServer::Control& c) { s.Update(c.reducer.rules().Delete(key)); });
+  ForEach([&](ControlTarget::Control& c) { s.Update(c.reducer.rules().Delete(key)); });
   return s;
 }
 
 absl::StatusOr<std::vector<cais::Rule>> SwitchControl::DumpRules() {
   std::vector<cais::Rule> rules;
-  First([&](SwitchServer::Control& c) { rules = c.reducer.rules().Dump(); });
+  First([&](ControlTarget::Control& c) { rules = c.reducer.rules().Dump(); });
   return rules;
 }
 
 absl::StatusOr<std::vector<control::PortInfo>> SwitchControl::ListPorts() {
   std::vector<control::PortInfo> out;
-  First([&](SwitchServer::Control& c) { out = PortInfos(c.ports); });
+  First([&](ControlTarget::Control& c) { out = PortInfos(c.ports); });
   return out;
 }
 
@@ -77,7 +77,7 @@ absl::StatusOr<int> SwitchControl::ReleasePort(uint16_t port) {
   if (absl::Status s = CheckPortInRange(port); !s.ok()) return s;
   absl::StatusOr<int> n = 0;
   bool first = true;
-  ForEach([&](SwitchServer::Control& c) {
+  ForEach([&](ControlTarget::Control& c) {
     // Shard 0's count of groups dissolved (each shard forms its own copy).
     absl::StatusOr<int> one = c.groups.ReleasePort(static_cast<dp::PortId>(port));
     if (first || (n.ok() && !one.ok())) n = one;
@@ -94,7 +94,7 @@ absl::Status SwitchControl::RegisterPort(uint16_t port, const std::string& endpo
         absl::StrCat("endpoint '", endpoint, "' must be IP:PORT: ", ep.status().message()));
   }
   absl::Status s;
-  ForEach([&](SwitchServer::Control& c) {
+  ForEach([&](ControlTarget::Control& c) {
     s.Update(c.ports.AddStatic(static_cast<dp::PortId>(port), *ep));
   });
   return s;
@@ -114,7 +114,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::CreateGroup(uint8_t group_id,
     mask.add(p);
   }
   absl::Status s;
-  ForEach([&](SwitchServer::Control& c) {
+  ForEach([&](ControlTarget::Control& c) {
     if (!s.ok()) return;  // a shard refused: the others are left alone
     if (c.groups.group(group_id) != nullptr) {
       s = absl::AlreadyExistsError(absl::StrCat(
@@ -145,14 +145,14 @@ absl::Status SwitchControl::DestroyGroup(uint8_t group_id) {
       // live job re-forms it at its next JOIN; a dead one is gone.
       bool destroyed = false;
       ForEach(
-          [&](SwitchServer::Control& c) { destroyed = c.groups.Destroy(group_id) || destroyed; });
+          [&](ControlTarget::Control& c) { destroyed = c.groups.Destroy(group_id) || destroyed; });
       return destroyed ? absl::OkStatus()
                        : absl::NotFoundError(absl::StrCat("no group ", group_id));
     }
     control_groups_.erase(group_id);
   }
   absl::Status s;
-  ForEach([&](SwitchServer::Control& c) {
+  ForEach([&](ControlTarget::Control& c) {
     s.Update(c.reducer.rules().Delete({group_id, std::nullopt, std::nullopt}));
   });
   return s;
@@ -225,7 +225,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::InstallTree(const control::Tre
     }
   }
   absl::StatusOr<control::GroupInfo> out = absl::InternalError("no shard");
-  First([&](SwitchServer::Control& c) {
+  First([&](ControlTarget::Control& c) {
     if (absl::Status s = c.groups.InstallTree(tg, c.now); !s.ok()) {
       out = s;
       return;
@@ -237,7 +237,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::InstallTree(const control::Tre
 
 absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
   std::vector<control::GroupInfo> out;
-  First([&](SwitchServer::Control& c) {
+  First([&](ControlTarget::Control& c) {
     for (int g = 0; g < 256; ++g) {
       const membership::GroupState* st = c.groups.group(static_cast<uint8_t>(g));
       if (st == nullptr) continue;
@@ -275,7 +275,7 @@ bool CaisFixed(const settings::Spec& s) {
 
 absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
   SwitchdConfig c;
-  First([&](SwitchServer::Control& ctl) {
+  First([&](ControlTarget::Control& ctl) {
     c = ctl.config;
     c.cais = ctl.reducer.config();
     c.cais.sram_bytes *= shards_.size();  // each shard holds its share
@@ -292,7 +292,7 @@ absl::StatusOr<std::map<std::string, std::string>> SwitchControl::GetConfig() {
 
 absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& values) {
   SwitchdConfig c;
-  First([&](SwitchServer::Control& ctl) {
+  First([&](ControlTarget::Control& ctl) {
     c = ctl.config;
     c.cais = ctl.reducer.config();
   });
@@ -328,7 +328,7 @@ absl::Status SwitchControl::SetConfig(const std::map<std::string, std::string>& 
     }
   }
   absl::Status s;
-  ForEach([&](SwitchServer::Control& ctl) {
+  ForEach([&](ControlTarget::Control& ctl) {
     if (!s.ok()) return;
     s = ctl.reducer.UpdateConfig(c.cais);
     if (!s.ok()) return;
@@ -350,12 +350,12 @@ absl::StatusOr<control::Stats> SwitchControl::GetStats() {
   for (size_t i = 0; i < shards_.size(); ++i) {
     control::Stats& st = parts[i];
     shards_[i]->Execute(
-        [&](SwitchServer::Control& c) { control::CollectReducerStats(c.reducer, &st); });
+        [&](ControlTarget::Control& c) { control::CollectReducerStats(c.reducer, &st); });
     // The published counters (a snapshot of the switch thread's), so that
     // host, reducer and CAIS figures are of one moment.
     st.counters = shards_[i]->counters();
     st.ingress_queue_delay_us = control::IngressQueueDelayUs(st.counters);
-    endpoints.push_back(shards_[i]->local_endpoint().ToString());
+    endpoints.push_back(shards_[i]->endpoint());
   }
   return control::MergeShards(parts, endpoints);
 }
@@ -379,7 +379,7 @@ absl::Status SwitchControl::SetOffloadPolicy(const control::OffloadPolicy& polic
     }
     seen[g.group_id] = true;
   }
-  ForEach([&](SwitchServer::Control& c) {
+  ForEach([&](ControlTarget::Control& c) {
     for (const control::GroupOffload& g : policy.groups) ApplyOffload(g, c.reducer);
   });
   std::lock_guard lock(mu_);
@@ -403,23 +403,6 @@ absl::StatusOr<control::OffloadPolicy> SwitchControl::GetOffloadPolicy() {
 
 absl::Status SwitchControl::Health() {
   return absl::OkStatus();
-}
-
-absl::StatusOr<ControlService> StartControlService(std::vector<SwitchServer*> shards,
-                                                   const std::string& listen,
-                                                   const std::string& token) {
-  ControlService svc;
-  // The plane reports the port actually bound; construct it after binding.
-  auto plane = std::make_unique<SwitchControl>(std::move(shards), 0);
-  control::ControlServerOptions o;
-  o.listen = listen;
-  o.token = token;
-  auto grpc_server = control::ControlServer::Start(o, plane.get());
-  if (!grpc_server.ok()) return grpc_server.status();
-  plane->set_controller_port((*grpc_server)->port());
-  svc.plane = std::move(plane);
-  svc.server = std::move(*grpc_server);
-  return svc;
 }
 
 }  // namespace inca::switchd

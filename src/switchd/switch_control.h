@@ -1,6 +1,7 @@
-// SwitchControl: the ControlPlane of one inca-switchd process. Every call
-// runs on the switch thread through SwitchServer::Execute, so it is safe
-// while traffic flows.
+// SwitchControl: the ControlPlane of one CAIS switch: an inca-switchd
+// process, where every call runs on the switch thread through
+// SwitchServer::Execute, so it is safe while traffic flows; or an inca-sim
+// switch (CaisSwitchNode), at the simulated time. Both are ControlTargets.
 //
 // With --threads N the process has N shards (switchd/shards.h), each a
 // SwitchServer with its own thread, socket, reducer and groups. Changes
@@ -17,9 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "control/grpc_server.h"
 #include "inca/control/control_plane.h"
-#include "switchd/switch_server.h"
+#include "switchd/control_target.h"
 
 namespace inca::switchd {
 
@@ -32,10 +32,10 @@ void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer);
 
 class SwitchControl final : public control::ControlPlane, public control::CaisControlPlane {
  public:
-  // `server` (every shard) must outlive this object. `controller_port` is
+  // `target` (every shard) must outlive this object. `controller_port` is
   // reported as the read-only config key of that name.
-  SwitchControl(SwitchServer* server, int controller_port);
-  SwitchControl(std::vector<SwitchServer*> shards, int controller_port);
+  SwitchControl(ControlTarget* target, int controller_port);
+  SwitchControl(std::vector<ControlTarget*> shards, int controller_port);
 
   std::string program() const override { return "cais"; }
   control::CaisControlPlane* cais() override { return this; }
@@ -63,33 +63,15 @@ class SwitchControl final : public control::ControlPlane, public control::CaisCo
 
  private:
   // Runs `fn` on every shard's thread in turn, or on shard 0's.
-  void ForEach(const std::function<void(SwitchServer::Control&)>& fn);
-  void First(const std::function<void(SwitchServer::Control&)>& fn) { shards_[0]->Execute(fn); }
+  void ForEach(const std::function<void(ControlTarget::Control&)>& fn);
+  void First(const std::function<void(ControlTarget::Control&)>& fn) { shards_[0]->Execute(fn); }
 
-  std::vector<SwitchServer*> shards_;
+  std::vector<ControlTarget*> shards_;
   int controller_port_;
   mutable std::mutex mu_;
   double offload_threshold_ = 0.2;                           // the write-up's default (3.3)
   std::map<uint8_t, std::vector<uint16_t>> control_groups_;  // created here
   control::OffloadPolicy policy_;                            // as last applied
 };
-
-// The embedded control service of an inca-switchd: a SwitchControl and the
-// gRPC server in front of it. Destroy before the SwitchServer.
-struct ControlService {
-  std::unique_ptr<SwitchControl> plane;
-  std::unique_ptr<control::ControlServer> server;
-};
-
-// Serves the control API for `server` on `listen` (loopback by default;
-// port 0 = ephemeral). `token` non-empty = bearer token required.
-absl::StatusOr<ControlService> StartControlService(std::vector<SwitchServer*> shards,
-                                                   const std::string& listen,
-                                                   const std::string& token);
-inline absl::StatusOr<ControlService> StartControlService(SwitchServer* server,
-                                                          const std::string& listen,
-                                                          const std::string& token) {
-  return StartControlService(std::vector<SwitchServer*>{server}, listen, token);
-}
 
 }  // namespace inca::switchd

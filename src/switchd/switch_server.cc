@@ -122,30 +122,7 @@ counters::SwitchCounters SwitchServer::counters() const {
 void SwitchServer::Publish() {
   static_cast<counters::HostCounters&>(live_) = host_->counters();
   live_.ports_bound = host_->ports().size();
-  live_.reducer = reducer_->counters();
-  live_.cais = reducer_->totals();
-  live_.sram = reducer_->sram();
-  const membership::GroupManager& g = dispatcher_->groups();
-  const DispatcherCounters& d = dispatcher_->counters();
-  live_.mgmt_rx = d.mgmt_rx;
-  live_.mgmt_malformed = d.mgmt_malformed;
-  live_.unknown_sender = d.unknown_sender;
-  live_.injected_ingress_loss = d.injected_ingress_loss;
-  live_.injected_egress_loss = d.injected_egress_loss;
-  live_.mgmt_reports_forwarded = d.reports_forwarded;
-  live_.groups_formed = g.groups_formed();
-  live_.groups_forming = g.groups_forming();
-  live_.groups_expired = g.groups_expired();
-  live_.leases_expired = g.leases_expired();
-  live_.groups_replaced = g.groups_replaced();
-  live_.groups_destroyed = g.groups_destroyed();
-  live_.ports_reclaimed = g.ports_reclaimed();
-  live_.lease_ms = static_cast<uint64_t>(g.lease() / dp::kNsPerMs);
-  live_.mgmt_reports = g.reports_accepted();
-  live_.mgmt_reports_ignored = g.reports_ignored();
-  live_.mgmt_reports_contended = g.reports_contended();
-  live_.timing_shapes = g.timing_shapes();
-  live_.timings_inherited = g.timings_inherited();
+  FillDispatcherCounters(*dispatcher_, &live_);
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = live_;
 }

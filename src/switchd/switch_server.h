@@ -41,12 +41,13 @@
 #include "net/udp.h"
 #include "switchd/cais_dispatcher.h"
 #include "switchd/config.h"
+#include "switchd/control_target.h"
 #include "switchd/program_host.h"
 #include "switchd/task_queue.h"
 
 namespace inca::switchd {
 
-class SwitchServer final : private ProgramHost::Hooks {
+class SwitchServer final : public ControlTarget, private ProgramHost::Hooks {
  public:
   // Validates `config`, creates the reducer, binds the socket, installs the
   // static ports and rules. InvalidArgument for bad configuration,
@@ -70,7 +71,7 @@ class SwitchServer final : private ProgramHost::Hooks {
 
   // A copy of the counters, refreshed once per loop iteration and at exit.
   // Thread-safe.
-  counters::SwitchCounters counters() const;
+  counters::SwitchCounters counters() const override;
 
   uint16_t local_port() const { return host_->socket().local.port(); }
   const net::Endpoint& local_endpoint() const { return host_->socket().local; }
@@ -83,19 +84,12 @@ class SwitchServer final : private ProgramHost::Hooks {
   // This server is data-plane shard `index` of `count` (switchd/shards.h):
   // its JOIN_REPLYs tell hosts so.
   void SetShard(uint8_t index, uint8_t count) { dispatcher_->groups().set_shard(index, count); }
-  // Mutable state handed to Execute() callbacks.
-  struct Control {
-    cais::CaisReducer& reducer;
-    membership::PortTable& ports;
-    membership::GroupManager& groups;
-    SwitchdConfig& config;
-    dp::TimeNs now;  // the switch's clock when the task runs
-  };
   // Runs `fn` on the switch thread between packet batches and waits for it
   // (before Run() starts or after it returns: on the calling thread). The
   // only safe way to change rules, ports, groups or limits while Run() is
   // active. Thread-safe; must not be called from inside `fn`.
-  void Execute(const std::function<void(Control&)>& fn);
+  void Execute(const std::function<void(Control&)>& fn) override;
+  std::string endpoint() const override { return local_endpoint().ToString(); }
 
   const membership::GroupManager& groups() const { return dispatcher_->groups(); }
   const membership::PortTable& ports() const { return host_->ports(); }
