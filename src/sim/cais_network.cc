@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/transport_core.h"
 #include "sim/host_collectives.h"
+#include "switchd/switch_control.h"
+#include "util/spdlog_event_log.h"
 
 namespace inca::sim {
 
@@ -43,31 +45,29 @@ LinkConfig Links(const CaisSimScenario& s) {
   return lc;
 }
 
-absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j,
-                       const RankDone& done) {
-  Plane* pl = &j->planes[static_cast<size_t>(plane)];
+// inca's switch configuration for operations of `bytes`; in timing mode
+// also the chunks' stand-in (`virt`) and the ledger the switches charge by.
+cais::CaisConfig IncaSwitchConfig(const CaisSimScenario& s, uint64_t bytes, VirtualChunks* virt,
+                                  std::shared_ptr<VirtualLedger>* ledger) {
   cais::CaisConfig cc;
   cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
   cc.max_pending_chunks = s.switch_slots;
   cc.max_payload_bytes = s.chunk_size;
-  VirtualChunks virt;
-  std::shared_ptr<VirtualLedger> ledger;
-  const wire::CaisOp op = CollectiveOp(s.collective);
   if (s.mode == "timing") {
     // A reduce-scatter's or all-gather's chunks stand for one block's bytes.
-    virt = {s.chunk_size, op == wire::CaisOp::kAllReduce ? bytes : bytes / s.hosts};
-    ledger = std::make_shared<VirtualLedger>();
+    *virt = {s.chunk_size,
+             CollectiveOp(s.collective) == wire::CaisOp::kAllReduce ? bytes : bytes / s.hosts};
+    *ledger = std::make_shared<VirtualLedger>();
     // One f32 per chunk, and as many slot cells as the real chunks get.
     const size_t cells = cc.sram_bytes / cc.cell_bytes();
     cc.max_payload_bytes = sizeof(float);
     cc.sram_bytes = std::max<size_t>(1, cells) * cc.cell_bytes();
   }
-  auto created = CaisSwitchNode::Create(absl::StrCat("switch", plane), cc, s.hosts, ledger,
-                                        Pipeline(s, false));
-  if (!created.ok()) return created.status();
-  auto* sw = j->net->Add(*std::move(created));
-  pl->hub = sw;
-  // As SwitchTransport sets it from CommunicatorOptions.
+  return cc;
+}
+
+// As SwitchTransport sets it from CommunicatorOptions.
+client::TransportConfig IncaTransport(const CaisSimScenario& s) {
   client::TransportConfig tc;
   tc.world_size = s.hosts;
   tc.chunk_size = s.mode == "timing" ? sizeof(float) : s.chunk_size;
@@ -75,20 +75,39 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
   tc.min_window = std::min<uint32_t>(2, s.window);
   tc.initial_window = std::min<uint32_t>(16, s.window);
   if (s.target_floor_us >= 0) tc.target_floor_ns = std::llround(s.target_floor_us * 1e3);
+  return tc;
+}
+
+// inca's rank nodes, one per host, none linked yet.
+std::vector<CaisRankNode*> AddIncaRanks(const CaisSimScenario& s, int plane, Job* j,
+                                        const RankDone& done, const VirtualChunks& virt,
+                                        const std::shared_ptr<VirtualLedger>& ledger) {
+  const client::TransportConfig tc = IncaTransport(s);
   std::vector<CaisRankNode*> ranks;
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane), r,
-                                                            tc, done, virt, ledger));
-    j->net->Connect(node, sw, Links(s));  // the switch's port r
+    ranks.push_back(j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane),
+                                                               r, tc, done, virt, ledger)));
+  }
+  return ranks;
+}
+
+// What the plane does with inca's ranks: each JOINs (job and its switch's
+// first seq_base drawn from the seed, as inca-switchd and rank 0 draw them
+// at random; `switches` FormGroups first) and the operation starts when
+// all have; each operation starts on every rank; results and resends are
+// read from them.
+absl::Status WireIncaPlane(const CaisSimScenario& s, int plane, Job* j,
+                           const std::vector<CaisRankNode*>& ranks,
+                           const std::vector<CaisSwitchNode*>& switches) {
+  Plane* pl = &j->planes[static_cast<size_t>(plane)];
+  for (int r = 0; r < s.hosts; ++r) {
+    CaisRankNode* node = ranks[static_cast<size_t>(r)];
     if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
-    ranks.push_back(node);
     pl->ranks.push_back(node);
   }
   if (s.form_groups) {
-    // The switch's first seq_base and the job id are drawn from the seed,
-    // as inca-switchd and rank 0 draw them at random.
     std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL ^ (static_cast<uint64_t>(plane) << 32));
-    sw->FormGroups(static_cast<uint32_t>(draw()));
+    for (CaisSwitchNode* sw : switches) sw->FormGroups(static_cast<uint32_t>(draw()));
     const uint64_t job = draw() | 1;
     auto go = std::make_shared<std::function<void()>>();
     auto joined = std::make_shared<int>(0);
@@ -101,6 +120,7 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
     }
     pl->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
   }
+  const wire::CaisOp op = CollectiveOp(s.collective);
   pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>* block, size_t) {
     CaisRankNode* rank = ranks[static_cast<size_t>(r)];
     // Pieces take sequence numbers of their own.
@@ -126,6 +146,135 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
   return absl::OkStatus();
 }
 
+absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job* j,
+                       const RankDone& done) {
+  Plane* pl = &j->planes[static_cast<size_t>(plane)];
+  VirtualChunks virt;
+  std::shared_ptr<VirtualLedger> ledger;
+  const cais::CaisConfig cc = IncaSwitchConfig(s, bytes, &virt, &ledger);
+  auto created = CaisSwitchNode::Create(absl::StrCat("switch", plane), cc, s.hosts, ledger,
+                                        Pipeline(s, false));
+  if (!created.ok()) return created.status();
+  auto* sw = j->net->Add(*std::move(created));
+  pl->hub = sw;
+  pl->switches = {sw};
+  const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, plane, j, done, virt, ledger);
+  for (CaisRankNode* node : ranks) j->net->Connect(node, sw, Links(s));  // the switch's port r
+  return WireIncaPlane(s, plane, j, ranks, {sw});
+}
+
+// A fabric's addresses (docs/sim.md, "Fabrics"): switch 0 the spine, k + 1
+// leaf k; rank r is CaisSwitchNode::HostEndpoint(r) network-wide.
+net::Endpoint SwitchAddress(int index) {
+  return *net::Endpoint::Parse(absl::StrCat("198.19.0.", index + 1, ":9410"));
+}
+
+// The aggregation manager's topology of the fabric: what inca-controller
+// --topology would read for it.
+tree::Topology FabricTopology(const CaisSimScenario& s) {
+  tree::Topology t;
+  const int per = s.hosts / s.racks;
+  for (int k = 0; k <= s.racks; ++k) {
+    tree::SwitchSpec w;
+    w.name = k == 0 ? "spine" : absl::StrCat("leaf", k - 1);
+    w.address = SwitchAddress(k).ToString();
+    w.control = absl::StrCat("198.19.0.", k + 1, ":50051");
+    if (k > 0) {
+      w.parent = "spine";
+      w.uplink_bps = s.UplinkGbps() * 1e9;
+    }
+    t.switches.push_back(w);
+  }
+  for (int r = 0; r < s.hosts; ++r) {
+    const std::string ep = CaisSwitchNode::HostEndpoint(r).ToString();
+    t.hosts.push_back({ep.substr(0, ep.rfind(':')), absl::StrCat("leaf", r / per)});
+  }
+  return t;
+}
+
+// inca on a leaf-spine fabric: a CaisSwitchNode per leaf and the spine,
+// each behind the control API inca-switchd serves (SwitchControl), and the
+// aggregation manager over them, ticking until every rank has joined.
+absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
+                             const RankDone& done) {
+  Plane* pl = &j->planes[0];
+  VirtualChunks virt;
+  std::shared_ptr<VirtualLedger> ledger;
+  const cais::CaisConfig cc = IncaSwitchConfig(s, bytes, &virt, &ledger);
+  const int per = s.hosts / s.racks;
+  std::vector<CaisSwitchNode*> sws;
+  for (int k = 0; k <= s.racks; ++k) {
+    cais::CaisConfig c = cc;
+    // Below the root a switch waits longer than the root, which decides.
+    if (k > 0) c.timeout_ns = cc.timeout_ns * 3 / 2;
+    auto created = CaisSwitchNode::Create(k == 0 ? "spine" : absl::StrCat("leaf", k - 1), c,
+                                          k == 0 ? s.racks : per + 1, ledger, Pipeline(s, false));
+    if (!created.ok()) return created.status();
+    sws.push_back(j->net->Add(*std::move(created)));
+  }
+  pl->hub = sws[0];
+  pl->switches.assign(sws.begin(), sws.end());
+  const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, 0, j, done, virt, ledger);
+  LinkConfig up = Links(s);
+  up.rate_bps = s.UplinkGbps() * 1e9;
+  std::vector<net::Endpoint> children;
+  for (int k = 0; k < s.racks; ++k) {
+    CaisSwitchNode* leaf = sws[static_cast<size_t>(k) + 1];
+    std::vector<net::Endpoint> peers;
+    for (int i = 0; i < per; ++i) {
+      j->net->Connect(ranks[static_cast<size_t>(k * per + i)], leaf, Links(s));  // leaf port i
+      peers.push_back(CaisSwitchNode::HostEndpoint(k * per + i));
+    }
+    j->net->Connect(leaf, sws[0], up);  // leaf port `per`, spine port k
+    peers.push_back(SwitchAddress(0));
+    leaf->SetPeers(peers, SwitchAddress(k + 1));
+    children.push_back(SwitchAddress(k + 1));
+  }
+  sws[0]->SetPeers(children, SwitchAddress(0));
+  std::vector<control::ControlPlane*> planes;
+  for (CaisSwitchNode* sw : sws) {
+    j->controls.push_back(std::make_unique<switchd::SwitchControl>(sw, 0));
+    planes.push_back(j->controls.back().get());
+  }
+  tree::ManagerConfig mc;
+  mc.window_chunks = s.window;
+  j->manager = std::make_unique<tree::AggregationManager>(FabricTopology(s), std::move(planes), mc,
+                                                          &ProcessEventLog());
+  if (absl::Status st = WireIncaPlane(s, 0, j, ranks, sws); !st.ok()) return st;
+  // inca-controller's rounds, until every rank has joined its leaf's tree.
+  constexpr TimeNs kManagerPeriodNs = 10 * dp::kNsPerMs;
+  j->manager_tick = [j, pl] {
+    j->manager->Tick(j->sim.now());
+    if (pl->formed_at == 0) j->sim.ScheduleIn(kManagerPeriodNs, j->manager_tick);
+  };
+  j->sim.ScheduleIn(kManagerPeriodNs, j->manager_tick);
+  return absl::OkStatus();
+}
+
+// The host baselines' fabric: each leaf forwarder (switches 1..racks,
+// its ranks on ports 0..per-1) linked to the spine's (switch 0) at the
+// uplink rate, losslessly (PFC), and every forwarder's routes: a rank of
+// the leaf's own rack out of its port, any other up; the spine toward the
+// rank's leaf.
+void LinkRacks(const CaisSimScenario& s, Network* net, Plane* pl) {
+  const int per = s.hosts / s.racks;
+  LinkConfig up = Links(s);
+  up.rate_bps = s.UplinkGbps() * 1e9;
+  up.queue_packets = UINT32_MAX;
+  std::vector<dp::PortId> spine;
+  for (int k = 0; k < s.racks; ++k) {
+    auto* leaf = static_cast<ForwarderNode*>(pl->switches[static_cast<size_t>(k) + 1]);
+    net->Connect(leaf, pl->switches[0], up);
+    std::vector<dp::PortId> routes;
+    for (int r = 0; r < s.hosts; ++r) {
+      routes.push_back(static_cast<dp::PortId>(r / per == k ? r % per : per));
+    }
+    leaf->SetRoutes(std::move(routes));
+  }
+  for (int r = 0; r < s.hosts; ++r) spine.push_back(static_cast<dp::PortId>(r / per));
+  static_cast<ForwarderNode*>(pl->switches[0])->SetRoutes(std::move(spine));
+}
+
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a
 // forwarder.
 template <typename RankNode>
@@ -134,9 +283,13 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
     return st;
   }
   Plane* pl = &j->planes[static_cast<size_t>(plane)];
-  auto* fwd = j->net->Add(
-      std::make_unique<ForwarderNode>(absl::StrCat("switch", plane), Pipeline(s, true)));
-  pl->hub = fwd;
+  // The switch each rank hangs off: the one forwarder, or its rack's leaf.
+  const int racks = std::max(1, s.racks), per = s.hosts / racks;
+  for (int k = 0; k < (s.racks > 0 ? racks + 1 : 1); ++k) {
+    pl->switches.push_back(j->net->Add(std::make_unique<ForwarderNode>(
+        k == 0 ? absl::StrCat("switch", plane) : absl::StrCat("leaf", k - 1), Pipeline(s, true))));
+  }
+  pl->hub = pl->switches[0];
   std::vector<RankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   for (int r = 0; r < s.hosts; ++r) {
@@ -145,11 +298,13 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
                                                         s.overhead_bytes, alpha, done));
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
-    j->net->Connect(node, fwd, lossless);
+    j->net->Connect(node, pl->switches[s.racks > 0 ? 1 + static_cast<size_t>(r / per) : 0],
+                    lossless);
     if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
     ranks.push_back(node);
     pl->ranks.push_back(node);
   }
+  if (s.racks > 0) LinkRacks(s, j->net.get(), pl);
   const wire::CaisOp op = CollectiveOp(s.collective);
   pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
     // The scenario's collective, checked against the backend when read.
@@ -163,7 +318,7 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
 absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes,
                         int plane, Job* j, const RankDone& done) {
   if (backend == "inca") {
-    return BuildInca(s, bytes, plane, j, done);
+    return s.racks > 0 ? BuildIncaFabric(s, bytes, j, done) : BuildInca(s, bytes, plane, j, done);
   } else if (backend == "ring") {
     return BuildHostBaseline<RingRankNode>(s, plane, j, done);
   }

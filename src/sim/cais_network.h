@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "inca/control/control_plane.h"
 #include "inca/sim/cais_scenario.h"
 #include "inca/sim/simulator.h"
+#include "inca/tree/manager.h"
 #include "inca/wire/cais.h"
 #include "sim/cais_nodes.h"
 
@@ -27,7 +29,8 @@ wire::CaisOp CollectiveOp(const std::string& c);
 // nodes, one per host (on the host's CPU, which the planes share), and
 // what a run needs of them.
 struct Plane {
-  PipelinedSwitch* hub = nullptr;
+  PipelinedSwitch* hub = nullptr;          // the switch (a fabric's: the spine)
+  std::vector<PipelinedSwitch*> switches;  // every switch of the plane, hub first
   std::vector<Node*> ranks;
   BackgroundNode* background = nullptr;
   // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode
@@ -48,6 +51,11 @@ struct Job {
   Simulator sim;
   std::unique_ptr<Network> net;
   std::vector<Plane> planes;  // sized before any is built: lambdas point into it
+  // A fabric's: each switch's control API and the aggregation manager over
+  // them (destroyed before the network), and the manager's next round.
+  std::vector<std::unique_ptr<control::ControlPlane>> controls;
+  std::unique_ptr<tree::AggregationManager> manager;
+  std::function<void()> manager_tick;
 };
 
 // Builds plane `plane` of `backend` (inca, ring or tree) for operations

@@ -276,6 +276,28 @@ void CaisSwitchNode::FormGroups(uint32_t seq_start, TimeNs lease_ns) {
   formed_ = true;
 }
 
+void CaisSwitchNode::SetPeers(const std::vector<net::Endpoint>& peers, const net::Endpoint& self) {
+  const size_t n = std::min(peers.size(), endpoint_of_.size());
+  for (size_t l = 0; l < n; ++l) link_of_.erase(endpoint_of_[l]);  // all first: names move
+  for (size_t l = 0; l < n; ++l) {
+    endpoint_of_[l] = peers[l];
+    link_of_[peers[l]] = static_cast<int>(l);
+  }
+  self_ = self;
+}
+
+void CaisSwitchNode::Execute(const std::function<void(Control&)>& fn) {
+  Control c{*reducer_, *ports_, dispatcher_->groups(), config_, sim().now()};
+  fn(c);
+}
+
+counters::SwitchCounters CaisSwitchNode::counters() const {
+  counters::SwitchCounters c;
+  c.ports_bound = ports_->size();
+  switchd::FillDispatcherCounters(*dispatcher_, &c);
+  return c;
+}
+
 const membership::GroupManager* CaisSwitchNode::groups() const {
   return formed_ ? &dispatcher_->groups() : nullptr;
 }
@@ -466,13 +488,13 @@ void CaisRankNode::Pump() {
 
 void ForwarderNode::Process(dp::PortId, Packet packet) {
   RingHeader h;
-  if (!GetRing(packet, &h) || h.dst >= dp::kMaxPorts) {
+  if (!GetRing(packet, &h) || h.dst >= (routes_.empty() ? dp::kMaxPorts : routes_.size())) {
     ++dropped_;
     return;
   }
   ++forwarded_;
   const auto extra = static_cast<uint32_t>(h.bytes - (packet.size() - kRingHeaderBytes));
-  Send(static_cast<dp::PortId>(h.dst), std::move(packet), extra);
+  Send(routes_.empty() ? static_cast<dp::PortId>(h.dst) : routes_[h.dst], std::move(packet), extra);
 }
 
 }  // namespace inca::sim

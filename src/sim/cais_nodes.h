@@ -29,6 +29,7 @@
 #include "membership/port_table.h"
 #include "net/endpoint.h"
 #include "switchd/cais_dispatcher.h"
+#include "switchd/control_target.h"
 
 namespace inca::sim {
 
@@ -93,7 +94,10 @@ class PipelinedSwitch : public Node {
 
 // The switch: port p is rank p's link. Chunk timeouts are driven by the
 // packets that arrive (Advance before each), as in inca-switchd's loop.
-class CaisSwitchNode final : public PipelinedSwitch {
+// It is a switchd::ControlTarget too: switchd::SwitchControl over it is
+// the control API inca-switchd serves, at the simulated time (the
+// aggregation manager installs a fabric's trees through it).
+class CaisSwitchNode final : public PipelinedSwitch, public switchd::ControlTarget {
  public:
   // `ledger`: timing mode (nullptr: byte-exact). InvalidArgument when
   // `config` is not a valid reducer configuration or `ranks` is not 1..64.
@@ -119,6 +123,16 @@ class CaisSwitchNode final : public PipelinedSwitch {
   // ports are mapped to links both ways. Call before the run starts.
   void FormGroups(uint32_t seq_start, TimeNs lease_ns = membership::kDefaultLeaseNs);
   static net::Endpoint HostEndpoint(int link);
+  // In a fabric, the endpoint each link's peer has network-wide (a rank's,
+  // a child or parent switch's: what the aggregation manager's topology
+  // names), for links [0, peers.size()), in place of HostEndpoint(link);
+  // `self` is this switch's. Call before FormGroups.
+  void SetPeers(const std::vector<net::Endpoint>& peers, const net::Endpoint& self);
+
+  // switchd::ControlTarget: tasks run at once, at the simulated time.
+  void Execute(const std::function<void(Control&)>& fn) override;
+  counters::SwitchCounters counters() const override;
+  std::string endpoint() const override { return self_.ToString(); }
   const membership::GroupManager* groups() const;
   uint64_t unknown_sender() const;
   uint64_t mgmt_malformed() const;
@@ -143,6 +157,8 @@ class CaisSwitchNode final : public PipelinedSwitch {
   absl::flat_hash_map<net::Endpoint, int> link_of_;  // and back
   std::shared_ptr<const VirtualLedger> ledger_;
   Trace trace_;
+  switchd::SwitchdConfig config_;  // what the control API reads besides the reducer's
+  net::Endpoint self_ = HostEndpoint(0);
 };
 
 // What a rank node does between operations: the scenario starts each
@@ -247,9 +263,12 @@ class ForwarderNode final : public PipelinedSwitch {
       : PipelinedSwitch(std::move(name), pipeline) {}
   uint64_t forwarded() const { return forwarded_; }
   uint64_t dropped() const { return dropped_; }  // malformed or to no port
+  // In a fabric: the port toward each destination rank (none: port = rank).
+  void SetRoutes(std::vector<dp::PortId> port_of_rank) { routes_ = std::move(port_of_rank); }
 
  private:
   void Process(dp::PortId port, Packet packet) override;
+  std::vector<dp::PortId> routes_;
   uint64_t forwarded_ = 0;
   uint64_t dropped_ = 0;
 };

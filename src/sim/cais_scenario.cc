@@ -116,6 +116,8 @@ const KeyDef kKeys[] = {
     {"mode", &SetMode},
     INCA_CAIS_KEY(hosts),
     INCA_CAIS_KEY(switches),
+    INCA_CAIS_KEY(racks),
+    INCA_CAIS_KEY(uplink_gbps),
     INCA_CAIS_KEY(link_gbps),
     INCA_CAIS_KEY(link_delay_us),
     INCA_CAIS_KEY(queue_packets),
@@ -285,13 +287,14 @@ void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
       const LinkCounters* up = j.net->link(r, 0);
       if (up != nullptr) row->dropped += up->dropped_queue + up->dropped_loss + up->dropped_mtu;
     }
-    for (int port = 0; port < s.hosts; ++port) {
-      const LinkCounters* down = j.net->link(pl.hub, static_cast<dp::PortId>(port));
-      if (down != nullptr) {
+    for (const PipelinedSwitch* sw : pl.switches) {  // every link out of every switch
+      for (dp::PortId port = 0;; ++port) {
+        const LinkCounters* down = j.net->link(sw, port);
+        if (down == nullptr) break;
         row->dropped += down->dropped_queue + down->dropped_loss + down->dropped_mtu;
       }
+      row->dropped += sw->pipeline_dropped();
     }
-    row->dropped += pl.hub->pipeline_dropped();
     if (pl.background != nullptr) row->background_packets += pl.background->packets();
     row->formation_us = std::max(row->formation_us, static_cast<double>(pl.formed_at) / 1e3);
   }
@@ -303,7 +306,13 @@ void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
 double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
                          const std::vector<Stripe>& stripes) {
   const wire::CaisOp kind = CollectiveOp(s.collective);
-  const double rate = s.link_gbps * 1e9, delay = s.link_delay_us * 1e-6;
+  // On a fabric the tree moves the tensor once each way over every uplink
+  // (every collective: the root multicasts each chunk to every leaf), the
+  // ring in rack order crosses each uplink once each way: both at the
+  // slower of a host link and an uplink. The two extra hops' latency is not
+  // in it.
+  const double rate = (s.racks > 0 ? std::min(s.link_gbps, s.UplinkGbps()) : s.link_gbps) * 1e9;
+  const double delay = s.link_delay_us * 1e-6;
   const double alpha = s.ring_step_latency_us * 1e-6;
   const int hosts = s.hosts;
   const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
@@ -422,11 +431,34 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
 
 }  // namespace
 
+absl::Status CaisSimScenario::ValidateFabric() const {
+  if (racks == 0) {
+    return uplink_gbps == 0 ? absl::OkStatus()
+                            : absl::InvalidArgumentError("uplink_gbps needs racks (a fabric)");
+  }
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 63) {
+    return bad(absl::StrCat("racks must be 0 (a star) or 2..64 dividing hosts ", hosts,
+                            " into racks of at most 63 (a leaf's 64 ports hold its uplink)"));
+  }
+  if (!(uplink_gbps >= 0) || uplink_gbps > 10000) {
+    return bad("uplink_gbps must be in [0, 10000] (0: link_gbps)");
+  }
+  if (switches != 1) return bad("a fabric (racks) has no stripes: switches must be 1");
+  if (background_load > 0) return bad("a fabric (racks) has no background traffic yet");
+  if (!form_groups) return bad("a fabric's groups are formed (JOIN and the manager): form_groups");
+  for (const std::string& b : backends) {
+    if (b == "tree") return bad("a fabric (racks) runs the inca and ring backends, not tree yet");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CaisSimScenario::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (hosts < 2 || hosts > 256) return bad("hosts must be in [2, 256]");
   if (switches < 1 || switches > 16) return bad("switches must be in [1, 16]");
   if (!(link_gbps > 0) || link_gbps > 10000) return bad("link_gbps must be in (0, 10000]");
+  if (absl::Status st = ValidateFabric(); !st.ok()) return st;
   if (!(link_delay_us >= 0) || link_delay_us > 1e6) return bad("link_delay_us must be in [0, 1e6]");
   if (queue_packets < 1) return bad("queue_packets must be at least 1");
   if (!(loss >= 0) || loss >= 1) return bad("loss must be in [0, 1)");

@@ -30,6 +30,15 @@ struct CaisSimScenario {
   // link_gbps to each, and every operation's tensor is cut into that many
   // stripes, stripe p over switch p, on every backend).
   int switches = 1;
+  // A leaf-spine fabric (docs/sim.md, "Fabrics"): the hosts in `racks`
+  // racks of hosts / racks each, rack k's hosts on leaf switch k, every
+  // leaf linked to one spine at uplink_gbps (0: link_gbps; below
+  // hosts / racks x link_gbps the uplinks are oversubscribed). inca's ranks
+  // JOIN their leaf and the aggregation manager (inca-controller
+  // --topology's, over each switch's control API) builds the group's tree;
+  // the ring's packets cross the spine between racks. 0: the star.
+  int racks = 0;
+  double uplink_gbps = 0;
   double link_gbps = 100;  // every host link, both ways
   double link_delay_us = 1;
   uint32_t queue_packets = 1024;  // per link direction
@@ -87,6 +96,8 @@ struct CaisSimScenario {
   std::string sweep_key;
   std::vector<std::string> sweep_values;
   absl::Status Validate() const;
+  absl::Status ValidateFabric() const;  // racks and uplink_gbps
+  double UplinkGbps() const { return uplink_gbps > 0 ? uplink_gbps : link_gbps; }
 };
 
 // Parses YAML; unknown keys and bad values are InvalidArgument naming the key.

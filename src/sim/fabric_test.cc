@@ -1,0 +1,104 @@
+// inca-sim's leaf-spine fabric (docs/sim.md, "Fabrics"): the ranks JOIN
+// their leaves, the aggregation manager builds the tree through each
+// simulated switch's control API (switchd::SwitchControl), and the real
+// dispatcher, reducer and client cores carry every collective up and down
+// it; the ring's packets cross the spine. Both exact, at their closed
+// forms, with and without oversubscribed uplinks.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "inca/sim/cais_scenario.h"
+
+namespace inca::sim {
+namespace {
+
+CaisSimScenario Fabric(int racks, int hosts, double uplink_gbps) {
+  CaisSimScenario s;
+  s.backends = {"inca", "ring"};
+  s.hosts = hosts;
+  s.racks = racks;
+  s.link_gbps = 100;
+  s.uplink_gbps = uplink_gbps;
+  s.sizes = {uint64_t(hosts) * 256 * 4, uint64_t(hosts) * 65'536 * 4};
+  s.ops = 2;
+  return s;
+}
+
+TEST(FabricTest, EveryCollectiveIsExactThroughTheManagersTreeAtItsClosedForm) {
+  for (const CaisSimScenario& base : {Fabric(2, 4, 0), Fabric(2, 8, 50), Fabric(4, 8, 0)}) {
+    for (const char* collective : {"allreduce", "reduce_scatter", "all_gather"}) {
+      CaisSimScenario s = base;
+      s.collective = collective;
+      const auto exact = RunCaisSimScenario(s);
+      s.mode = "timing";  // the same operations, payloads elided
+      const auto timing = RunCaisSimScenario(s);
+      ASSERT_TRUE(exact.ok() && timing.ok()) << exact.status() << " " << timing.status();
+      ASSERT_EQ(exact->rows.size(), 4u);
+      for (size_t i = 0; i < exact->rows.size(); ++i) {
+        const CaisSimRow &x = exact->rows[i], &y = timing->rows[i];
+        SCOPED_TRACE(absl::StrCat(base.racks, " racks of ", base.hosts / base.racks, ", uplink ",
+                                  base.uplink_gbps, ": ", collective, " ", x.backend, " ",
+                                  x.bytes));
+        EXPECT_GT(x.checked, 0u);
+        EXPECT_EQ(x.wrong + y.wrong, 0u);
+        EXPECT_EQ(x.fallback_chunks + y.fallback_chunks, 0u);  // all of it on the tree
+        EXPECT_EQ(x.dropped, 0u);
+        EXPECT_NEAR(y.mean_us / x.mean_us, 1.0, 0.005);
+        EXPECT_LE(x.of_closed_form, 1.01);
+        // The closed form leaves out the uplinks' two extra hops each way:
+        // most of a small operation's time.
+        EXPECT_GE(x.of_closed_form, x.bytes > 500'000 ? 0.94 : 0.45);
+      }
+    }
+  }
+}
+
+// Uplinks at a quarter of the host links' rate: the tree and the ring in
+// rack order each cross an uplink with the whole tensor (the ring's share
+// of it) once each way, so both take four times as long.
+TEST(FabricTest, AnOversubscribedUplinkSetsThePaceOfBoth) {
+  CaisSimScenario full = Fabric(2, 8, 0), thin = Fabric(2, 8, 25);
+  full.mode = thin.mode = "timing";
+  full.sizes = thin.sizes = {uint64_t{16} << 20};
+  auto a = RunCaisSimScenario(full), b = RunCaisSimScenario(thin);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(a->rows[i].backend);
+    EXPECT_NEAR(b->rows[i].mean_us / a->rows[i].mean_us, 4.0, 0.1);
+    EXPECT_NEAR(b->rows[i].of_closed_form, 1.0, 0.01);
+  }
+  // The tree's ranks formed through the manager, and the tree beats the ring.
+  EXPECT_GT(a->rows[0].formation_us, 0);
+  EXPECT_LT(a->rows[0].mean_us, a->rows[1].mean_us);
+}
+
+TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
+  const struct {
+    const char* set;
+    const char* says;
+  } cases[] = {
+      {"racks=3", "racks must be 0 (a star) or 2..64 dividing hosts 8"},
+      {"racks=1", "racks must be 0"},
+      {"switches=2", "switches must be 1"},
+      {"backends=tree", "not tree yet"},
+      {"background_load=0.1", "no background traffic"},
+      {"form_groups=false", "form_groups"},
+      {"uplink_gbps=-1", "uplink_gbps must be in [0, 10000]"},
+  };
+  for (const auto& c : cases) {
+    CaisSimScenario s = Fabric(2, 8, 0);
+    absl::Status st = ApplyCaisOverride(c.set, &s);  // checks the whole scenario
+    if (st.ok()) st = s.Validate();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.set;
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << c.set << ": " << st.message();
+  }
+  CaisSimScenario star;
+  star.uplink_gbps = 10;
+  EXPECT_NE(star.Validate().message().find("uplink_gbps needs racks"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inca::sim
