@@ -185,9 +185,11 @@ tree::Topology FabricTopology(const CaisSimScenario& s) {
     }
     t.switches.push_back(w);
   }
+  const std::vector<int> host = s.HostOfRank();
   for (int r = 0; r < s.hosts; ++r) {
     const std::string ep = CaisSwitchNode::HostEndpoint(r).ToString();
-    t.hosts.push_back({ep.substr(0, ep.rfind(':')), absl::StrCat("leaf", r / per)});
+    t.hosts.push_back(
+        {ep.substr(0, ep.rfind(':')), absl::StrCat("leaf", host[static_cast<size_t>(r)] / per)});
   }
   return t;
 }
@@ -217,13 +219,18 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, 0, j, done, virt, ledger);
   LinkConfig up = Links(s);
   up.rate_bps = s.UplinkGbps() * 1e9;
+  const std::vector<int> host = s.HostOfRank();
+  std::vector<int> rank_on(host.size());  // each host's rank
+  for (size_t r = 0; r < host.size(); ++r)
+    rank_on[static_cast<size_t>(host[r])] = static_cast<int>(r);
   std::vector<net::Endpoint> children;
   for (int k = 0; k < s.racks; ++k) {
     CaisSwitchNode* leaf = sws[static_cast<size_t>(k) + 1];
     std::vector<net::Endpoint> peers;
-    for (int i = 0; i < per; ++i) {
-      j->net->Connect(ranks[static_cast<size_t>(k * per + i)], leaf, Links(s));  // leaf port i
-      peers.push_back(CaisSwitchNode::HostEndpoint(k * per + i));
+    for (int i = 0; i < per; ++i) {  // leaf port i: the rank on the rack's host i
+      const int r = rank_on[static_cast<size_t>(k * per + i)];
+      j->net->Connect(ranks[static_cast<size_t>(r)], leaf, Links(s));
+      peers.push_back(CaisSwitchNode::HostEndpoint(r));
     }
     j->net->Connect(leaf, sws[0], up);  // leaf port `per`, spine port k
     peers.push_back(SwitchAddress(0));
@@ -251,12 +258,13 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   return absl::OkStatus();
 }
 
-// The host baselines' fabric: each leaf forwarder (switches 1..racks,
-// its ranks on ports 0..per-1) linked to the spine's (switch 0) at the
-// uplink rate, losslessly (PFC), and every forwarder's routes: a rank of
-// the leaf's own rack out of its port, any other up; the spine toward the
-// rank's leaf.
-void LinkRacks(const CaisSimScenario& s, Network* net, Plane* pl) {
+// The host baselines' fabric: each leaf forwarder (switches 1..racks, the
+// ranks on its hosts already linked: rank r on its port port_at_leaf[r])
+// linked to the spine's (switch 0) at the uplink rate, losslessly (PFC),
+// and every forwarder's routes: a rank on one of the leaf's hosts out of
+// its port, any other up; the spine toward the leaf of the rank's host.
+void LinkRacks(const CaisSimScenario& s, const std::vector<int>& host,
+               const std::vector<dp::PortId>& port_at_leaf, Network* net, Plane* pl) {
   const int per = s.hosts / s.racks;
   LinkConfig up = Links(s);
   up.rate_bps = s.UplinkGbps() * 1e9;
@@ -264,14 +272,14 @@ void LinkRacks(const CaisSimScenario& s, Network* net, Plane* pl) {
   std::vector<dp::PortId> spine;
   for (int k = 0; k < s.racks; ++k) {
     auto* leaf = static_cast<ForwarderNode*>(pl->switches[static_cast<size_t>(k) + 1]);
-    net->Connect(leaf, pl->switches[0], up);
+    const dp::PortId uplink = net->Connect(leaf, pl->switches[0], up).first;
     std::vector<dp::PortId> routes;
-    for (int r = 0; r < s.hosts; ++r) {
-      routes.push_back(static_cast<dp::PortId>(r / per == k ? r % per : per));
+    for (size_t r = 0; r < host.size(); ++r) {
+      routes.push_back(host[r] / per == k ? port_at_leaf[r] : uplink);
     }
     leaf->SetRoutes(std::move(routes));
   }
-  for (int r = 0; r < s.hosts; ++r) spine.push_back(static_cast<dp::PortId>(r / per));
+  for (int h : host) spine.push_back(static_cast<dp::PortId>(h / per));
   static_cast<ForwarderNode*>(pl->switches[0])->SetRoutes(std::move(spine));
 }
 
@@ -292,19 +300,21 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
   pl->hub = pl->switches[0];
   std::vector<RankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
+  const std::vector<int> host = s.HostOfRank();
+  std::vector<dp::PortId> port_at_leaf;  // each rank's, in a fabric
   for (int r = 0; r < s.hosts; ++r) {
     auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r,
                                                         s.hosts, s.HostPayload(), s.link_gbps * 1e9,
                                                         s.overhead_bytes, alpha, done));
     LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
     lossless.queue_packets = UINT32_MAX;
-    j->net->Connect(node, pl->switches[s.racks > 0 ? 1 + static_cast<size_t>(r / per) : 0],
-                    lossless);
+    const size_t at = s.racks > 0 ? 1 + static_cast<size_t>(host[static_cast<size_t>(r)] / per) : 0;
+    port_at_leaf.push_back(j->net->Connect(node, pl->switches[at], lossless).second);
     if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
     ranks.push_back(node);
     pl->ranks.push_back(node);
   }
-  if (s.racks > 0) LinkRacks(s, j->net.get(), pl);
+  if (s.racks > 0) LinkRacks(s, host, port_at_leaf, j->net.get(), pl);
   const wire::CaisOp op = CollectiveOp(s.collective);
   pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
     // The scenario's collective, checked against the backend when read.

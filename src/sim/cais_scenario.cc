@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -53,6 +54,14 @@ absl::Status SetMode(const YAML::Node& v, std::string_view src, CaisSimScenario*
   if (auto st = Get(v, src, "mode", &s->mode); !st.ok()) return st;
   if (s->mode != "exact" && s->mode != "timing") {
     return Bad(src, "mode", absl::StrCat("'", s->mode, "': use exact or timing"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetPlacement(const YAML::Node& v, std::string_view src, CaisSimScenario* s) {
+  if (auto st = Get(v, src, "placement", &s->placement); !st.ok()) return st;
+  if (s->placement != "rack" && s->placement != "random") {
+    return Bad(src, "placement", absl::StrCat("'", s->placement, "': use rack or random"));
   }
   return absl::OkStatus();
 }
@@ -118,6 +127,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(switches),
     INCA_CAIS_KEY(racks),
     INCA_CAIS_KEY(uplink_gbps),
+    {"placement", &SetPlacement},
     INCA_CAIS_KEY(link_gbps),
     INCA_CAIS_KEY(link_delay_us),
     INCA_CAIS_KEY(queue_packets),
@@ -309,9 +319,12 @@ double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
   // On a fabric the tree moves the tensor once each way over every uplink
   // (every collective: the root multicasts each chunk to every leaf), the
   // ring in rack order crosses each uplink once each way: both at the
-  // slower of a host link and an uplink. The two extra hops' latency is not
-  // in it.
-  const double rate = (s.racks > 0 ? std::min(s.link_gbps, s.UplinkGbps()) : s.link_gbps) * 1e9;
+  // slower of a host link and an uplink (the ring's share of an uplink
+  // divided among its crossings). The two extra hops' latency is not in it.
+  // Ranks placed at random, the ring may cross one uplink several times.
+  const double crossings = backend == "ring" ? std::max(1, s.RingCrossings()) : 1;
+  const double rate =
+      (s.racks > 0 ? std::min(s.link_gbps, s.UplinkGbps() / crossings) : s.link_gbps) * 1e9;
   const double delay = s.link_delay_us * 1e-6;
   const double alpha = s.ring_step_latency_us * 1e-6;
   const int hosts = s.hosts;
@@ -431,8 +444,35 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
 
 }  // namespace
 
+std::vector<int> CaisSimScenario::HostOfRank() const {
+  std::vector<int> host(static_cast<size_t>(hosts));
+  std::iota(host.begin(), host.end(), 0);
+  if (placement == "random") {
+    std::mt19937_64 draw(seed ^ 0x706c616365ULL);  // its own stream: the links' stay as they were
+    std::shuffle(host.begin(), host.end(), draw);
+  }
+  return host;
+}
+
+int CaisSimScenario::RingCrossings() const {
+  if (racks <= 0) return 0;
+  const std::vector<int> host = HostOfRank();
+  const int per = hosts / racks;
+  std::vector<int> up(static_cast<size_t>(racks)), down(static_cast<size_t>(racks));
+  for (int r = 0; r < hosts; ++r) {
+    const int from = host[static_cast<size_t>(r)] / per;
+    const int to = host[static_cast<size_t>((r + 1) % hosts)] / per;
+    if (from == to) continue;
+    ++up[static_cast<size_t>(from)];
+    ++down[static_cast<size_t>(to)];
+  }
+  return std::max(*std::max_element(up.begin(), up.end()),
+                  *std::max_element(down.begin(), down.end()));
+}
+
 absl::Status CaisSimScenario::ValidateFabric() const {
   if (racks == 0) {
+    if (placement != "rack") return absl::InvalidArgumentError("placement needs racks (a fabric)");
     return uplink_gbps == 0 ? absl::OkStatus()
                             : absl::InvalidArgumentError("uplink_gbps needs racks (a fabric)");
   }
@@ -455,7 +495,9 @@ absl::Status CaisSimScenario::ValidateFabric() const {
 
 absl::Status CaisSimScenario::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (hosts < 2 || hosts > 256) return bad("hosts must be in [2, 256]");
+  if (hosts < 2 || hosts > (racks > 0 ? 4032 : 256)) {
+    return bad("hosts must be in [2, 256] (a fabric's racks: [2, 4032], 64 leaves of 63)");
+  }
   if (switches < 1 || switches > 16) return bad("switches must be in [1, 16]");
   if (!(link_gbps > 0) || link_gbps > 10000) return bad("link_gbps must be in (0, 10000]");
   if (absl::Status st = ValidateFabric(); !st.ok()) return st;

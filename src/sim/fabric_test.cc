@@ -6,7 +6,9 @@
 // forms, with and without oversubscribed uplinks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "inca/sim/cais_scenario.h"
@@ -75,6 +77,30 @@ TEST(FabricTest, AnOversubscribedUplinkSetsThePaceOfBoth) {
   EXPECT_LT(a->rows[0].mean_us, a->rows[1].mean_us);
 }
 
+// Ranks placed across racks at random, as a scheduler places them: the
+// ring's neighbours sit in other racks more often, so it crosses an
+// uplink several times each way and slows by that much; the tree sends
+// each rack's one partial up whatever the order, and takes the same time.
+TEST(FabricTest, RanksPlacedAtRandomSlowTheRingNotTheTree) {
+  CaisSimScenario ordered = Fabric(2, 8, 50), shuffled = ordered;
+  shuffled.placement = "random";
+  ordered.sizes = shuffled.sizes = {uint64_t{8} << 20};
+  EXPECT_EQ(ordered.RingCrossings(), 1);
+  const int crossings = shuffled.RingCrossings();
+  ASSERT_GE(crossings, 2);  // this seed's shuffle
+  std::vector<int> host = shuffled.HostOfRank();
+  std::sort(host.begin(), host.end());
+  for (int h = 0; h < 8; ++h) EXPECT_EQ(host[static_cast<size_t>(h)], h);  // one rank per host
+  auto a = RunCaisSimScenario(ordered), b = RunCaisSimScenario(shuffled);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  const CaisSimRow &tree_a = a->rows[0], &tree_b = b->rows[0];
+  const CaisSimRow &ring_a = a->rows[1], &ring_b = b->rows[1];
+  EXPECT_EQ(tree_b.wrong + ring_b.wrong + tree_b.fallback_chunks, 0u);
+  EXPECT_NEAR(tree_b.mean_us / tree_a.mean_us, 1.0, 0.005);
+  EXPECT_NEAR(ring_b.mean_us / ring_a.mean_us, crossings, 0.05 * crossings);
+  EXPECT_NEAR(ring_b.of_closed_form, 1.0, 0.01);
+}
+
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   const struct {
     const char* set;
@@ -87,6 +113,7 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
       {"background_load=0.1", "no background traffic"},
       {"form_groups=false", "form_groups"},
       {"uplink_gbps=-1", "uplink_gbps must be in [0, 10000]"},
+      {"placement=diagonal", "use rack or random"},
   };
   for (const auto& c : cases) {
     CaisSimScenario s = Fabric(2, 8, 0);
@@ -98,6 +125,9 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   CaisSimScenario star;
   star.uplink_gbps = 10;
   EXPECT_NE(star.Validate().message().find("uplink_gbps needs racks"), std::string::npos);
+  star.uplink_gbps = 0;
+  star.placement = "random";
+  EXPECT_NE(star.Validate().message().find("placement needs racks"), std::string::npos);
 }
 
 }  // namespace

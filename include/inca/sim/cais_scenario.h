@@ -39,6 +39,17 @@ struct CaisSimScenario {
   // the ring's packets cross the spine between racks. 0: the star.
   int racks = 0;
   double uplink_gbps = 0;
+  // Which host each rank runs on in a fabric: "rack" (rank r on host r,
+  // racks in order) or "random" (a shuffle drawn from the seed, as a
+  // scheduler places ranks). The tree's cost does not depend on it; the
+  // ring's uplink crossings do.
+  std::string placement = "rack";
+  // Host of each rank under `placement` (a fabric's racks hold hosts
+  // [k x hosts/racks, (k+1) x hosts/racks)).
+  std::vector<int> HostOfRank() const;
+  // The most times the ring (rank r to r + 1) crosses one uplink in one
+  // direction under `placement`: 1 in rack order; 0 on a star.
+  int RingCrossings() const;
   double link_gbps = 100;  // every host link, both ways
   double link_delay_us = 1;
   uint32_t queue_packets = 1024;  // per link direction
