@@ -316,15 +316,7 @@ void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
 double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
                          const std::vector<Stripe>& stripes) {
   const wire::CaisOp kind = CollectiveOp(s.collective);
-  // On a fabric the tree moves the tensor once each way over every uplink
-  // (every collective: the root multicasts each chunk to every leaf), the
-  // ring in rack order crosses each uplink once each way: both at the
-  // slower of a host link and an uplink (the ring's share of an uplink
-  // divided among its crossings). The two extra hops' latency is not in it.
-  // Ranks placed at random, the ring may cross one uplink several times.
-  const double crossings = backend == "ring" ? std::max(1, s.RingCrossings()) : 1;
-  const double rate =
-      (s.racks > 0 ? std::min(s.link_gbps, s.UplinkGbps() / crossings) : s.link_gbps) * 1e9;
+  const double rate = s.link_gbps * 1e9;
   const double delay = s.link_delay_us * 1e-6;
   const double alpha = s.ring_step_latency_us * 1e-6;
   const int hosts = s.hosts;
@@ -349,6 +341,8 @@ double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
   } else {
     closed = TreeAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
   }
+  // On a fabric, at least what the busiest uplink carries (cais_fabric.cc).
+  if (s.racks > 0) closed = std::max(closed, UplinkSeconds(s, backend, widest));
   return std::max(closed, cpu);
 }
 
@@ -443,55 +437,6 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
 }
 
 }  // namespace
-
-std::vector<int> CaisSimScenario::HostOfRank() const {
-  std::vector<int> host(static_cast<size_t>(hosts));
-  std::iota(host.begin(), host.end(), 0);
-  if (placement == "random") {
-    std::mt19937_64 draw(seed ^ 0x706c616365ULL);  // its own stream: the links' stay as they were
-    std::shuffle(host.begin(), host.end(), draw);
-  }
-  return host;
-}
-
-int CaisSimScenario::RingCrossings() const {
-  if (racks <= 0) return 0;
-  const std::vector<int> host = HostOfRank();
-  const int per = hosts / racks;
-  std::vector<int> up(static_cast<size_t>(racks)), down(static_cast<size_t>(racks));
-  for (int r = 0; r < hosts; ++r) {
-    const int from = host[static_cast<size_t>(r)] / per;
-    const int to = host[static_cast<size_t>((r + 1) % hosts)] / per;
-    if (from == to) continue;
-    ++up[static_cast<size_t>(from)];
-    ++down[static_cast<size_t>(to)];
-  }
-  return std::max(*std::max_element(up.begin(), up.end()),
-                  *std::max_element(down.begin(), down.end()));
-}
-
-absl::Status CaisSimScenario::ValidateFabric() const {
-  if (racks == 0) {
-    if (placement != "rack") return absl::InvalidArgumentError("placement needs racks (a fabric)");
-    return uplink_gbps == 0 ? absl::OkStatus()
-                            : absl::InvalidArgumentError("uplink_gbps needs racks (a fabric)");
-  }
-  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 63) {
-    return bad(absl::StrCat("racks must be 0 (a star) or 2..64 dividing hosts ", hosts,
-                            " into racks of at most 63 (a leaf's 64 ports hold its uplink)"));
-  }
-  if (!(uplink_gbps >= 0) || uplink_gbps > 10000) {
-    return bad("uplink_gbps must be in [0, 10000] (0: link_gbps)");
-  }
-  if (switches != 1) return bad("a fabric (racks) has no stripes: switches must be 1");
-  if (background_load > 0) return bad("a fabric (racks) has no background traffic yet");
-  if (!form_groups) return bad("a fabric's groups are formed (JOIN and the manager): form_groups");
-  for (const std::string& b : backends) {
-    if (b == "tree") return bad("a fabric (racks) runs the inca and ring backends, not tree yet");
-  }
-  return absl::OkStatus();
-}
 
 absl::Status CaisSimScenario::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };

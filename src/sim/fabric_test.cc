@@ -49,9 +49,10 @@ TEST(FabricTest, EveryCollectiveIsExactThroughTheManagersTreeAtItsClosedForm) {
         EXPECT_EQ(x.dropped, 0u);
         EXPECT_NEAR(y.mean_us / x.mean_us, 1.0, 0.005);
         EXPECT_LE(x.of_closed_form, 1.01);
-        // The closed form leaves out the uplinks' two extra hops each way:
-        // most of a small operation's time.
-        EXPECT_GE(x.of_closed_form, x.bytes > 500'000 ? 0.94 : 0.45);
+        // The closed form leaves out the uplinks' two extra hops each way
+        // (and an oversubscribed uplink's serialisation of the first
+        // chunk): most of a small operation's time.
+        EXPECT_GE(x.of_closed_form, x.bytes > 500'000 ? 0.94 : 0.35);
       }
     }
   }
@@ -101,6 +102,34 @@ TEST(FabricTest, RanksPlacedAtRandomSlowTheRingNotTheTree) {
   EXPECT_NEAR(ring_b.of_closed_form, 1.0, 0.01);
 }
 
+// NCCL's double binary tree on the fabric: with ranks in rack order, four
+// of each tree's edges join the two racks, so each uplink carries its half
+// of the tensor on eight edges each way, four times what the tree the
+// manager builds puts on it. Exact, and at that bound; every backend's
+// closed form stays a lower bound, small operations included.
+TEST(FabricTest, NcclsTreeCrossesTheUplinksOnManyEdges) {
+  CaisSimScenario s = Fabric(2, 8, 0);
+  s.backends = {"inca", "ring", "tree"};
+  s.sizes = {64 << 10, 16 << 20};
+  s.mode = "timing";
+  for (const char* placement : {"rack", "random"}) {
+    s.placement = placement;
+    auto r = RunCaisSimScenario(s);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const CaisSimRow& x : r->rows) {
+      SCOPED_TRACE(absl::StrCat(placement, " ", x.backend, " ", x.bytes));
+      EXPECT_EQ(x.wrong, 0u);
+      EXPECT_LE(x.of_closed_form, 1.001);
+      if (x.bytes > 1'000'000) EXPECT_GE(x.of_closed_form, 0.99);
+    }
+  }
+  s.placement = "rack";
+  s.sizes = {16 << 20};
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->rows[2].mean_us / r->rows[0].mean_us, 4.0, 0.1);  // tree / inca
+}
+
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   const struct {
     const char* set;
@@ -109,7 +138,6 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
       {"racks=3", "racks must be 0 (a star) or 2..64 dividing hosts 8"},
       {"racks=1", "racks must be 0"},
       {"switches=2", "switches must be 1"},
-      {"backends=tree", "not tree yet"},
       {"background_load=0.1", "no background traffic"},
       {"form_groups=false", "form_groups"},
       {"uplink_gbps=-1", "uplink_gbps must be in [0, 10000]"},
