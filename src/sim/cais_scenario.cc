@@ -545,8 +545,8 @@ absl::StatusOr<CaisSimScenario> ParseCaisSimScenario(std::string_view yaml,
   return yaml_keys::ParseScenario<CaisSimScenario>(yaml, source, SetKey);
 }
 
-absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s) {
-  return yaml_keys::ApplyOverride(key_value, s, SetKey);
+absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s, bool validate) {
+  return yaml_keys::ApplyOverride(key_value, s, SetKey, validate);
 }
 
 absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,

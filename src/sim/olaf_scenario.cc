@@ -193,8 +193,8 @@ absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::strin
   return yaml_keys::ParseScenario<OlafScenario>(yaml, source, SetKey);
 }
 
-absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s) {
-  return yaml_keys::ApplyOverride(key_value, s, SetKey);
+absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s, bool validate) {
+  return yaml_keys::ApplyOverride(key_value, s, SetKey, validate);
 }
 
 double JainIndex(const std::vector<double>& x) {

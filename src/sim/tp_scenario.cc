@@ -163,8 +163,8 @@ absl::StatusOr<TpScenario> ParseTpScenario(std::string_view yaml, std::string_vi
   return yaml_keys::ParseScenario<TpScenario>(yaml, source, SetKey);
 }
 
-absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s) {
-  return yaml_keys::ApplyOverride(key_value, s, SetKey);
+absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s, bool validate) {
+  return yaml_keys::ApplyOverride(key_value, s, SetKey, validate);
 }
 
 bool IsTpScenario(std::string_view yaml) {

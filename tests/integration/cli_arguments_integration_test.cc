@@ -68,6 +68,28 @@ TEST(IncaSimArgumentsTest, UnboundedWorkAndASpentEventBudgetAreOneLine) {
   EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
 }
 
+// --set keys that constrain each other (a fabric's racks and hosts) were
+// checked one at a time, so that no order of them was accepted: the
+// scenario is now checked once, after every --set.
+TEST(IncaSimArgumentsTest, SetsThatOnlyAgreeTogetherAreCheckedTogether) {
+  const std::vector<std::string> fabric = {INCA_SOURCE_DIR "/scenarios/cais/leaf-spine.yaml",
+                                           "--set",
+                                           "backends=inca",
+                                           "--set",
+                                           "sizes=64K",
+                                           "--set",
+                                           "ops=1",
+                                           "--out",
+                                           ::testing::TempDir() + "sim-fabric"};
+  for (const auto& order : {std::vector<std::string>{"--set", "hosts=126", "--set", "racks=63"},
+                            std::vector<std::string>{"--set", "racks=63", "--set", "hosts=126"}}) {
+    const Ended e = RunToEnd(INCA_SIM_PATH, With(fabric, order));
+    EXPECT_EQ(e.code, 0) << e.err;
+  }
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(fabric, {"--set", "hosts=126"})),
+                          "dividing hosts 126", "hosts=126 with racks=4");
+}
+
 #endif  // INCA_SIM_PATH
 
 // CLI11's own exit codes (105, 109, ...) and two lines; a negative

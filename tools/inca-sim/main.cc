@@ -155,9 +155,12 @@ int Main(const std::string& text, const std::string& path, const std::vector<std
          Override apply) {
   auto s = parse(text, path);
   if (!s.ok()) return Fail(std::string(s.status().message()));
+  // Every --set first, then the scenario checked as a whole: keys that
+  // constrain each other (racks and hosts) may come in any order.
   for (const std::string& kv : sets) {
-    if (auto st = apply(kv, &*s); !st.ok()) return Fail(std::string(st.message()));
+    if (auto st = apply(kv, &*s, false); !st.ok()) return Fail(std::string(st.message()));
   }
+  if (auto st = s->Validate(); !st.ok()) return Fail(std::string(st.message()));
   if (!sweep.empty()) {
     const size_t eq = sweep.find('=');
     if (eq == std::string::npos) return Fail("--sweep '" + sweep + "' must be KEY=V1,V2,...");
@@ -172,7 +175,7 @@ int Main(const std::string& text, const std::string& path, const std::vector<std
   int rc = 0;
   for (const std::string& v : s->sweep_values) {
     Scenario one = *s;
-    if (auto st = apply(s->sweep_key + "=" + v, &one); !st.ok())
+    if (auto st = apply(s->sweep_key + "=" + v, &one, true); !st.ok())
       return Fail(std::string(st.message()));
     one.name = s->name + "-" + v;
     rc |= RunOne(one, out_dir, progress);

@@ -115,7 +115,8 @@ struct CaisSimScenario {
 absl::StatusOr<CaisSimScenario> ParseCaisSimScenario(std::string_view yaml,
                                                      std::string_view source);
 // Sets one key ("link_gbps=200", "sizes=1M,16M") as the YAML would.
-absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s);
+absl::Status ApplyCaisOverride(std::string_view key_value, CaisSimScenario* s,
+                               bool validate = true);
 // True if the YAML text is a CAIS scenario (`system: cais`).
 bool IsCaisScenario(std::string_view yaml);
 

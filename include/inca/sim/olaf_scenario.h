@@ -91,7 +91,7 @@ struct OlafScenario {
 // Parses YAML; unknown keys and bad values are InvalidArgument naming the key.
 absl::StatusOr<OlafScenario> ParseOlafScenario(std::string_view yaml, std::string_view source);
 // Sets one key ("egress_gbps=20", "policy=fifo"...) as the YAML would.
-absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s);
+absl::Status ApplyOverride(std::string_view key_value, OlafScenario* s, bool validate = true);
 
 // The time-average age at the PS split as Σ(D·Y + Y²/2)/T over the
 // updates that make it younger: D the age such an update arrives with

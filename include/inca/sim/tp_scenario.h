@@ -38,7 +38,7 @@ struct TpScenario {
 };
 
 absl::StatusOr<TpScenario> ParseTpScenario(std::string_view yaml, std::string_view source);
-absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s);
+absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s, bool validate = true);
 // True if the YAML text is a tensor-parallel scenario (`system: cais-tp`).
 bool IsTpScenario(std::string_view yaml);
 
