@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,33 @@ TEST(IncaSimArgumentsTest, SetsThatOnlyAgreeTogetherAreCheckedTogether) {
   }
   ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(fabric, {"--set", "hosts=126"})),
                           "dividing hosts 126", "hosts=126 with racks=4");
+}
+
+// A sweep in two processes gives what it gives in one, and its runs'
+// results merged into <name>-sweep.csv and .json.
+TEST(IncaSimArgumentsTest, ASweepInProcessesGivesTheSameMergedResults) {
+  auto merged = [](int jobs) {
+    const std::string out = ::testing::TempDir() + "sim-sweep-" + std::to_string(jobs);
+    const Ended e =
+        RunToEnd(INCA_SIM_PATH, {INCA_SOURCE_DIR "/scenarios/cais/leaf-spine.yaml", "--set",
+                                 "racks=2", "--set", "sizes=64K", "--set", "ops=1", "--sweep",
+                                 "hosts=4,8,16", "--jobs", std::to_string(jobs), "--out", out});
+    EXPECT_EQ(e.code, 0) << e.err;
+    std::ifstream f(out + "/leaf-spine-sweep.csv");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::ifstream j(out + "/leaf-spine-sweep.json");
+    EXPECT_TRUE(j.good()) << out;
+    return text;
+  };
+  const std::string one = merged(1), two = merged(2);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one.rfind("hosts,backend,bytes,", 0), 0u) << one;
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 1 + 3 * 3) << one;  // 3 runs x 3 backends
+  for (const char* row : {"\n4,inca,65536,", "\n8,ring,65536,", "\n16,tree,65536,"}) {
+    EXPECT_NE(one.find(row), std::string::npos) << row << " in " << one;
+  }
+  ExpectOneLineUsageError(RunToEnd(INCA_SIM_PATH, With(kShortOlaf, {"--jobs", "0"})), "--jobs",
+                          "--jobs 0");
 }
 
 #endif  // INCA_SIM_PATH

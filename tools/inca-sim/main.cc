@@ -5,7 +5,9 @@
 // inca and the ring, against their closed forms, to the same two files; a
 // tensor-parallel one (`system: cais-tp`), step times per TP degree, link
 // rate and backend. A scenario with `sweep:` (or --sweep KEY=V1,V2) runs once per value, named
-// <name>-<V>.
+// <name>-<V> (--jobs N: N processes at once), and <name>-sweep.csv and
+// .json merge the runs' results.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
@@ -149,9 +152,96 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// Runs each scenario (a sweep's values), `jobs` processes at a time (1: in
+// this one), each child's stdout printed whole and in the runs' order.
+// The exit code: 0 when every run's is.
+template <typename Scenario>
+int RunAll(const std::vector<Scenario>& runs, const std::string& out_dir, bool progress, int jobs) {
+  int rc = 0;
+  if (jobs <= 1) {
+    for (const Scenario& one : runs) rc |= RunOne(one, out_dir, progress);
+    return rc;
+  }
+  struct Child {
+    pid_t pid = -1;
+    int out = -1;
+  };
+  std::vector<Child> children(runs.size());
+  size_t started = 0;
+  auto start = [&](size_t i) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return false;
+    }
+    if (pid == 0) {  // the child: one run, its report into the pipe
+      close(fds[0]);
+      dup2(fds[1], STDOUT_FILENO);
+      const int code = RunOne(runs[i], out_dir, false);
+      std::fflush(stdout);
+      _exit(code);
+    }
+    close(fds[1]);
+    children[i] = {pid, fds[0]};
+    return true;
+  };
+  for (; started < runs.size() && started < static_cast<size_t>(jobs); ++started) {
+    if (!start(started)) return Fail("cannot start a process for " + runs[started].name);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string report;
+    char buf[4096];
+    for (ssize_t n; (n = read(children[i].out, buf, sizeof buf)) > 0;) report.append(buf, n);
+    close(children[i].out);
+    int status = 0;
+    waitpid(children[i].pid, &status, 0);
+    std::fputs(report.c_str(), stdout);
+    rc |= WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (started < runs.size() && !start(started++)) {
+      return Fail("cannot start a process for " + runs[started - 1].name);
+    }
+  }
+  return rc;
+}
+
+// A sweep's results in one place: <out>/<name>-sweep.csv, each run's CSV
+// rows behind a first column of the swept key's value, and
+// <out>/<name>-sweep.json, {"sweep_key", "runs": [{"value", "result"}]}.
+// "" or what could not be read or written.
+std::string MergeSweep(const std::string& out_dir, const std::string& name, const std::string& key,
+                       const std::vector<std::string>& values) {
+  const std::filesystem::path dir(out_dir);
+  std::string csv, json = "{\"sweep_key\": \"" + key + "\", \"runs\": [";
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string one = name + "-" + values[i];
+    std::string header, line, body;
+    std::ifstream c(dir / (one + ".csv")), j(dir / (one + ".json"));
+    if (!c || !j) return "cannot read " + (dir / one).string() + ".csv or .json";
+    std::getline(c, header);
+    if (i == 0) csv = key + "," + header + "\n";
+    while (std::getline(c, line)) csv += values[i] + "," + line + "\n";
+    body.assign(std::istreambuf_iterator<char>(j), std::istreambuf_iterator<char>());
+    while (!body.empty() && (body.back() == '\n' || body.back() == ' ')) body.pop_back();
+    json +=
+        std::string(i ? ", " : "") + "{\"value\": \"" + values[i] + "\", \"result\": " + body + "}";
+  }
+  json += "]}\n";
+  for (const auto& [ext, text] : {std::pair{".csv", csv}, std::pair{".json", json}}) {
+    std::ofstream f(dir / (name + "-sweep" + ext));
+    f << text;
+    f.close();
+    if (!f) return "cannot write " + (dir / (name + "-sweep" + ext)).string();
+  }
+  return "";
+}
+
 template <typename Scenario, typename Parse, typename Override>
 int Main(const std::string& text, const std::string& path, const std::vector<std::string>& sets,
-         const std::string& sweep, const std::string& out_dir, bool progress, Parse parse,
+         const std::string& sweep, const std::string& out_dir, bool progress, int jobs, Parse parse,
          Override apply) {
   auto s = parse(text, path);
   if (!s.ok()) return Fail(std::string(s.status().message()));
@@ -172,15 +262,21 @@ int Main(const std::string& text, const std::string& path, const std::vector<std
   }
   if (const std::string bad = PrepareOutDir(out_dir); !bad.empty()) return Fail(bad);
   if (s->sweep_key.empty()) return RunOne(*s, out_dir, progress);
-  int rc = 0;
+  std::vector<Scenario> runs;
   for (const std::string& v : s->sweep_values) {
     Scenario one = *s;
     if (auto st = apply(s->sweep_key + "=" + v, &one, true); !st.ok())
       return Fail(std::string(st.message()));
     one.name = s->name + "-" + v;
-    rc |= RunOne(one, out_dir, progress);
+    runs.push_back(std::move(one));
   }
-  return rc;
+  const int rc = RunAll(runs, out_dir, progress, jobs);
+  if (rc != 0) return rc;
+  if (const std::string bad = MergeSweep(out_dir, s->name, s->sweep_key, s->sweep_values);
+      !bad.empty()) {
+    return Fail(bad);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -190,11 +286,17 @@ int main(int argc, char** argv) {
   std::string path, out_dir = "sim-out", sweep;
   std::vector<std::string> sets;
   bool progress = false;
+  int jobs = 1;
   app.add_option("scenario", path, "scenario YAML file")->required()->check(CLI::ExistingFile);
   app.add_option("--set", sets, "override a key, KEY=VALUE (repeatable)");
   app.add_option("--sweep", sweep, "run once per value: KEY=V1,V2,...");
   app.add_option("--out", out_dir, "output directory")->capture_default_str();
   app.add_flag("--progress", progress, "show progress on stderr");
+  app.add_option("--jobs", jobs,
+                 "run a sweep's values in this many processes at once (each run writes its own "
+                 "files; <name>-sweep.csv and .json merge them)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-sim"); rc >= 0) return rc;
   // Bounded, and a read error is one: /dev/zero (it passes ExistingFile)
   // was read forever.
@@ -202,14 +304,14 @@ int main(int argc, char** argv) {
   if (!read.ok()) return Fail(std::string(read.status().message()));
   const std::string& text = *read;
   if (inca::sim::IsTpScenario(text)) {
-    return Main<inca::sim::TpScenario>(text, path, sets, sweep, out_dir, progress,
+    return Main<inca::sim::TpScenario>(text, path, sets, sweep, out_dir, progress, jobs,
                                        inca::sim::ParseTpScenario, inca::sim::ApplyTpOverride);
   }
   if (inca::sim::IsCaisScenario(text)) {
-    return Main<inca::sim::CaisSimScenario>(text, path, sets, sweep, out_dir, progress,
+    return Main<inca::sim::CaisSimScenario>(text, path, sets, sweep, out_dir, progress, jobs,
                                             inca::sim::ParseCaisSimScenario,
                                             inca::sim::ApplyCaisOverride);
   }
-  return Main<inca::sim::OlafScenario>(text, path, sets, sweep, out_dir, progress,
+  return Main<inca::sim::OlafScenario>(text, path, sets, sweep, out_dir, progress, jobs,
                                        inca::sim::ParseOlafScenario, inca::sim::ApplyOverride);
 }
