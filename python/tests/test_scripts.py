@@ -64,16 +64,31 @@ def test_cais_sim_vs_testbed_sets_the_simulator_beside_a_measured_run(tmp_path):
                                     {"bytes": 1048576, "gloo_us": 13000.0,
                                      "switch_us": 9000.0}]}}
     (tmp_path / "testbed.json").write_text(json.dumps(measured))
+    # A tree benchmark's scenario (2 racks x 2 hosts, 250 Mbit/s hosts,
+    # 500 Mbit/s uplinks), simulated on inca-sim's fabric of the same racks.
+    tree_rows = [{"bytes": 1048576, "gloo": {"time_us": 70000.0}, "tree": {"time_us": 40000.0}}]
+    tree = {"scenarios": {"ah": {"result": {"testbed": {
+        "racks": 2, "hosts_per_rack": 2, "rate": "250mbit", "uplink_rate": "500mbit"},
+        "rows": tree_rows}}}}
+    (tmp_path / "tree.json").write_text(json.dumps(tree))
     doc = tmp_path / "EVAL.md"
     doc.write_text("# evaluation\n")
     build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
     out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts",
                                                           "cais_sim_vs_testbed.py"),
                           "--testbed", str(tmp_path / "testbed.json"), "--doc", str(doc),
+                          "--tree-testbed", str(tmp_path / "tree.json"),
                           "--sim", os.path.join(build, "bin", "inca-sim")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     text = doc.read_text()
+    two = [l for l in text.split("### Two tiers")[1].splitlines() if l.startswith("| ah |")]
+    assert len(two) == 1, text
+    cells = [c.strip() for c in two[0].strip("|").split("|")]
+    # 1 MiB over 250 Mbit/s host links: the tree about 34 ms (the tensor once
+    # each way), the ring 1.5 times that (2(n-1)/n of it).
+    assert 33.0 < float(cells[6]) < 36.0 and 49.0 < float(cells[3]) < 53.0, two[0]
+    assert abs(float(cells[7]) - float(cells[6]) / 40.0) < 0.01
     assert text.startswith("# evaluation\n") and "### 4 x 1 Gbit/s" in text
     rows = [l for l in text.splitlines() if l.startswith("| 1 MiB")]
     assert len(rows) == 1 and "256" not in text.split("### 4 x 1 Gbit/s")[1].split("Largest")[0]
