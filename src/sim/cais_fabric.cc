@@ -24,32 +24,61 @@ std::vector<int> CaisSimScenario::HostOfRank() const {
   return host;
 }
 
-int CaisSimScenario::RingCrossings() const {
-  if (racks <= 0) return 0;
-  const std::vector<int> host = HostOfRank();
-  const int per = hosts / racks;
-  std::vector<int> up(static_cast<size_t>(racks)), down(static_cast<size_t>(racks));
-  for (int r = 0; r < hosts; ++r) {
-    const int from = host[static_cast<size_t>(r)] / per;
-    const int to = host[static_cast<size_t>((r + 1) % hosts)] / per;
+namespace {
+
+// Flows (source rank, destination rank) walked over the fabric as the
+// forwarders route them: a flow between racks leaves its leaf on the uplink
+// to the spine EcmpPick chooses from its ingress port (the rank's port at
+// the leaf: ranks take ports in rank order) and enters the destination's
+// leaf from that spine. The most flows on one uplink in one direction.
+int MostFlowsOnAnUplink(const CaisSimScenario& s, const std::vector<std::pair<int, int>>& flows) {
+  const std::vector<int> host = s.HostOfRank();
+  const int per = s.hosts / s.racks;
+  std::vector<dp::PortId> port(host.size());
+  std::vector<int> taken(static_cast<size_t>(s.racks));
+  for (size_t r = 0; r < host.size(); ++r) {
+    port[r] = static_cast<dp::PortId>(taken[static_cast<size_t>(host[r] / per)]++);
+  }
+  // up[k * spines + j]: leaf k to spine j; down[...]: spine j to leaf k.
+  const auto links = static_cast<size_t>(s.racks * s.spines);
+  std::vector<int> up(links), down(links);
+  for (const auto& [src, dst] : flows) {
+    const int from = host[static_cast<size_t>(src)] / per,
+              to = host[static_cast<size_t>(dst)] / per;
     if (from == to) continue;
-    ++up[static_cast<size_t>(from)];
-    ++down[static_cast<size_t>(to)];
+    const size_t j = s.spines == 1
+                         ? 0
+                         : EcmpPick(port[static_cast<size_t>(src)], static_cast<uint32_t>(dst),
+                                    static_cast<size_t>(s.spines));
+    ++up[static_cast<size_t>(from * s.spines) + j];
+    ++down[static_cast<size_t>(to * s.spines) + j];
   }
   return std::max(*std::max_element(up.begin(), up.end()),
                   *std::max_element(down.begin(), down.end()));
 }
 
+}  // namespace
+
+int CaisSimScenario::RingCrossings() const {
+  if (racks <= 0) return 0;
+  std::vector<std::pair<int, int>> flows;
+  for (int r = 0; r < hosts; ++r) flows.emplace_back(r, (r + 1) % hosts);
+  return MostFlowsOnAnUplink(*this, flows);
+}
+
 absl::Status CaisSimScenario::ValidateFabric() const {
   if (racks == 0) {
     if (placement != "rack") return absl::InvalidArgumentError("placement needs racks (a fabric)");
+    if (spines != 1) return absl::InvalidArgumentError("spines needs racks (a fabric)");
     return uplink_gbps == 0 ? absl::OkStatus()
                             : absl::InvalidArgumentError("uplink_gbps needs racks (a fabric)");
   }
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 63) {
+  if (spines < 1 || spines > 16) return bad("spines must be in [1, 16]");
+  if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 64 - spines) {
     return bad(absl::StrCat("racks must be 0 (a star) or 2..64 dividing hosts ", hosts,
-                            " into racks of at most 63 (a leaf's 64 ports hold its uplink)"));
+                            " into racks of at most ", 64 - spines, " (a leaf's 64 ports hold ",
+                            spines, " uplink", spines > 1 ? "s" : "", ")"));
   }
   if (!(uplink_gbps >= 0) || uplink_gbps > 10000) {
     return bad("uplink_gbps must be in [0, 10000] (0: link_gbps)");
@@ -62,25 +91,21 @@ absl::Status CaisSimScenario::ValidateFabric() const {
 
 namespace {
 
-// The most ring or tree edges between racks at one rack's uplink in one
-// direction: the ring's rank r to r + 1; each of the double binary tree's
-// edges, which carries its half of the tensor both ways.
+// The most ring or tree flows on one uplink in one direction: the ring's
+// rank r to r + 1; each of the double binary tree's edges, both ways (each
+// carries its tree's half of the tensor up and down).
 int MostCrossings(const CaisSimScenario& s, const std::string& backend) {
   if (backend == "ring") return s.RingCrossings();
-  const std::vector<int> host = s.HostOfRank();
-  const int per = s.hosts / s.racks;
-  std::vector<int> edges(static_cast<size_t>(s.racks));
+  std::vector<std::pair<int, int>> flows;
   for (int t = 0; t < 2; ++t) {
     for (int r = 0; r < s.hosts; ++r) {
       const int p = TreeRankNode::Parent(s.hosts, t, r);
       if (p < 0) continue;
-      const int a = host[static_cast<size_t>(r)] / per, b = host[static_cast<size_t>(p)] / per;
-      if (a == b) continue;
-      ++edges[static_cast<size_t>(a)];
-      ++edges[static_cast<size_t>(b)];
+      flows.emplace_back(r, p);
+      flows.emplace_back(p, r);
     }
   }
-  return *std::max_element(edges.begin(), edges.end());
+  return MostFlowsOnAnUplink(s, flows);
 }
 
 }  // namespace

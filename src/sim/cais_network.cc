@@ -163,8 +163,9 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
   return WireIncaPlane(s, plane, j, ranks, {sw});
 }
 
-// A fabric's addresses (docs/sim.md, "Fabrics"): switch 0 the spine, k + 1
-// leaf k; rank r is CaisSwitchNode::HostEndpoint(r) network-wide.
+// A fabric's addresses (docs/sim.md, "Fabrics"): switch 0 the spine that
+// roots the trees, k + 1 leaf k, racks + j spine j (j >= 1); rank r is
+// CaisSwitchNode::HostEndpoint(r) network-wide.
 net::Endpoint SwitchAddress(int index) {
   return *net::Endpoint::Parse(absl::StrCat("198.19.0.", index + 1, ":9410"));
 }
@@ -174,12 +175,14 @@ net::Endpoint SwitchAddress(int index) {
 tree::Topology FabricTopology(const CaisSimScenario& s) {
   tree::Topology t;
   const int per = s.hosts / s.racks;
-  for (int k = 0; k <= s.racks; ++k) {
+  for (int k = 0; k < s.racks + s.spines; ++k) {
     tree::SwitchSpec w;
-    w.name = k == 0 ? "spine" : absl::StrCat("leaf", k - 1);
+    w.name = k == 0         ? "spine"
+             : k <= s.racks ? absl::StrCat("leaf", k - 1)
+                            : absl::StrCat("spine", k - s.racks);
     w.address = SwitchAddress(k).ToString();
     w.control = absl::StrCat("198.19.0.", k + 1, ":50051");
-    if (k > 0) {
+    if (k > 0 && k <= s.racks) {  // a leaf: its tree goes up to spine 0
       w.parent = "spine";
       w.uplink_bps = s.UplinkGbps() * 1e9;
     }
@@ -194,9 +197,11 @@ tree::Topology FabricTopology(const CaisSimScenario& s) {
   return t;
 }
 
-// inca on a leaf-spine fabric: a CaisSwitchNode per leaf and the spine,
-// each behind the control API inca-switchd serves (SwitchControl), and the
-// aggregation manager over them, ticking until every rank has joined.
+// inca on a leaf-spine fabric: a CaisSwitchNode per leaf and spine, each
+// behind the control API inca-switchd serves (SwitchControl), and the
+// aggregation manager over them, ticking until every rank has joined. The
+// topology names spine 0 every leaf's parent: one tree per group, as the
+// manager builds them; the other spines carry none of it.
 absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
                              const RankDone& done) {
   Plane* pl = &j->planes[0];
@@ -205,12 +210,16 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   const cais::CaisConfig cc = IncaSwitchConfig(s, bytes, &virt, &ledger);
   const int per = s.hosts / s.racks;
   std::vector<CaisSwitchNode*> sws;
-  for (int k = 0; k <= s.racks; ++k) {
+  for (int k = 0; k < s.racks + s.spines; ++k) {
+    const bool leaf = k > 0 && k <= s.racks;
     cais::CaisConfig c = cc;
     // Below the root a switch waits longer than the root, which decides.
-    if (k > 0) c.timeout_ns = cc.timeout_ns * 3 / 2;
-    auto created = CaisSwitchNode::Create(k == 0 ? "spine" : absl::StrCat("leaf", k - 1), c,
-                                          k == 0 ? s.racks : per + 1, ledger, Pipeline(s, false));
+    if (leaf) c.timeout_ns = cc.timeout_ns * 3 / 2;
+    auto created =
+        CaisSwitchNode::Create(k == 0 ? "spine"
+                               : leaf ? absl::StrCat("leaf", k - 1)
+                                      : absl::StrCat("spine", k - s.racks),
+                               c, leaf ? per + s.spines : s.racks, ledger, Pipeline(s, false));
     if (!created.ok()) return created.status();
     sws.push_back(j->net->Add(*std::move(created)));
   }
@@ -232,12 +241,18 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
       j->net->Connect(ranks[static_cast<size_t>(r)], leaf, Links(s));
       peers.push_back(CaisSwitchNode::HostEndpoint(r));
     }
-    j->net->Connect(leaf, sws[0], up);  // leaf port `per`, spine port k
-    peers.push_back(SwitchAddress(0));
+    for (int sp = 0; sp < s.spines; ++sp) {  // leaf port per + sp, spine port k
+      const int at = sp == 0 ? 0 : s.racks + sp;
+      j->net->Connect(leaf, sws[static_cast<size_t>(at)], up);
+      peers.push_back(SwitchAddress(at));
+    }
     leaf->SetPeers(peers, SwitchAddress(k + 1));
     children.push_back(SwitchAddress(k + 1));
   }
-  sws[0]->SetPeers(children, SwitchAddress(0));
+  for (int sp = 0; sp < s.spines; ++sp) {
+    const int at = sp == 0 ? 0 : s.racks + sp;
+    sws[static_cast<size_t>(at)]->SetPeers(children, SwitchAddress(at));
+  }
   std::vector<control::ControlPlane*> planes;
   for (CaisSwitchNode* sw : sws) {
     j->controls.push_back(std::make_unique<switchd::SwitchControl>(sw, 0));
@@ -258,29 +273,36 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   return absl::OkStatus();
 }
 
-// The host baselines' fabric: each leaf forwarder (switches 1..racks, the
-// ranks on its hosts already linked: rank r on its port port_at_leaf[r])
-// linked to the spine's (switch 0) at the uplink rate, losslessly (PFC),
-// and every forwarder's routes: a rank on one of the leaf's hosts out of
-// its port, any other up; the spine toward the leaf of the rank's host.
+// The host baselines' fabric: the spines' forwarders (switch 0, then
+// racks + 1 on), each leaf's (switches 1..racks, the ranks on its hosts
+// already linked: rank r on port port_at_leaf[r]) linked to every spine at
+// the uplink rate, losslessly (PFC), its uplinks on ports per.. in spine
+// order; routes: a rank on one of the leaf's hosts out of its port, any
+// other up any uplink (ECMP); a spine toward the leaf of the rank's host.
 void LinkRacks(const CaisSimScenario& s, const std::vector<int>& host,
                const std::vector<dp::PortId>& port_at_leaf, Network* net, Plane* pl) {
   const int per = s.hosts / s.racks;
   LinkConfig up = Links(s);
   up.rate_bps = s.UplinkGbps() * 1e9;
   up.queue_packets = UINT32_MAX;
-  std::vector<dp::PortId> spine;
+  for (int j = 1; j < s.spines; ++j) {
+    pl->switches.push_back(
+        net->Add(std::make_unique<ForwarderNode>(absl::StrCat("spine", j), Pipeline(s, true))));
+  }
+  auto spine = [&](int j) { return pl->switches[j == 0 ? 0 : static_cast<size_t>(s.racks + j)]; };
   for (int k = 0; k < s.racks; ++k) {
     auto* leaf = static_cast<ForwarderNode*>(pl->switches[static_cast<size_t>(k) + 1]);
-    const dp::PortId uplink = net->Connect(leaf, pl->switches[0], up).first;
-    std::vector<dp::PortId> routes;
+    std::vector<dp::PortId> uplinks;
+    for (int j = 0; j < s.spines; ++j) uplinks.push_back(net->Connect(leaf, spine(j), up).first);
+    std::vector<std::vector<dp::PortId>> routes;
     for (size_t r = 0; r < host.size(); ++r) {
-      routes.push_back(host[r] / per == k ? port_at_leaf[r] : uplink);
+      routes.push_back(host[r] / per == k ? std::vector<dp::PortId>{port_at_leaf[r]} : uplinks);
     }
     leaf->SetRoutes(std::move(routes));
   }
-  for (int h : host) spine.push_back(static_cast<dp::PortId>(h / per));
-  static_cast<ForwarderNode*>(pl->switches[0])->SetRoutes(std::move(spine));
+  std::vector<std::vector<dp::PortId>> down;
+  for (int h : host) down.push_back({static_cast<dp::PortId>(h / per)});
+  for (int j = 0; j < s.spines; ++j) static_cast<ForwarderNode*>(spine(j))->SetRoutes(down);
 }
 
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a

@@ -486,15 +486,21 @@ void CaisRankNode::Pump() {
 
 // ------------------------------------------------------------- ForwarderNode
 
-void ForwarderNode::Process(dp::PortId, Packet packet) {
+void ForwarderNode::Process(dp::PortId port, Packet packet) {
   RingHeader h;
-  if (!GetRing(packet, &h) || h.dst >= (routes_.empty() ? dp::kMaxPorts : routes_.size())) {
+  if (!GetRing(packet, &h) || h.dst >= (routes_.empty() ? dp::kMaxPorts : routes_.size()) ||
+      (!routes_.empty() && routes_[h.dst].empty())) {
     ++dropped_;
     return;
   }
   ++forwarded_;
   const auto extra = static_cast<uint32_t>(h.bytes - (packet.size() - kRingHeaderBytes));
-  Send(routes_.empty() ? static_cast<dp::PortId>(h.dst) : routes_[h.dst], std::move(packet), extra);
+  dp::PortId out = static_cast<dp::PortId>(h.dst);
+  if (!routes_.empty()) {
+    const std::vector<dp::PortId>& hops = routes_[h.dst];
+    out = hops[hops.size() == 1 ? 0 : EcmpPick(port, h.dst, hops.size())];
+  }
+  Send(out, std::move(packet), extra);
 }
 
 }  // namespace inca::sim

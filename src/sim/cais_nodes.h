@@ -255,6 +255,16 @@ void PutRing(const RingHeader& h, uint8_t* out);
 // length is neither what it carries nor elided (0 carried).
 bool GetRing(const Packet& p, RingHeader* h);
 
+// Which of `n` equal-cost next hops a flow takes at a switch: a hash of
+// the port it came in by and its destination rank (ECMP by flow hash; the
+// closed forms walk the flows with it too).
+inline size_t EcmpPick(dp::PortId in, uint32_t dst, size_t n) {
+  uint64_t x = (static_cast<uint64_t>(in) << 32 | dst) + 0x9e3779b97f4a7c15ULL;  // splitmix64
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return static_cast<size_t>((x ^ (x >> 31)) % n);
+}
+
 // The switch as a plain forwarder: a ring packet goes out of the port of
 // its destination rank (with its elided slice charged again).
 class ForwarderNode final : public PipelinedSwitch {
@@ -263,12 +273,16 @@ class ForwarderNode final : public PipelinedSwitch {
       : PipelinedSwitch(std::move(name), pipeline) {}
   uint64_t forwarded() const { return forwarded_; }
   uint64_t dropped() const { return dropped_; }  // malformed or to no port
-  // In a fabric: the port toward each destination rank (none: port = rank).
-  void SetRoutes(std::vector<dp::PortId> port_of_rank) { routes_ = std::move(port_of_rank); }
+  // In a fabric: the ports toward each destination rank, equal-cost
+  // (none: port = rank); a packet takes EcmpPick(its ingress port, its
+  // destination) of them, so that one flow keeps one path.
+  void SetRoutes(std::vector<std::vector<dp::PortId>> ports_of_rank) {
+    routes_ = std::move(ports_of_rank);
+  }
 
  private:
   void Process(dp::PortId port, Packet packet) override;
-  std::vector<dp::PortId> routes_;
+  std::vector<std::vector<dp::PortId>> routes_;
   uint64_t forwarded_ = 0;
   uint64_t dropped_ = 0;
 };

@@ -126,6 +126,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(hosts),
     INCA_CAIS_KEY(switches),
     INCA_CAIS_KEY(racks),
+    INCA_CAIS_KEY(spines),
     INCA_CAIS_KEY(uplink_gbps),
     {"placement", &SetPlacement},
     INCA_CAIS_KEY(link_gbps),

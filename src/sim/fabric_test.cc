@@ -130,6 +130,38 @@ TEST(FabricTest, NcclsTreeCrossesTheUplinksOnManyEdges) {
   EXPECT_NEAR(r->rows[2].mean_us / r->rows[0].mean_us, 4.0, 0.1);  // tree / inca
 }
 
+// Several spines: the host baselines' flows between racks spread over
+// them by ECMP (a hash of ingress port and destination), so each uplink
+// carries the flows hashed onto it, and each backend's closed form, which
+// walks the same flows with the same hash, still meets its time. inca's
+// group goes up one tree, through spine 0, as the manager builds it: the
+// other spines carry none of it, so with four spines of a quarter of the
+// rate its uplink is the quarter.
+TEST(FabricTest, SpinesShareTheBaselinesFlowsByEcmpAndTheTreeTakesOne) {
+  CaisSimScenario one = Fabric(2, 16, 200), four = one;
+  one.backends = four.backends = {"inca", "ring", "tree"};
+  one.placement = four.placement = "random";
+  one.mode = four.mode = "timing";
+  one.sizes = four.sizes = {uint64_t{16} << 20};
+  four.spines = 4;
+  four.uplink_gbps = 50;
+  auto a = RunCaisSimScenario(one), b = RunCaisSimScenario(four);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  for (const auto* r : {&*a, &*b}) {
+    for (const CaisSimRow& x : r->rows) {
+      SCOPED_TRACE(absl::StrCat(x.backend, " over ", r == &*a ? 1 : 4, " spines"));
+      EXPECT_EQ(x.wrong + x.fallback_chunks + x.dropped, 0u);
+      EXPECT_LE(x.of_closed_form, 1.001);
+      // Where an uplink and a host link nearly tie (one spine), the time is
+      // a few per cent above the larger of the two bounds.
+      EXPECT_GE(x.of_closed_form, 0.95);
+    }
+  }
+  EXPECT_NEAR(b->rows[0].mean_us / a->rows[0].mean_us, 2.0, 0.05);  // inca: 100 -> 50 Gbit/s
+  EXPECT_GE(four.RingCrossings(), 1);
+  EXPECT_LT(four.RingCrossings(), one.RingCrossings());  // spread over the spines
+}
+
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   const struct {
     const char* set;
@@ -142,6 +174,8 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
       {"form_groups=false", "form_groups"},
       {"uplink_gbps=-1", "uplink_gbps must be in [0, 10000]"},
       {"placement=diagonal", "use rack or random"},
+      {"spines=0", "spines must be in [1, 16]"},
+      {"spines=17", "spines must be in [1, 16]"},
   };
   for (const auto& c : cases) {
     CaisSimScenario s = Fabric(2, 8, 0);
@@ -156,6 +190,16 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   star.uplink_gbps = 0;
   star.placement = "random";
   EXPECT_NE(star.Validate().message().find("placement needs racks"), std::string::npos);
+  star.placement = "rack";
+  star.spines = 2;
+  EXPECT_NE(star.Validate().message().find("spines needs racks"), std::string::npos);
+  CaisSimScenario full = Fabric(2, 126, 0);  // 63 hosts a rack: one port left for one spine
+  EXPECT_TRUE(full.Validate().ok()) << full.Validate();
+  full.spines = 2;
+  EXPECT_NE(
+      full.Validate().message().find("racks of at most 62 (a leaf's 64 ports hold 2 uplinks)"),
+      std::string::npos)
+      << full.Validate();
 }
 
 }  // namespace

@@ -32,12 +32,15 @@ struct CaisSimScenario {
   int switches = 1;
   // A leaf-spine fabric (docs/sim.md, "Fabrics"): the hosts in `racks`
   // racks of hosts / racks each, rack k's hosts on leaf switch k, every
-  // leaf linked to one spine at uplink_gbps (0: link_gbps; below
-  // hosts / racks x link_gbps the uplinks are oversubscribed). inca's ranks
+  // leaf linked to each of `spines` spines at uplink_gbps (0: link_gbps;
+  // below hosts / racks x link_gbps in all the uplinks are
+  // oversubscribed), the host baselines' flows spread over the spines by
+  // ECMP (a hash of ingress port and destination). inca's ranks
   // JOIN their leaf and the aggregation manager (inca-controller
   // --topology's, over each switch's control API) builds the group's tree;
   // the ring's packets cross the spine between racks. 0: the star.
   int racks = 0;
+  int spines = 1;
   double uplink_gbps = 0;
   // Which host each rank runs on in a fabric: "rack" (rank r on host r,
   // racks in order) or "random" (a shuffle drawn from the seed, as a
@@ -47,8 +50,9 @@ struct CaisSimScenario {
   // Host of each rank under `placement` (a fabric's racks hold hosts
   // [k x hosts/racks, (k+1) x hosts/racks)).
   std::vector<int> HostOfRank() const;
-  // The most times the ring (rank r to r + 1) crosses one uplink in one
-  // direction under `placement`: 1 in rack order; 0 on a star.
+  // The most ring edges (rank r to r + 1) on one uplink in one direction
+  // under `placement` and ECMP: 1 in rack order over one spine; 0 on a
+  // star.
   int RingCrossings() const;
   double link_gbps = 100;  // every host link, both ways
   double link_delay_us = 1;
@@ -107,7 +111,7 @@ struct CaisSimScenario {
   std::string sweep_key;
   std::vector<std::string> sweep_values;
   absl::Status Validate() const;
-  absl::Status ValidateFabric() const;  // racks and uplink_gbps
+  absl::Status ValidateFabric() const;  // racks, spines, uplink_gbps, placement
   double UplinkGbps() const { return uplink_gbps > 0 ? uplink_gbps : link_gbps; }
 };
 
