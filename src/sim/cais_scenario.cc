@@ -292,7 +292,7 @@ void CheckStripe(const CaisSimScenario& s, const std::string& backend, const Str
 
 // What every plane dropped (links, and the switch's pipeline), its
 // background packets, and when the last group formed.
-void CountPlanes(const CaisSimScenario& s, const Job& j, CaisSimRow* row) {
+void CountPlanes(const Job& j, CaisSimRow* row) {
   for (const Plane& pl : j.planes) {
     for (Node* r : pl.ranks) {
       const LinkCounters* up = j.net->link(r, 0);
@@ -416,7 +416,7 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
         backend, ", ", bytes, " B: operation ", op, " did not finish (",
         j.sim.pending() == 0 ? "nothing left to happen" : "an hour of simulated time", ")"));
   }
-  CountPlanes(s, j, &row);
+  CountPlanes(j, &row);
   row.op_us = durations_us;
   row.ops = s.ops;
   for (const Stripe& st : stripes) row.checked += Results(kind, st);

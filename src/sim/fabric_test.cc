@@ -120,7 +120,9 @@ TEST(FabricTest, NcclsTreeCrossesTheUplinksOnManyEdges) {
       SCOPED_TRACE(absl::StrCat(placement, " ", x.backend, " ", x.bytes));
       EXPECT_EQ(x.wrong, 0u);
       EXPECT_LE(x.of_closed_form, 1.001);
-      if (x.bytes > 1'000'000) EXPECT_GE(x.of_closed_form, 0.99);
+      if (x.bytes > 1'000'000) {
+        EXPECT_GE(x.of_closed_form, 0.99);
+      }
     }
   }
   s.placement = "rack";
