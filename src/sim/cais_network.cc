@@ -156,7 +156,6 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
                                         Pipeline(s, false));
   if (!created.ok()) return created.status();
   auto* sw = j->net->Add(*std::move(created));
-  pl->hub = sw;
   pl->switches = {sw};
   const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, plane, j, done, virt, ledger);
   for (CaisRankNode* node : ranks) j->net->Connect(node, sw, Links(s));  // the switch's port r
@@ -223,7 +222,6 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
     if (!created.ok()) return created.status();
     sws.push_back(j->net->Add(*std::move(created)));
   }
-  pl->hub = sws[0];
   pl->switches.assign(sws.begin(), sws.end());
   const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, 0, j, done, virt, ledger);
   LinkConfig up = Links(s);
@@ -319,7 +317,6 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
     pl->switches.push_back(j->net->Add(std::make_unique<ForwarderNode>(
         k == 0 ? absl::StrCat("switch", plane) : absl::StrCat("leaf", k - 1), Pipeline(s, true))));
   }
-  pl->hub = pl->switches[0];
   std::vector<RankNode*> ranks;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   const std::vector<int> host = s.HostOfRank();
@@ -369,7 +366,7 @@ absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plan
   lc.rate_bps *= s.hosts;
   lc.loss = 0;
   lc.queue_packets = UINT32_MAX;
-  j->net->Connect(bg, j->planes[static_cast<size_t>(plane)].hub, lc);
+  j->net->Connect(bg, j->planes[static_cast<size_t>(plane)].switches[0], lc);  // the star's switch
   return bg;
 }
 

@@ -29,8 +29,8 @@ wire::CaisOp CollectiveOp(const std::string& c);
 // nodes, one per host (on the host's CPU, which the planes share), and
 // what a run needs of them.
 struct Plane {
-  PipelinedSwitch* hub = nullptr;          // the switch (a fabric's: the spine)
-  std::vector<PipelinedSwitch*> switches;  // every switch of the plane, hub first
+  // Every switch of the plane: the star's one, or a fabric's spine 0 first.
+  std::vector<PipelinedSwitch*> switches;
   std::vector<Node*> ranks;
   BackgroundNode* background = nullptr;
   // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode

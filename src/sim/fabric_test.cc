@@ -160,8 +160,7 @@ TEST(FabricTest, SpinesShareTheBaselinesFlowsByEcmpAndTheTreeTakesOne) {
     }
   }
   EXPECT_NEAR(b->rows[0].mean_us / a->rows[0].mean_us, 2.0, 0.05);  // inca: 100 -> 50 Gbit/s
-  EXPECT_GE(four.RingCrossings(), 1);
-  EXPECT_LT(four.RingCrossings(), one.RingCrossings());  // spread over the spines
+  EXPECT_LT(four.RingCrossings(), one.RingCrossings());             // spread over the spines
 }
 
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
