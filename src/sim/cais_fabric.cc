@@ -1,6 +1,6 @@
-// inca-sim's leaf-spine fabric (docs/sim.md, "Fabrics"): its keys'
-// checks, where each rank runs, and what its uplinks carry for the host
-// baselines.
+// inca-sim's fabrics (docs/sim.md, "Fabrics"): their keys' checks, where
+// each rank runs, and what the links between switches carry for each
+// backend (the closed forms' part; fabric.h builds the graph).
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/sim/cais_scenario.h"
 #include "sim/cais_network.h"
+#include "sim/fabric.h"
 #include "sim/host_collectives.h"
 
 namespace inca::sim {
@@ -24,58 +25,33 @@ std::vector<int> CaisSimScenario::HostOfRank() const {
   return host;
 }
 
-namespace {
-
-// Flows (source rank, destination rank) walked over the fabric as the
-// forwarders route them: a flow between racks leaves its leaf on the uplink
-// to the spine EcmpPick chooses from its ingress port (the rank's port at
-// the leaf: ranks take ports in rank order) and enters the destination's
-// leaf from that spine. The most flows on one uplink in one direction.
-int MostFlowsOnAnUplink(const CaisSimScenario& s, const std::vector<std::pair<int, int>>& flows) {
-  const std::vector<int> host = s.HostOfRank();
-  const int per = s.hosts / s.racks;
-  std::vector<dp::PortId> port(host.size());
-  std::vector<int> taken(static_cast<size_t>(s.racks));
-  for (size_t r = 0; r < host.size(); ++r) {
-    port[r] = static_cast<dp::PortId>(taken[static_cast<size_t>(host[r] / per)]++);
-  }
-  // up[k * spines + j]: leaf k to spine j; down[...]: spine j to leaf k.
-  const auto links = static_cast<size_t>(s.racks * s.spines);
-  std::vector<int> up(links), down(links);
-  for (const auto& [src, dst] : flows) {
-    const int from = host[static_cast<size_t>(src)] / per,
-              to = host[static_cast<size_t>(dst)] / per;
-    if (from == to) continue;
-    const size_t j = s.spines == 1
-                         ? 0
-                         : EcmpPick(port[static_cast<size_t>(src)], static_cast<uint32_t>(dst),
-                                    static_cast<size_t>(s.spines));
-    ++up[static_cast<size_t>(from * s.spines) + j];
-    ++down[static_cast<size_t>(to * s.spines) + j];
-  }
-  return std::max(*std::max_element(up.begin(), up.end()),
-                  *std::max_element(down.begin(), down.end()));
-}
-
-}  // namespace
-
 int CaisSimScenario::RingCrossings() const {
-  if (racks <= 0) return 0;
+  if (!IsFabric()) return 0;
   std::vector<std::pair<int, int>> flows;
   for (int r = 0; r < hosts; ++r) flows.emplace_back(r, (r + 1) % hosts);
-  return MostFlowsOnAnUplink(*this, flows);
+  return Fabric(*this).MostFlowsOnALink(flows);
 }
 
 absl::Status CaisSimScenario::ValidateFabric() const {
-  if (racks == 0) {
-    if (placement != "rack") return absl::InvalidArgumentError("placement needs racks (a fabric)");
-    if (spines != 1) return absl::InvalidArgumentError("spines needs racks (a fabric)");
-    return uplink_gbps == 0 ? absl::OkStatus()
-                            : absl::InvalidArgumentError("uplink_gbps needs racks (a fabric)");
-  }
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (!IsFabric()) {
+    if (placement != "rack") return bad("placement needs a fabric (racks or fat_tree_k)");
+    if (spines != 1) return bad("spines needs racks (a leaf-spine)");
+    return uplink_gbps == 0 ? absl::OkStatus()
+                            : bad("uplink_gbps needs a fabric (racks or fat_tree_k)");
+  }
   if (spines < 1 || spines > 16) return bad("spines must be in [1, 16]");
-  if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 64 - spines) {
+  if (fat_tree_k != 0) {
+    const int k = fat_tree_k;
+    if (racks != 0) return bad("racks and fat_tree_k are two fabrics: set one");
+    if (spines != 1) return bad("spines is a leaf-spine's: a fat-tree has (k/2)^2 cores");
+    if (k < 4 || k > 64 || k % 2 != 0) return bad("fat_tree_k must be even, in [4, 64]");
+    if (hosts % (k / 2) != 0 || hosts < k || hosts > k * k * k / 4) {
+      return bad(absl::StrCat("fat_tree_k ", k, " holds a multiple of ", k / 2, " hosts (", k / 2,
+                              " on each edge switch) from ", k, " to ", k * k * k / 4,
+                              ", not hosts ", hosts));
+    }
+  } else if (racks < 2 || racks > 64 || hosts % racks != 0 || hosts / racks > 64 - spines) {
     return bad(absl::StrCat("racks must be 0 (a star) or 2..64 dividing hosts ", hosts,
                             " into racks of at most ", 64 - spines, " (a leaf's 64 ports hold ",
                             spines, " uplink", spines > 1 ? "s" : "", ")"));
@@ -83,8 +59,8 @@ absl::Status CaisSimScenario::ValidateFabric() const {
   if (!(uplink_gbps >= 0) || uplink_gbps > 10000) {
     return bad("uplink_gbps must be in [0, 10000] (0: link_gbps)");
   }
-  if (switches != 1) return bad("a fabric (racks) has no stripes: switches must be 1");
-  if (background_load > 0) return bad("a fabric (racks) has no background traffic yet");
+  if (switches != 1) return bad("a fabric has no stripes: switches must be 1");
+  if (background_load > 0) return bad("a fabric has no background traffic yet");
   if (!form_groups) return bad("a fabric's groups are formed (JOIN and the manager): form_groups");
   return absl::OkStatus();
 }
@@ -105,7 +81,7 @@ int MostCrossings(const CaisSimScenario& s, const std::string& backend) {
       flows.emplace_back(p, r);
     }
   }
-  return MostFlowsOnAnUplink(s, flows);
+  return Fabric(s).MostFlowsOnALink(flows);
 }
 
 }  // namespace

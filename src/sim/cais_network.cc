@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/transport_core.h"
+#include "sim/fabric.h"
 #include "sim/host_collectives.h"
 #include "switchd/switch_control.h"
 #include "util/spdlog_event_log.h"
@@ -162,63 +163,75 @@ absl::Status BuildInca(const CaisSimScenario& s, uint64_t bytes, int plane, Job*
   return WireIncaPlane(s, plane, j, ranks, {sw});
 }
 
-// A fabric's addresses (docs/sim.md, "Fabrics"): switch 0 the spine that
-// roots the trees, k + 1 leaf k, racks + j spine j (j >= 1); rank r is
+// A fabric's addresses (docs/sim.md, "Fabrics"): switch i (Fabric's
+// numbering) at 198.19.0.0/16 + i + 1; rank r is
 // CaisSwitchNode::HostEndpoint(r) network-wide.
+std::string SwitchHost(int index) {
+  return absl::StrCat("198.19.", (index + 1) >> 8, ".", (index + 1) & 255);
+}
 net::Endpoint SwitchAddress(int index) {
-  return *net::Endpoint::Parse(absl::StrCat("198.19.0.", index + 1, ":9410"));
+  return *net::Endpoint::Parse(absl::StrCat(SwitchHost(index), ":9410"));
 }
 
 // The aggregation manager's topology of the fabric: what inca-controller
-// --topology would read for it.
-tree::Topology FabricTopology(const CaisSimScenario& s) {
+// --topology would read for it (the switches off inca's trees too).
+tree::Topology FabricTopology(const Fabric& f) {
   tree::Topology t;
-  const int per = s.hosts / s.racks;
-  for (int k = 0; k < s.racks + s.spines; ++k) {
+  const auto& sws = f.switches();
+  for (size_t i = 0; i < sws.size(); ++i) {
     tree::SwitchSpec w;
-    w.name = k == 0         ? "spine"
-             : k <= s.racks ? absl::StrCat("leaf", k - 1)
-                            : absl::StrCat("spine", k - s.racks);
-    w.address = SwitchAddress(k).ToString();
-    w.control = absl::StrCat("198.19.0.", k + 1, ":50051");
-    if (k > 0 && k <= s.racks) {  // a leaf: its tree goes up to spine 0
-      w.parent = "spine";
-      w.uplink_bps = s.UplinkGbps() * 1e9;
+    w.name = sws[i].name;
+    w.address = SwitchAddress(static_cast<int>(i)).ToString();
+    w.control = absl::StrCat(SwitchHost(static_cast<int>(i)), ":50051");
+    if (sws[i].parent >= 0) {
+      w.parent = sws[static_cast<size_t>(sws[i].parent)].name;
+      w.uplink_bps = sws[i].uplink_bps;
     }
     t.switches.push_back(w);
   }
-  const std::vector<int> host = s.HostOfRank();
-  for (int r = 0; r < s.hosts; ++r) {
+  for (int r = 0; r < f.ranks(); ++r) {
     const std::string ep = CaisSwitchNode::HostEndpoint(r).ToString();
-    t.hosts.push_back(
-        {ep.substr(0, ep.rfind(':')), absl::StrCat("leaf", host[static_cast<size_t>(r)] / per)});
+    t.hosts.push_back({ep.substr(0, ep.rfind(':')), sws[static_cast<size_t>(f.edge_of(r))].name});
   }
   return t;
 }
 
-// inca on a leaf-spine fabric: a CaisSwitchNode per leaf and spine, each
-// behind the control API inca-switchd serves (SwitchControl), and the
-// aggregation manager over them, ticking until every rank has joined. The
-// topology names spine 0 every leaf's parent: one tree per group, as the
-// manager builds them; the other spines carry none of it.
+// Links the ranks and switches of `f` (nodes by Fabric's numbering) in the
+// order Fabric numbers their ports: host links `host`, links between
+// switches `up`.
+void LinkFabric(const Fabric& f, const std::vector<Node*>& ranks,
+                const std::vector<PipelinedSwitch*>& sws, const LinkConfig& host,
+                const LinkConfig& up, Network* net) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    net->Connect(ranks[r], sws[static_cast<size_t>(f.edge_of(static_cast<int>(r)))], host);
+  }
+  for (const auto& [a, b] : f.links()) {
+    net->Connect(sws[static_cast<size_t>(a)], sws[static_cast<size_t>(b)], up);
+  }
+}
+
+// inca on a fabric: a CaisSwitchNode per switch, each behind the control
+// API inca-switchd serves (SwitchControl), and the aggregation manager
+// over them, ticking until every rank has joined. The topology names each
+// switch's parent on inca's trees (Fabric): one tree per group, as the
+// manager builds them; the switches off it carry none of it.
 absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
                              const RankDone& done) {
   Plane* pl = &j->planes[0];
   VirtualChunks virt;
   std::shared_ptr<VirtualLedger> ledger;
   const cais::CaisConfig cc = IncaSwitchConfig(s, bytes, &virt, &ledger);
-  const int per = s.hosts / s.racks;
+  const Fabric f(s);
   std::vector<CaisSwitchNode*> sws;
-  for (int k = 0; k < s.racks + s.spines; ++k) {
-    const bool leaf = k > 0 && k <= s.racks;
+  for (size_t i = 0; i < f.switches().size(); ++i) {
+    const Fabric::Switch& w = f.switches()[i];
     cais::CaisConfig c = cc;
-    // Below the root a switch waits longer than the root, which decides.
-    if (leaf) c.timeout_ns = cc.timeout_ns * 3 / 2;
+    // Below the root a switch waits longer than the one above it, which
+    // decides: half the root's timeout more per tier.
+    c.timeout_ns = cc.timeout_ns * (2 + w.depth) / 2;
     auto created =
-        CaisSwitchNode::Create(k == 0 ? "spine"
-                               : leaf ? absl::StrCat("leaf", k - 1)
-                                      : absl::StrCat("spine", k - s.racks),
-                               c, leaf ? per + s.spines : s.racks, ledger, Pipeline(s, false));
+        CaisSwitchNode::Create(w.name, c, static_cast<int>(f.ports(static_cast<int>(i)).size()),
+                               ledger, Pipeline(s, false));
     if (!created.ok()) return created.status();
     sws.push_back(j->net->Add(*std::move(created)));
   }
@@ -226,30 +239,14 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   const std::vector<CaisRankNode*> ranks = AddIncaRanks(s, 0, j, done, virt, ledger);
   LinkConfig up = Links(s);
   up.rate_bps = s.UplinkGbps() * 1e9;
-  const std::vector<int> host = s.HostOfRank();
-  std::vector<int> rank_on(host.size());  // each host's rank
-  for (size_t r = 0; r < host.size(); ++r)
-    rank_on[static_cast<size_t>(host[r])] = static_cast<int>(r);
-  std::vector<net::Endpoint> children;
-  for (int k = 0; k < s.racks; ++k) {
-    CaisSwitchNode* leaf = sws[static_cast<size_t>(k) + 1];
+  LinkFabric(f, std::vector<Node*>(ranks.begin(), ranks.end()), pl->switches, Links(s), up,
+             j->net.get());
+  for (size_t i = 0; i < sws.size(); ++i) {
     std::vector<net::Endpoint> peers;
-    for (int i = 0; i < per; ++i) {  // leaf port i: the rank on the rack's host i
-      const int r = rank_on[static_cast<size_t>(k * per + i)];
-      j->net->Connect(ranks[static_cast<size_t>(r)], leaf, Links(s));
-      peers.push_back(CaisSwitchNode::HostEndpoint(r));
+    for (const Fabric::Port& p : f.ports(static_cast<int>(i))) {
+      peers.push_back(p.rank >= 0 ? CaisSwitchNode::HostEndpoint(p.rank) : SwitchAddress(p.peer));
     }
-    for (int sp = 0; sp < s.spines; ++sp) {  // leaf port per + sp, spine port k
-      const int at = sp == 0 ? 0 : s.racks + sp;
-      j->net->Connect(leaf, sws[static_cast<size_t>(at)], up);
-      peers.push_back(SwitchAddress(at));
-    }
-    leaf->SetPeers(peers, SwitchAddress(k + 1));
-    children.push_back(SwitchAddress(k + 1));
-  }
-  for (int sp = 0; sp < s.spines; ++sp) {
-    const int at = sp == 0 ? 0 : s.racks + sp;
-    sws[static_cast<size_t>(at)]->SetPeers(children, SwitchAddress(at));
+    sws[i]->SetPeers(peers, SwitchAddress(static_cast<int>(i)));
   }
   std::vector<control::ControlPlane*> planes;
   for (CaisSwitchNode* sw : sws) {
@@ -258,7 +255,7 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   }
   tree::ManagerConfig mc;
   mc.window_chunks = s.window;
-  j->manager = std::make_unique<tree::AggregationManager>(FabricTopology(s), std::move(planes), mc,
+  j->manager = std::make_unique<tree::AggregationManager>(FabricTopology(f), std::move(planes), mc,
                                                           &ProcessEventLog());
   if (absl::Status st = WireIncaPlane(s, 0, j, ranks, sws); !st.ok()) return st;
   // inca-controller's rounds, until every rank has joined its leaf's tree.
@@ -271,38 +268,6 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
   return absl::OkStatus();
 }
 
-// The host baselines' fabric: the spines' forwarders (switch 0, then
-// racks + 1 on), each leaf's (switches 1..racks, the ranks on its hosts
-// already linked: rank r on port port_at_leaf[r]) linked to every spine at
-// the uplink rate, losslessly (PFC), its uplinks on ports per.. in spine
-// order; routes: a rank on one of the leaf's hosts out of its port, any
-// other up any uplink (ECMP); a spine toward the leaf of the rank's host.
-void LinkRacks(const CaisSimScenario& s, const std::vector<int>& host,
-               const std::vector<dp::PortId>& port_at_leaf, Network* net, Plane* pl) {
-  const int per = s.hosts / s.racks;
-  LinkConfig up = Links(s);
-  up.rate_bps = s.UplinkGbps() * 1e9;
-  up.queue_packets = UINT32_MAX;
-  for (int j = 1; j < s.spines; ++j) {
-    pl->switches.push_back(
-        net->Add(std::make_unique<ForwarderNode>(absl::StrCat("spine", j), Pipeline(s, true))));
-  }
-  auto spine = [&](int j) { return pl->switches[j == 0 ? 0 : static_cast<size_t>(s.racks + j)]; };
-  for (int k = 0; k < s.racks; ++k) {
-    auto* leaf = static_cast<ForwarderNode*>(pl->switches[static_cast<size_t>(k) + 1]);
-    std::vector<dp::PortId> uplinks;
-    for (int j = 0; j < s.spines; ++j) uplinks.push_back(net->Connect(leaf, spine(j), up).first);
-    std::vector<std::vector<dp::PortId>> routes;
-    for (size_t r = 0; r < host.size(); ++r) {
-      routes.push_back(host[r] / per == k ? std::vector<dp::PortId>{port_at_leaf[r]} : uplinks);
-    }
-    leaf->SetRoutes(std::move(routes));
-  }
-  std::vector<std::vector<dp::PortId>> down;
-  for (int h : host) down.push_back({static_cast<dp::PortId>(h / per)});
-  for (int j = 0; j < s.spines; ++j) static_cast<ForwarderNode*>(spine(j))->SetRoutes(down);
-}
-
 // A host baseline (RingRankNode or TreeRankNode) through the switch as a
 // forwarder.
 template <typename RankNode>
@@ -311,33 +276,40 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
     return st;
   }
   Plane* pl = &j->planes[static_cast<size_t>(plane)];
-  // The switch each rank hangs off: the one forwarder, or its rack's leaf.
-  const int racks = std::max(1, s.racks), per = s.hosts / racks;
-  for (int k = 0; k < (s.racks > 0 ? racks + 1 : 1); ++k) {
-    pl->switches.push_back(j->net->Add(std::make_unique<ForwarderNode>(
-        k == 0 ? absl::StrCat("switch", plane) : absl::StrCat("leaf", k - 1), Pipeline(s, true))));
+  // The ring's fabric is lossless: PFC holds a sender back at a full
+  // queue, drops nothing.
+  LinkConfig lossless = Links(s);
+  lossless.queue_packets = UINT32_MAX;
+  // The one forwarder, or the fabric's: each routes by the fabric's
+  // shortest paths, ECMP over the equal ones.
+  std::unique_ptr<Fabric> f = s.IsFabric() ? std::make_unique<Fabric>(s) : nullptr;
+  const size_t switches = f ? f->switches().size() : 1;
+  for (size_t i = 0; i < switches; ++i) {
+    auto* fw = j->net->Add(std::make_unique<ForwarderNode>(
+        f ? f->switches()[i].name : absl::StrCat("switch", plane), Pipeline(s, true)));
+    if (f) fw->SetRoutes(f->routes(static_cast<int>(i)));
+    pl->switches.push_back(fw);
   }
-  std::vector<RankNode*> ranks;
+  std::vector<Node*> nodes;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
-  const std::vector<int> host = s.HostOfRank();
-  std::vector<dp::PortId> port_at_leaf;  // each rank's, in a fabric
   for (int r = 0; r < s.hosts; ++r) {
     auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r,
                                                         s.hosts, s.HostPayload(), s.link_gbps * 1e9,
                                                         s.overhead_bytes, alpha, done));
-    LinkConfig lossless = Links(s);  // PFC: a full queue holds the sender back, drops nothing
-    lossless.queue_packets = UINT32_MAX;
-    const size_t at = s.racks > 0 ? 1 + static_cast<size_t>(host[static_cast<size_t>(r)] / per) : 0;
-    port_at_leaf.push_back(j->net->Connect(node, pl->switches[at], lossless).second);
+    if (!f) j->net->Connect(node, pl->switches[0], lossless);
     if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
-    ranks.push_back(node);
+    nodes.push_back(node);
     pl->ranks.push_back(node);
   }
-  if (s.racks > 0) LinkRacks(s, host, port_at_leaf, j->net.get(), pl);
+  if (f) {
+    LinkConfig up = lossless;
+    up.rate_bps = s.UplinkGbps() * 1e9;
+    LinkFabric(*f, nodes, pl->switches, lossless, up, j->net.get());
+  }
   const wire::CaisOp op = CollectiveOp(s.collective);
-  pl->begin = [ranks, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
+  pl->begin = [nodes, op](int r, std::vector<float>* data, std::vector<float>*, size_t count) {
     // The scenario's collective, checked against the backend when read.
-    ranks[static_cast<size_t>(r)]->Begin(data, count, op).IgnoreError();
+    static_cast<RankNode*>(nodes[static_cast<size_t>(r)])->Begin(data, count, op).IgnoreError();
   };
   return absl::OkStatus();
 }
@@ -347,7 +319,7 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
 absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes,
                         int plane, Job* j, const RankDone& done) {
   if (backend == "inca") {
-    return s.racks > 0 ? BuildIncaFabric(s, bytes, j, done) : BuildInca(s, bytes, plane, j, done);
+    return s.IsFabric() ? BuildIncaFabric(s, bytes, j, done) : BuildInca(s, bytes, plane, j, done);
   } else if (backend == "ring") {
     return BuildHostBaseline<RingRankNode>(s, plane, j, done);
   }

@@ -488,18 +488,13 @@ void CaisRankNode::Pump() {
 
 void ForwarderNode::Process(dp::PortId port, Packet packet) {
   RingHeader h;
-  if (!GetRing(packet, &h) || h.dst >= (routes_.empty() ? dp::kMaxPorts : routes_.size()) ||
-      (!routes_.empty() && routes_[h.dst].empty())) {
+  if (!GetRing(packet, &h) || (routes_ ? !routes_->Has(h.dst) : h.dst >= dp::kMaxPorts)) {
     ++dropped_;
     return;
   }
   ++forwarded_;
   const auto extra = static_cast<uint32_t>(h.bytes - (packet.size() - kRingHeaderBytes));
-  dp::PortId out = static_cast<dp::PortId>(h.dst);
-  if (!routes_.empty()) {
-    const std::vector<dp::PortId>& hops = routes_[h.dst];
-    out = hops[hops.size() == 1 ? 0 : EcmpPick(port, h.dst, hops.size())];
-  }
+  const dp::PortId out = routes_ ? routes_->Pick(port, h.dst) : static_cast<dp::PortId>(h.dst);
   Send(out, std::move(packet), extra);
 }
 

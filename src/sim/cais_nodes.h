@@ -265,6 +265,25 @@ inline size_t EcmpPick(dp::PortId in, uint32_t dst, size_t n) {
   return static_cast<size_t>((x ^ (x >> 31)) % n);
 }
 
+// A forwarder's routes in a fabric: for each destination rank, the ports
+// toward it, equal-cost; a packet takes EcmpPick(its ingress port, its
+// destination) of them, so that one flow keeps one path. Ranks share
+// port sets (every rank behind one leaf is reached alike), so a switch
+// holds one small index per rank.
+struct ForwarderRoutes {
+  std::vector<std::vector<dp::PortId>> sets;
+  std::vector<uint32_t> set_of_rank;  // rank r's ports: sets[set_of_rank[r]]
+  // Whether `dst` has a route here.
+  bool Has(uint32_t dst) const {
+    return dst < set_of_rank.size() && !sets[set_of_rank[dst]].empty();
+  }
+  // The port a packet to `dst` (Has) that came in on `in` leaves by.
+  dp::PortId Pick(dp::PortId in, uint32_t dst) const {
+    const std::vector<dp::PortId>& hops = sets[set_of_rank[dst]];
+    return hops[hops.size() == 1 ? 0 : EcmpPick(in, dst, hops.size())];
+  }
+};
+
 // The switch as a plain forwarder: a ring packet goes out of the port of
 // its destination rank (with its elided slice charged again).
 class ForwarderNode final : public PipelinedSwitch {
@@ -273,16 +292,13 @@ class ForwarderNode final : public PipelinedSwitch {
       : PipelinedSwitch(std::move(name), pipeline) {}
   uint64_t forwarded() const { return forwarded_; }
   uint64_t dropped() const { return dropped_; }  // malformed or to no port
-  // In a fabric: the ports toward each destination rank, equal-cost
-  // (none: port = rank); a packet takes EcmpPick(its ingress port, its
-  // destination) of them, so that one flow keeps one path.
-  void SetRoutes(std::vector<std::vector<dp::PortId>> ports_of_rank) {
-    routes_ = std::move(ports_of_rank);
-  }
+  // In a fabric, its routes (shared with the closed forms' flow walk);
+  // none: port = rank.
+  void SetRoutes(std::shared_ptr<const ForwarderRoutes> routes) { routes_ = std::move(routes); }
 
  private:
   void Process(dp::PortId port, Packet packet) override;
-  std::vector<std::vector<dp::PortId>> routes_;
+  std::shared_ptr<const ForwarderRoutes> routes_;
   uint64_t forwarded_ = 0;
   uint64_t dropped_ = 0;
 };

@@ -127,6 +127,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(switches),
     INCA_CAIS_KEY(racks),
     INCA_CAIS_KEY(spines),
+    INCA_CAIS_KEY(fat_tree_k),
     INCA_CAIS_KEY(uplink_gbps),
     {"placement", &SetPlacement},
     INCA_CAIS_KEY(link_gbps),
@@ -343,7 +344,7 @@ double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
     closed = TreeAllReduceSeconds(hosts, widest, payload, rate, over, delay, alpha);
   }
   // On a fabric, at least what the busiest uplink carries (cais_fabric.cc).
-  if (s.racks > 0) closed = std::max(closed, UplinkSeconds(s, backend, widest));
+  if (s.IsFabric()) closed = std::max(closed, UplinkSeconds(s, backend, widest));
   return std::max(closed, cpu);
 }
 
@@ -441,8 +442,8 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
 
 absl::Status CaisSimScenario::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (hosts < 2 || hosts > (racks > 0 ? 4032 : 256)) {
-    return bad("hosts must be in [2, 256] (a fabric's racks: [2, 4032], 64 leaves of 63)");
+  if (hosts < 2 || hosts > (IsFabric() ? 8192 : 256)) {
+    return bad("hosts must be in [2, 256] (on a fabric: [2, 8192])");
   }
   if (switches < 1 || switches > 16) return bad("switches must be in [1, 16]");
   if (!(link_gbps > 0) || link_gbps > 10000) return bad("link_gbps must be in (0, 10000]");

@@ -1,4 +1,5 @@
-// inca-sim's leaf-spine fabric (docs/sim.md, "Fabrics"): the ranks JOIN
+// inca-sim's fabrics (docs/sim.md, "Fabrics"), a leaf-spine and a
+// three-tier fat-tree: the ranks JOIN
 // their leaves, the aggregation manager builds the tree through each
 // simulated switch's control API (switchd::SwitchControl), and the real
 // dispatcher, reducer and client cores carry every collective up and down
@@ -8,10 +9,12 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "inca/sim/cais_scenario.h"
+#include "sim/fabric.h"
 
 namespace inca::sim {
 namespace {
@@ -28,31 +31,48 @@ CaisSimScenario Fabric(int racks, int hosts, double uplink_gbps) {
   return s;
 }
 
+// A k-ary fat-tree of `hosts` (k/2 on each edge switch).
+CaisSimScenario FatTree(int k, int hosts, double uplink_gbps) {
+  CaisSimScenario s = Fabric(0, hosts, uplink_gbps);
+  s.fat_tree_k = k;
+  return s;
+}
+
+std::string Shape(const CaisSimScenario& s) {
+  return s.fat_tree_k > 0 ? absl::StrCat("k=", s.fat_tree_k, " fat-tree of ", s.hosts)
+                          : absl::StrCat(s.racks, " racks of ", s.hosts / s.racks);
+}
+
+// Every backend, every collective it runs, on a two-tier and a three-tier
+// fabric: exact in byte-exact mode, timing mode within 0.5 % of it, each
+// at its closed form.
 TEST(FabricTest, EveryCollectiveIsExactThroughTheManagersTreeAtItsClosedForm) {
-  for (const CaisSimScenario& base : {Fabric(2, 4, 0), Fabric(2, 8, 50), Fabric(4, 8, 0)}) {
+  for (const CaisSimScenario& base :
+       {Fabric(2, 4, 0), Fabric(2, 8, 50), Fabric(4, 8, 0), FatTree(4, 16, 0), FatTree(4, 8, 50)}) {
     for (const char* collective : {"allreduce", "reduce_scatter", "all_gather"}) {
       CaisSimScenario s = base;
       s.collective = collective;
+      if (s.collective == "allreduce") s.backends.push_back("tree");  // NCCL's: all-reduce only
       const auto exact = RunCaisSimScenario(s);
       s.mode = "timing";  // the same operations, payloads elided
       const auto timing = RunCaisSimScenario(s);
       ASSERT_TRUE(exact.ok() && timing.ok()) << exact.status() << " " << timing.status();
-      ASSERT_EQ(exact->rows.size(), 4u);
+      ASSERT_EQ(exact->rows.size(), 2 * s.backends.size());
       for (size_t i = 0; i < exact->rows.size(); ++i) {
         const CaisSimRow &x = exact->rows[i], &y = timing->rows[i];
-        SCOPED_TRACE(absl::StrCat(base.racks, " racks of ", base.hosts / base.racks, ", uplink ",
-                                  base.uplink_gbps, ": ", collective, " ", x.backend, " ",
-                                  x.bytes));
+        SCOPED_TRACE(absl::StrCat(Shape(base), ", uplink ", base.uplink_gbps, ": ", collective, " ",
+                                  x.backend, " ", x.bytes));
         EXPECT_GT(x.checked, 0u);
         EXPECT_EQ(x.wrong + y.wrong, 0u);
         EXPECT_EQ(x.fallback_chunks + y.fallback_chunks, 0u);  // all of it on the tree
         EXPECT_EQ(x.dropped, 0u);
         EXPECT_NEAR(y.mean_us / x.mean_us, 1.0, 0.005);
         EXPECT_LE(x.of_closed_form, 1.01);
-        // The closed form leaves out the uplinks' two extra hops each way
-        // (and an oversubscribed uplink's serialisation of the first
-        // chunk): most of a small operation's time.
-        EXPECT_GE(x.of_closed_form, x.bytes > 500'000 ? 0.94 : 0.35);
+        // The closed form leaves out the two extra hops each way of a
+        // leaf-spine, four of a fat-tree (and an oversubscribed link's
+        // serialisation of the first chunk): most of a small operation's
+        // time.
+        EXPECT_GE(x.of_closed_form, x.bytes > 500'000 ? 0.94 : base.fat_tree_k > 0 ? 0.25 : 0.35);
       }
     }
   }
@@ -163,6 +183,94 @@ TEST(FabricTest, SpinesShareTheBaselinesFlowsByEcmpAndTheTreeTakesOne) {
   EXPECT_LT(four.RingCrossings(), one.RingCrossings());             // spread over the spines
 }
 
+// The k = 4 fat-tree's graph: 8 edge, 8 aggregation and 4 core switches
+// of 4 ports each; inca's tree goes edge -> its pod's aggregation switch 0
+// -> core 0; a flow crosses 0, 2 or 4 links between switches (same edge
+// switch, same pod, another pod), each hop ECMP-picked among the links
+// one hop nearer, and comes down at its destination's port.
+TEST(FabricTest, AFatTreesRoutesAreItsShortestPaths) {
+  const CaisSimScenario s = FatTree(4, 16, 0);
+  ASSERT_TRUE(s.Validate().ok()) << s.Validate();
+  const sim::Fabric f(s);
+  ASSERT_EQ(f.switches().size(), 20u);
+  int edges = 0;
+  for (size_t i = 0; i < f.switches().size(); ++i) {
+    const auto& w = f.switches()[i];
+    SCOPED_TRACE(w.name);
+    EXPECT_EQ(f.ports(static_cast<int>(i)).size(), 4u);
+    edges += w.edge;
+    if (w.edge) {
+      const auto& agg = f.switches()[static_cast<size_t>(w.parent)];
+      EXPECT_EQ(agg.name, absl::StrCat("agg", w.name.substr(4, 1), ".0"));
+      EXPECT_EQ(agg.parent, 0);
+      EXPECT_EQ(w.depth, 2);
+    }
+  }
+  EXPECT_EQ(edges, 8);
+  EXPECT_EQ(f.switches()[0].name, "core0");
+  std::vector<int> used(f.switches().size());
+  for (int src = 0; src < 16; ++src) {
+    for (int dst = 0; dst < 16; ++dst) {
+      int x = f.edge_of(src), hops = 0;
+      dp::PortId in = 0;
+      while (f.ports(x)[f.routes(x)->Pick(in, static_cast<uint32_t>(dst))].rank < 0) {
+        const auto& p = f.ports(x)[f.routes(x)->Pick(in, static_cast<uint32_t>(dst))];
+        in = p.peer_port;
+        x = p.peer;
+        ++used[static_cast<size_t>(x)];
+        ASSERT_LE(++hops, 4);
+      }
+      EXPECT_EQ(f.ports(x)[f.routes(x)->Pick(in, static_cast<uint32_t>(dst))].rank, dst);
+      EXPECT_EQ(hops, src / 2 == dst / 2 ? 0 : src / 4 == dst / 4 ? 2 : 4) << src << " " << dst;
+    }
+  }
+  for (size_t i = 0; i < used.size(); ++i) EXPECT_GT(used[i], 0) << f.switches()[i].name;  // ECMP
+}
+
+// Links between switches at a quarter of the host links' rate in a k = 4
+// fat-tree: inca's tree carries the tensor once each way over each of its
+// links, so it takes four times as long; the ring, its ranks placed at
+// random, crosses the busiest link as many times as the closed form's
+// walk of its flows over the forwarders' ECMP says.
+TEST(FabricTest, AnOversubscribedFatTreeSetsThePaceAtItsClosedForm) {
+  CaisSimScenario full = FatTree(4, 16, 0), thin = FatTree(4, 16, 25);
+  full.mode = thin.mode = "timing";
+  full.sizes = thin.sizes = {uint64_t{16} << 20};
+  full.placement = thin.placement = "random";
+  full.backends = thin.backends = {"inca", "ring", "tree"};
+  auto a = RunCaisSimScenario(full), b = RunCaisSimScenario(thin);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NEAR(b->rows[0].mean_us / a->rows[0].mean_us, 4.0, 0.1);
+  EXPECT_GE(thin.RingCrossings(), 2);
+  for (const CaisSimRow& x : b->rows) {
+    SCOPED_TRACE(x.backend);
+    EXPECT_EQ(x.wrong + x.fallback_chunks + x.dropped, 0u);
+    EXPECT_LE(x.of_closed_form, 1.001);
+    // NCCL's tree: the flows that share its busiest link are its edges'
+    // pipelines up and down, which do not keep that link busy end to end.
+    EXPECT_GE(x.of_closed_form, x.backend == "tree" ? 0.97 : 0.99);
+  }
+  EXPECT_LT(b->rows[0].mean_us * 2, b->rows[1].mean_us);  // the tree beats the ring twice over
+}
+
+// Only the pods that hold hosts are built: a k = 8 fat-tree's 24 hosts
+// fill pod 0's four edge switches and two of pod 1's.
+TEST(FabricTest, APartlyFilledFatTreeRunsExact) {
+  CaisSimScenario s = FatTree(8, 24, 0);
+  s.backends = {"inca", "ring", "tree"};
+  s.sizes = {24 * 256 * 4};
+  const sim::Fabric f(s);
+  EXPECT_EQ(f.switches().size(), 6u + 8u + 16u);  // edge, aggregation (two pods), core
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const CaisSimRow& x : r->rows) {
+    SCOPED_TRACE(absl::StrCat(x.backend, " ", x.bytes));
+    EXPECT_GT(x.checked, 0u);
+    EXPECT_EQ(x.wrong + x.fallback_chunks, 0u);
+  }
+}
+
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   const struct {
     const char* set;
@@ -177,6 +285,7 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
       {"placement=diagonal", "use rack or random"},
       {"spines=0", "spines must be in [1, 16]"},
       {"spines=17", "spines must be in [1, 16]"},
+      {"fat_tree_k=4", "racks and fat_tree_k are two fabrics"},
   };
   for (const auto& c : cases) {
     CaisSimScenario s = Fabric(2, 8, 0);
@@ -187,13 +296,26 @@ TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   }
   CaisSimScenario star;
   star.uplink_gbps = 10;
-  EXPECT_NE(star.Validate().message().find("uplink_gbps needs racks"), std::string::npos);
+  EXPECT_NE(star.Validate().message().find("uplink_gbps needs a fabric"), std::string::npos);
   star.uplink_gbps = 0;
   star.placement = "random";
-  EXPECT_NE(star.Validate().message().find("placement needs racks"), std::string::npos);
+  EXPECT_NE(star.Validate().message().find("placement needs a fabric"), std::string::npos);
   star.placement = "rack";
   star.spines = 2;
   EXPECT_NE(star.Validate().message().find("spines needs racks"), std::string::npos);
+  for (const auto& [k, hosts, says] :
+       {std::tuple{5, 8, "fat_tree_k must be even, in [4, 64]"},
+        std::tuple{66, 66, "fat_tree_k must be even, in [4, 64]"},
+        std::tuple{4, 7,
+                   "fat_tree_k 4 holds a multiple of 2 hosts (2 on each edge switch) from 4 "
+                   "to 16, not hosts 7"},
+        std::tuple{4, 18, "to 16, not hosts 18"}, std::tuple{8, 4, "from 8 to 128"}}) {
+    const CaisSimScenario s = FatTree(k, hosts, 0);
+    EXPECT_NE(s.Validate().message().find(says), std::string::npos) << s.Validate();
+  }
+  CaisSimScenario spined = FatTree(4, 16, 0);
+  spined.spines = 2;
+  EXPECT_NE(spined.Validate().message().find("a fat-tree has (k/2)^2 cores"), std::string::npos);
   CaisSimScenario full = Fabric(2, 126, 0);  // 63 hosts a rack: one port left for one spine
   EXPECT_TRUE(full.Validate().ok()) << full.Validate();
   full.spines = 2;

@@ -100,6 +100,14 @@ int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool
   if (!r) return 1;
   std::printf("%-24s %d hosts x %g Gbit/s, %g us each way, %s mode\n", s.name.c_str(), s.hosts,
               s.link_gbps, s.link_delay_us, s.mode.c_str());
+  if (s.fat_tree_k > 0) {
+    std::printf("%-24s a k=%d fat-tree, %g Gbit/s between switches, placement %s\n", "",
+                s.fat_tree_k, s.UplinkGbps(), s.placement.c_str());
+  } else if (s.racks > 0) {
+    std::printf("%-24s %d racks of %d, %d spine%s, uplinks %g Gbit/s, placement %s\n", "", s.racks,
+                s.hosts / s.racks, s.spines, s.spines > 1 ? "s" : "", s.UplinkGbps(),
+                s.placement.c_str());
+  }
   std::printf("  %-5s %12s %12s %12s %9s %8s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
               "of closed", "resent", "to host", "wrong");
   int rc = 0;

@@ -41,6 +41,13 @@ struct CaisSimScenario {
   // the ring's packets cross the spine between racks. 0: the star.
   int racks = 0;
   int spines = 1;
+  // A three-tier k-ary fat-tree (docs/sim.md, "Fabrics") in place of the
+  // leaf-spine: pods of k/2 edge and k/2 aggregation switches, (k/2)^2
+  // cores, k/2 hosts on each edge switch (hosts a multiple of k/2, at most
+  // k^3/4: only the pods that hold hosts are built), every link between
+  // switches at uplink_gbps, the baselines' flows spread by ECMP at the
+  // edge and the aggregation tier alike. 0: none.
+  int fat_tree_k = 0;
   double uplink_gbps = 0;
   // Which host each rank runs on in a fabric: "rack" (rank r on host r,
   // racks in order) or "random" (a shuffle drawn from the seed, as a
@@ -50,6 +57,8 @@ struct CaisSimScenario {
   // Host of each rank under `placement` (a fabric's racks hold hosts
   // [k x hosts/racks, (k+1) x hosts/racks)).
   std::vector<int> HostOfRank() const;
+  // A leaf-spine or a fat-tree.
+  bool IsFabric() const { return racks > 0 || fat_tree_k > 0; }
   // The most ring edges (rank r to r + 1) on one uplink in one direction
   // under `placement` and ECMP: 1 in rack order over one spine; 0 on a
   // star.
@@ -111,7 +120,7 @@ struct CaisSimScenario {
   std::string sweep_key;
   std::vector<std::string> sweep_values;
   absl::Status Validate() const;
-  absl::Status ValidateFabric() const;  // racks, spines, uplink_gbps, placement
+  absl::Status ValidateFabric() const;  // racks, spines, fat_tree_k, uplink_gbps, placement
   double UplinkGbps() const { return uplink_gbps > 0 ? uplink_gbps : link_gbps; }
 };
 
