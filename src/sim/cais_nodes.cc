@@ -472,14 +472,26 @@ void CaisRankNode::Pump() {
     done_(session_.config().rank);
     return;
   }
+  Arm();
+}
+
+// One wake per rank in the queue: a deadline that moves later (each ACK
+// moves the oldest chunk's) is left to the wake already queued, which
+// looks again when it fires; only an earlier one queues another. (A wake
+// per move would leave a stale event per datagram in the queue.)
+void CaisRankNode::Arm() {
   const TimeNs at = std::max(sim().now(), core_->NextDeadline());
-  if (at == wake_at_) return;
+  if (wake_at_ >= 0 && wake_at_ <= at) return;
   wake_at_ = at;
   client::OpCore* core = core_.get();
   sim().Schedule(at, [this, at, core] {
-    // Superseded by a later Pump, or an operation that has ended.
+    // Superseded by an earlier wake, or an operation that has ended.
     if (wake_at_ != at || core_.get() != core || core->Finished()) return;
     wake_at_ = -1;
+    if (core->NextDeadline() > sim().now()) {
+      Arm();  // moved on since: not due yet
+      return;
+    }
     Pump();
   });
 }

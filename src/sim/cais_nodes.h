@@ -217,6 +217,7 @@ class CaisRankNode final : public Node {
   void StartPiece();
   void EndPiece();
   void Pump();
+  void Arm();  // queues the wake for the core's next deadline
   bool joining_ = false;
   RankDone on_joined_;
   uint64_t background_ = 0;

@@ -244,16 +244,27 @@ size_t Results(wire::CaisOp kind, const Stripe& st) {
   return kind == wire::CaisOp::kReduceScatter ? st.per_block : st.count;
 }
 
+// The exact sums of operation `op` over stripe `st`, element by element
+// (every rank's inputs added in rank order): an all-reduce's and a
+// reduce-scatter's results. Once per operation, not once per rank.
+std::vector<float> Sums(wire::CaisOp kind, const Stripe& st, int op) {
+  std::vector<float> sum(kind == wire::CaisOp::kAllGather ? 0 : st.count, 0.0F);
+  for (size_t q = 0; q < st.data.size(); ++q) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += Input(static_cast<int>(q), op, st.base + i);
+  }
+  return sum;
+}
+
 // Rank r's element e of what operation `op` leaves it on stripe `st`, what
-// it should be, and its place in its block (for the chunk it came in).
-void Result(wire::CaisOp kind, bool inca, const Stripe& st, int op, size_t r, size_t e, float* got,
-            float* want, size_t* in_block) {
-  const size_t pb = st.per_block, n = st.data.size();
-  *want = 0;
+// it should be (`sum`: Sums), and its place in its block (for the chunk it
+// came in).
+void Result(wire::CaisOp kind, bool inca, const Stripe& st, const std::vector<float>& sum, int op,
+            size_t r, size_t e, float* got, float* want, size_t* in_block) {
+  const size_t pb = st.per_block;
   switch (kind) {
     case wire::CaisOp::kReduceScatter:
       *got = inca ? st.own[r][e] : st.data[r][r * pb + e];
-      for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + r * pb + e);
+      *want = sum[r * pb + e];
       *in_block = e;
       return;
     case wire::CaisOp::kAllGather:
@@ -263,7 +274,7 @@ void Result(wire::CaisOp kind, bool inca, const Stripe& st, int op, size_t r, si
       return;
     default:
       *got = st.data[r][e];
-      for (size_t q = 0; q < n; ++q) *want += Input(static_cast<int>(q), op, st.base + e);
+      *want = sum[e];
       *in_block = e;
   }
 }
@@ -273,12 +284,14 @@ void Result(wire::CaisOp kind, bool inca, const Stripe& st, int op, size_t r, si
 void CheckStripe(const CaisSimScenario& s, const std::string& backend, const Stripe& st,
                  const Plane& pl, int op, CaisSimRow* row) {
   const wire::CaisOp kind = CollectiveOp(s.collective);
-  const bool timing = s.mode == "timing";
+  const bool timing = s.mode == "timing", inca = backend == "inca";
+  const std::vector<float> sum = Sums(kind, st, op);
+  const size_t results = Results(kind, st);
   for (size_t r = 0; r < st.data.size(); ++r) {
-    for (size_t e = 0; e < Results(kind, st); ++e) {
+    for (size_t e = 0; e < results; ++e) {
       float got = 0, want = 0;
       size_t i = 0;
-      Result(kind, backend == "inca", st, op, r, e, &got, &want, &i);
+      Result(kind, inca, st, sum, op, r, e, &got, &want, &i);
       // The chunk element i belongs to (timing mode: one element per chunk).
       const size_t c = timing ? i : i * sizeof(float) / s.chunk_size;
       const bool first = timing || i * sizeof(float) % s.chunk_size == 0;

@@ -16,16 +16,47 @@ void Simulator::Schedule(TimeNs at, Callback fn) {
     slot = static_cast<uint32_t>(slots_.size());
     slots_.push_back(std::move(fn));
   }
-  heap_.push_back({at, seq_++, slot});
-  std::push_heap(heap_.begin(), heap_.end(), Later);
+  Push({at, seq_++, slot});
+}
+
+void Simulator::Push(const Entry& e) {
+  size_t i = heap_.size();
+  heap_.push_back(e);
+  while (i > 0) {
+    const size_t parent = (i - 1) / 4;
+    if (!Later(heap_[parent], e)) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+Simulator::Entry Simulator::Pop() {
+  const Entry top = heap_.front();
+  const Entry last = heap_.back();
+  heap_.pop_back();
+  const size_t n = heap_.size();
+  if (n == 0) return top;
+  size_t i = 0;
+  for (;;) {
+    const size_t first = 4 * i + 1;
+    if (first >= n) break;
+    size_t best = first;
+    for (size_t c = first + 1; c < std::min(first + 4, n); ++c) {
+      if (Later(heap_[best], heap_[c])) best = c;
+    }
+    if (!Later(last, heap_[best])) break;
+    heap_[i] = heap_[best];
+    i = best;
+  }
+  heap_[i] = last;
+  return top;
 }
 
 uint64_t Simulator::RunUntil(TimeNs until) {
   uint64_t n = 0;
   while (!heap_.empty() && heap_.front().at <= until && events_run_ + n < budget_) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later);
-    const Entry e = heap_.back();
-    heap_.pop_back();
+    const Entry e = Pop();
     now_ = e.at;
     Callback fn = std::move(slots_[e.slot]);
     free_slots_.push_back(e.slot);

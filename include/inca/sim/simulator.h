@@ -69,6 +69,10 @@ class Simulator {
   static bool Later(const Entry& a, const Entry& b) {
     return a.at != b.at ? a.at > b.at : a.seq > b.seq;
   }
+  // heap_ is a 4-ary min-heap by (at, seq): half a binary heap's levels,
+  // each a cache line's worth of children (the engine's hottest loop).
+  void Push(const Entry& e);
+  Entry Pop();
   TimeNs now_ = 0;
   uint64_t seq_ = 0;
   uint64_t events_run_ = 0;
