@@ -151,6 +151,45 @@ def test_cais_tp_evaluation_writes_the_four_runs_beside_the_write_up(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
+def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
+    # A small model (64 MB of gradients, 3 buckets) at DP 8 and 16 on a
+    # k = 4 fat-tree, full, 4:1 and with 16 micro-batches, as
+    # scripts/evaluate-dp.sh runs the real one.
+    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+    sim = os.path.join(build, "bin", "inca-sim")
+    base = ["--set", "params=32e6", "--set", "tp=1", "--set", "dp=8,16", "--set", "fat_tree_k=4",
+            "--out", str(tmp_path)]
+    for name, extra in {"dp-llama2-full": [],
+                        "dp-llama2-4to1": ["--set", "uplink_gbps=100"],
+                        "dp-llama2-acc16": ["--set", "accumulation=16"]}.items():
+        out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "cais", "dp-llama2.yaml"),
+                              "--set", "name=" + name] + base + extra,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+    doc = tmp_path / "EVAL.md"
+    doc.write_text("# evaluation\n")
+    script = os.path.join(ROOT, "scripts", "cais_dp_evaluation.py")
+    out = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path), "--doc", str(doc)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = doc.read_text()
+    assert text.startswith("# evaluation\n") and "<!-- cais-dp:begin -->" in text
+    for title in ("### Full bisection (links between switches 400 Gbit/s",
+                  "### Oversubscribed 4:1 above the edge switches (links between switches 100",
+                  "### Full bisection, 16 micro-batches a step",
+                  "### Where it wins, where it does not, and why"):
+        assert title in text
+    # Three backends at each DP size in each run; the ring's row is 1.00x itself.
+    rows = [l for l in text.splitlines() if re.match(r"\| (8|16) \| (inca|tree|ring) \|", l)]
+    assert len(rows) == 18, rows
+    assert all(r.rstrip().endswith("| 1.00× |") for r in rows if "| ring |" in r)
+    assert "Where in-network aggregation wins" in text and "Oversubscription" in text
+    assert "Where it wins less." in text and "(DP 8, 16)" in text
+    bad = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
 def test_sim_cbr_star_delivers_the_bottleneck_rate_and_drops_the_rest(tmp_path):
     # inca's side of the ns-3 comparison: 9 x 6 Gbit/s into 40 Gbit/s for
     # 50 ms. Every datagram is 9,030 bytes on the bottleneck (9,000 + UDP,

@@ -75,11 +75,12 @@ absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plan
 double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes);
 
 // On a fabric, a lower bound for `backend`'s operation of `bytes` from the
-// busiest uplink alone (cais_fabric.cc): the tree the manager builds moves
-// the tensor once each way over every uplink; the ring its per-edge share
-// once per crossing (RingCrossings); NCCL's double binary tree half the
-// tensor each way per tree edge between racks. The closed form on a
-// fabric is the star's or this, whichever is longer.
+// busiest link between switches alone (cais_fabric.cc, walking
+// sim::Fabric's routes): the tree the manager builds moves the tensor once
+// each way over each of its links; the ring its per-edge share once per
+// crossing (RingCrossings); NCCL's double binary tree half the tensor each
+// way per tree edge crossing it. The closed form on a fabric is the star's
+// or this, whichever is longer.
 double UplinkSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes);
 
 }  // namespace inca::sim

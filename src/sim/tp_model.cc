@@ -5,14 +5,13 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "sim/yaml_keys.h"
 
 namespace inca::sim {
 
 absl::Status TpModel::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (model.empty() || model.size() > 64 || std::any_of(model.begin(), model.end(), [](char c) {
-        return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
-      })) {
+  if (!yaml_keys::PlainName(model)) {
     return bad("model must be a name of 1 to 64 characters without quotes or backslashes");
   }
   if (hidden < 1 || hidden > 1 << 20) return bad("hidden must be in [1, 1048576]");

@@ -18,26 +18,7 @@ namespace {
 
 using yaml_keys::Bad;
 using yaml_keys::Get;
-
-// A list given as a YAML list or one comma-separated scalar (--set, --sweep).
-template <typename T>
-absl::Status SetList(const YAML::Node& v, std::string_view src, const char* key,
-                     std::vector<T>* out) {
-  std::vector<std::string> items;
-  if (v.IsSequence()) {
-    for (const auto& x : v) items.push_back(x.Scalar());
-  } else if (v.IsScalar()) {
-    items = absl::StrSplit(v.Scalar(), ',', absl::SkipEmpty());
-  }
-  if (items.empty()) return Bad(src, key, "a list, e.g. [4, 8]");
-  out->clear();
-  for (const std::string& it : items) {
-    T x;
-    if (auto st = Get(YAML::Load(it), src, key, &x); !st.ok()) return st;
-    out->push_back(x);
-  }
-  return absl::OkStatus();
-}
+using yaml_keys::SetList;
 
 struct KeyDef {
   const char* name;
@@ -168,13 +149,7 @@ absl::Status ApplyTpOverride(std::string_view key_value, TpScenario* s, bool val
 }
 
 bool IsTpScenario(std::string_view yaml) {
-  try {
-    const YAML::Node root = YAML::Load(std::string(yaml));
-    return root.IsMap() && root["system"] && root["system"].IsScalar() &&
-           root["system"].Scalar() == "cais-tp";
-  } catch (const YAML::Exception&) {
-    return false;
-  }
+  return yaml_keys::IsSystem(yaml, "cais-tp");
 }
 
 absl::StatusOr<TpResult> RunTpScenario(const TpScenario& s, const Progress& progress) {

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "util/string_compat.h"
 
 namespace inca::sim::yaml_keys {
@@ -41,6 +43,26 @@ inline absl::Status GetCount(const YAML::Node& n, std::string_view source, const
     return Bad(source, key, absl::StrCat("must be a whole number in [", lo, ", ", hi, "]"));
   }
   *out = static_cast<uint64_t>(v);
+  return absl::OkStatus();
+}
+
+// A list given as a YAML list or one comma-separated scalar (--set, --sweep).
+template <typename T>
+absl::Status SetList(const YAML::Node& v, std::string_view src, const char* key,
+                     std::vector<T>* out) {
+  std::vector<std::string> items;
+  if (v.IsSequence()) {
+    for (const auto& x : v) items.push_back(x.Scalar());
+  } else if (v.IsScalar()) {
+    items = absl::StrSplit(v.Scalar(), ',', absl::SkipEmpty());
+  }
+  if (items.empty()) return Bad(src, key, "a list, e.g. [4, 8]");
+  out->clear();
+  for (const std::string& it : items) {
+    T x;
+    if (auto st = Get(YAML::Load(it), src, key, &x); !st.ok()) return st;
+    out->push_back(x);
+  }
   return absl::OkStatus();
 }
 
@@ -106,6 +128,26 @@ bool SystemOrSweep(const std::string& key, const YAML::Node& v, std::string_view
     return true;
   }
   return false;
+}
+
+// A name that goes into JSON as it is: 1 to 64 characters, no quote,
+// backslash or control character.
+inline bool PlainName(std::string_view name) {
+  for (char c : name) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
+  }
+  return !name.empty() && name.size() <= 64;
+}
+
+// True if the YAML text is a map whose `system` is `system`.
+inline bool IsSystem(std::string_view yaml, std::string_view system) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    return root.IsMap() && root["system"] && root["system"].IsScalar() &&
+           root["system"].Scalar() == system;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
 }
 
 // The error for a key no table knows: system, sweep, then `known`.

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_split.h"
 #include "inca/sim/cais_scenario.h"
+#include "inca/sim/dp_scenario.h"
 #include "inca/sim/olaf_scenario.h"
 #include "inca/sim/tp_scenario.h"
 #include "util/cli_flags.h"
@@ -149,6 +150,33 @@ int RunOne(const inca::sim::TpScenario& s, const std::string& out_dir, bool prog
   if (to_host) {
     std::printf(
         "  some chunks went to the host path, which is not simulated: see fallback_chunks\n");
+  }
+  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
+  return rc;
+}
+
+int RunOne(const inca::sim::DpScenario& s, const std::string& out_dir, bool progress) {
+  namespace sim = inca::sim;
+  auto r = RunAndWrite(
+      s.name, out_dir, progress,
+      [&](const std::function<void(double)>& p) { return sim::RunDpScenario(s, p); },
+      [&](const sim::DpResult& x) { return sim::DpResultJson(s, x); },
+      [](const sim::DpResult& x) { return sim::DpResultCsv(x); });
+  if (!r) return 1;
+  const sim::DpModel& m = s.model;
+  std::printf("%-24s %s over tp %d: %lu B of gradients a step in %lu B buckets; compute %.1f ms\n",
+              s.name.c_str(), m.model.c_str(), m.tp,
+              static_cast<unsigned long>(sim::GradientBytes(m)),
+              static_cast<unsigned long>(m.bucket_bytes),
+              1e3 * m.accumulation * (sim::ForwardSeconds(m) + sim::BackwardSeconds(m)));
+  std::printf("  %5s %-5s %12s %12s %10s %10s %7s %6s\n", "dp", "", "bucket (us)", "closed (us)",
+              "comm (ms)", "step (ms)", "comm", "wrong");
+  int rc = 0;
+  for (const auto& x : r->rows) {
+    std::printf("  %5d %-5s %12.1f %12.1f %10.2f %10.2f %6.1f%% %6lu\n", x.dp, x.backend.c_str(),
+                x.bucket_us, x.bucket_closed_form_us, x.step.comm_ms, x.step.step_ms,
+                100 * x.step.comm_share, static_cast<unsigned long>(x.wrong));
+    if (x.wrong != 0) rc = 1;
   }
   std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
   return rc;
@@ -311,6 +339,10 @@ int main(int argc, char** argv) {
   const auto read = inca::util::ReadSmallFile(path, inca::util::kMaxConfigFileBytes, "scenario");
   if (!read.ok()) return Fail(std::string(read.status().message()));
   const std::string& text = *read;
+  if (inca::sim::IsDpScenario(text)) {
+    return Main<inca::sim::DpScenario>(text, path, sets, sweep, out_dir, progress, jobs,
+                                       inca::sim::ParseDpScenario, inca::sim::ApplyDpOverride);
+  }
   if (inca::sim::IsTpScenario(text)) {
     return Main<inca::sim::TpScenario>(text, path, sets, sweep, out_dir, progress, jobs,
                                        inca::sim::ParseTpScenario, inca::sim::ApplyTpOverride);
