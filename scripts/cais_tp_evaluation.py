@@ -6,8 +6,6 @@ traffic, stragglers, and sequence parallelism.
 
   scripts/cais_tp_evaluation.py --dir build/eval-cais [--doc docs/EVALUATION.md]
 """
-import argparse
-import json
 import os
 import sys
 
@@ -23,11 +21,6 @@ RUNS = [("tp-gpt3-quiet", "A quiet network"),
         ("tp-gpt3", "Background traffic"),
         ("tp-gpt3-stragglers", "Stragglers"),
         ("tp-gpt3-sp", "Sequence parallelism")]
-
-
-def load(directory: str, name: str) -> dict:
-    with open(os.path.join(directory, name + ".json")) as f:
-        return json.load(f)
 
 
 def pairs(run: dict):
@@ -196,23 +189,14 @@ def analysis(runs: dict) -> list:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", required=True, help="inca-sim's --out directory")
-    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "EVALUATION.md"))
+    ap = doc_sections.evaluation_args(__doc__, ROOT)
     ap.add_argument("--plots", default=os.path.join(ROOT, "docs", "eval"))
     a = ap.parse_args()
-    runs = {}
-    for name, _ in RUNS:
-        try:
-            runs[name] = load(a.dir, name)
-        except (OSError, ValueError) as e:
-            print("cais_tp_evaluation: %s: %s" % (name, e), file=sys.stderr)
-            return 2
-    try:
-        runs[WIDE] = load(a.dir, WIDE)
-    except (OSError, ValueError):
-        pass  # optional
+    runs = doc_sections.sim_runs(a.dir, [name for name, _ in RUNS], "cais_tp_evaluation")
+    if runs is None:
+        return 2
+    if os.path.exists(os.path.join(a.dir, WIDE + ".json")):  # optional
+        runs.update(doc_sections.sim_runs(a.dir, [WIDE], "cais_tp_evaluation") or {})
     first = runs[RUNS[0][0]]
     os.makedirs(a.plots, exist_ok=True)
     plot(runs, os.path.join(a.plots, "cais-tp-step.png"))

@@ -1,8 +1,12 @@
 """Sections of a generated document that belong to other generators:
 `<!-- NAME:begin -->` ... `<!-- NAME:end -->`. Each script rewrites only
 its own (docs/EVALUATION.md: the OLAF part, drl, cais-testbed)."""
+import argparse
+import json
+import os
 import re
-from typing import Dict
+import sys
+from typing import Dict, List, Optional
 
 
 def marked(text: str) -> Dict[str, str]:
@@ -24,6 +28,29 @@ def replace_section(path: str, name: str, body: str) -> None:
     text = text.replace(old, section) if old else text.rstrip("\n") + "\n\n" + section + "\n"
     with open(path, "w") as f:
         f.write(text)
+
+
+def sim_runs(directory: str, names: List[str], prog: str) -> Optional[Dict[str, dict]]:
+    """inca-sim's result (`<directory>/<name>.json`) of each run by name; None
+    after one line on stderr, naming the run, if one cannot be read."""
+    runs = {}
+    for name in names:
+        try:
+            with open(os.path.join(directory, name + ".json")) as f:
+                runs[name] = json.load(f)
+        except (OSError, ValueError) as e:
+            print("%s: %s: %s" % (prog, name, e), file=sys.stderr)
+            return None
+    return runs
+
+
+def evaluation_args(description: str, root: str) -> argparse.ArgumentParser:
+    """An evaluation script's options: --dir (inca-sim's --out) and --doc."""
+    ap = argparse.ArgumentParser(description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", required=True, help="inca-sim's --out directory")
+    ap.add_argument("--doc", default=os.path.join(root, "docs", "EVALUATION.md"))
+    return ap
 
 
 def pyplot():

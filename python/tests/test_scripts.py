@@ -9,6 +9,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def run_sim_scenario(scenario: str, runs: dict, base: list) -> None:
+    """inca-sim on scenarios/cais/<scenario>.yaml once per run: name -> its
+    own --set arguments after `base`."""
+    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
+    sim = os.path.join(build, "bin", "inca-sim")
+    for name, extra in runs.items():
+        out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "cais", scenario + ".yaml"),
+                              "--set", "name=" + name] + base + extra,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+
+
+def assert_one_line_error_without_runs(script: str, tmp_path) -> None:
+    """`script --dir` a directory without inca-sim's runs: exit 2, one line."""
+    bad = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
 def test_run_sh_help_prints_usage_without_building(tmp_path):
     # run.sh alone in a tree without setup.sh: any attempt to build fails.
     (tmp_path / "scripts").mkdir()
@@ -107,19 +126,13 @@ def test_cais_sim_vs_testbed_sets_the_simulator_beside_a_measured_run(tmp_path):
 def test_cais_tp_evaluation_writes_the_four_runs_beside_the_write_up(tmp_path):
     # A small model (2 MiB all-reduces) at TP 4 and 8 on 100 Gbit/s, run
     # four ways as scripts/evaluate-cais.sh runs the real one.
-    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
-    sim = os.path.join(build, "bin", "inca-sim")
     base = ["--set", "hidden=1024", "--set", "seq=1024", "--set", "layers=4", "--set", "tp=4,8",
             "--set", "link_gbps=100", "--set", "steps=200", "--set", "ar_samples=3",
             "--out", str(tmp_path)]
-    runs = {"tp-gpt3-quiet": ["--set", "background_load=0"], "tp-gpt3": [],
-            "tp-gpt3-stragglers": ["--set", "background_load=0", "--set", "straggler_prob=0.05"],
-            "tp-gpt3-sp": ["--set", "background_load=0", "--set", "sequence_parallel=true"]}
-    for name, extra in runs.items():
-        out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "cais", "tp-gpt3.yaml"),
-                              "--set", "name=" + name] + base + extra,
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
+    run_sim_scenario("tp-gpt3", {
+        "tp-gpt3-quiet": ["--set", "background_load=0"], "tp-gpt3": [],
+        "tp-gpt3-stragglers": ["--set", "background_load=0", "--set", "straggler_prob=0.05"],
+        "tp-gpt3-sp": ["--set", "background_load=0", "--set", "sequence_parallel=true"]}, base)
     doc = tmp_path / "EVAL.md"
     doc.write_text("# evaluation\n")
     script = os.path.join(ROOT, "scripts", "cais_tp_evaluation.py")
@@ -146,26 +159,18 @@ def test_cais_tp_evaluation_writes_the_four_runs_beside_the_write_up(tmp_path):
     rows = [l for l in sp.splitlines() if l.startswith("| 4 ") or l.startswith("| 8 ")]
     assert len(rows) == 2 and all(r.split("|")[5].strip().startswith("+") for r in rows), rows
     assert "Sequence parallelism takes the switch's gain away" in text
-    bad = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path / "none")],
-                         capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert_one_line_error_without_runs(script, tmp_path)
 
 
 def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
     # A small model (64 MB of gradients, 3 buckets) at DP 8 and 16 on a
     # k = 4 fat-tree, full, 4:1 and with 16 micro-batches, as
     # scripts/evaluate-dp.sh runs the real one.
-    build = os.environ.get("INCA_BUILD_DIR", os.path.join(ROOT, "build", "release"))
-    sim = os.path.join(build, "bin", "inca-sim")
     base = ["--set", "params=32e6", "--set", "tp=1", "--set", "dp=8,16", "--set", "fat_tree_k=4",
             "--out", str(tmp_path)]
-    for name, extra in {"dp-llama2-full": [],
-                        "dp-llama2-4to1": ["--set", "uplink_gbps=100"],
-                        "dp-llama2-acc16": ["--set", "accumulation=16"]}.items():
-        out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "cais", "dp-llama2.yaml"),
-                              "--set", "name=" + name] + base + extra,
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
+    run_sim_scenario("dp-llama2", {"dp-llama2-full": [],
+                                   "dp-llama2-4to1": ["--set", "uplink_gbps=100"],
+                                   "dp-llama2-acc16": ["--set", "accumulation=16"]}, base)
     doc = tmp_path / "EVAL.md"
     doc.write_text("# evaluation\n")
     script = os.path.join(ROOT, "scripts", "cais_dp_evaluation.py")
@@ -185,9 +190,7 @@ def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
     assert all(r.rstrip().endswith("| 1.00× |") for r in rows if "| ring |" in r)
     assert "Where in-network aggregation wins" in text and "Oversubscription" in text
     assert "Where it wins less." in text and "(DP 8, 16)" in text
-    bad = subprocess.run(["/usr/bin/python3", script, "--dir", str(tmp_path / "none")],
-                         capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert_one_line_error_without_runs(script, tmp_path)
 
 
 def test_sim_cbr_star_delivers_the_bottleneck_rate_and_drops_the_rest(tmp_path):

@@ -15,9 +15,7 @@ namespace inca::sim {
 
 absl::Status DpModel::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (!yaml_keys::PlainName(model)) {
-    return bad("model must be a name of 1 to 64 characters without quotes or backslashes");
-  }
+  if (absl::Status st = yaml_keys::CheckModelName(model); !st.ok()) return st;
   if (!(params >= 1e6 && params <= 1e13)) return bad("params must be in [1e6, 1e13]");
   if (seq < 1 || seq > 1'000'000) return bad("seq must be in [1, 1000000]");
   if (micro_batch < 1 || micro_batch > 10'000) return bad("micro_batch must be in [1, 10000]");
@@ -76,25 +74,12 @@ DpStep DdpStep(const DpModel& m, double bucket_us, double last_us) {
 
 namespace {
 
-using yaml_keys::Bad;
-using yaml_keys::Get;
-
-struct KeyDef {
-  const char* name;
-  absl::Status (*set)(const YAML::Node& v, std::string_view src, DpScenario* s);
-};
-
-#define INCA_DP_MODEL_KEY(field)                                               \
-  KeyDef {                                                                     \
-#field, [](const YAML::Node& v, std::string_view src,                      \
-               DpScenario* s) { return Get(v, src, #field, &s->model.field); } \
-  }
+#define INCA_DP_MODEL_KEY(field) INCA_OWN_KEY(DpScenario, #field, model.field)
 
 // The keys of a data-parallel scenario, once (docs/sim.md lists their
 // meaning); every other key of a CAIS scenario sets the network.
-const KeyDef kKeys[] = {
-    {"name", [](const YAML::Node& v, std::string_view src,
-                DpScenario* s) { return Get(v, src, "name", &s->name); }},
+const OwnKey<DpScenario> kKeys[] = {
+    INCA_OWN_KEY(DpScenario, "name", name),
     INCA_DP_MODEL_KEY(model),
     INCA_DP_MODEL_KEY(params),
     INCA_DP_MODEL_KEY(seq),
@@ -110,15 +95,9 @@ const KeyDef kKeys[] = {
     INCA_DP_MODEL_KEY(mfu),
     {"dp", [](const YAML::Node& v, std::string_view src,
               DpScenario* s) { return yaml_keys::SetList(v, src, "dp", &s->dp); }},
-    {"ar_samples", [](const YAML::Node& v, std::string_view src,
-                      DpScenario* s) { return Get(v, src, "ar_samples", &s->ar_samples); }},
+    INCA_OWN_KEY(DpScenario, "ar_samples", ar_samples),
 };
 #undef INCA_DP_MODEL_KEY
-
-// Keys of the embedded CAIS scenario that the DP scenario sets itself.
-bool Derived(const std::string& key) {
-  return key == "hosts" || key == "sizes" || key == "ops" || key == "name" || key == "collective";
-}
 
 absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
                     DpScenario* s) {
@@ -127,21 +106,9 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
                                "a data-parallel scenario has system cais-dp", s, SetKey, &st)) {
     return st;
   }
-  for (const KeyDef& k : kKeys) {
-    if (key == k.name) return k.set(v, src, s);
-  }
-  if (Derived(key)) {
-    return Bad(src, key,
-               "set by the scenario (hosts: dp; sizes: the model's buckets; ops: ar_samples; "
-               "collective: allreduce)");
-  }
-  std::vector<std::string> known;
-  for (const KeyDef& k : kKeys) known.emplace_back(k.name);
-  for (const std::string& k : CaisKeyNames()) {
-    if (k == key) return SetCaisKey(key, v, src, &s->net);
-    if (!Derived(k)) known.push_back(k);
-  }
-  return yaml_keys::UnknownKey(src, key, known);
+  return SetEmbeddingKey(key, v, src, s, kKeys,
+                         "hosts: dp; sizes: the model's buckets; ops: ar_samples; collective: "
+                         "allreduce");
 }
 
 // A bucket of `bytes` as the ranks all-reduce it: a whole number of f32
@@ -242,6 +209,38 @@ absl::StatusOr<DpResult> RunDpScenario(const DpScenario& s, const Progress& prog
   return res;
 }
 
+namespace {
+
+// A row's columns after its backend, once for the JSON and the CSV.
+struct DpColumn {
+  const char* name;
+  void (*put)(std::ostream& o, const DpRow& x);
+};
+#define INCA_DP_COLUMN(name, expr)                               \
+  DpColumn {                                                     \
+#name, [](std::ostream & o, const DpRow& x) { o << (expr); } \
+  }
+const DpColumn kColumns[] = {
+    INCA_DP_COLUMN(dp, x.dp),
+    INCA_DP_COLUMN(bucket_bytes, x.bucket_bytes),
+    INCA_DP_COLUMN(last_bytes, x.last_bytes),
+    INCA_DP_COLUMN(bucket_us, x.bucket_us),
+    INCA_DP_COLUMN(bucket_closed_form_us, x.bucket_closed_form_us),
+    INCA_DP_COLUMN(last_us, x.last_us),
+    INCA_DP_COLUMN(buckets, x.step.buckets),
+    INCA_DP_COLUMN(compute_ms, x.step.compute_ms),
+    INCA_DP_COLUMN(comm_ms, x.step.comm_ms),
+    INCA_DP_COLUMN(step_ms, x.step.step_ms),
+    INCA_DP_COLUMN(comm_share, x.step.comm_share),
+    INCA_DP_COLUMN(retransmitted, x.retransmitted),
+    INCA_DP_COLUMN(dropped, x.dropped),
+    INCA_DP_COLUMN(wrong, x.wrong),
+    INCA_DP_COLUMN(fallback_chunks, x.fallback_chunks),
+};
+#undef INCA_DP_COLUMN
+
+}  // namespace
+
 std::string DpResultJson(const DpScenario& s, const DpResult& r) {
   std::ostringstream o;
   o.precision(10);
@@ -258,16 +257,12 @@ std::string DpResultJson(const DpScenario& s, const DpResult& r) {
     << ",\"spines\":" << n.spines << ",\"fat_tree_k\":" << n.fat_tree_k << ",\"placement\":\""
     << n.placement << "\",\"events\":" << r.events << ",\"rows\":[";
   for (size_t i = 0; i < r.rows.size(); ++i) {
-    const DpRow& x = r.rows[i];
-    o << (i ? "," : "") << "{\"backend\":\"" << x.backend << "\",\"dp\":" << x.dp
-      << ",\"bucket_bytes\":" << x.bucket_bytes << ",\"last_bytes\":" << x.last_bytes
-      << ",\"bucket_us\":" << x.bucket_us
-      << ",\"bucket_closed_form_us\":" << x.bucket_closed_form_us << ",\"last_us\":" << x.last_us
-      << ",\"buckets\":" << x.step.buckets << ",\"compute_ms\":" << x.step.compute_ms
-      << ",\"comm_ms\":" << x.step.comm_ms << ",\"step_ms\":" << x.step.step_ms
-      << ",\"comm_share\":" << x.step.comm_share << ",\"retransmitted\":" << x.retransmitted
-      << ",\"dropped\":" << x.dropped << ",\"wrong\":" << x.wrong
-      << ",\"fallback_chunks\":" << x.fallback_chunks << "}";
+    o << (i ? "," : "") << "{\"backend\":\"" << r.rows[i].backend << "\"";
+    for (const DpColumn& c : kColumns) {
+      o << ",\"" << c.name << "\":";
+      c.put(o, r.rows[i]);
+    }
+    o << "}";
   }
   o << "]}";
   return o.str();
@@ -276,15 +271,16 @@ std::string DpResultJson(const DpScenario& s, const DpResult& r) {
 std::string DpResultCsv(const DpResult& r) {
   std::ostringstream o;
   o.precision(10);
-  o << "backend,dp,bucket_bytes,last_bytes,bucket_us,bucket_closed_form_us,last_us,buckets,"
-       "compute_ms,comm_ms,step_ms,comm_share,retransmitted,dropped,wrong,fallback_chunks\n";
+  o << "backend";
+  for (const DpColumn& c : kColumns) o << "," << c.name;
   for (const DpRow& x : r.rows) {
-    o << x.backend << "," << x.dp << "," << x.bucket_bytes << "," << x.last_bytes << ","
-      << x.bucket_us << "," << x.bucket_closed_form_us << "," << x.last_us << "," << x.step.buckets
-      << "," << x.step.compute_ms << "," << x.step.comm_ms << "," << x.step.step_ms << ","
-      << x.step.comm_share << "," << x.retransmitted << "," << x.dropped << "," << x.wrong << ","
-      << x.fallback_chunks << "\n";
+    o << "\n" << x.backend;
+    for (const DpColumn& c : kColumns) {
+      o << ",";
+      c.put(o, x);
+    }
   }
+  o << "\n";
   return o.str();
 }
 

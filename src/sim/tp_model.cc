@@ -11,9 +11,7 @@ namespace inca::sim {
 
 absl::Status TpModel::Validate() const {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (!yaml_keys::PlainName(model)) {
-    return bad("model must be a name of 1 to 64 characters without quotes or backslashes");
-  }
+  if (absl::Status st = yaml_keys::CheckModelName(model); !st.ok()) return st;
   if (hidden < 1 || hidden > 1 << 20) return bad("hidden must be in [1, 1048576]");
   if (seq < 1 || seq > 1 << 22) return bad("seq must be in [1, 4194304]");
   if (layers < 1 || layers > 10000) return bad("layers must be in [1, 10000]");

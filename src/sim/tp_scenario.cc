@@ -16,29 +16,14 @@ namespace inca::sim {
 
 namespace {
 
-using yaml_keys::Bad;
-using yaml_keys::Get;
 using yaml_keys::SetList;
 
-struct KeyDef {
-  const char* name;
-  absl::Status (*set)(const YAML::Node& v, std::string_view src, TpScenario* s);
-};
-
-#define INCA_TP_MODEL_KEY(field)                                               \
-  KeyDef {                                                                     \
-#field, [](const YAML::Node& v, std::string_view src,                      \
-               TpScenario* s) { return Get(v, src, #field, &s->model.field); } \
-  }
-#define INCA_TP_KEY(field)                                               \
-  KeyDef {                                                               \
-#field, [](const YAML::Node& v, std::string_view src,                \
-               TpScenario* s) { return Get(v, src, #field, &s->field); } \
-  }
+#define INCA_TP_KEY(field) INCA_OWN_KEY(TpScenario, #field, field)
+#define INCA_TP_MODEL_KEY(field) INCA_OWN_KEY(TpScenario, #field, model.field)
 
 // The keys of a tensor-parallel scenario, once (docs/sim.md lists their
 // meaning); every other key of a CAIS scenario sets the network.
-const KeyDef kKeys[] = {
+const OwnKey<TpScenario> kKeys[] = {
     INCA_TP_KEY(name),
     INCA_TP_MODEL_KEY(model),
     INCA_TP_MODEL_KEY(hidden),
@@ -63,11 +48,6 @@ const KeyDef kKeys[] = {
 #undef INCA_TP_MODEL_KEY
 #undef INCA_TP_KEY
 
-// Keys of the embedded CAIS scenario that the TP scenario sets itself.
-bool Derived(const std::string& key) {
-  return key == "hosts" || key == "sizes" || key == "ops" || key == "name" || key == "collective";
-}
-
 absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_view src,
                     TpScenario* s) {
   absl::Status st;
@@ -75,21 +55,9 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
                                "a tensor-parallel scenario has system cais-tp", s, SetKey, &st)) {
     return st;
   }
-  for (const KeyDef& k : kKeys) {
-    if (key == k.name) return k.set(v, src, s);
-  }
-  if (Derived(key)) {
-    return Bad(src, key,
-               "set by the scenario (hosts: tp; sizes: the model; ops: ar_samples; collective: "
-               "sequence_parallel)");
-  }
-  std::vector<std::string> known;
-  for (const KeyDef& k : kKeys) known.emplace_back(k.name);
-  for (const std::string& k : CaisKeyNames()) {
-    if (k == key) return SetCaisKey(key, v, src, &s->net);
-    if (!Derived(k)) known.push_back(k);
-  }
-  return yaml_keys::UnknownKey(src, key, known);
+  return SetEmbeddingKey(key, v, src, s, kKeys,
+                         "hosts: tp; sizes: the model; ops: ar_samples; collective: "
+                         "sequence_parallel");
 }
 
 // The network of one configuration, for one of the layer's collectives.

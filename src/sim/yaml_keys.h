@@ -138,6 +138,13 @@ inline bool PlainName(std::string_view name) {
   }
   return !name.empty() && name.size() <= 64;
 }
+// A model's name (cais-tp, cais-dp) that goes into JSON as it is.
+inline absl::Status CheckModelName(std::string_view model) {
+  return PlainName(model) ? absl::OkStatus()
+                          : absl::InvalidArgumentError(
+                                "model must be a name of 1 to 64 characters without quotes or "
+                                "backslashes");
+}
 
 // True if the YAML text is a map whose `system` is `system`.
 inline bool IsSystem(std::string_view yaml, std::string_view system) {

@@ -74,6 +74,30 @@ std::string PrepareOutDir(const std::string& out_dir) {
   return "";
 }
 
+// RunAndWrite for a scenario kind with a run (scenario, progress), a JSON
+// (scenario, result) and a CSV (result) function.
+template <typename Scenario, typename Result>
+std::optional<Result> RunAndWrite(const Scenario& s, const std::string& out_dir, bool progress,
+                                  absl::StatusOr<Result> (*run)(const Scenario&,
+                                                                const inca::sim::Progress&),
+                                  std::string (*json)(const Scenario&, const Result&),
+                                  std::string (*csv)(const Result&)) {
+  return RunAndWrite(
+      s.name, out_dir, progress, [&](const std::function<void(double)>& p) { return run(s, p); },
+      [&](const Result& x) { return json(s, x); }, csv);
+}
+
+// A CAIS kind's last line (its events and wall time) and exit code: 1 if
+// any row has wrong elements.
+template <typename Result>
+int Finish(const Result& r) {
+  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r.events), r.wall_s);
+  for (const auto& x : r.rows) {
+    if (x.wrong != 0) return 1;
+  }
+  return 0;
+}
+
 int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool progress) {
   namespace sim = inca::sim;
   auto r = RunAndWrite(
@@ -93,11 +117,8 @@ int RunOne(const inca::sim::OlafScenario& s, const std::string& out_dir, bool pr
 
 int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool progress) {
   namespace sim = inca::sim;
-  auto r = RunAndWrite(
-      s.name, out_dir, progress,
-      [&](const std::function<void(double)>& p) { return sim::RunCaisSimScenario(s, p); },
-      [&](const sim::CaisSimResult& x) { return sim::CaisResultJson(s, x); },
-      [](const sim::CaisSimResult& x) { return sim::CaisResultCsv(x); });
+  auto r = RunAndWrite(s, out_dir, progress, sim::RunCaisSimScenario, sim::CaisResultJson,
+                       sim::CaisResultCsv);
   if (!r) return 1;
   std::printf("%-24s %d hosts x %g Gbit/s, %g us each way, %s mode\n", s.name.c_str(), s.hosts,
               s.link_gbps, s.link_delay_us, s.mode.c_str());
@@ -111,25 +132,19 @@ int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool
   }
   std::printf("  %-5s %12s %12s %12s %9s %8s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
               "of closed", "resent", "to host", "wrong");
-  int rc = 0;
   for (const auto& x : r->rows) {
     std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu %8lu\n", x.backend.c_str(),
                 static_cast<unsigned long>(x.bytes), x.mean_us, x.closed_form_us, x.of_closed_form,
                 static_cast<unsigned long>(x.retransmitted),
                 static_cast<unsigned long>(x.fallback_chunks), static_cast<unsigned long>(x.wrong));
-    if (x.wrong != 0) rc = 1;
   }
-  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
-  return rc;
+  return Finish(*r);
 }
 
 int RunOne(const inca::sim::TpScenario& s, const std::string& out_dir, bool progress) {
   namespace sim = inca::sim;
-  auto r = RunAndWrite(
-      s.name, out_dir, progress,
-      [&](const std::function<void(double)>& p) { return sim::RunTpScenario(s, p); },
-      [&](const sim::TpResult& x) { return sim::TpResultJson(s, x); },
-      [](const sim::TpResult& x) { return sim::TpResultCsv(x); });
+  auto r =
+      RunAndWrite(s, out_dir, progress, sim::RunTpScenario, sim::TpResultJson, sim::TpResultCsv);
   if (!r) return 1;
   const sim::TpModel& m = s.model;
   std::printf("%-24s %s: h %d, s %d, %d layers, micro-batch %d; all-reduce %lu B; %d steps\n",
@@ -138,30 +153,24 @@ int RunOne(const inca::sim::TpScenario& s, const std::string& out_dir, bool prog
   std::printf("  %4s %7s %-5s %10s %10s %10s %10s %8s %8s %6s\n", "tp", "Gbit/s", "", "AR (us)",
               "AR p99", "step (ms)", "p99 (ms)", "p99/avg", "comm", "wrong");
   bool to_host = false;
-  int rc = 0;
   for (const auto& x : r->rows) {
     std::printf("  %4d %7g %-5s %10.1f %10.1f %10.2f %10.2f %8.3f %7.1f%% %6lu\n", x.tp,
                 x.link_gbps, x.backend.c_str(), x.ar_mean_us, x.ar_p99_us, x.step.mean_ms,
                 x.step.p99_ms, x.step.p99_over_mean, 100 * x.step.comm_share,
                 static_cast<unsigned long>(x.wrong));
-    if (x.wrong != 0) rc = 1;
     to_host |= x.fallback_chunks != 0;
   }
   if (to_host) {
     std::printf(
         "  some chunks went to the host path, which is not simulated: see fallback_chunks\n");
   }
-  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
-  return rc;
+  return Finish(*r);
 }
 
 int RunOne(const inca::sim::DpScenario& s, const std::string& out_dir, bool progress) {
   namespace sim = inca::sim;
-  auto r = RunAndWrite(
-      s.name, out_dir, progress,
-      [&](const std::function<void(double)>& p) { return sim::RunDpScenario(s, p); },
-      [&](const sim::DpResult& x) { return sim::DpResultJson(s, x); },
-      [](const sim::DpResult& x) { return sim::DpResultCsv(x); });
+  auto r =
+      RunAndWrite(s, out_dir, progress, sim::RunDpScenario, sim::DpResultJson, sim::DpResultCsv);
   if (!r) return 1;
   const sim::DpModel& m = s.model;
   std::printf("%-24s %s over tp %d: %lu B of gradients a step in %lu B buckets; compute %.1f ms\n",
@@ -171,15 +180,12 @@ int RunOne(const inca::sim::DpScenario& s, const std::string& out_dir, bool prog
               1e3 * m.accumulation * (sim::ForwardSeconds(m) + sim::BackwardSeconds(m)));
   std::printf("  %5s %-5s %12s %12s %10s %10s %7s %6s\n", "dp", "", "bucket (us)", "closed (us)",
               "comm (ms)", "step (ms)", "comm", "wrong");
-  int rc = 0;
   for (const auto& x : r->rows) {
     std::printf("  %5d %-5s %12.1f %12.1f %10.2f %10.2f %6.1f%% %6lu\n", x.dp, x.backend.c_str(),
                 x.bucket_us, x.bucket_closed_form_us, x.step.comm_ms, x.step.step_ms,
                 100 * x.step.comm_share, static_cast<unsigned long>(x.wrong));
-    if (x.wrong != 0) rc = 1;
   }
-  std::printf("  %lu events in %.2f s\n", static_cast<unsigned long>(r->events), r->wall_s);
-  return rc;
+  return Finish(*r);
 }
 
 // Parses, applies --set and --sweep, and runs each resulting scenario.
