@@ -63,15 +63,19 @@ def analysis(runs: dict) -> list:
 
     out.append(
         "- **Where in-network aggregation wins.** Each rank all-reduces %.2f GB of gradients a "
-        "step against %.1f ms of compute, so every backend here is communication-bound. "
-        "inca's tree sends each bucket up once and gets the sum down once, whatever the DP size "
-        "and wherever the scheduler put the ranks: its bucket time is the bucket at link rate "
-        "(%s of its closed form). At full bisection the step is %s× shorter "
-        "than the ring's and %s× shorter than NCCL's tree's over DP %d-%d." % (
+        "step against %.1f ms of compute. inca's tree sends each bucket up once and gets the "
+        "sum down once, whatever the DP size and wherever the scheduler put the ranks: its "
+        "bucket time is the bucket at link rate (%s of its closed form), and its buckets "
+        "expose %s of the step at full bisection against the ring's %s and NCCL's tree's %s. "
+        "The step is %s× shorter than the ring's and %s× shorter than NCCL's tree's over DP "
+        "%d-%d." % (
             full["gradient_bytes"] / 1e9, compute,
             span(min(r["inca"]["bucket_closed_form_us"] / r["inca"]["bucket_us"] for r in f.values()),
                  max(r["inca"]["bucket_closed_form_us"] / r["inca"]["bucket_us"] for r in f.values()),
                  "%.3f"),
+            *(span(min(r[b]["comm_share"] for r in f.values()) * 100,
+                   max(r[b]["comm_share"] for r in f.values()) * 100, "%.0f %%")
+              for b in ("inca", "ring", "tree")),
             span(min(ratio(r, "inca", "ring") for r in f.values()),
                  max(ratio(r, "inca", "ring") for r in f.values()), "%.2f"),
             span(min(ratio(r, "inca", "tree") for r in f.values()),
@@ -85,6 +89,15 @@ def analysis(runs: dict) -> list:
         "many of its edges cross the same links too." % span(
             min(r["ring"]["bucket_us"] / r["inca"]["bucket_us"] for r in f.values()),
             max(r["ring"]["bucket_us"] / r["inca"]["bucket_us"] for r in f.values()), "%.1f"))
+    if f[hi]["ring"]["bucket_closed_form_us"] / f[hi]["ring"]["bucket_us"] < 0.9:
+        out.append(
+            "- **Where the ring's time is latency.** At DP %d the ring's bucket reads %.2f of its "
+            "closed form at full bisection: its 2(n−1) = %d steps each move 1/%d of the bucket "
+            "(%.0f KB), and each step's packets cross up to four links between switches, six hops "
+            "with a link delay and a store-and-forward each, which the closed form (the busiest "
+            "link's bytes, and a star's two hops per step) leaves out." % (
+                hi, f[hi]["ring"]["bucket_closed_form_us"] / f[hi]["ring"]["bucket_us"],
+                2 * (hi - 1), hi, f[hi]["ring"]["bucket_bytes"] / hi / 1e3))
     out.append(
         "- **Oversubscription.** With the links above the edge switches at a quarter of the "
         "hosts' rate, inca's tree is held to the uplink's rate (its bucket takes %.2f× as long "
