@@ -2,7 +2,7 @@
 # Issue 49's data-parallel step at scale: scenarios/cais/dp-llama2.yaml on
 # inca-sim, on a full-bisection fat-tree, on one oversubscribed 4:1 above
 # the edge switches, and with 16 micro-batches a step (DP 64 and 256), then
-# the `cais-dp` section of docs/EVALUATION.md. About 15 minutes on 2 cores.
+# the `cais-dp` section of docs/EVALUATION.md. About 20 minutes on 2 cores.
 #
 #   scripts/evaluate-dp.sh [OUT_DIR]       (default build/eval-dp)
 set -euo pipefail
