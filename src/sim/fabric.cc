@@ -75,6 +75,7 @@ Fabric::Fabric(const CaisSimScenario& s) {
   for (size_t r = 0; r < host.size(); ++r) {
     const int e = edges[static_cast<size_t>(host[r] / per)];
     edge_of_.push_back(e);
+    port_of_.push_back(static_cast<dp::PortId>(ports_[static_cast<size_t>(e)].size()));
     ports_[static_cast<size_t>(e)].push_back({static_cast<int>(r), -1, 0});
   }
   for (const auto& [a, b] : links_) {
@@ -145,10 +146,7 @@ int Fabric::MostFlowsOnALink(const std::vector<std::pair<int, int>>& flows) cons
   int most = 0;
   for (const auto& [src, dst] : flows) {
     int x = edge_of(src);
-    const auto& at_edge = ports_[static_cast<size_t>(x)];
-    dp::PortId in = static_cast<dp::PortId>(
-        std::find_if(at_edge.begin(), at_edge.end(), [&](const Port& p) { return p.rank == src; }) -
-        at_edge.begin());
+    dp::PortId in = port_of_[static_cast<size_t>(src)];
     // At most a fat-tree's four hops between edge switches.
     for (int hops = 0; x != edge_of(dst) && hops < 8; ++hops) {
       const dp::PortId out = routes_[static_cast<size_t>(x)]->Pick(in, static_cast<uint32_t>(dst));

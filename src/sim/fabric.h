@@ -74,6 +74,7 @@ class Fabric {
   std::vector<Switch> switches_;
   std::vector<std::vector<Port>> ports_;
   std::vector<int> edge_of_;
+  std::vector<dp::PortId> port_of_;  // each rank's port at its edge switch
   std::vector<std::pair<int, int>> links_;
   std::vector<std::shared_ptr<const ForwarderRoutes>> routes_;
 };
