@@ -310,6 +310,7 @@ void UpdateQueue::Evict(uint32_t e, dp::DropReason reason) {
   --clusters_[c].counters.occupancy;
   --totals_.occupancy;
   free_.push_back(e);
+  if (on_evict_) on_evict_(entries_[e].header, reason);
 }
 
 // ---- FifoQueue ----

@@ -10,8 +10,8 @@ double Uniform01(std::mt19937_64& rng) {
 }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(std::string name,
-                                                               const WorkerNodeConfig& config) {
+absl::StatusOr<std::unique_ptr<WorkerLoop>> WorkerLoop::Create(const WorkerNodeConfig& config,
+                                                               WorkerHost* host) {
   olaf::WorkerOptions o;
   o.cluster_id = config.cluster_id;
   o.worker_id = config.worker_id;
@@ -20,35 +20,39 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(std::string name,
   o.clock = config.clock;
   auto core = olaf::WorkerCore::Create(o);
   if (!core.ok()) return core.status();
-  return std::unique_ptr<WorkerNode>(new WorkerNode(std::move(name), config, *std::move(core)));
+  return std::unique_ptr<WorkerLoop>(new WorkerLoop(config, host, *std::move(core)));
 }
 
-WorkerNode::WorkerNode(std::string name, const WorkerNodeConfig& config,
+WorkerLoop::WorkerLoop(const WorkerNodeConfig& config, WorkerHost* host,
                        std::unique_ptr<olaf::WorkerCore> core)
-    : Node(std::move(name)),
-      config_(config),
+    : config_(config),
+      host_(host),
       core_(std::move(core)),
       rng_(config.seed),
       grad_(config.elements, 0.001f) {}
 
-TimeNs WorkerNode::Jitter() {
+TimeNs WorkerLoop::Jitter() {
   return config_.jitter_ns > 0
              ? static_cast<TimeNs>(Uniform01(rng_) * static_cast<double>(config_.jitter_ns))
              : 0;
 }
 
-TimeNs WorkerNode::LocalNow() {
-  const TimeNs t = sim().now();
+TimeNs WorkerLoop::LocalNow() {
+  const TimeNs t = host_->Now();
   return t + config_.clock_offset_ns +
          static_cast<TimeNs>(static_cast<double>(t) * config_.clock_drift_ppm * 1e-6);
 }
 
-void WorkerNode::Start() {
-  sim().Schedule(config_.phase_ns + Jitter(), [this] { Tick(); });
+void WorkerLoop::At(TimeNs at) {
+  if (at < config_.stop_ns) host_->At(at, [this] { Tick(); });
 }
 
-void WorkerNode::Tick() {
-  const TimeNs now = sim().now();
+void WorkerLoop::Start() {
+  At(config_.phase_ns + Jitter());
+}
+
+void WorkerLoop::Tick() {
+  const TimeNs now = host_->Now();
   uint32_t version = 0;
   if (const olaf::AssembledModel* m = core_->latest_model()) version = m->model_version;
   if (config_.compute) config_.compute(grad_, version);
@@ -57,14 +61,14 @@ void WorkerNode::Tick() {
   if (sent) {
     for (auto& d : s->datagrams) {
       bytes_sent_ += d.size() + config_.frame_overhead_bytes;
-      Send(0, std::move(d));
+      host_->SendUp(std::move(d));
     }
   }
   if (config_.closed_loop && sent) {
     waiting_ = true;
     wait_version_ = version;
     const uint64_t token = ++wait_token_;
-    sim().ScheduleIn(std::max<TimeNs>(config_.model_wait_ns, 1), [this, token] {
+    host_->At(now + std::max<TimeNs>(config_.model_wait_ns, 1), [this, token] {
       if (waiting_ && wait_token_ == token) Resume(/*timed_out=*/true);
     });
     return;
@@ -79,35 +83,44 @@ void WorkerNode::Tick() {
     // Fixed periods on a grid (phase + k·period), jitter drawn afresh each
     // time: workers that share a phase stay in step.
     ++ticks_;
-    sim().Schedule(config_.phase_ns + ticks_ * config_.period_ns + Jitter(), [this] { Tick(); });
+    At(config_.phase_ns + ticks_ * config_.period_ns + Jitter());
   }
 }
 
 // The next rollout takes one period (exponential or fixed) plus jitter from `after`.
-void WorkerNode::ScheduleNext(TimeNs after) {
+void WorkerLoop::ScheduleNext(TimeNs after) {
   const TimeNs jitter = Jitter();  // drawn before the gap, as runs have always drawn them
   TimeNs gap = config_.period_ns;
   if (config_.dist == PeriodDist::kExponential) {
     gap = static_cast<TimeNs>(-std::log(1.0 - Uniform01(rng_)) *
                               static_cast<double>(config_.period_ns));
   }
-  sim().Schedule(after + std::max<TimeNs>(gap + jitter, 1), [this] { Tick(); });
+  At(after + std::max<TimeNs>(gap + jitter, 1));
 }
 
-void WorkerNode::Resume(bool timed_out) {
+void WorkerLoop::Resume(bool timed_out) {
   waiting_ = false;
   ++wait_token_;
   if (timed_out) ++waits_timed_out_;
-  ScheduleNext(sim().now());
+  ScheduleNext(host_->Now());
 }
 
-void WorkerNode::Receive(dp::PortId, Packet packet) {
-  core_->OnDatagram(packet, LocalNow());
+void WorkerLoop::OnDatagram(std::span<const uint8_t> datagram) {
+  core_->OnDatagram(datagram, LocalNow());
   if (!waiting_) return;
   if (const olaf::AssembledModel* m = core_->latest_model();
       m && m->model_version > wait_version_) {
     Resume(/*timed_out=*/false);
   }
+}
+
+absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(std::string name,
+                                                               const WorkerNodeConfig& config) {
+  std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(name)));
+  auto loop = WorkerLoop::Create(config, node.get());
+  if (!loop.ok()) return loop.status();
+  node->loop_ = *std::move(loop);
+  return node;
 }
 
 absl::StatusOr<std::unique_ptr<PsNode>> PsNode::Create(std::string name, PsNodeConfig config) {

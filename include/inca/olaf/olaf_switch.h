@@ -188,6 +188,10 @@ class OlafSwitch final : public dp::Program {
   const PsClockEstimate& ps_clock() const { return ps_clock_; }
   // Forgets every learned worker (e.g. after a job ends).
   void ClearWorkers();
+  // UpdateQueue::set_eviction_observer on this switch's queue.
+  void set_eviction_observer(UpdateQueue::EvictionObserver observer) {
+    queue_->set_eviction_observer(std::move(observer));
+  }
 
  private:
   explicit OlafSwitch(const OlafSwitchConfig& config, std::unique_ptr<UpdateQueue> queue);

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -198,6 +199,13 @@ class UpdateQueue {
   // generated on arrival. Unflagged updates are taken on this clock.
   void set_ps_clock_offset(std::optional<dp::TimeNs> offset) { ps_clock_offset_ = offset; }
 
+  // Told of every queued entry removed without being dequeued (kStaleEvicted,
+  // kDisplaced), with the header the entry carries (its first update's
+  // worker_id, update_id and fragment): what a host that keeps its own
+  // handle per queued update (ns-3's OlafQueueDisc) needs to let it go.
+  using EvictionObserver = std::function<void(const UpdateHeader&, dp::DropReason)>;
+  void set_eviction_observer(EvictionObserver observer) { on_evict_ = std::move(observer); }
+
  protected:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
   // h's generation time on this queue's clock, never later than `now`.
@@ -261,6 +269,7 @@ class UpdateQueue {
   QueueCounters totals_;
   AomTracker aom_;
   std::optional<dp::TimeNs> ps_clock_offset_;
+  EvictionObserver on_evict_;
 };
 
 // The seed's FIFO baseline: tail drop, no merge, no eviction.

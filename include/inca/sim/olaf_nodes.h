@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,33 +53,50 @@ struct WorkerNodeConfig {
   // Added to each datagram's size in bytes_sent() (the switch's per-frame
   // egress overhead), so offered load is counted as the bottleneck sees it.
   uint32_t frame_overhead_bytes = 66;
+  // No rollout starts at or after this time (the ns-3 comparison's sources
+  // stop; scenarios run to their end).
+  TimeNs stop_ns = std::numeric_limits<TimeNs>::max();
 };
 
-class WorkerNode final : public Node {
+// What a worker's loop needs from the simulator that hosts it: inca-sim's
+// WorkerNode, ns-3's OlafWorkerApp (inca/ns3/olaf_apps.h). Times are the
+// host simulator's, in ns.
+class WorkerHost {
+ public:
+  virtual ~WorkerHost() = default;
+  virtual TimeNs Now() = 0;
+  // Runs `fn` at `at` (>= Now()).
+  virtual void At(TimeNs at, std::function<void()> fn) = 0;
+  // Sends one datagram toward the PS.
+  virtual void SendUp(std::vector<uint8_t> datagram) = 0;
+};
+
+// A worker's update loop, written once for every simulator that hosts it:
+// when to roll out (fixed grid, exponential, closed loop), the gradient, the
+// WorkerCore that builds and gates each update, and the datagrams it hears.
+class WorkerLoop {
  public:
   // The worker core's error (InvalidArgument) for a configuration it refuses.
-  static absl::StatusOr<std::unique_ptr<WorkerNode>> Create(std::string name,
-                                                            const WorkerNodeConfig& config);
-  void Start() override;
-  void Receive(dp::PortId port, Packet packet) override;
+  static absl::StatusOr<std::unique_ptr<WorkerLoop>> Create(const WorkerNodeConfig& config,
+                                                            WorkerHost* host);
+  void Start();
+  void OnDatagram(std::span<const uint8_t> datagram);
   const olaf::WorkerCore& core() const { return *core_; }
-  uint64_t generated() const { return core_->counters().generated; }
-  uint64_t sent() const { return core_->counters().sent; }
-  // Bytes of the UPDATE datagrams sent, each with frame_overhead_bytes.
   uint64_t bytes_sent() const { return bytes_sent_; }
-  // Closed loop: rollouts started without a newer model (the wait timed out).
   uint64_t model_waits_timed_out() const { return waits_timed_out_; }
   const WorkerNodeConfig& config() const { return config_; }
 
  private:
-  WorkerNode(std::string name, const WorkerNodeConfig& config,
+  WorkerLoop(const WorkerNodeConfig& config, WorkerHost* host,
              std::unique_ptr<olaf::WorkerCore> core);
   void Tick();
+  void At(TimeNs at);  // the next Tick, unless at >= stop_ns
   void ScheduleNext(TimeNs after);
   void Resume(bool timed_out);
   TimeNs Jitter();
   TimeNs LocalNow();
   WorkerNodeConfig config_;
+  WorkerHost* host_;
   std::unique_ptr<olaf::WorkerCore> core_;
   std::mt19937_64 rng_;
   std::vector<float> grad_;
@@ -89,6 +108,30 @@ class WorkerNode final : public Node {
   uint32_t wait_version_ = 0;
   uint64_t wait_token_ = 0;
   uint64_t waits_timed_out_ = 0;
+};
+
+class WorkerNode final : public Node, private WorkerHost {
+ public:
+  // The worker core's error (InvalidArgument) for a configuration it refuses.
+  static absl::StatusOr<std::unique_ptr<WorkerNode>> Create(std::string name,
+                                                            const WorkerNodeConfig& config);
+  void Start() override { loop_->Start(); }
+  void Receive(dp::PortId, Packet packet) override { loop_->OnDatagram(packet); }
+  const olaf::WorkerCore& core() const { return loop_->core(); }
+  uint64_t generated() const { return core().counters().generated; }
+  uint64_t sent() const { return core().counters().sent; }
+  // Bytes of the UPDATE datagrams sent, each with frame_overhead_bytes.
+  uint64_t bytes_sent() const { return loop_->bytes_sent(); }
+  // Closed loop: rollouts started without a newer model (the wait timed out).
+  uint64_t model_waits_timed_out() const { return loop_->model_waits_timed_out(); }
+  const WorkerNodeConfig& config() const { return loop_->config(); }
+
+ private:
+  explicit WorkerNode(std::string name) : Node(std::move(name)) {}
+  TimeNs Now() override { return sim().now(); }
+  void At(TimeNs at, std::function<void()> fn) override { sim().Schedule(at, std::move(fn)); }
+  void SendUp(std::vector<uint8_t> datagram) override { Send(0, std::move(datagram)); }
+  std::unique_ptr<WorkerLoop> loop_;
 };
 
 struct PsNodeConfig {
