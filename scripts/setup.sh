@@ -19,6 +19,7 @@ packages=(
   libcpp-httplib-dev libz3-dev chromium pkgconf tshark
   python3-dev pybind11-dev python3-torch libtorch-dev python3-numpy python3-pytest
   python3-matplotlib libbox2d-dev libeigen3-dev libbpf-dev liburing-dev libxdp-dev
+  libns3-dev
 )
 
 missing=()

@@ -63,7 +63,7 @@ def main() -> int:
              "staggered starts) on 100 Gbit/s links into a 40 Gbit/s bottleneck with an "
              "8-packet drop-tail queue, %g simulated seconds. ns-3.37 (Debian's libns3-dev) "
              "runs it on point-to-point links with IPv4 and UDP, no queue discipline "
-             "(tools/sim-cbr-star/ns3_cbr_star.cc); inca-sim's engine with the same framing "
+             "(inca-ns3 cbr-star, tools/inca-ns3); inca-sim's engine with the same framing "
              "on the wire (tools/sim-cbr-star/main.cc)." % a.duration_s, "",
              "| | offered | delivered | dropped | events | wall (s) |",
              "|---|---:|---:|---:|---:|---:|"]

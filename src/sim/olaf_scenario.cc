@@ -322,27 +322,21 @@ double Uniform(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-// Every cluster: an edge on its switch and its workers behind it.
-absl::StatusOr<std::vector<std::vector<WorkerNode*>>> AddClusters(const OlafScenario& s,
-                                                                  Network& net, SwitchNode* sw1,
-                                                                  SwitchNode* sw2) {
-  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
-  const LinkConfig link{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096};
-  std::vector<std::vector<WorkerNode*>> workers;
+}  // namespace
+
+std::vector<std::vector<WorkerNodeConfig>> WorkerConfigs(const OlafScenario& s) {
+  std::vector<std::vector<WorkerNodeConfig>> out;
   std::mt19937_64 phase_rng(s.seed);
   std::mt19937_64 clock_rng(s.seed ^ 0xC10C);  // its own stream: other draws are unchanged
   uint16_t cluster = 0;
   for (const ClusterGroup& g : s.clusters) {
     for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
-      auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
-      net.Connect(edge, g.behind_sw2 ? sw2 : sw1, link);
-      edge->set_workers(g.workers);
       const auto period = static_cast<TimeNs>(g.period_ms * 1e6);
       const TimeNs cluster_phase =
           s.aligned_clusters
               ? static_cast<TimeNs>(s.cluster_stagger_us * 1e3 * cluster)
               : static_cast<TimeNs>(Uniform(phase_rng) * static_cast<double>(period));
-      workers.emplace_back();
+      out.emplace_back();
       for (uint32_t w = 0; w < g.workers; ++w) {
         WorkerNodeConfig wc;
         wc.cluster_id = cluster;
@@ -364,7 +358,32 @@ absl::StatusOr<std::vector<std::vector<WorkerNode*>>> AddClusters(const OlafScen
         wc.clock_offset_ns =
             static_cast<TimeNs>((2 * Uniform(clock_rng) - 1) * s.clock_offset_ms * 1e6);
         wc.clock_drift_ppm = (2 * Uniform(clock_rng) - 1) * s.clock_drift_ppm;
-        auto created = WorkerNode::Create(absl::StrCat("w", cluster, ".", w), wc);
+        out.back().push_back(wc);
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Every cluster: an edge on its switch and its workers behind it.
+absl::StatusOr<std::vector<std::vector<WorkerNode*>>> AddClusters(const OlafScenario& s,
+                                                                  Network& net, SwitchNode* sw1,
+                                                                  SwitchNode* sw2) {
+  const TimeNs delay = static_cast<TimeNs>(s.link_delay_us * 1e3);
+  const LinkConfig link{s.worker_link_gbps * 1e9, delay, 9000, 66, 4096};
+  std::vector<std::vector<WorkerNode*>> workers;
+  size_t cluster = 0;
+  const std::vector<std::vector<WorkerNodeConfig>> configs = WorkerConfigs(s);
+  for (const ClusterGroup& g : s.clusters) {
+    for (uint32_t k = 0; k < g.count; ++k, ++cluster) {
+      auto* edge = net.Add(std::make_unique<ClusterEdge>(absl::StrCat("edge", cluster)));
+      net.Connect(edge, g.behind_sw2 ? sw2 : sw1, link);
+      edge->set_workers(g.workers);
+      workers.emplace_back();
+      for (uint32_t w = 0; w < g.workers; ++w) {
+        auto created = WorkerNode::Create(absl::StrCat("w", cluster, ".", w), configs[cluster][w]);
         if (!created.ok()) return created.status();
         auto* node = net.Add(*std::move(created));
         net.Connect(node, edge, link);

@@ -16,6 +16,7 @@
 #include "inca/olaf/send_control.h"
 #include "inca/olaf/update_queue.h"
 #include "inca/olaf/worker.h"
+#include "inca/sim/olaf_nodes.h"
 #include "inca/sim/simulator.h"
 
 namespace inca::sim {
@@ -165,6 +166,11 @@ struct OlafResult {
 };
 
 // Runs `s`. `progress` (optional) is called with the simulated fraction done.
+// Every worker's configuration, by cluster, as RunOlafScenario builds them
+// (phases, seeds, clocks drawn from the scenario's seed): what another
+// simulator hosting the same workers (inca/ns3/olaf_ns3.h) starts from.
+std::vector<std::vector<WorkerNodeConfig>> WorkerConfigs(const OlafScenario& s);
+
 absl::StatusOr<OlafResult> RunOlafScenario(const OlafScenario& s,
                                            const std::function<void(double)>& progress = {});
 
