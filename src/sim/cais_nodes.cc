@@ -319,18 +319,19 @@ int CaisSwitchNode::LinkOf(dp::PortId port) const {
 
 // The client cores' datagrams onto the rank's link: data (OpCore, with
 // the timing mode's wire charge) and management (SessionCore).
-class CaisRankNode::Sink final : public client::DatagramSink, public client::MgmtSink {
+class CaisRankLoop::Sink final : public client::DatagramSink, public client::MgmtSink {
  public:
-  explicit Sink(CaisRankNode* node) : node_(node) {}
+  explicit Sink(CaisRankLoop* loop) : loop_(loop) {}
   void Send(const wire::CaisHeader& h, std::span<const uint8_t> payload) override {
-    node_->Send(0, wire::SerializeCais(h, payload), node_->virt_.Extra(h.chunk_id, payload.size()));
+    loop_->host_->SendDatagram(wire::SerializeCais(h, payload),
+                               loop_->virt_.Extra(h.chunk_id, payload.size()));
   }
   void Send(std::span<const uint8_t> mgmt) override {
-    node_->Send(0, Packet(mgmt.begin(), mgmt.end()));
+    loop_->host_->SendDatagram(Packet(mgmt.begin(), mgmt.end()), 0);
   }
 
  private:
-  CaisRankNode* node_;
+  CaisRankLoop* loop_;
 };
 
 namespace {
@@ -344,9 +345,9 @@ client::SessionConfig RankSession(int rank, const client::TransportConfig& confi
 
 }  // namespace
 
-CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportConfig& config,
+CaisRankLoop::CaisRankLoop(RankHost* host, int rank, const client::TransportConfig& config,
                            RankDone done, VirtualChunks virt, std::shared_ptr<VirtualLedger> ledger)
-    : Node(std::move(name)),
+    : host_(host),
       session_(RankSession(rank, config)),
       path_(config),
       sink_(std::make_unique<Sink>(this)),
@@ -355,9 +356,9 @@ CaisRankNode::CaisRankNode(std::string name, int rank, const client::TransportCo
       virt_(virt),
       ledger_(std::move(ledger)) {}
 
-CaisRankNode::~CaisRankNode() = default;
+CaisRankLoop::~CaisRankLoop() = default;
 
-absl::Status CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+absl::Status CaisRankLoop::Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
                                  std::vector<float>* out) {
   if (op != wire::CaisOp::kAllReduce && op != wire::CaisOp::kReduceScatter &&
       op != wire::CaisOp::kAllGather) {
@@ -372,7 +373,7 @@ absl::Status CaisRankNode::Begin(uint32_t seq, wire::CaisOp op, std::vector<floa
   return absl::OkStatus();
 }
 
-void CaisRankNode::Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+void CaisRankLoop::Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
                           std::vector<float>* out) {
   whole_ = client::SwitchOp{};
   whole_.op = op;
@@ -395,7 +396,7 @@ void CaisRankNode::Launch(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
 // pieces (client::PieceElements), one after the other, each its own
 // sequence number. In timing mode an element is a chunk, and the piece's
 // chunks stand for its share of the block's bytes.
-void CaisRankNode::StartPiece() {
+void CaisRankLoop::StartPiece() {
   const bool blocked = whole_.op != wire::CaisOp::kAllReduce;
   const client::TransportConfig& config = session_.config().transport;
   const size_t per = std::max<size_t>(1, config.chunk_size / sizeof(float));
@@ -411,18 +412,18 @@ void CaisRankNode::StartPiece() {
   op_.seq = next_seq_++;
   if (ledger_ != nullptr && virt_.chunk_size != 0) ledger_->Put(op_.seq, virt_);
   result_ = client::SwitchPhaseResult{};
-  core_ = session_.StartOp(op_, &path_, &result_, sim().now());
+  core_ = session_.StartOp(op_, &path_, &result_, host_->Now());
   Pump();
 }
 
-void CaisRankNode::EndPiece() {
+void CaisRankLoop::EndPiece() {
   total_.have.insert(total_.have.end(), result_.have.begin(), result_.have.end());
   total_.total_chunks += result_.total_chunks;
   client::AddCounters(result_, &total_);
   offset_ += op_.count;
 }
 
-void CaisRankNode::JoinFirst(uint64_t job, RankDone joined) {
+void CaisRankLoop::JoinFirst(uint64_t job, RankDone joined) {
   client::SessionConfig s = session_.config();
   s.job = job;
   session_ = client::SessionCore(s);
@@ -430,15 +431,16 @@ void CaisRankNode::JoinFirst(uint64_t job, RankDone joined) {
   on_joined_ = std::move(joined);
 }
 
-void CaisRankNode::Start() {
-  if (joining_) session_.StartJoin(sim().now(), *sink_);
-  if (joining_) sim().ScheduleIn(20 * dp::kNsPerMs, [this] { JoinTick(); });
+void CaisRankLoop::Start() {
+  if (!joining_) return;
+  session_.StartJoin(host_->Now(), *sink_);
+  host_->At(host_->Now() + 20 * dp::kNsPerMs, [this] { JoinTick(); });
 }
 
-void CaisRankNode::JoinTick() {
+void CaisRankLoop::JoinTick() {
   if (session_.state() != client::SessionCore::State::kJoining) return;
-  const TimeNs next = session_.JoinTick(sim().now(), *sink_);
-  sim().Schedule(next, [this] { JoinTick(); });
+  const TimeNs next = session_.JoinTick(host_->Now(), *sink_);
+  host_->At(next, [this] { JoinTick(); });
 }
 
 void CaisRankNode::Receive(dp::PortId, Packet packet) {
@@ -446,9 +448,13 @@ void CaisRankNode::Receive(dp::PortId, Packet packet) {
     ++background_;
     return;
   }
+  loop_.OnDatagram(packet);
+}
+
+void CaisRankLoop::OnDatagram(std::span<const uint8_t> packet) {
   const bool was_joining = session_.state() == client::SessionCore::State::kJoining;
   const bool running = core_ && !core_->Finished();  // else late, or early for the next piece
-  if (session_.OnDatagram(packet, sim().now(), core_.get())) {
+  if (session_.OnDatagram(packet, host_->Now(), core_.get())) {
     if (was_joining && session_.formed()) {
       next_seq_ = session_.seq_base() + 1;
       if (on_joined_) on_joined_(session_.config().rank);
@@ -458,8 +464,8 @@ void CaisRankNode::Receive(dp::PortId, Packet packet) {
   if (running) Pump();
 }
 
-void CaisRankNode::Pump() {
-  core_->Pump(sim().now(), *sink_);
+void CaisRankLoop::Pump() {
+  core_->Pump(host_->Now(), *sink_);
   if (core_->Finished()) {
     wake_at_ = -1;
     EndPiece();
@@ -479,16 +485,16 @@ void CaisRankNode::Pump() {
 // moves the oldest chunk's) is left to the wake already queued, which
 // looks again when it fires; only an earlier one queues another. (A wake
 // per move would leave a stale event per datagram in the queue.)
-void CaisRankNode::Arm() {
-  const TimeNs at = std::max(sim().now(), core_->NextDeadline());
+void CaisRankLoop::Arm() {
+  const TimeNs at = std::max(host_->Now(), core_->NextDeadline());
   if (wake_at_ >= 0 && wake_at_ <= at) return;
   wake_at_ = at;
   client::OpCore* core = core_.get();
-  sim().Schedule(at, [this, at, core] {
+  host_->At(at, [this, at, core] {
     // Superseded by an earlier wake, or an operation that has ended.
     if (wake_at_ != at || core_.get() != core || core->Finished()) return;
     wake_at_ = -1;
-    if (core->NextDeadline() > sim().now()) {
+    if (core->NextDeadline() > host_->Now()) {
       Arm();  // moved on since: not due yet
       return;
     }

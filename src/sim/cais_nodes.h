@@ -165,18 +165,32 @@ class CaisSwitchNode final : public PipelinedSwitch, public switchd::ControlTarg
 // operation on every rank (Begin) and hears when a rank is done.
 using RankDone = std::function<void(int rank)>;
 
+// What a rank's loop needs from the simulator that hosts it: inca-sim's
+// CaisRankNode, ns-3's CaisRankApp (inca/ns3/cais_apps.h). Times are the
+// host simulator's, in ns.
+class RankHost {
+ public:
+  virtual ~RankHost() = default;
+  virtual TimeNs Now() = 0;
+  // Runs `fn` at `at` (>= Now()).
+  virtual void At(TimeNs at, std::function<void()> fn) = 0;
+  // One datagram to the switch; extra_wire_bytes: timing mode's charge.
+  virtual void SendDatagram(Packet datagram, uint32_t extra_wire_bytes) = 0;
+};
+
 // One rank of the switch path: collectives of f32 (sums), one at a time.
 // The session (JOIN, layout, epoch, early results) is the client's
-// SessionCore and each piece the client's OpCore: this node only moves
-// their datagrams over the simulated link and splits an operation into
-// pieces as the Communicator does (client::PieceElements).
-class CaisRankNode final : public Node {
+// SessionCore and each piece the client's OpCore: this loop only moves
+// their datagrams through its host and splits an operation into pieces as
+// the Communicator does (client::PieceElements). Written once for every
+// simulator that hosts a rank.
+class CaisRankLoop {
  public:
   // `virt` (timing mode): the chunk size and the bytes of each operation's
   // block, registered in `ledger` for the switch.
-  CaisRankNode(std::string name, int rank, const client::TransportConfig& config, RankDone done,
+  CaisRankLoop(RankHost* host, int rank, const client::TransportConfig& config, RankDone done,
                VirtualChunks virt = {}, std::shared_ptr<VirtualLedger> ledger = nullptr);
-  ~CaisRankNode() override;
+  ~CaisRankLoop();
   // Starts an all-reduce over `data` (reduced in place; kept by the caller
   // until done), in pieces of at most 65,535 chunks with sequence numbers
   // from `seq` on.
@@ -191,12 +205,12 @@ class CaisRankNode final : public Node {
   // InvalidArgument for another collective.
   absl::Status Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
                      std::vector<float>* out);
-  void Receive(dp::PortId port, Packet packet) override;
+  // A datagram from the switch.
+  void OnDatagram(std::span<const uint8_t> datagram);
   // The operation's result, over all its pieces.
   const client::SwitchPhaseResult& result() const { return total_; }
   uint32_t next_seq() const { return next_seq_; }
   const client::PathState& path() const { return path_; }
-  uint64_t background() const { return background_; }  // received and discarded
 
   // Joins group `group` of the switch before any operation, as the
   // Communicator's SwitchTransport does (SessionCore: a JOIN, job `job`,
@@ -208,7 +222,8 @@ class CaisRankNode final : public Node {
   bool joined() const { return session_.formed(); }
   uint32_t seq_base() const { return session_.seq_base(); }
   uint64_t joins_sent() const { return session_.joins_sent(); }
-  void Start() override;
+  // When the run starts: the JOIN, if JoinFirst was called.
+  void Start();
 
  private:
   class Sink;
@@ -218,9 +233,9 @@ class CaisRankNode final : public Node {
   void EndPiece();
   void Pump();
   void Arm();  // queues the wake for the core's next deadline
+  RankHost* host_;
   bool joining_ = false;
   RankDone on_joined_;
-  uint64_t background_ = 0;
   client::SwitchOp whole_;  // the operation under way
   size_t block_ = 0;        // elements per block (kAllReduce: all of them)
   size_t offset_ = 0;       // the current piece's first element of each block
@@ -237,6 +252,40 @@ class CaisRankNode final : public Node {
   VirtualChunks virt_;        // the current piece's
   std::shared_ptr<VirtualLedger> ledger_;
   TimeNs wake_at_ = -1;
+};
+
+// CaisRankLoop on a simulated link (port 0); background traffic that
+// reaches the rank is counted and discarded.
+class CaisRankNode final : public Node, private RankHost {
+ public:
+  CaisRankNode(std::string name, int rank, const client::TransportConfig& config, RankDone done,
+               VirtualChunks virt = {}, std::shared_ptr<VirtualLedger> ledger = nullptr)
+      : Node(std::move(name)),
+        loop_(this, rank, config, std::move(done), virt, std::move(ledger)) {}
+  void Begin(uint32_t seq, std::vector<float>* data) { loop_.Begin(seq, data); }
+  absl::Status Begin(uint32_t seq, wire::CaisOp op, std::vector<float>* in,
+                     std::vector<float>* out) {
+    return loop_.Begin(seq, op, in, out);
+  }
+  void Receive(dp::PortId port, Packet packet) override;
+  const client::SwitchPhaseResult& result() const { return loop_.result(); }
+  uint32_t next_seq() const { return loop_.next_seq(); }
+  const client::PathState& path() const { return loop_.path(); }
+  uint64_t background() const { return background_; }  // received and discarded
+  void JoinFirst(uint64_t job, RankDone joined) { loop_.JoinFirst(job, std::move(joined)); }
+  bool joined() const { return loop_.joined(); }
+  uint32_t seq_base() const { return loop_.seq_base(); }
+  uint64_t joins_sent() const { return loop_.joins_sent(); }
+  void Start() override { loop_.Start(); }
+
+ private:
+  TimeNs Now() override { return sim().now(); }
+  void At(TimeNs at, std::function<void()> fn) override { sim().Schedule(at, std::move(fn)); }
+  void SendDatagram(Packet datagram, uint32_t extra) override {
+    Send(0, std::move(datagram), extra);
+  }
+  uint64_t background_ = 0;
+  CaisRankLoop loop_;
 };
 
 // The ring's wire format, inside the UDP payload (16 bytes, then the
