@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "inca/ns3/cais_ns3.h"
 #include "inca/ns3/olaf_ns3.h"
+#include "inca/sim/cais_scenario.h"
 #include "inca/sim/cbr_star.h"
 #include "inca/sim/olaf_scenario.h"
 #include "util/file.h"
@@ -92,6 +94,38 @@ TEST(Ns3Olaf, AScenarioTheAdapterDoesNotModelIsAOneLineError) {
   auto r = RunOlafScenarioOnNs3(s);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), testing::HasSubstr("models is not modelled on ns-3"));
+}
+
+// CaisRankApp and CaisSwitchApp: every rank JOINs and holds the exact sums,
+// in the time inca-sim gives the same star (ns-3's framing on both).
+TEST(Ns3Cais, AnAllReduceOnNs3IsExactAndTakesInca_SimsTime) {
+  CaisNs3Config c;
+  c.hosts = 6;
+  c.link_gbps = 10;
+  c.bytes = uint64_t{2} << 20;
+  auto b = RunCaisAllReduceOnNs3(c);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->exact);
+  EXPECT_EQ(b->completed, c.hosts);
+  sim::CaisSimScenario s;
+  s.backends = {"inca"};
+  s.hosts = c.hosts;
+  s.link_gbps = c.link_gbps;
+  s.overhead_bytes = 30;
+  s.sizes = {c.bytes};
+  s.ops = 1;
+  auto a = sim::RunCaisSimScenario(s);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->rows.size(), 1u);
+  EXPECT_NEAR(b->time_ms / (a->rows[0].mean_us / 1e3), 1.0, 0.02);
+}
+
+TEST(Ns3Cais, AConfigurationOutOfRangeIsAOneLineError) {
+  CaisNs3Config c;
+  c.chunk_size = 10;
+  auto r = RunCaisAllReduceOnNs3(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), testing::HasSubstr("chunk_size must be a multiple of 4"));
 }
 
 TEST(Ns3CbrStarDeathTest, AQueueDiscConfigurationTheProgramRefusesStopsWithItsReason) {

@@ -2,33 +2,16 @@
 
 #include <utility>
 
+#include "ns3/inca_links.h"
 #include "ns3/inet-socket-address.h"
 #include "ns3/packet.h"
 #include "ns3/simulator.h"
-#include "ns3/udp-socket-factory.h"
 
 namespace inca {
 
 namespace n3 = ::ns3;
 
-namespace {
-
-n3::Ptr<n3::Packet> ToPacket(const std::vector<uint8_t>& bytes) {
-  return n3::Create<n3::Packet>(bytes.data(), static_cast<uint32_t>(bytes.size()));
-}
-
-// Every datagram waiting on `socket`, with its sender.
-template <typename Fn>
-void Drain(n3::Ptr<n3::Socket> socket, std::vector<uint8_t>& buf, Fn&& fn) {
-  n3::Address from;
-  while (n3::Ptr<n3::Packet> p = socket->RecvFrom(from)) {
-    buf.resize(p->GetSize());
-    p->CopyData(buf.data(), p->GetSize());
-    fn(std::span<const uint8_t>(buf), from);
-  }
-}
-
-}  // namespace
+using ns3_links::ToPacket;
 
 NS_OBJECT_ENSURE_REGISTERED(OlafWorkerApp);
 NS_OBJECT_ENSURE_REGISTERED(OlafPsApp);
@@ -54,31 +37,12 @@ absl::Status OlafWorkerApp::Configure(const sim::WorkerNodeConfig& config, const
 
 void OlafWorkerApp::StartApplication() {
   if (!loop_) return;
-  socket_ = n3::Socket::CreateSocket(GetNode(), n3::UdpSocketFactory::GetTypeId());
-  socket_->Bind();
-  socket_->Connect(ps_);
-  socket_->SetRecvCallback(n3::MakeCallback(&OlafWorkerApp::OnReceive, this));
-  running_ = true;
+  OpenSocket(0, &ps_);
   loop_->Start();
 }
 
-void OlafWorkerApp::StopApplication() {
-  running_ = false;
-  if (socket_) {
-    socket_->SetRecvCallback(n3::MakeNullCallback<void, n3::Ptr<n3::Socket>>());
-    socket_->Close();
-  }
-}
-
-void OlafWorkerApp::DoDispose() {
-  running_ = false;
-  socket_ = nullptr;
-  Application::DoDispose();
-}
-
-void OlafWorkerApp::OnReceive(n3::Ptr<n3::Socket> socket) {
-  Drain(socket, rx_,
-        [this](std::span<const uint8_t> d, const n3::Address&) { loop_->OnDatagram(d); });
+void OlafWorkerApp::OnDatagram(std::span<const uint8_t> datagram, const n3::Address&) {
+  loop_->OnDatagram(datagram);
 }
 
 sim::TimeNs OlafWorkerApp::Now() {
@@ -87,12 +51,12 @@ sim::TimeNs OlafWorkerApp::Now() {
 
 void OlafWorkerApp::At(sim::TimeNs at, std::function<void()> fn) {
   n3::Simulator::Schedule(n3::NanoSeconds(at) - n3::Simulator::Now(), [this, fn = std::move(fn)] {
-    if (running_) fn();
+    if (running()) fn();
   });
 }
 
 void OlafWorkerApp::SendUp(std::vector<uint8_t> datagram) {
-  if (running_) socket_->Send(ToPacket(datagram));
+  if (running()) socket()->Send(ToPacket(datagram));
 }
 
 n3::TypeId OlafPsApp::GetTypeId() {
@@ -116,32 +80,15 @@ absl::Status OlafPsApp::Configure(olaf::PsOptions options, uint16_t port) {
 }
 
 void OlafPsApp::StartApplication() {
-  if (!core_) return;
-  socket_ = n3::Socket::CreateSocket(GetNode(), n3::UdpSocketFactory::GetTypeId());
-  socket_->Bind(n3::InetSocketAddress(n3::Ipv4Address::GetAny(), port_));
-  socket_->SetRecvCallback(n3::MakeCallback(&OlafPsApp::OnReceive, this));
+  if (core_) OpenSocket(port_, nullptr);
 }
 
-void OlafPsApp::StopApplication() {
-  if (socket_) {
-    socket_->SetRecvCallback(n3::MakeNullCallback<void, n3::Ptr<n3::Socket>>());
-    socket_->Close();
+void OlafPsApp::OnDatagram(std::span<const uint8_t> datagram, const n3::Address& from) {
+  olaf::PsResult r = core_->OnDatagram(datagram, n3::Simulator::Now().GetNanoSeconds());
+  if (!r.ack.empty()) socket()->SendTo(ToPacket(r.ack), 0, from);
+  for (const auto& m : r.models) {
+    for (const n3::Address& to : model_receivers_) socket()->SendTo(ToPacket(m), 0, to);
   }
-}
-
-void OlafPsApp::DoDispose() {
-  socket_ = nullptr;
-  Application::DoDispose();
-}
-
-void OlafPsApp::OnReceive(n3::Ptr<n3::Socket> socket) {
-  Drain(socket, rx_, [this, &socket](std::span<const uint8_t> d, const n3::Address& from) {
-    olaf::PsResult r = core_->OnDatagram(d, n3::Simulator::Now().GetNanoSeconds());
-    if (!r.ack.empty()) socket->SendTo(ToPacket(r.ack), 0, from);
-    for (const auto& m : r.models) {
-      for (const n3::Address& to : model_receivers_) socket->SendTo(ToPacket(m), 0, to);
-    }
-  });
 }
 
 }  // namespace inca

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "inca/ns3/olaf_apps.h"
 #include "inca/ns3/olaf_queue_disc.h"
+#include "ns3/inca_links.h"
 // ns-3's own headers, not its *-module.h: core-module.h includes
 // singleton.h, which C++20 compilers refuse (ns-3.37 is C++17).
 #include "ns3/inet-socket-address.h"
@@ -30,35 +31,8 @@ namespace n3 = ::ns3;
 namespace {
 
 constexpr uint16_t kPort = 9;
-// Every link's MTU: an OLAF update of the default size is a 9,000-byte IP packet.
-constexpr uint32_t kMtu = 9000;
-
-// Point-to-point links addressed from the benchmarking range, one /30 each,
-// with no queue disc (inca's is installed where a scenario puts a switch).
-class Links {
- public:
-  Links() { addr_.SetBase("198.18.0.0", "255.255.255.252"); }
-  n3::NetDeviceContainer Connect(n3::Ptr<n3::Node> a, n3::Ptr<n3::Node> b, double gbps,
-                                 double delay_us, uint32_t queue_packets, uint32_t mtu = kMtu) {
-    n3::PointToPointHelper p;
-    p.SetDeviceAttribute("DataRate",
-                         n3::DataRateValue(n3::DataRate(static_cast<uint64_t>(gbps * 1e9))));
-    p.SetDeviceAttribute("Mtu", n3::UintegerValue(mtu));
-    p.SetChannelAttribute("Delay", n3::TimeValue(n3::NanoSeconds(std::llround(delay_us * 1e3))));
-    p.SetQueue("ns3::DropTailQueue", "MaxSize", n3::StringValue(absl::StrCat(queue_packets, "p")));
-    n3::NetDeviceContainer d = p.Install(a, b);
-    last_ = addr_.Assign(d);
-    addr_.NewNetwork();
-    n3::TrafficControlHelper().Uninstall(d);
-    return d;
-  }
-  // The addresses of the last link's two ends.
-  n3::Ipv4Address Address(uint32_t end) const { return last_.GetAddress(end); }
-
- private:
-  n3::Ipv4AddressHelper addr_;
-  n3::Ipv4InterfaceContainer last_;
-};
+using ns3_links::Links;
+using ns3_links::RunAndDestroy;
 
 n3::Ptr<OlafQueueDisc> InstallDisc(n3::Ptr<n3::NetDevice> dev, const olaf::OlafSwitchConfig& c) {
   n3::TrafficControlHelper tch;
@@ -78,20 +52,6 @@ n3::Ptr<OlafWorkerApp> AddWorker(n3::Ptr<n3::Node> node, const sim::WorkerNodeCo
   node->AddApplication(app);
   app->SetStartTime(n3::Seconds(0));
   return app;
-}
-
-// Runs the built simulation to `end` and tears it down; what `collect`
-// reads from it is read before the teardown.
-template <typename Collect>
-void RunAndDestroy(n3::Time end, Collect&& collect, uint64_t* events, double* wall_s) {
-  n3::Ipv4GlobalRoutingHelper::PopulateRoutingTables();
-  n3::Simulator::Stop(end);
-  const auto t0 = std::chrono::steady_clock::now();
-  n3::Simulator::Run();
-  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *events = n3::Simulator::GetEventCount();
-  collect();
-  n3::Simulator::Destroy();
 }
 
 // The engines' comparison: ns-3's own drop-tail device queue, UdpClient sources.

@@ -5,6 +5,10 @@
 //       switches, OlafWorkerApp / OlafPsApp at the hosts): one JSON line,
 //       each cluster's AoM at the PS, updates sent, applied and carried;
 //       --compare runs inca-sim on the same scenario and adds its figures.
+//   inca-ns3 cais [--hosts N] [--link-gbps G] [--size 4M] [--compare]
+//       a CAIS all-reduce on ns-3 (CaisRankApp on each host, CaisSwitchApp
+//       on the switch): one JSON line, exact or not, its time; --compare
+//       adds inca-sim's time for the same star (byte-exact, ns-3's framing).
 //   inca-ns3 cbr-star [--switch plain|fifo|olaf] [sim-cbr-star's flags]
 //       the constant-rate star on ns-3: one JSON line as sim-cbr-star's.
 #include <CLI/CLI.hpp>
@@ -13,7 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "inca/ns3/cais_ns3.h"
 #include "inca/ns3/olaf_ns3.h"
+#include "inca/sim/cais_scenario.h"
+#include "inca/util/size.h"
 #include "sim/cbr_star_flags.h"
 #include "util/cli_flags.h"
 #include "util/file.h"
@@ -69,6 +76,43 @@ int RunOlaf(const std::string& path, const std::vector<std::string>& sets, bool 
   return 0;
 }
 
+// inca-sim's time for the same all-reduce: one switch, byte-exact, the
+// links' framing ns-3's (UDP 8 + IPv4 20 + PPP 2).
+absl::StatusOr<double> IncaSimMs(const inca::CaisNs3Config& c) {
+  inca::sim::CaisSimScenario s;
+  s.name = "ns3-compare";
+  s.seed = c.seed;
+  s.backends = {"inca"};
+  s.hosts = c.hosts;
+  s.link_gbps = c.link_gbps;
+  s.link_delay_us = c.delay_us;
+  s.overhead_bytes = 30;
+  s.chunk_size = c.chunk_size;
+  s.sizes = {c.bytes};
+  s.ops = 1;
+  auto r = inca::sim::RunCaisSimScenario(s);
+  if (!r.ok()) return r.status();
+  if (r->rows.empty() || r->rows[0].wrong != 0) return absl::InternalError("inca-sim: not exact");
+  return r->rows[0].mean_us / 1e3;
+}
+
+int RunCais(const inca::CaisNs3Config& c, bool compare) {
+  auto r = inca::RunCaisAllReduceOnNs3(c);
+  if (!r.ok()) return Fail(std::string(r.status().message()));
+  std::ostringstream o;
+  o << "{\"simulator\":\"ns-3.37\",\"hosts\":" << c.hosts << ",\"bytes\":" << c.bytes
+    << ",\"exact\":" << (r->exact ? "true" : "false") << ",\"completed\":" << r->completed
+    << ",\"time_ms\":" << r->time_ms << ",\"resent\":" << r->resent << ",\"events\":" << r->events
+    << ",\"wall_s\":" << r->wall_s;
+  if (compare) {
+    auto ms = IncaSimMs(c);
+    if (!ms.ok()) return Fail(std::string(ms.status().message()));
+    o << ",\"inca_sim_time_ms\":" << *ms << ",\"time_ratio\":" << r->time_ms / *ms;
+  }
+  std::printf("%s}\n", o.str().c_str());
+  return r->exact ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,11 +125,31 @@ int main(int argc, char** argv) {
   olaf->add_option("scenario", path, "scenario file")->required()->check(CLI::ExistingFile);
   olaf->add_option("--set", sets, "override one key (key=value), as inca-sim's --set");
   olaf->add_flag("--compare", compare, "also run inca-sim on the scenario and report both");
+  CLI::App* cais = app.add_subcommand("cais", "a CAIS all-reduce on ns-3");
+  inca::CaisNs3Config cc;
+  std::string size = "4M";
+  bool cais_compare = false;
+  cais->add_option("--hosts", cc.hosts, "ranks, one per host")->capture_default_str();
+  cais->add_option("--link-gbps", cc.link_gbps, "every host link")->capture_default_str();
+  cais->add_option("--delay-us", cc.delay_us, "every link's propagation delay")
+      ->capture_default_str();
+  cais->add_option("--size", size, "bytes of f32 each rank all-reduces (4M, 1G...)")
+      ->capture_default_str();
+  cais->add_option("--chunk-size", cc.chunk_size, "payload bytes per chunk")->capture_default_str();
+  cais->add_option("--seed", cc.seed, "the job id and the switch's first sequence base")
+      ->capture_default_str();
+  cais->add_flag("--compare", cais_compare, "also run inca-sim on the same star");
   CLI::App* cbr = app.add_subcommand("cbr-star", "the constant-rate star on ns-3");
   inca::sim::CbrStarConfig c;
   inca::sim::AddCbrStarFlags(*cbr, c);
   if (const int rc = inca::util::ParseCommandLine(app, argc, argv, "inca-ns3"); rc >= 0) return rc;
   if (olaf->parsed()) return RunOlaf(path, sets, compare);
+  if (cais->parsed()) {
+    auto bytes = inca::util::ParseSize(size);
+    if (!bytes.ok()) return Fail(std::string(bytes.status().message()));
+    cc.bytes = *bytes;
+    return RunCais(cc, cais_compare);
+  }
   auto r = inca::RunCbrStarOnNs3(c);
   if (!r.ok()) return Fail(std::string(r.status().message()));
   std::printf("%s\n", inca::sim::ToJson(*r).c_str());

@@ -10,15 +10,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "inca/ns3/udp_app.h"
 #include "inca/olaf/ps.h"
 #include "inca/sim/olaf_nodes.h"
 #include "ns3/address.h"
-#include "ns3/application.h"
-#include "ns3/socket.h"
 
 namespace inca {
 
-class OlafWorkerApp final : public ::ns3::Application, private sim::WorkerHost {
+class OlafWorkerApp final : public UdpApp, private sim::WorkerHost {
  public:
   static ::ns3::TypeId GetTypeId();
   OlafWorkerApp();
@@ -32,21 +31,16 @@ class OlafWorkerApp final : public ::ns3::Application, private sim::WorkerHost {
 
  private:
   void StartApplication() override;
-  void StopApplication() override;
-  void DoDispose() override;
-  void OnReceive(::ns3::Ptr<::ns3::Socket> socket);
+  void OnDatagram(std::span<const uint8_t> datagram, const ::ns3::Address& from) override;
   sim::TimeNs Now() override;
   void At(sim::TimeNs at, std::function<void()> fn) override;
   void SendUp(std::vector<uint8_t> datagram) override;
 
   std::unique_ptr<sim::WorkerLoop> loop_;
   ::ns3::Address ps_;
-  ::ns3::Ptr<::ns3::Socket> socket_;
-  bool running_ = false;
-  std::vector<uint8_t> rx_;
 };
 
-class OlafPsApp final : public ::ns3::Application {
+class OlafPsApp final : public UdpApp {
  public:
   static ::ns3::TypeId GetTypeId();
   OlafPsApp();
@@ -64,15 +58,11 @@ class OlafPsApp final : public ::ns3::Application {
 
  private:
   void StartApplication() override;
-  void StopApplication() override;
-  void DoDispose() override;
-  void OnReceive(::ns3::Ptr<::ns3::Socket> socket);
+  void OnDatagram(std::span<const uint8_t> datagram, const ::ns3::Address& from) override;
 
   std::unique_ptr<olaf::PsCore> core_;
   uint16_t port_ = 0;
   std::vector<::ns3::Address> model_receivers_;
-  ::ns3::Ptr<::ns3::Socket> socket_;
-  std::vector<uint8_t> rx_;
 };
 
 }  // namespace inca
