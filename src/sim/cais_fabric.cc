@@ -60,7 +60,6 @@ absl::Status CaisSimScenario::ValidateFabric() const {
     return bad("uplink_gbps must be in [0, 10000] (0: link_gbps)");
   }
   if (switches != 1) return bad("a fabric has no stripes: switches must be 1");
-  if (background_load > 0) return bad("a fabric has no background traffic yet");
   if (!form_groups) return bad("a fabric's groups are formed (JOIN and the manager): form_groups");
   return absl::OkStatus();
 }

@@ -247,6 +247,7 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
       peers.push_back(p.rank >= 0 ? CaisSwitchNode::HostEndpoint(p.rank) : SwitchAddress(p.peer));
     }
     sws[i]->SetPeers(peers, SwitchAddress(static_cast<int>(i)));
+    sws[i]->SetRoutes(f.routes(static_cast<int>(i)));
   }
   std::vector<control::ControlPlane*> planes;
   for (CaisSwitchNode* sw : sws) {
@@ -326,20 +327,40 @@ absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, ui
   return BuildHostBaseline<TreeRankNode>(s, plane, j, done);
 }
 
-absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plane, Job* j) {
-  if (s.background_load <= 0) return nullptr;
-  const BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9};
-  auto node = BackgroundNode::Create(absl::StrCat("background", plane), s.hosts, s.link_gbps * 1e9,
-                                     t, s.chunk_size, s.overhead_bytes,
-                                     s.seed + 1 + static_cast<uint64_t>(plane));
-  if (!node.ok()) return node.status();
-  auto* bg = j->net->Add(*std::move(node));
-  LinkConfig lc = Links(s);
-  lc.rate_bps *= s.hosts;
-  lc.loss = 0;
-  lc.queue_packets = UINT32_MAX;
-  j->net->Connect(bg, j->planes[static_cast<size_t>(plane)].switches[0], lc);  // the star's switch
-  return bg;
+absl::StatusOr<std::vector<BackgroundNode*>> AddBackground(const CaisSimScenario& s, int plane,
+                                                           Job* j) {
+  std::vector<BackgroundNode*> out;
+  if (s.background_load <= 0) return out;
+  Plane& pl = j->planes[static_cast<size_t>(plane)];
+  // Each source: the switch it joins and its hosts (a star: all of them).
+  std::vector<std::pair<size_t, int>> sources;
+  if (s.IsFabric()) {
+    const Fabric f(s);
+    for (size_t i = 0; i < f.switches().size(); ++i) {
+      const auto& ports = f.ports(static_cast<int>(i));
+      const auto hosts = std::count_if(ports.begin(), ports.end(),
+                                       [](const Fabric::Port& p) { return p.rank >= 0; });
+      if (hosts > 0) sources.emplace_back(i, static_cast<int>(hosts));
+    }
+  } else {
+    sources.emplace_back(0, s.hosts);
+  }
+  for (const auto& [sw, hosts] : sources) {
+    BackgroundTraffic t{s.background_load, s.background_flow_bytes, s.background_gbps * 1e9,
+                        static_cast<double>(hosts) / s.hosts};
+    auto node = BackgroundNode::Create(
+        absl::StrCat("background", plane, ".", sw), s.hosts, s.link_gbps * 1e9, t, s.chunk_size,
+        s.overhead_bytes, s.seed + 1 + static_cast<uint64_t>(plane) + (uint64_t{sw} << 32));
+    if (!node.ok()) return node.status();
+    auto* bg = j->net->Add(*std::move(node));
+    LinkConfig lc = Links(s);
+    lc.rate_bps *= hosts;
+    lc.loss = 0;
+    lc.queue_packets = UINT32_MAX;
+    j->net->Connect(bg, pl.switches[sw], lc);
+    out.push_back(bg);
+  }
+  return out;
 }
 
 double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes) {

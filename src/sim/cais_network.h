@@ -32,7 +32,7 @@ struct Plane {
   // Every switch of the plane: the star's one, or a fabric's spine 0 first.
   std::vector<PipelinedSwitch*> switches;
   std::vector<Node*> ranks;
-  BackgroundNode* background = nullptr;
+  std::vector<BackgroundNode*> background;  // none without load
   // Starts rank r on its stripe `data` (all blocks; nullptr in timing mode
   // for the host baselines) of `count` elements, and `block`, its own block
   // (inca: a reduce-scatter's output, an all-gather's input).
@@ -64,10 +64,13 @@ struct Job {
 absl::Status BuildPlane(const CaisSimScenario& s, const std::string& backend, uint64_t bytes,
                         int plane, Job* j, const RankDone& done);
 
-// Other traffic through the plane's switch's last port, on a link that
-// carries all of it (so only the ranks' downlinks are shared); nullptr
+// Other traffic: on a star, through the plane's switch's last port on a
+// link that carries all of it (so only the ranks' downlinks are shared); on
+// a fabric, one source per edge switch on such a link, sending its hosts'
+// share to ranks anywhere (so uplinks carry what crosses racks). None
 // without load.
-absl::StatusOr<BackgroundNode*> AddBackground(const CaisSimScenario& s, int plane, Job* j);
+absl::StatusOr<std::vector<BackgroundNode*>> AddBackground(const CaisSimScenario& s, int plane,
+                                                           Job* j);
 
 // The CPU time one rank's packets cost (host model), over its cores: what
 // each backend sends and receives per rank for an operation of `bytes`,

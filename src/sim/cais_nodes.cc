@@ -111,7 +111,7 @@ BackgroundNode::BackgroundNode(std::string name, int ranks, double link_bps,
     : Node(std::move(name)),
       ranks_(ranks),
       flow_bps_(traffic.flow_bps > 0 ? traffic.flow_bps : link_bps),
-      flows_per_s_(traffic.load * link_bps * ranks /
+      flows_per_s_(traffic.load * traffic.share * link_bps * ranks /
                    (8.0 * static_cast<double>(traffic.flow_bytes))),
       traffic_(traffic),
       payload_(payload / 4 * 4),
@@ -243,21 +243,27 @@ CaisSwitchNode::CaisSwitchNode(std::string name, int ranks,
 CaisSwitchNode::~CaisSwitchNode() = default;
 
 void CaisSwitchNode::Process(dp::PortId port, Packet packet) {
-  if (port >= ranks_) {  // not a rank's port: background traffic, forwarded as is
-    RingHeader h;
-    if (!GetRing(packet, &h) || h.step != kBackgroundStep ||
-        h.dst >= static_cast<uint32_t>(ranks_)) {
-      ++background_malformed_;
-      return;
-    }
-    ++background_forwarded_;
-    Send(static_cast<dp::PortId>(h.dst), std::move(packet), h.bytes);
+  // Not a rank's port, or background on a fabric: forwarded as is.
+  if (port >= ranks_ || (routes_ != nullptr && IsBackground(packet))) {
+    ForwardBackground(port, std::move(packet));
     return;
   }
   // Chunk timeouts are driven by the packets that arrive.
   dispatcher_->Advance(sim().now(), *output_);
   output_->from = port;
   dispatcher_->OnDatagram(packet, endpoint_of_[port], sim().now(), *output_);
+}
+
+void CaisSwitchNode::ForwardBackground(dp::PortId port, Packet packet) {
+  RingHeader h;
+  if (!GetRing(packet, &h) || h.step != kBackgroundStep ||
+      (routes_ != nullptr ? !routes_->Has(h.dst) : h.dst >= static_cast<uint32_t>(ranks_))) {
+    ++background_malformed_;
+    return;
+  }
+  ++background_forwarded_;
+  const dp::PortId out = routes_ ? routes_->Pick(port, h.dst) : static_cast<dp::PortId>(h.dst);
+  Send(out, std::move(packet), h.bytes);
 }
 
 net::Endpoint CaisSwitchNode::HostEndpoint(int link) {

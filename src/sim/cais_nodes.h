@@ -92,6 +92,8 @@ class PipelinedSwitch : public Node {
   uint64_t pipeline_dropped_ = 0;
 };
 
+struct ForwarderRoutes;
+
 // The switch: port p is rank p's link. Chunk timeouts are driven by the
 // packets that arrive (Advance before each), as in inca-switchd's loop.
 // It is a switchd::ControlTarget too: switchd::SwitchControl over it is
@@ -128,6 +130,10 @@ class CaisSwitchNode final : public PipelinedSwitch, public switchd::ControlTarg
   // names), for links [0, peers.size()), in place of HostEndpoint(link);
   // `self` is this switch's. Call before FormGroups.
   void SetPeers(const std::vector<net::Endpoint>& peers, const net::Endpoint& self);
+  // In a fabric, where background traffic goes (by destination rank, the
+  // fabric's shortest paths), from any port; without, a background packet
+  // arrives on a port past the ranks' and leaves on its rank's port.
+  void SetRoutes(std::shared_ptr<const ForwarderRoutes> routes) { routes_ = std::move(routes); }
 
   // switchd::ControlTarget: tasks run at once, at the simulated time.
   void Execute(const std::function<void(Control&)>& fn) override;
@@ -143,6 +149,7 @@ class CaisSwitchNode final : public PipelinedSwitch, public switchd::ControlTarg
   // The dispatcher's (switchd/cais_dispatcher.h): the switch's logic is
   // inca-switchd's, this node only moves its datagrams.
   void Process(dp::PortId port, Packet packet) override;
+  void ForwardBackground(dp::PortId port, Packet packet);
   // The link behind a switch port (-1: none).
   int LinkOf(dp::PortId port) const;
   class Output;
@@ -156,6 +163,7 @@ class CaisSwitchNode final : public PipelinedSwitch, public switchd::ControlTarg
   std::vector<net::Endpoint> endpoint_of_;           // HostEndpoint(link), for each link
   absl::flat_hash_map<net::Endpoint, int> link_of_;  // and back
   std::shared_ptr<const VirtualLedger> ledger_;
+  std::shared_ptr<const ForwarderRoutes> routes_;
   Trace trace_;
   switchd::SwitchdConfig config_;  // what the control API reads besides the reducer's
   net::Endpoint self_ = HostEndpoint(0);
@@ -358,12 +366,15 @@ class ForwarderNode final : public PipelinedSwitch {
 // process so that every rank's downlink carries `load` of its rate on
 // average, each flow sent at `flow_bps` (0: the host link's rate). Its
 // packets are RingHeaders with step kBackgroundStep and the payload elided
-// (charged on the wire); the switch sends them out of the rank's port and
-// the rank counts and discards them.
+// (charged on the wire); the switches send them toward the rank and the
+// rank counts and discards them. On a fabric each edge switch has a source
+// of its own, sending `share` of the whole (its hosts' part) to ranks
+// anywhere in the fabric.
 struct BackgroundTraffic {
   double load = 0;
   uint64_t flow_bytes = uint64_t{4} << 20;
   double flow_bps = 0;
+  double share = 1;
 };
 inline constexpr uint32_t kBackgroundStep = 0xFFFFFFFF;
 // True for a background packet (16 bytes, step kBackgroundStep).

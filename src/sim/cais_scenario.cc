@@ -323,7 +323,7 @@ void CountPlanes(const Job& j, CaisSimRow* row) {
       }
       row->dropped += sw->pipeline_dropped();
     }
-    if (pl.background != nullptr) row->background_packets += pl.background->packets();
+    for (const BackgroundNode* b : pl.background) row->background_packets += b->packets();
     row->formation_us = std::max(row->formation_us, static_cast<double>(pl.formed_at) / 1e3);
   }
 }
