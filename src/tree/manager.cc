@@ -189,7 +189,7 @@ absl::Status AggregationManager::CheckSettings(const TreePlan& plan,
   return absl::OkStatus();
 }
 
-void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& reads,
+void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads,
                                  dp::TimeNs now) {
   if (absl::Status s = CheckSettings(plan, reads); !s.ok()) {
     Refuse(plan.group_id, plan.job, std::string(s.message()));
@@ -202,6 +202,12 @@ void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& 
     }
     return false;
   };
+  const auto reg = [&](control::CaisControlPlane* cais, int sw, uint16_t port,
+                       const std::string& endpoint) {
+    absl::Status s = cais->RegisterPort(port, endpoint);
+    if (s.ok()) reads[static_cast<size_t>(sw)].view.ports.push_back({port, endpoint});
+    return s;
+  };
   absl::Status failed;
   int failed_at = -1;
   for (const SwitchInstall& in : plan.installs) {
@@ -209,10 +215,12 @@ void AggregationManager::Install(const TreePlan& plan, const std::vector<Read>& 
     const auto step = [&]() -> absl::Status {
       for (const PlannedMember& m : in.members) {
         if (m.child_switch < 0 || bound(in.switch_index, m.port, m.endpoint)) continue;
-        if (auto s = cais->RegisterPort(m.port, m.endpoint); !s.ok()) return s;
+        if (auto s = reg(cais, in.switch_index, m.port, m.endpoint); !s.ok()) return s;
       }
       if (in.uplink && !bound(in.switch_index, *in.uplink, in.parent_endpoint)) {
-        if (auto s = cais->RegisterPort(*in.uplink, in.parent_endpoint); !s.ok()) return s;
+        if (auto s = reg(cais, in.switch_index, *in.uplink, in.parent_endpoint); !s.ok()) {
+          return s;
+        }
       }
       control::TreeInstall ti{plan.group_id, plan.job, static_cast<uint16_t>(plan.world_size),
                               plan.seq_base, {},       in.uplink,

@@ -87,10 +87,11 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
   }
 
   // A rank's JOIN from `ip`:`port`.
-  MgmtMessage Join(int rank, int world, const std::string& ip, int port, uint64_t job = 9) {
+  MgmtMessage Join(int rank, int world, const std::string& ip, int port, uint64_t job = 9,
+                   uint8_t group = 7) {
     MgmtMessage m;
     m.type = wire::MgmtType::kJoin;
-    m.group_id = 7;
+    m.group_id = group;
     m.rank = static_cast<uint16_t>(rank);
     m.world_size = static_cast<uint16_t>(world);
     m.port = wire::kAnyPort;
@@ -191,6 +192,28 @@ TEST_F(ManagerTest, ACompleteGroupGetsItsTreeInstalledAndItsRanksAnswered) {
   EXPECT_GT(static_cast<int32_t>(leaf1_.groups().next_seq_base() - t.seq_base), 0);
   Tick();
   EXPECT_EQ(manager_.counters().trees_installed, 1u) << "installed once";
+}
+
+// Two jobs whose groups complete in the same round, over the same leaves:
+// both trees installed in that round, sharing each neighbour's port (the
+// second install finds the ports the first registered bound, not taken).
+TEST_F(ManagerTest, TwoGroupsCompleteInOneRoundAreBothInstalledInIt) {
+  JoinAll();
+  const std::string ips[] = {"198.18.1.10", "198.18.1.11", "198.18.2.20", "198.18.2.21"};
+  for (int r = 0; r < 4; ++r) {
+    FakeSwitch& leaf = r < 2 ? leaf0_ : leaf1_;
+    EXPECT_EQ(leaf.Join(r, 4, ips[r], 5001, /*job=*/10, /*group=*/8).status,
+              MgmtStatus::kPending);
+  }
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 2u);
+  EXPECT_EQ(manager_.counters().install_failures, 0u);
+  EXPECT_EQ(Logged("tree_install_failed"), 0);
+  EXPECT_EQ(spine_.registered, 2);  // a port per child, for both trees
+  EXPECT_EQ(leaf0_.registered, 1);
+  ASSERT_TRUE(spine_.Rule(7).has_value() && spine_.Rule(8).has_value());
+  EXPECT_EQ(spine_.Rule(7)->input_ports, spine_.Rule(8)->input_ports);
+  EXPECT_EQ(leaf1_.Join(3, 4, ips[3], 5001, 10, 8).status, MgmtStatus::kOk);
 }
 
 TEST_F(ManagerTest, ADeadSwitchWithdrawsTheTreeAndARestartedOneGetsTheNext) {

@@ -170,6 +170,21 @@ std::vector<PlanOutcome> PlanTrees(const Topology& t, const std::vector<SwitchVi
       for (const JoinedRank& r : f.ranks) g.joined.emplace_back(v, r);
     }
   }
+  // The ports each plan binds to a neighbour, seen by the plans after it in
+  // this round as bound already (so that two trees planned together give
+  // one neighbour one port, never one port to two neighbours).
+  std::vector<SwitchView> working = views;
+  std::vector<size_t> view_of_switch(t.switches.size(), SIZE_MAX);
+  for (size_t v = 0; v < views.size(); ++v) {
+    view_of_switch[static_cast<size_t>(views[v].switch_index)] = v;
+  }
+  const auto bind = [&](const SwitchInstall& in, uint16_t port, const std::string& endpoint) {
+    std::vector<BoundPort>& ports = working[view_of_switch[static_cast<size_t>(in.switch_index)]].ports;
+    if (std::none_of(ports.begin(), ports.end(),
+                     [&](const BoundPort& b) { return b.endpoint == endpoint; })) {
+      ports.push_back({port, endpoint});
+    }
+  };
   std::vector<PlanOutcome> out;
   for (auto& [key, g] : groups) {
     const auto& [group, job] = key;
@@ -188,7 +203,15 @@ std::vector<PlanOutcome> PlanTrees(const Topology& t, const std::vector<SwitchVi
     if (!g.fault.empty()) {
       o.plan = absl::FailedPreconditionError(g.fault);
     } else {
-      o.plan = PlanOne(t, views, group, job, g);
+      o.plan = PlanOne(t, working, group, job, g);
+    }
+    if (o.plan.ok()) {
+      for (const SwitchInstall& in : o.plan->installs) {
+        for (const PlannedMember& m : in.members) {
+          if (m.child_switch >= 0) bind(in, m.port, m.endpoint);
+        }
+        if (in.uplink) bind(in, *in.uplink, in.parent_endpoint);
+      }
     }
     if (!o.plan.ok()) {
       o.plan = absl::Status(o.plan.status().code(), absl::StrCat("group ", group, " job ", job,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,50 @@ TEST(PlannerTest, ASecondTreeThroughTheSameSwitchesReusesTheirPorts) {
   EXPECT_EQ(out[0].plan->installs[0].members[1].port, 2);
   EXPECT_EQ(out[0].plan->installs[1].uplink, uint16_t{6});
   EXPECT_EQ(out[0].plan->installs[2].uplink, uint16_t{2});
+}
+
+// Two groups complete in one round through different leaves of one spine:
+// the second tree's plan sees the ports the first binds, so the leaf both
+// use keeps one port at the spine (and its uplink one port), and the other
+// leaf gets a port of its own, never one the first tree gave another.
+TEST(PlannerTest, TreesPlannedInOneRoundGiveEachNeighbourOnePort) {
+  std::string yaml = "switches:\n  - {name: spine, address: \"198.18.0.1:9410\"}\n";
+  std::string hosts = "hosts:\n";
+  std::vector<SwitchView> views{{0, 0, {}, {}}};
+  for (int k = 0; k < 3; ++k) {
+    yaml += absl::StrCat("  - {name: leaf", k, ", address: \"198.18.", k + 1,
+                         ".1:9410\", parent: spine}\n");
+    hosts += absl::StrCat("  - {at: leaf", k, ", addresses: [198.18.", k + 1, ".10]}\n");
+    views.push_back({k + 1, 0, {}, {}});
+  }
+  // Group 1 (job 1): rank 0 behind leaf0, rank 1 behind leaf1; group 2
+  // (job 2): rank 0 behind leaf1, rank 1 behind leaf2.
+  for (const auto& [group, leaf, rank] :
+       std::vector<std::tuple<uint8_t, int, int>>{{1, 0, 0}, {1, 1, 1}, {2, 1, 0}, {2, 2, 1}}) {
+    SwitchView& v = views[static_cast<size_t>(leaf + 1)];
+    const auto port = static_cast<uint16_t>(v.ports.size());
+    const std::string ep = absl::StrCat("198.18.", leaf + 1, ".10:", 7000 + group);
+    v.ports.push_back({port, ep});
+    v.forming.push_back({group, group, 2, {{rank, port, ep}}});
+  }
+  const auto out = PlanTrees(*Topology::FromYaml(yaml + hosts, "t.yaml"), views);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].plan.ok() && out[1].plan.ok());
+  const SwitchInstall &a = out[0].plan->installs[0], &b = out[1].plan->installs[0];
+  ASSERT_EQ(a.switch_index, 0);
+  ASSERT_EQ(b.switch_index, 0);
+  ASSERT_EQ(a.members.size(), 2u);
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(a.members[0].port, 0);  // leaf0
+  EXPECT_EQ(a.members[1].port, 1);  // leaf1
+  EXPECT_EQ(b.members[0].child_switch, 2);
+  EXPECT_EQ(b.members[0].port, 1);  // leaf1 again, at its port
+  EXPECT_EQ(b.members[1].child_switch, 3);
+  EXPECT_EQ(b.members[1].port, 2);  // leaf2: a port of its own
+  // leaf1's uplink: one port for both trees.
+  EXPECT_EQ(out[0].plan->installs[2].switch_index, 2);
+  EXPECT_EQ(out[1].plan->installs[1].switch_index, 2);
+  EXPECT_EQ(out[0].plan->installs[2].uplink, out[1].plan->installs[1].uplink);
 }
 
 TEST(PlannerTest, AGroupStillMissingARankGetsNoOutcome) {

@@ -117,7 +117,9 @@ class AggregationManager {
   void Withdraw(const InstalledTree& t, const std::vector<Read>& reads, const std::string& why);
   // DestroyGroup at the switches that hold `t`'s group (this round's reads).
   void DestroyWhereHeld(const InstalledTree& t, const std::vector<Read>& reads);
-  void Install(const TreePlan& plan, const std::vector<Read>& reads, dp::TimeNs now);
+  // The ports it registers join `reads`' views: the round's later
+  // installs find them bound (one port per neighbour, shared by trees).
+  void Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now);
   control::CaisControlPlane* Cais(int index) const;
   // Whether every switch of `plan` is up and free for its group id (a
   // stale tree there is destroyed first). False: not this round.
