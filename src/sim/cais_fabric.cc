@@ -28,8 +28,37 @@ std::vector<int> CaisSimScenario::HostOfRank() const {
 int CaisSimScenario::RingCrossings() const {
   if (!IsFabric()) return 0;
   std::vector<std::pair<int, int>> flows;
-  for (int r = 0; r < hosts; ++r) flows.emplace_back(r, (r + 1) % hosts);
+  const int m = JobRanks();
+  for (int r = 0; r < hosts; ++r) flows.emplace_back(r, r - r % m + (r % m + 1) % m);
   return Fabric(*this).MostFlowsOnALink(flows);
+}
+
+int CaisSimScenario::MostTreesOnALink() const {
+  if (!IsFabric()) return 0;
+  const Fabric f(*this);
+  const auto& sws = f.switches();
+  std::vector<int> trees(sws.size(), 0);  // jobs whose tree uses switch i's link to its parent
+  const int m = JobRanks();
+  for (int base = 0; base < hosts; base += m) {
+    // Each edge switch's path to the root; the tree is every switch on
+    // them below the deepest switch all share (their lowest common
+    // ancestor).
+    std::vector<int> used(sws.size(), 0);
+    int edges = 0;
+    for (int r = base; r < base + m; ++r) {
+      const int e = f.edge_of(r);
+      if (used[static_cast<size_t>(e)] != 0) continue;
+      ++edges;
+      for (int w = e; w >= 0; w = sws[static_cast<size_t>(w)].parent)
+        ++used[static_cast<size_t>(w)];
+    }
+    for (size_t i = 0; i < sws.size(); ++i) {
+      // A switch on some but not every path sends its partial up a link of
+      // the tree; those on all of them are the ancestor and above it.
+      if (used[i] > 0 && used[i] < edges && sws[i].parent >= 0) ++trees[i];
+    }
+  }
+  return trees.empty() ? 0 : *std::max_element(trees.begin(), trees.end());
 }
 
 absl::Status CaisSimScenario::ValidateFabric() const {
@@ -64,6 +93,21 @@ absl::Status CaisSimScenario::ValidateFabric() const {
   return absl::OkStatus();
 }
 
+absl::Status CaisSimScenario::ValidateJobs() const {
+  if (jobs == 1) return absl::OkStatus();
+  if (jobs < 1 || jobs > 255 || hosts % jobs != 0 || hosts / jobs < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "jobs must divide hosts ", hosts, " into jobs of at least 2 ranks (at most 255 jobs)"));
+  }
+  if (collective != "allreduce") {
+    return absl::InvalidArgumentError("jobs: several jobs run allreduce only");
+  }
+  if (!form_groups) {
+    return absl::InvalidArgumentError("jobs: several jobs form their groups (form_groups)");
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The most ring or tree flows on one uplink in one direction: the ring's
@@ -72,12 +116,13 @@ namespace {
 int MostCrossings(const CaisSimScenario& s, const std::string& backend) {
   if (backend == "ring") return s.RingCrossings();
   std::vector<std::pair<int, int>> flows;
+  const int m = s.JobRanks();
   for (int t = 0; t < 2; ++t) {
     for (int r = 0; r < s.hosts; ++r) {
-      const int p = TreeRankNode::Parent(s.hosts, t, r);
+      const int base = r - r % m, p = TreeRankNode::Parent(m, t, r % m);
       if (p < 0) continue;
-      flows.emplace_back(r, p);
-      flows.emplace_back(p, r);
+      flows.emplace_back(r, base + p);
+      flows.emplace_back(base + p, r);
     }
   }
   return Fabric(s).MostFlowsOnALink(flows);
@@ -86,12 +131,13 @@ int MostCrossings(const CaisSimScenario& s, const std::string& backend) {
 }  // namespace
 
 double UplinkSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes) {
-  const auto n = static_cast<double>(s.hosts);
+  const auto n = static_cast<double>(s.JobRanks());
   double carried = 0, payload = 0, header = 0;  // bytes over the busiest uplink, one way
   if (backend == "inca") {
-    // The tensor once each way over every uplink, every collective alike:
-    // the spine multicasts each chunk to every leaf.
-    carried = static_cast<double>(bytes);
+    // The tensor once each way over every link of a tree, every collective
+    // alike (the spine multicasts each chunk to every leaf), once per job
+    // whose tree shares the link.
+    carried = static_cast<double>(bytes) * s.MostTreesOnALink();
     payload = s.chunk_size;
     header = wire::kCaisHeaderBytes;
   } else {

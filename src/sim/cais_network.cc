@@ -54,6 +54,7 @@ cais::CaisConfig IncaSwitchConfig(const CaisSimScenario& s, uint64_t bytes, Virt
   cc.sram_bytes = static_cast<size_t>(s.switch_sram_mib * 1024 * 1024);
   cc.max_pending_chunks = s.switch_slots;
   cc.max_payload_bytes = s.chunk_size;
+  cc.group_share = s.switch_group_share;
   if (s.mode == "timing") {
     // A reduce-scatter's or all-gather's chunks stand for one block's bytes.
     *virt = {s.chunk_size,
@@ -70,7 +71,7 @@ cais::CaisConfig IncaSwitchConfig(const CaisSimScenario& s, uint64_t bytes, Virt
 // As SwitchTransport sets it from CommunicatorOptions.
 client::TransportConfig IncaTransport(const CaisSimScenario& s) {
   client::TransportConfig tc;
-  tc.world_size = s.hosts;
+  tc.world_size = s.JobRanks();
   tc.chunk_size = s.mode == "timing" ? sizeof(float) : s.chunk_size;
   tc.max_window = s.window;
   tc.min_window = std::min<uint32_t>(2, s.window);
@@ -79,22 +80,30 @@ client::TransportConfig IncaTransport(const CaisSimScenario& s) {
   return tc;
 }
 
-// inca's rank nodes, one per host, none linked yet.
+// Rank r's `done`: the run counts ranks by their global number, each node
+// knows its rank in its job.
+RankDone DoneAs(const RankDone& done, int r) {
+  return [done, r](int) { done(r); };
+}
+
+// inca's rank nodes, one per host, none linked yet: rank r is rank r mod
+// m of job r / m (m: JobRanks).
 std::vector<CaisRankNode*> AddIncaRanks(const CaisSimScenario& s, int plane, Job* j,
                                         const RankDone& done, const VirtualChunks& virt,
                                         const std::shared_ptr<VirtualLedger>& ledger) {
   const client::TransportConfig tc = IncaTransport(s);
   std::vector<CaisRankNode*> ranks;
   for (int r = 0; r < s.hosts; ++r) {
-    ranks.push_back(j->net->Add(std::make_unique<CaisRankNode>(absl::StrCat("rank", r, ".", plane),
-                                                               r, tc, done, virt, ledger)));
+    ranks.push_back(j->net->Add(std::make_unique<CaisRankNode>(
+        absl::StrCat("rank", r, ".", plane), r % s.JobRanks(), tc, DoneAs(done, r), virt, ledger)));
   }
   return ranks;
 }
 
 // What the plane does with inca's ranks: each JOINs (job and its switch's
 // first seq_base drawn from the seed, as inca-switchd and rank 0 draw them
-// at random; `switches` FormGroups first) and the operation starts when
+// at random; `switches` FormGroups first; several jobs: each its own job
+// and group id, job q group q) and the operation starts when
 // all have; each operation starts on every rank; results and resends are
 // read from them.
 absl::Status WireIncaPlane(const CaisSimScenario& s, int plane, Job* j,
@@ -109,15 +118,20 @@ absl::Status WireIncaPlane(const CaisSimScenario& s, int plane, Job* j,
   if (s.form_groups) {
     std::mt19937_64 draw(s.seed ^ 0x6a6f696eULL ^ (static_cast<uint64_t>(plane) << 32));
     for (CaisSwitchNode* sw : switches) sw->FormGroups(static_cast<uint32_t>(draw()));
-    const uint64_t job = draw() | 1;
+    std::vector<uint64_t> job(static_cast<size_t>(s.jobs));
+    for (uint64_t& id : job) id = draw() | 1;
     auto go = std::make_shared<std::function<void()>>();
     auto joined = std::make_shared<int>(0);
-    for (CaisRankNode* rank : ranks) {
-      rank->JoinFirst(job, [j, pl, go, joined, n = s.hosts](int) {
-        if (++*joined < n) return;
-        pl->formed_at = j->sim.now();
-        if (*go) (*go)();
-      });
+    for (int r = 0; r < s.hosts; ++r) {
+      const int q = r / s.JobRanks();
+      ranks[static_cast<size_t>(r)]->JoinFirst(
+          job[static_cast<size_t>(q)],
+          [j, pl, go, joined, n = s.hosts](int) {
+            if (++*joined < n) return;
+            pl->formed_at = j->sim.now();
+            if (*go) (*go)();
+          },
+          static_cast<uint8_t>(q));
     }
     pl->when_ready = [go](std::function<void()> f) { *go = std::move(f); };
   }
@@ -273,7 +287,8 @@ absl::Status BuildIncaFabric(const CaisSimScenario& s, uint64_t bytes, Job* j,
 // forwarder.
 template <typename RankNode>
 absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, const RankDone& done) {
-  if (absl::Status st = HostCollectiveNode::CheckShape(s.hosts, s.HostPayload()); !st.ok()) {
+  const int m = s.JobRanks();  // rank r is rank r mod m of job r / m
+  if (absl::Status st = HostCollectiveNode::CheckShape(m, s.HostPayload()); !st.ok()) {
     return st;
   }
   Plane* pl = &j->planes[static_cast<size_t>(plane)];
@@ -294,9 +309,10 @@ absl::Status BuildHostBaseline(const CaisSimScenario& s, int plane, Job* j, cons
   std::vector<Node*> nodes;
   const auto alpha = static_cast<TimeNs>(std::llround(s.ring_step_latency_us * 1e3));
   for (int r = 0; r < s.hosts; ++r) {
-    auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r,
-                                                        s.hosts, s.HostPayload(), s.link_gbps * 1e9,
-                                                        s.overhead_bytes, alpha, done));
+    auto* node = j->net->Add(std::make_unique<RankNode>(absl::StrCat("rank", r, ".", plane), r % m,
+                                                        m, s.HostPayload(), s.link_gbps * 1e9,
+                                                        s.overhead_bytes, alpha, DoneAs(done, r)));
+    node->set_rank_base(r - r % m);
     if (!f) j->net->Connect(node, pl->switches[0], lossless);
     if (absl::Status st = PutOnHost(s, j->net.get(), node, r); !st.ok()) return st;
     nodes.push_back(node);
@@ -365,7 +381,7 @@ absl::StatusOr<std::vector<BackgroundNode*>> AddBackground(const CaisSimScenario
 
 double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes) {
   if (s.host_packet_ns <= 0 && s.host_byte_ps <= 0) return 0;
-  const auto n = static_cast<uint64_t>(s.hosts);
+  const auto n = static_cast<uint64_t>(s.JobRanks());
   const wire::CaisOp kind = CollectiveOp(s.collective);
   double packets = 0, carried = 0;
   if (backend == "inca") {

@@ -429,9 +429,10 @@ void CaisRankLoop::EndPiece() {
   offset_ += op_.count;
 }
 
-void CaisRankLoop::JoinFirst(uint64_t job, RankDone joined) {
+void CaisRankLoop::JoinFirst(uint64_t job, RankDone joined, uint8_t group) {
   client::SessionConfig s = session_.config();
   s.job = job;
+  s.transport.group_id = group;
   session_ = client::SessionCore(s);
   joining_ = true;
   on_joined_ = std::move(joined);

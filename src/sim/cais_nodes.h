@@ -225,8 +225,8 @@ class CaisRankLoop {
   // any port, every 20 ms until the reply is OK); then the layout comes
   // from its rank_ports and sequence numbers from its seq_base (the first
   // operation's is seq_base + 1, the Communicator's). `joined` hears when.
-  // Call before the run starts.
-  void JoinFirst(uint64_t job, RankDone joined);
+  // Call before the run starts. `group`: the group id the JOINs name.
+  void JoinFirst(uint64_t job, RankDone joined, uint8_t group = 0);
   bool joined() const { return session_.formed(); }
   uint32_t seq_base() const { return session_.seq_base(); }
   uint64_t joins_sent() const { return session_.joins_sent(); }
@@ -280,7 +280,9 @@ class CaisRankNode final : public Node, private RankHost {
   uint32_t next_seq() const { return loop_.next_seq(); }
   const client::PathState& path() const { return loop_.path(); }
   uint64_t background() const { return background_; }  // received and discarded
-  void JoinFirst(uint64_t job, RankDone joined) { loop_.JoinFirst(job, std::move(joined)); }
+  void JoinFirst(uint64_t job, RankDone joined, uint8_t group = 0) {
+    loop_.JoinFirst(job, std::move(joined), group);
+  }
   bool joined() const { return loop_.joined(); }
   uint32_t seq_base() const { return loop_.seq_base(); }
   uint64_t joins_sent() const { return loop_.joins_sent(); }

@@ -130,6 +130,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(fat_tree_k),
     INCA_CAIS_KEY(uplink_gbps),
     {"placement", &SetPlacement},
+    INCA_CAIS_KEY(jobs),
     INCA_CAIS_KEY(link_gbps),
     INCA_CAIS_KEY(link_delay_us),
     INCA_CAIS_KEY(queue_packets),
@@ -151,6 +152,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(switch_sram_mib),
     INCA_CAIS_KEY(switch_mpps),
     INCA_CAIS_KEY(switch_queue_packets),
+    INCA_CAIS_KEY(switch_group_share),
     INCA_CAIS_KEY(ring_step_latency_us),
     INCA_CAIS_KEY(background_load),
     {"background_flow_bytes", &SetFlowBytes},
@@ -248,11 +250,12 @@ size_t Results(wire::CaisOp kind, const Stripe& st) {
 }
 
 // The exact sums of operation `op` over stripe `st`, element by element
-// (every rank's inputs added in rank order): an all-reduce's and a
-// reduce-scatter's results. Once per operation, not once per rank.
-std::vector<float> Sums(wire::CaisOp kind, const Stripe& st, int op) {
+// (the inputs of ranks [q0, q1), one job's, added in rank order): an
+// all-reduce's and a reduce-scatter's results. Once per operation and job,
+// not once per rank.
+std::vector<float> Sums(wire::CaisOp kind, const Stripe& st, int op, size_t q0, size_t q1) {
   std::vector<float> sum(kind == wire::CaisOp::kAllGather ? 0 : st.count, 0.0F);
-  for (size_t q = 0; q < st.data.size(); ++q) {
+  for (size_t q = q0; q < q1; ++q) {
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += Input(static_cast<int>(q), op, st.base + i);
   }
   return sum;
@@ -288,9 +291,10 @@ void CheckStripe(const CaisSimScenario& s, const std::string& backend, const Str
                  const Plane& pl, int op, CaisSimRow* row) {
   const wire::CaisOp kind = CollectiveOp(s.collective);
   const bool timing = s.mode == "timing", inca = backend == "inca";
-  const std::vector<float> sum = Sums(kind, st, op);
-  const size_t results = Results(kind, st);
+  const size_t results = Results(kind, st), m = static_cast<size_t>(s.JobRanks());
+  std::vector<float> sum;
   for (size_t r = 0; r < st.data.size(); ++r) {
+    if (r % m == 0) sum = Sums(kind, st, op, r, r + m);  // the job's first rank
     for (size_t e = 0; e < results; ++e) {
       float got = 0, want = 0;
       size_t i = 0;
@@ -337,7 +341,7 @@ double ClosedFormSeconds(const CaisSimScenario& s, const std::string& backend,
   const double rate = s.link_gbps * 1e9;
   const double delay = s.link_delay_us * 1e-6;
   const double alpha = s.ring_step_latency_us * 1e-6;
-  const int hosts = s.hosts;
+  const int hosts = s.JobRanks();  // each job's operation is its own
   const uint32_t chunk = s.chunk_size, payload = s.HostPayload(), over = s.overhead_bytes;
   uint64_t widest = 0;
   double cpu = 0;
@@ -379,9 +383,14 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   size_t finished = 0;
   int op = 0;
   TimeNs started = 0;
+  // Several jobs: ranks finished in each, and each one's time summed.
+  const size_t m = static_cast<size_t>(s.JobRanks());
+  std::vector<size_t> job_finished(n / m);
+  std::vector<double> job_us(n / m, 0.0);
   auto start_op = [&] {
     started = j.sim.now();
     finished = 0;
+    std::fill(job_finished.begin(), job_finished.end(), 0);
     for (Stripe& st : stripes) FillStripe(&st, kind, op);
     for (size_t p = 0; p < k; ++p) {
       Stripe& st = stripes[p];
@@ -391,8 +400,11 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
       }
     }
   };
-  // Done when every rank is, on every plane.
-  const RankDone done = [&](int) {
+  // Done when every rank is, on every plane (`rank`: the global one).
+  const RankDone done = [&](int rank) {
+    const size_t job = static_cast<size_t>(rank) / m;
+    if (++job_finished[job] == m * k)
+      job_us[job] += static_cast<double>(j.sim.now() - started) / 1e3;
     if (++finished < n * k) return;
     durations_us.push_back(static_cast<double>(j.sim.now() - started) / 1e3);
     for (size_t p = 0; p < k; ++p) {
@@ -436,6 +448,9 @@ absl::StatusOr<CaisSimRow> RunOne(const CaisSimScenario& s, const std::string& b
   CountPlanes(j, &row);
   row.op_us = durations_us;
   row.ops = s.ops;
+  if (job_us.size() > 1) {
+    for (double us : job_us) row.job_mean_us.push_back(us / s.ops);
+  }
   for (const Stripe& st : stripes) row.checked += Results(kind, st);
   double sum = 0;
   row.min_us = *std::min_element(durations_us.begin(), durations_us.end());
@@ -491,6 +506,10 @@ absl::Status CaisSimScenario::Validate() const {
     return bad("target_floor_us must be in [0, 1e6], or -1 for the transport's default");
   }
   if (switch_queue_packets < 1) return bad("switch_queue_packets must be at least 1");
+  if (!(switch_group_share >= 0) || switch_group_share > 1) {
+    return bad("switch_group_share must be in [0, 1]");
+  }
+  if (absl::Status st = ValidateJobs(); !st.ok()) return st;
   if (!(background_load >= 0) || background_load >= 1) {
     return bad("background_load must be in [0, 1)");
   }
@@ -591,7 +610,8 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
     << "\",\"collective\":\"" << s.collective << "\",\"seed\":" << s.seed
     << ",\"hosts\":" << s.hosts << ",\"link_gbps\":" << s.link_gbps
     << ",\"link_delay_us\":" << s.link_delay_us << ",\"loss\":" << s.loss
-    << ",\"chunk_size\":" << s.chunk_size << ",\"events\":" << r.events << ",\"rows\":[";
+    << ",\"chunk_size\":" << s.chunk_size << ",\"jobs\":" << s.jobs << ",\"events\":" << r.events
+    << ",\"rows\":[";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const CaisSimRow& x = r.rows[i];
     o << (i ? "," : "") << "{\"backend\":\"" << x.backend << "\",\"bytes\":" << x.bytes
@@ -601,7 +621,13 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
       << ",\"wrong\":" << x.wrong << ",\"fallback_chunks\":" << x.fallback_chunks
       << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
       << ",\"background_packets\":" << x.background_packets
-      << ",\"formation_us\":" << x.formation_us << ",\"host_busy_us\":" << x.host_busy_us << "}";
+      << ",\"formation_us\":" << x.formation_us << ",\"host_busy_us\":" << x.host_busy_us;
+    if (!x.job_mean_us.empty()) {
+      o << ",\"job_mean_us\":[";
+      for (size_t q = 0; q < x.job_mean_us.size(); ++q) o << (q ? "," : "") << x.job_mean_us[q];
+      o << "]";
+    }
+    o << "}";
   }
   o << "]}";
   return o.str();

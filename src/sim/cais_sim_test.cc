@@ -491,6 +491,33 @@ TEST(CaisSimTest, RanksFormTheirGroupThroughTheSwitchsGroupManager) {
   EXPECT_EQ(sw->reducer().totals().completed_chunks, 12u);
 }
 
+// Four jobs of two ranks on one switch: four groups formed by JOIN, each
+// rank's result its own job's sum, every job at the two-rank closed form
+// (a rank's link is its own); each job's time reported.
+TEST(CaisSimTest, SeveralJobsOnOneSwitchAreEachTheirOwnGroup) {
+  CaisSimScenario s = Star(8, 100, 1);
+  s.jobs = 4;
+  s.backends = {"inca", "ring"};
+  s.sizes = {256 << 10};
+  auto r = RunCaisSimScenario(s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const CaisSimRow& x : r->rows) {
+    SCOPED_TRACE(x.backend);
+    EXPECT_GT(x.checked, 0u);
+    EXPECT_EQ(x.wrong + x.fallback_chunks, 0u);
+    EXPECT_EQ(x.job_mean_us.size(), 4u);
+    EXPECT_NEAR(x.of_closed_form, 1.0, 0.05);
+    const double delay = s.link_delay_us * 1e-6;
+    EXPECT_NEAR(x.closed_form_us,
+                1e6 * (x.backend == "inca" ? SwitchAllReduceSeconds(2, x.bytes, s.chunk_size, 100e9,
+                                                                    s.overhead_bytes, delay)
+                                           : RingAllReduceSeconds(2, x.bytes, s.chunk_size, 100e9,
+                                                                  s.overhead_bytes, delay, 0)),
+                1e-6 * x.closed_form_us);
+  }
+  EXPECT_NE(CaisResultJson(s, *r).find("\"job_mean_us\":["), std::string::npos);
+}
+
 // In a scenario (form_groups, the default) the operations start once the
 // group is formed and take the time they take with a static rule.
 TEST(CaisSimTest, ScenariosFormTheGroupFirstAndTimeTheOperationsAlike) {

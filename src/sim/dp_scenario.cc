@@ -106,9 +106,10 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
                                "a data-parallel scenario has system cais-dp", s, SetKey, &st)) {
     return st;
   }
-  return SetEmbeddingKey(key, v, src, s, kKeys,
-                         "hosts: dp; sizes: the model's buckets; ops: ar_samples; collective: "
-                         "allreduce");
+  return SetEmbeddingKey(
+      key, v, src, s, kKeys,
+      "hosts: dp x jobs; sizes: the model's buckets; ops: ar_samples; collective: "
+      "allreduce");
 }
 
 // A bucket of `bytes` as the ranks all-reduce it: a whole number of f32
@@ -130,7 +131,7 @@ CaisSimScenario Net(const DpScenario& s, int dp) {
   CaisSimScenario n = s.net;
   n.name = absl::StrCat(s.name, "-dp", dp);
   n.collective = "allreduce";
-  n.hosts = dp;
+  n.hosts = dp * n.jobs;  // `jobs` such jobs side by side
   const auto [full, last] = Buckets(s.model, dp);
   n.sizes = {full};
   if (last != full) n.sizes.push_back(last);

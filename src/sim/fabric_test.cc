@@ -302,6 +302,63 @@ TEST(FabricTest, BackgroundTrafficCrossesTheFabricAndSlowsEveryBackend) {
   }
 }
 
+// Several jobs on one fabric, each its own group (its own JOINs and tree,
+// installed by the manager in the same round) or its own ring or NCCL
+// tree, every operation at once: with uplinks at a quarter of the host
+// links' rate, jobs each in a rack of their own never cross an uplink and
+// take a single rack's time; jobs interleaved over the racks each cross
+// every uplink, inca's two trees sharing each, so they take eight times as
+// long (two tensors at a quarter rate), every backend at its closed form
+// and exact, each job's time reported.
+TEST(FabricTest, SeveralJobsShareTheFabricEachExactAtItsClosedForm) {
+  CaisSimScenario apart = Fabric(2, 8, 25);
+  apart.jobs = 2;
+  apart.backends = {"inca", "ring", "tree"};
+  apart.mode = "timing";
+  apart.sizes = {uint64_t{4} << 20};
+  CaisSimScenario mixed = apart, alone = apart;
+  mixed.placement = "random";
+  alone.racks = 0;  // one job of 4 on a star: the time with no uplink
+  alone.hosts = 4;
+  alone.jobs = 1;
+  alone.uplink_gbps = 0;
+  EXPECT_EQ(apart.MostTreesOnALink(), 0);
+  EXPECT_EQ(mixed.MostTreesOnALink(), 2);
+  auto a = RunCaisSimScenario(apart), m = RunCaisSimScenario(mixed),
+       one = RunCaisSimScenario(alone);
+  ASSERT_TRUE(a.ok() && m.ok() && one.ok()) << a.status() << m.status() << one.status();
+  for (size_t i = 0; i < 3; ++i) {
+    const CaisSimRow &x = a->rows[i], &y = m->rows[i];
+    SCOPED_TRACE(x.backend);
+    EXPECT_NEAR(x.mean_us / one->rows[i].mean_us, 1.0, 0.02);
+    EXPECT_NEAR(x.of_closed_form, 1.0, 0.01);
+    EXPECT_NEAR(y.of_closed_form, 1.0, 0.03);
+    EXPECT_EQ(x.wrong + y.wrong + x.fallback_chunks + y.fallback_chunks, 0u);
+    ASSERT_EQ(y.job_mean_us.size(), 2u);
+    EXPECT_LE(std::max(y.job_mean_us[0], y.job_mean_us[1]), y.mean_us * 1.0001);
+    EXPECT_GT(std::min(y.job_mean_us[0], y.job_mean_us[1]), 0.0);
+  }
+  EXPECT_NEAR(m->rows[0].mean_us / a->rows[0].mean_us, 8.0, 0.3);
+  // Byte-exact, interleaved: each job's sums are its own ranks' (a rank in
+  // the other job's group would add the wrong inputs).
+  mixed.mode = "exact";
+  mixed.sizes = {uint64_t{256} << 10};
+  auto x = RunCaisSimScenario(mixed);
+  ASSERT_TRUE(x.ok()) << x.status();
+  for (const CaisSimRow& r : x->rows) {
+    SCOPED_TRACE(r.backend);
+    EXPECT_GT(r.checked, 0u);
+    EXPECT_EQ(r.wrong + r.fallback_chunks, 0u);
+  }
+  for (const auto& [set, says] :
+       {std::pair{"jobs=3", "jobs must divide hosts 8"}, std::pair{"jobs=8", "at least 2 ranks"},
+        std::pair{"collective=all_gather", "several jobs run allreduce only"}}) {
+    CaisSimScenario s = apart;
+    const absl::Status st = ApplyCaisOverride(set, &s);
+    EXPECT_NE(st.message().find(says), std::string::npos) << set << ": " << st;
+  }
+}
+
 TEST(FabricTest, WhatAFabricCannotRunIsRefusedNamingTheKey) {
   const struct {
     const char* set;

@@ -50,7 +50,8 @@ uint32_t HostCollectiveNode::PacketsIn(size_t elements) const {
 
 void HostCollectiveNode::Enqueue(uint32_t dst, uint32_t step, uint32_t index, size_t first,
                                  size_t count, size_t stream) {
-  const RingHeader h{dst, step, index, static_cast<uint32_t>(count * sizeof(float))};
+  const RingHeader h{dst + static_cast<uint32_t>(base_), step, index,
+                     static_cast<uint32_t>(count * sizeof(float))};
   streams_[stream].push_back(Ready{sim().now() + step_latency_, h, first});
   if (!sending_) SendNext();
 }
@@ -175,7 +176,7 @@ void RingRankNode::Receive(dp::PortId, Packet packet) {
     return;
   }
   RingHeader h;
-  if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(rank_) ||
+  if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(base_ + rank_) ||
       h.step >= steps_ || h.index >= packets_per_block_) {
     ++malformed_;
     return;
@@ -259,7 +260,7 @@ void TreeRankNode::Receive(dp::PortId, Packet packet) {
     return;
   }
   RingHeader h;
-  if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(rank_) ||
+  if (to_receive_ == 0 || !GetRing(packet, &h) || h.dst != static_cast<uint32_t>(base_ + rank_) ||
       h.step >= 4) {
     ++malformed_;
     return;

@@ -34,6 +34,9 @@ class HostCollectiveNode : public Node {
   static absl::Status CheckShape(int ranks, uint32_t payload_bytes);
   uint64_t malformed() const { return malformed_; }
   uint64_t background() const { return background_; }
+  // Several jobs: this rank's ranks are numbered from `base` on the wire
+  // (rank k of the job is rank base + k of the network). Before the run.
+  void set_rank_base(int base) { base_ = base; }
 
  protected:
   HostCollectiveNode(std::string name, int rank, int ranks, uint32_t payload_bytes, double link_bps,
@@ -61,6 +64,7 @@ class HostCollectiveNode : public Node {
   void Received();
 
   int rank_, n_;
+  int base_ = 0;  // set_rank_base
   uint32_t payload_;
   std::vector<float>* data_ = nullptr;
   size_t count_ = 0;

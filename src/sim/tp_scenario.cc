@@ -56,7 +56,7 @@ absl::Status SetKey(const std::string& key, const YAML::Node& v, std::string_vie
     return st;
   }
   return SetEmbeddingKey(key, v, src, s, kKeys,
-                         "hosts: tp; sizes: the model; ops: ar_samples; collective: "
+                         "hosts: tp x jobs; sizes: the model; ops: ar_samples; collective: "
                          "sequence_parallel");
 }
 
@@ -65,7 +65,7 @@ CaisSimScenario Net(const TpScenario& s, int tp, double gbps, const std::string&
   CaisSimScenario n = s.net;
   n.name = absl::StrCat(s.name, "-tp", tp, "-", gbps, "g");
   n.collective = collective;
-  n.hosts = tp;
+  n.hosts = tp * n.jobs;  // `jobs` such jobs side by side
   n.link_gbps = gbps;
   n.sizes = {AllReduceBytes(s.model)};
   n.ops = s.ar_samples + 1;  // the first warms the client's window up

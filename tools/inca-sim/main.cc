@@ -9,6 +9,7 @@
 // .json merge the runs' results.
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -130,13 +131,22 @@ int RunOne(const inca::sim::CaisSimScenario& s, const std::string& out_dir, bool
                 s.hosts / s.racks, s.spines, s.spines > 1 ? "s" : "", s.UplinkGbps(),
                 s.placement.c_str());
   }
-  std::printf("  %-5s %12s %12s %12s %9s %8s %8s %8s\n", "", "bytes", "mean (us)", "closed (us)",
-              "of closed", "resent", "to host", "wrong");
+  if (s.jobs > 1) {
+    std::printf("%-24s %d jobs of %d ranks at once (mean: until the last job's ends)\n", "", s.jobs,
+                s.JobRanks());
+  }
+  std::printf("  %-5s %12s %12s %12s %9s %8s %8s %8s%s\n", "", "bytes", "mean (us)", "closed (us)",
+              "of closed", "resent", "to host", "wrong", s.jobs > 1 ? "  jobs' means (us)" : "");
   for (const auto& x : r->rows) {
-    std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu %8lu\n", x.backend.c_str(),
+    std::printf("  %-5s %12lu %12.1f %12.1f %9.3f %8lu %8lu %8lu", x.backend.c_str(),
                 static_cast<unsigned long>(x.bytes), x.mean_us, x.closed_form_us, x.of_closed_form,
                 static_cast<unsigned long>(x.retransmitted),
                 static_cast<unsigned long>(x.fallback_chunks), static_cast<unsigned long>(x.wrong));
+    if (!x.job_mean_us.empty()) {
+      const auto [lo, hi] = std::minmax_element(x.job_mean_us.begin(), x.job_mean_us.end());
+      std::printf("  %.1f-%.1f", *lo, *hi);
+    }
+    std::printf("\n");
   }
   return Finish(*r);
 }

@@ -4,6 +4,7 @@
 // algorithm) over the same links. Keys and outputs: docs/sim.md, "CAIS".
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -75,6 +76,20 @@ struct CaisSimScenario {
   // (SwitchML: 256) while the hosts' own collectives keep full frames.
   uint32_t host_payload = 0;
   uint32_t HostPayload() const { return host_payload != 0 ? host_payload : chunk_size; }
+  // Several jobs at once (docs/sim.md, "Several jobs"): the ranks split
+  // into `jobs` jobs of hosts / jobs ranks each (global ranks [j x m,
+  // (j+1) x m) are job j's; `placement` puts them on hosts), every job its
+  // own group (inca: its own JOINs and tree, the switches' pending capacity
+  // shared by switch_group_share) or its own ring or tree, all running
+  // every operation at once. An operation ends when every job's has; rows
+  // give each job's mean. All-reduce only.
+  int jobs = 1;
+  int JobRanks() const { return hosts / std::max(1, jobs); }
+  // On a fabric, the most jobs' trees sharing one link between switches
+  // (a job's tree as the manager builds it: every switch from its ranks'
+  // edge switches up to their lowest common ancestor); 0 on a star or
+  // where every job sits behind one edge switch.
+  int MostTreesOnALink() const;
   // The hosts' CPUs (docs/sim.md, "Host model"): each packet a rank sends
   // or receives costs host_packet_ns + bytes x host_byte_ps / 1000 of one
   // of host_cores cores, for every backend. 0 and 0: free.
@@ -104,6 +119,9 @@ struct CaisSimScenario {
   double switch_sram_mib = 16;
   double switch_mpps = 0;
   uint32_t switch_queue_packets = 4096;
+  // Each group's share of a switch's pending capacity (CaisConfig::
+  // group_share): what several jobs on one switch are each guaranteed.
+  double switch_group_share = 0.5;
   // The ring: each step's software cost α (the closed form's per-step
   // latency), added when a packet is ready to go on to the next rank.
   double ring_step_latency_us = 0;
@@ -121,6 +139,7 @@ struct CaisSimScenario {
   std::vector<std::string> sweep_values;
   absl::Status Validate() const;
   absl::Status ValidateFabric() const;  // racks, spines, fat_tree_k, uplink_gbps, placement
+  absl::Status ValidateJobs() const;
   double UplinkGbps() const { return uplink_gbps > 0 ? uplink_gbps : link_gbps; }
 };
 
@@ -160,6 +179,9 @@ struct CaisSimRow {
   double formation_us = 0;
   // The busiest rank's CPU time (host model), per operation.
   double host_busy_us = 0;
+  // With several jobs: each job's mean time, from the operation's start
+  // until its last rank finished (mean_us is the slowest job's).
+  std::vector<double> job_mean_us;
 };
 
 struct CaisSimResult {
