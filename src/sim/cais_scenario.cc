@@ -326,6 +326,10 @@ void CountPlanes(const Job& j, CaisSimRow* row) {
         row->dropped += down->dropped_queue + down->dropped_loss + down->dropped_mtu;
       }
       row->dropped += sw->pipeline_dropped();
+      if (const auto* cais = dynamic_cast<const CaisSwitchNode*>(sw)) {
+        const auto& by = cais->reducer().totals().drops_by_reason;
+        for (size_t i = 0; i < by.size(); ++i) row->switch_drops[i] += by[i];
+      }
     }
     for (const BackgroundNode* b : pl.background) row->background_packets += b->packets();
     row->formation_us = std::max(row->formation_us, static_cast<double>(pl.formed_at) / 1e3);
@@ -603,6 +607,17 @@ absl::StatusOr<CaisSimResult> RunCaisSimScenario(const CaisSimScenario& s,
   return res;
 }
 
+std::string SwitchDropsJson(const std::array<uint64_t, dp::kDropReasonCount>& drops) {
+  std::string out = "{";
+  for (size_t i = 0; i < drops.size(); ++i) {
+    if (drops[i] == 0) continue;
+    if (out.size() > 1) out += ",";
+    absl::StrAppend(&out, "\"", std::string(dp::ToString(static_cast<dp::DropReason>(i))),
+                    "\":", drops[i]);
+  }
+  return out + "}";
+}
+
 std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
   std::ostringstream o;
   o.precision(10);
@@ -622,6 +637,7 @@ std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r) {
       << ",\"retransmitted\":" << x.retransmitted << ",\"dropped\":" << x.dropped
       << ",\"background_packets\":" << x.background_packets
       << ",\"formation_us\":" << x.formation_us << ",\"host_busy_us\":" << x.host_busy_us;
+    o << ",\"switch_drops\":" << SwitchDropsJson(x.switch_drops);
     if (!x.job_mean_us.empty()) {
       o << ",\"job_mean_us\":[";
       for (size_t q = 0; q < x.job_mean_us.size(); ++q) o << (q ? "," : "") << x.job_mean_us[q];

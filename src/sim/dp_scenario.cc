@@ -202,6 +202,9 @@ absl::StatusOr<DpResult> RunDpScenario(const DpScenario& s, const Progress& prog
         row.dropped += sim->rows[k].dropped;
         row.wrong += sim->rows[k].wrong;
         row.fallback_chunks += sim->rows[k].fallback_chunks;
+        for (size_t d = 0; d < row.switch_drops.size(); ++d) {
+          row.switch_drops[d] += sim->rows[k].switch_drops[d];
+        }
       }
       res.rows.push_back(row);
     }
@@ -256,14 +259,17 @@ std::string DpResultJson(const DpScenario& s, const DpResult& r) {
     << ",\"mode\":\"" << n.mode << "\",\"link_gbps\":" << n.link_gbps
     << ",\"uplink_gbps\":" << n.UplinkGbps() << ",\"racks\":" << n.racks
     << ",\"spines\":" << n.spines << ",\"fat_tree_k\":" << n.fat_tree_k << ",\"placement\":\""
-    << n.placement << "\",\"events\":" << r.events << ",\"rows\":[";
+    << n.placement << "\",\"jobs\":" << n.jobs << ",\"switch_slots\":" << n.switch_slots
+    << ",\"window\":" << n.window << ",\"background_load\":" << n.background_load
+    << ",\"background_flow_bytes\":" << n.background_flow_bytes << ",\"events\":" << r.events
+    << ",\"rows\":[";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     o << (i ? "," : "") << "{\"backend\":\"" << r.rows[i].backend << "\"";
     for (const DpColumn& c : kColumns) {
       o << ",\"" << c.name << "\":";
       c.put(o, r.rows[i]);
     }
-    o << "}";
+    o << ",\"switch_drops\":" << SwitchDropsJson(r.rows[i].switch_drops) << "}";
   }
   o << "]}";
   return o.str();

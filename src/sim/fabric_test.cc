@@ -339,6 +339,20 @@ TEST(FabricTest, SeveralJobsShareTheFabricEachExactAtItsClosedForm) {
     EXPECT_GT(std::min(y.job_mean_us[0], y.job_mean_us[1]), 0.0);
   }
   EXPECT_NEAR(m->rows[0].mean_us / a->rows[0].mean_us, 8.0, 0.3);
+  for (uint64_t d : m->rows[0].switch_drops) EXPECT_EQ(d, 0u);
+  // Fewer slots than the two jobs' windows: the reducers drop what finds
+  // no slot, each counted by its reason, and the ranks resend it.
+  CaisSimScenario tight = mixed;
+  tight.backends = {"inca"};
+  tight.switch_slots = 32;
+  auto t = RunCaisSimScenario(tight);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const auto& drops = t->rows[0].switch_drops;
+  EXPECT_GT(drops[static_cast<size_t>(dp::DropReason::kGroupShare)] +
+                drops[static_cast<size_t>(dp::DropReason::kSlotsExhausted)],
+            0u);
+  EXPECT_GT(t->rows[0].retransmitted, 0u);
+  EXPECT_NE(CaisResultJson(tight, *t).find("\"switch_drops\":{\""), std::string::npos);
   // Byte-exact, interleaved: each job's sums are its own ranks' (a rank in
   // the other job's group would add the wrong inputs).
   mixed.mode = "exact";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "inca/dataplane/drop_reason.h"
 #include "inca/sim/simulator.h"
 
 namespace inca::sim {
@@ -182,6 +184,9 @@ struct CaisSimRow {
   // With several jobs: each job's mean time, from the operation's start
   // until its last rank finished (mean_us is the slowest job's).
   std::vector<double> job_mean_us;
+  // inca: what its switches' reducers dropped, by reason (dp::DropReason),
+  // over all operations (the JSON names the non-zero ones).
+  std::array<uint64_t, dp::kDropReasonCount> switch_drops{};
 };
 
 struct CaisSimResult {
@@ -218,6 +223,8 @@ double TreeAllReduceSeconds(int hosts, uint64_t bytes, uint32_t payload, double 
                             uint32_t overhead, double delay_s, double step_latency_s);
 
 std::string CaisResultJson(const CaisSimScenario& s, const CaisSimResult& r);
+// {"reason": count, ...} of the non-zero ones, for the results' JSON.
+std::string SwitchDropsJson(const std::array<uint64_t, dp::kDropReasonCount>& drops);
 std::string CaisResultCsv(const CaisSimResult& r);
 
 }  // namespace inca::sim

@@ -88,6 +88,7 @@ struct DpRow {
   double bucket_us = 0, bucket_closed_form_us = 0, last_us = 0;
   DpStep step;
   uint64_t retransmitted = 0, dropped = 0, wrong = 0, fallback_chunks = 0;
+  std::array<uint64_t, dp::kDropReasonCount> switch_drops{};  // inca's reducers', by reason
 };
 
 struct DpResult {
