@@ -189,8 +189,7 @@ absl::Status AggregationManager::CheckSettings(const TreePlan& plan,
   return absl::OkStatus();
 }
 
-void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads,
-                                 dp::TimeNs now) {
+void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now) {
   if (absl::Status s = CheckSettings(plan, reads); !s.ok()) {
     Refuse(plan.group_id, plan.job, std::string(s.message()));
     return;

@@ -202,8 +202,7 @@ TEST_F(ManagerTest, TwoGroupsCompleteInOneRoundAreBothInstalledInIt) {
   const std::string ips[] = {"198.18.1.10", "198.18.1.11", "198.18.2.20", "198.18.2.21"};
   for (int r = 0; r < 4; ++r) {
     FakeSwitch& leaf = r < 2 ? leaf0_ : leaf1_;
-    EXPECT_EQ(leaf.Join(r, 4, ips[r], 5001, /*job=*/10, /*group=*/8).status,
-              MgmtStatus::kPending);
+    EXPECT_EQ(leaf.Join(r, 4, ips[r], 5001, /*job=*/10, /*group=*/8).status, MgmtStatus::kPending);
   }
   Tick();
   ASSERT_EQ(manager_.trees().size(), 2u);

@@ -179,7 +179,8 @@ std::vector<PlanOutcome> PlanTrees(const Topology& t, const std::vector<SwitchVi
     view_of_switch[static_cast<size_t>(views[v].switch_index)] = v;
   }
   const auto bind = [&](const SwitchInstall& in, uint16_t port, const std::string& endpoint) {
-    std::vector<BoundPort>& ports = working[view_of_switch[static_cast<size_t>(in.switch_index)]].ports;
+    std::vector<BoundPort>& ports =
+        working[view_of_switch[static_cast<size_t>(in.switch_index)]].ports;
     if (std::none_of(ports.begin(), ports.end(),
                      [&](const BoundPort& b) { return b.endpoint == endpoint; })) {
       ports.push_back({port, endpoint});
