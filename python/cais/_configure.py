@@ -40,8 +40,9 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         a CaisWarning, and the returned dict says what is used. Client side,
         for groups created from now on.
     offload_threshold, sram_usage_limit, timeout_ms, max_pending_chunks, group_share,
-        result_hold_ms, lease_ms: the switch's run-time settings, set at once through the
-        controller (init(controller_addr=...)); offload_threshold 1: all on the host path.
+        advise_window (True/False), result_hold_ms, lease_ms: the switch's run-time settings,
+        set at once through the controller (init(controller_addr=...)); offload_threshold 1:
+        all on the host path.
     switch_timeout_ms, join_timeout_ms, client_window (chunks in flight per
         rank): inca's client settings, for groups created from now on.
     controller_port: the control API's port (default 50051), reconnects if needed.
@@ -56,7 +57,10 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
     client = {CLIENT_OPTION[k]: client_value(k, config[k]) for k in CLIENT_KEYS & set(config)}
     switch = {k: config[k] for k in SWITCH_KEYS & set(config)}
     for k, v in switch.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if SWITCH_SETTINGS[k]["type"] == "bool":
+            if not isinstance(v, bool):
+                raise ValueError("cais.configure: %s must be True or False, got %r" % (k, v))
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError("cais.configure: %s must be a number, got %r" % (k, v))
     if switch and (not state.initialized or state.controller is None):
         raise ValueError("cais.configure: %s are switch settings and need the control plane: "
@@ -77,8 +81,7 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
                       "%r keep their settings" % (", ".join(sorted(client)), existing),
                       CaisWarning, stacklevel=2)
     if switch:
-        state.controller.set_config({k: repr(float(v)) if isinstance(v, float) else str(v)
-                                      for k, v in switch.items()})
+        state.controller.set_config({k: _switch_text(v) for k, v in switch.items()})
     state.client.update(client)
     effective: Dict[str, Any] = {k: state.client[o] for k, o in CLIENT_OPTION.items()
                                  if o in state.client}
@@ -87,8 +90,22 @@ def configure(config: Dict[str, Any]) -> Dict[str, Any]:
         cfg = state.controller.get_config()
         for k in SWITCH_KEYS:
             if k in cfg:
-                effective[k] = (int if SWITCH_SETTINGS[k]["type"] == "integer" else float)(cfg[k])
+                effective[k] = _switch_value(SWITCH_SETTINGS[k]["type"], cfg[k])
     return effective
+
+
+def _switch_text(v: Any) -> str:
+    """A switch setting's value as the control API takes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def _switch_value(kind: str, text: str) -> Any:
+    """A switch setting's value from the control API's text, by its declared type."""
+    if kind == "bool":
+        return text.lower() in ("true", "yes", "on", "1")
+    return (int if kind == "integer" else float)(text)
 
 
 def chunk_size_for(requested: int) -> int:

@@ -23,8 +23,10 @@ def scenario_api():
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     cais.configure({"switch_timeout_ms": 5000, "chunk_size": 1452})  # before init: client keys
     cais.init(controller_addr=os.environ["CAIS_CONTROLLER"])
-    eff = cais.configure({"timeout_ms": 5000, "offload_threshold": 0.3, "sram_usage_limit": 0.75})
+    eff = cais.configure({"timeout_ms": 5000, "offload_threshold": 0.3, "sram_usage_limit": 0.75,
+                          "advise_window": True})
     check(abs(eff["offload_threshold"] - 0.3) < 1e-9, "switch config not applied: %r" % eff)
+    check(eff["advise_window"] is True, "a bool switch setting reads back as a bool: %r" % eff)
     tp = cais.new_group(ranks=list(range(n)), group_id=0)
 
     # numpy float32 sum, exact integer values, several chunks (1452-byte chunks)

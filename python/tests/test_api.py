@@ -44,6 +44,11 @@ def test_switch_keys_are_the_settings_the_switch_declares_run_time():
         cais.configure({"lease_ms": 5000})
     with pytest.raises(ValueError, match="unknown key"):
         cais.configure({"sram_bytes": 1 << 20})
+    # Each switch key takes its declared type: a bool setting a bool only.
+    with pytest.raises(ValueError, match="advise_window must be True or False, got 1"):
+        cais.configure({"advise_window": 1})
+    with pytest.raises(ValueError, match="group_share must be a number, got True"):
+        cais.configure({"group_share": True})
 
 
 def test_chunk_size_beyond_one_datagram_is_capped_with_a_warning():

@@ -108,7 +108,7 @@ CAIS_ERRORS = {
     "err_too_short_19": "too_short", "err_total_chunks_zero": "chunk_out_of_range",
     "err_unknown_dtype": "unknown_dtype", "err_unknown_flags": "unknown_flags",
     "err_unknown_op": "unknown_op", "err_unknown_reduce_op": "unknown_reduce_op",
-    "mgmt_bad_count": "rank_port_count",
+    "mgmt_bad_count": "rank_port_count", "mgmt_bad_advice": "bytes 26-31",
 }
 OLAF_ERRORS = {
     "err_bad_version": "bad_version", "err_payload_len_mismatch": "payload_len_mismatch",

@@ -175,6 +175,19 @@ GroupShare CaisReducer::share(uint8_t group_id) const {
   return s;
 }
 
+size_t CaisReducer::claiming_groups() const {
+  size_t n = 0;
+  for (unsigned g = 0; g < 256; ++g) n += rules_.HasGroup(static_cast<uint8_t>(g)) ? 1 : 0;
+  return n;
+}
+
+uint32_t CaisReducer::FairWindow(size_t groups, size_t cells_per_chunk) const {
+  const size_t chunks =
+      std::min<size_t>(config_.max_pending_chunks,
+                       pool_->pending_cell_limit() / std::max<size_t>(1, cells_per_chunk));
+  return static_cast<uint32_t>(std::max<size_t>(1, chunks / std::max<size_t>(1, groups)));
+}
+
 SramUsage CaisReducer::sram() const {
   SramUsage u;
   u.sram_bytes = config_.sram_bytes;

@@ -170,6 +170,7 @@ class SlotPool {
   size_t cell_bytes() const { return cell_bytes_; }
   size_t cells_total() const { return cells_total_; }
   size_t cells_pending() const { return cells_pending_; }
+  size_t pending_cell_limit() const { return pending_cell_limit_; }
   size_t cells_retained() const { return cells_retained_; }
   uint32_t pending_chunks() const { return pending_.size; }
   uint32_t retained_chunks() const { return completed_.size; }

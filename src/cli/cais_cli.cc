@@ -352,13 +352,15 @@ int Groups(const Args& a, control::ControlClient& cp, std::ostream& out, std::os
       }
       out << "{\"group_id\":" << static_cast<int>(g.group_id) << ",\"world_size\":" << g.world_size
           << ",\"formed\":" << (g.formed ? "true" : "false") << ",\"source\":\"" << g.source
-          << "\",\"contended\":" << (g.contended ? "true" : "false") << ",\"rank_ports\":["
+          << "\",\"contended\":" << (g.contended ? "true" : "false")
+          << ",\"window_chunks\":" << g.window_chunks << ",\"rank_ports\":["
           << absl::StrJoin(g.rank_ports, ",") << "],\"timings\":[" << absl::StrJoin(ts, ",")
           << "]}\n";
     } else {
       out << "group " << static_cast<int>(g.group_id) << ": " << g.world_size << " ranks, "
           << (g.formed ? "formed" : "forming") << " (" << g.source << "), ports "
           << absl::StrJoin(g.rank_ports, ",")
+          << (g.window_chunks != 0 ? absl::StrCat(", window ", g.window_chunks, " chunks") : "")
           << (g.contended ? " (sharing hosts with another group's traffic)" : "") << "\n";
       for (const auto& t : g.timings) {
         auto path = [](const control::PathTiming& p) {

@@ -399,9 +399,14 @@ TEST_F(CaisCliTest, GroupsDestroyDissolvesAJoinFormedGroupAndLeaseIsASetting) {
     EXPECT_EQ(reply.type, wire::MgmtType::kJoinReply);
     EXPECT_EQ(reply.status, i == 0 ? wire::MgmtStatus::kPending : wire::MgmtStatus::kOk);
     EXPECT_EQ(reply.lease_ms, 10000u);
+    EXPECT_EQ(reply.window_chunks, 128);  // the switch's 128 pending chunks, one group
   }
   ASSERT_EQ(Cli({"groups", "list"}), 0) << err_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("12"));
+  EXPECT_THAT(out_.str(), HasSubstr("group 12: 2 ranks, formed (join)"));
+  EXPECT_THAT(out_.str(), HasSubstr("window 128 chunks"));
+  ASSERT_EQ(Cli({"configure", "advise_window=false"}), 0) << err_.str();
+  ASSERT_EQ(Cli({"groups", "list", "--json"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"window_chunks\":0"));
   ASSERT_EQ(Cli({"ports", "list"}), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("port "));
   EXPECT_EQ(Cli({"groups", "destroy", "--group-id", "12"}), 0) << err_.str();

@@ -116,6 +116,31 @@ TEST(PathStateTest, GrowsBelowTargetShrinksAboveOncePerRoundTrip) {
   EXPECT_GE(p.window_chunks(), c.min_window);
 }
 
+// The switch's window advice caps the window, its growth, and min_window
+// too (a window the switch has no slots for only loses chunks); no advice
+// (0) leaves max_window alone.
+TEST(PathStateTest, TheSwitchsAdviceCapsTheWindow) {
+  TransportConfig c;
+  c.initial_window = 40;
+  c.min_window = 8;
+  c.max_window = 64;
+  PathState p(c);
+  EXPECT_EQ(p.window_chunks(), 40u);
+  p.set_window_cap(16);
+  EXPECT_EQ(p.max_window(), 16u);
+  EXPECT_EQ(p.window_chunks(), 16u);
+  int64_t t = 0;
+  for (int i = 0; i < 200; ++i) p.OnRtt(100'000, t += 1000);  // far below target: grows
+  EXPECT_LE(p.window(), 16.0);
+  EXPECT_EQ(p.window_chunks(), 16u);
+  p.set_window_cap(4);
+  EXPECT_EQ(p.window_chunks(), 4u);  // below min_window
+  p.set_window_cap(0);
+  EXPECT_EQ(p.max_window(), 64u);
+  for (int i = 0; i < 2000; ++i) p.OnRtt(100'000, t += 1000);
+  EXPECT_GT(p.window_chunks(), 16u);
+}
+
 // Round trips of 1 ms over a base of 100 us: over a network that is 9
 // bandwidth-delay products of queue and the window shrinks to its floor; to
 // a switch on this host it is the ranks and the switch waiting for the

@@ -73,7 +73,7 @@ void SessionCore::JoinTimedOut() {
   if (state_ == State::kJoining) state_ = State::kIdle;
 }
 
-void SessionCore::OnJoinReply(const wire::MgmtMessage& reply) {
+void SessionCore::OnJoinReply(const wire::MgmtMessage& reply, int64_t now) {
   // Only the reply to the attempt under way: a duplicate arriving later
   // must not change the layout of an operation that runs.
   if (state_ != State::kJoining || reply.nonce != join_.nonce) return;
@@ -89,6 +89,8 @@ void SessionCore::OnJoinReply(const wire::MgmtMessage& reply) {
     return;
   }
   if (reply.lease_ms != 0) lease_ms_ = reply.lease_ms;
+  window_chunks_ = reply.window_chunks;
+  advised_at_ = now;
   if (reply.status != wire::MgmtStatus::kOk) return;  // pending
   if (reply.rank_ports.size() != static_cast<size_t>(config_.transport.world_size)) return;
   seq_base_ = reply.seq_base;
@@ -99,12 +101,14 @@ void SessionCore::OnJoinReply(const wire::MgmtMessage& reply) {
   state_ = State::kFormed;
 }
 
-void SessionCore::OnPong(const wire::MgmtMessage& pong) {
+void SessionCore::OnPong(const wire::MgmtMessage& pong, int64_t now) {
   if (pong.status == wire::MgmtStatus::kUnknown) {
     // Dissolved (lease, operator, restart): join again before the next op.
     if (state_ == State::kFormed) state_ = State::kIdle;
-  } else if (pong.lease_ms != 0) {
-    lease_ms_ = pong.lease_ms;
+  } else {
+    if (pong.lease_ms != 0) lease_ms_ = pong.lease_ms;
+    window_chunks_ = pong.window_chunks;
+    advised_at_ = now;
   }
 }
 
@@ -114,8 +118,8 @@ bool SessionCore::OnDatagram(std::span<const uint8_t> d, int64_t now, OpCore* op
   if (wire::IsMgmtDatagram(d)) {
     wire::MgmtMessage m;
     if (wire::ParseMgmt(d, &m)) {
-      if (m.type == wire::MgmtType::kJoinReply) OnJoinReply(m);
-      if (m.type == wire::MgmtType::kPong) OnPong(m);
+      if (m.type == wire::MgmtType::kJoinReply) OnJoinReply(m, now);
+      if (m.type == wire::MgmtType::kPong) OnPong(m, now);
     }
     return true;
   }
@@ -135,6 +139,7 @@ void SessionCore::KeepEarly(std::span<const uint8_t> d) {
 
 std::unique_ptr<OpCore> SessionCore::StartOp(const SwitchOp& op, PathState* path,
                                              SwitchPhaseResult* result, int64_t now) {
+  path->set_window_cap(window_chunks_);
   auto core = std::make_unique<OpCore>(config_.transport, layout_, op, path, result);
   core->Start(now);
   // Replay what arrived for this operation before it started; keep what
@@ -156,9 +161,13 @@ std::unique_ptr<OpCore> SessionCore::StartOp(const SwitchOp& op, PathState* path
 int64_t SessionCore::KeepAlive(int64_t now, MgmtSink& out) {
   if (state_ != State::kFormed || lease_ms_ == 0) return now + kIdleNs;
   const int64_t every = std::max<int64_t>(lease_ms_ / 4, 1) * kNsPerMs;
-  const int64_t since = now - last_sent_;
+  // Data renews the lease, but only a PONG renews the window advice: a
+  // busy member still asks once a quarter lease, so that a group that
+  // formed before others learns its smaller share.
+  const int64_t since = now - std::min(last_sent_, advised_at_);
   if (since >= every) {
     SendMgmt(Mgmt(wire::MgmtType::kPing), now, out);
+    advised_at_ = now;  // asked; the PONG sets it again
     return now + every;
   }
   return now + (every - since) + kNsPerMs;

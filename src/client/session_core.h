@@ -76,9 +76,9 @@ class SessionCore {
   std::unique_ptr<OpCore> StartOp(const SwitchOp& op, PathState* path, SwitchPhaseResult* result,
                                   int64_t now);
 
-  // While idle and formed: a PING when nothing went to the switch for a
-  // quarter of the lease it announced. Returns when to call again (a minute
-  // on when there is nothing to keep alive).
+  // While idle and formed: a PING when nothing went to the switch, or no
+  // window advice came from it, for a quarter of the lease it announced. Returns when to call again
+  // (a minute on when there is nothing to keep alive).
   int64_t KeepAlive(int64_t now, MgmtSink& out);
   // Data went to the switch at `now` (it renews the lease as a PING does).
   void NoteSent(int64_t now) { last_sent_ = now; }
@@ -97,6 +97,9 @@ class SessionCore {
   uint8_t shards() const { return shards_; }
   uint8_t shard() const { return shard_; }
   uint32_t lease_ms() const { return lease_ms_; }
+  // The window the switch advises (JOIN_REPLY, PONG; 0: none): each
+  // operation's window stays within it (PathState::set_window_cap).
+  uint16_t window_chunks() const { return window_chunks_; }
   wire::MgmtReason last_refusal() const { return last_refusal_; }
   uint64_t joins_sent() const { return joins_sent_; }
   size_t early_kept() const { return early_.size(); }
@@ -105,8 +108,8 @@ class SessionCore {
  private:
   wire::MgmtMessage Mgmt(wire::MgmtType type);
   void SendMgmt(const wire::MgmtMessage& m, int64_t now, MgmtSink& out);
-  void OnJoinReply(const wire::MgmtMessage& reply);
-  void OnPong(const wire::MgmtMessage& pong);
+  void OnJoinReply(const wire::MgmtMessage& reply, int64_t now);
+  void OnPong(const wire::MgmtMessage& pong, int64_t now);
   void KeepEarly(std::span<const uint8_t> datagram);
 
   SessionConfig config_;
@@ -118,6 +121,10 @@ class SessionCore {
   uint32_t seq_base_ = 0;
   uint8_t shards_ = 0, shard_ = 0;
   uint32_t lease_ms_ = 0;  // from the last JOIN_REPLY/PONG; 0 = no keep-alives
+  // The switch's window advice from the last JOIN_REPLY/PONG (0: none),
+  // and when it came (or was last asked for).
+  uint16_t window_chunks_ = 0;
+  int64_t advised_at_ = 0;
   int64_t last_sent_ = 0;  // last datagram to the switch
   wire::MgmtReason last_refusal_ = wire::MgmtReason::kNone;
   GroupLayout layout_;

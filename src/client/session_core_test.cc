@@ -95,8 +95,9 @@ class Fabric {
   }
 
   // Member `rank` of a group of `world` at switch `s`; returns its index.
-  int Add(int s, int rank, int world, uint64_t job = 7) {
+  int Add(int s, int rank, int world, uint64_t job = 7, uint8_t group = 0) {
     SessionConfig c;
+    c.transport.group_id = group;
     c.transport.world_size = world;
     c.transport.chunk_size = kChunk;
     c.rank = rank;
@@ -334,6 +335,50 @@ TEST(SessionCoreTest, KeepAliveHoldsTheGroupPastItsLease) {
   EXPECT_GE(pings, 2u * 16);
   EXPECT_LE(pings, 2u * 21);
   for (int i : ids) EXPECT_TRUE(f.m(i).session.formed());
+}
+
+// The switch's window advice: a group that formed alone is advised all
+// 128 pending chunks; when two more groups form it learns a third of them
+// from a PING a quarter lease on, though its data keeps the lease alive
+// (as does the group that formed second, with half), and its next
+// operation's window keeps to it.
+TEST(SessionCoreTest, AMemberKeepsItsWindowToTheSwitchsAdviceAsGroupsArrive) {
+  Fabric f(1);
+  const std::vector<int> first = Joining(f, 2);
+  f.RunUntil(30 * kMs);
+  for (int i : first) EXPECT_EQ(f.m(i).session.window_chunks(), 128);
+  std::vector<int> later;
+  for (int g : {1, 2}) {
+    for (int r = 0; r < 2; ++r)
+      later.push_back(f.Add(0, r, 2, static_cast<uint64_t>(7 + g), static_cast<uint8_t>(g)));
+  }
+  for (int i : later) f.Join(i);
+  f.RunUntil(60 * kMs);
+  // Group 1's rank 1 completed it before group 2's ranks came (64 of
+  // 128); its rank 0 heard of it at its next JOIN, as did group 2 (42).
+  const uint16_t advised[] = {42, 64, 42, 42};
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(f.m(later[k]).session.window_chunks(), advised[k]) << k;
+  }
+  // Busy: data to the switch every millisecond renews the lease, so only
+  // the advice's age makes the member ask.
+  const int64_t busy_until = f.now() + kLease / 4 + 5 * kMs;
+  while (f.now() < busy_until) {
+    for (int i : first) f.m(i).session.NoteSent(f.now());
+    f.RunUntil(f.now() + kMs);
+  }
+  for (int i : first) EXPECT_EQ(f.m(i).session.window_chunks(), 42) << i;
+  for (int i : later) EXPECT_EQ(f.m(i).session.window_chunks(), 42) << i;
+  const size_t count = 4 * kChunk / sizeof(float);
+  std::vector<float> in(count, 1.0f), out(count);
+  SwitchOp op;
+  op.count = count;
+  op.in = reinterpret_cast<const uint8_t*>(in.data());
+  op.out = reinterpret_cast<uint8_t*>(out.data());
+  op.seq = f.m(first[0]).session.seq_base() + 1;
+  f.StartOp(first[0], op);
+  EXPECT_EQ(f.m(first[0]).path.max_window(), 42u);
+  EXPECT_LE(f.m(first[0]).path.window_chunks(), 42u);
 }
 
 TEST(SessionCoreTest, ASilentMemberLosesTheGroupAndTheSessionNoticesOnItsNextPing) {

@@ -53,10 +53,22 @@ PathState::PathState(const TransportConfig& c)
       cwnd_(std::clamp<double>(c.initial_window, c.min_window,
                                std::max(c.min_window, c.max_window))) {}
 
+uint32_t PathState::max_window() const {
+  return cap_ != 0 ? std::min(c_.max_window, cap_) : c_.max_window;
+}
+
 uint32_t PathState::window_chunks() const {
-  if (probe_until_ != 0) return c_.min_window;
+  if (probe_until_ != 0) return std::min(c_.min_window, max_window());
   const auto w = static_cast<uint32_t>(std::floor(cwnd_));
-  return std::clamp(w, c_.min_window, std::max(c_.min_window, c_.max_window));
+  // The switch's advice bounds the window below min_window too: a window
+  // it has no slots for only loses chunks.
+  return std::min(std::clamp(w, c_.min_window, std::max(c_.min_window, c_.max_window)),
+                  std::max<uint32_t>(1, max_window()));
+}
+
+void PathState::set_window_cap(uint32_t cap) {
+  cap_ = cap;
+  cwnd_ = std::min<double>(cwnd_, std::max<uint32_t>(1, max_window()));
 }
 
 int64_t PathState::rto_ns() const {
@@ -133,7 +145,7 @@ void PathState::Sample(int64_t rtt, int64_t now, int64_t switch_wait) {
   TrackEpoch(rtt, own, now);
   if (competitive_) {
     // AIMD: grow by ai per round trip; losses (OnLoss, OnTimeout) halve.
-    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
+    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), max_window());
     if (now >= next_probe_) {
       probe_until_ = now + 2 * Rtt();
       probe_min_ = INT64_MAX;
@@ -145,7 +157,7 @@ void PathState::Sample(int64_t rtt, int64_t now, int64_t switch_wait) {
   }
   const int64_t target = target_ns();
   if (standing_ <= target) {
-    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), c_.max_window);
+    cwnd_ = std::min<double>(cwnd_ + c_.ai / std::max(1.0, cwnd_), max_window());
   } else {
     const double f =
         1.0 - c_.beta * static_cast<double>(standing_ - target) / static_cast<double>(standing_);

@@ -173,6 +173,11 @@ class PathState {
   double window() const { return cwnd_; }
   // Chunks this rank may have in flight now.
   uint32_t window_chunks() const;
+  // The switch's window advice (wire::MgmtMessage::window_chunks): the
+  // window stays at most `cap` (0: no advice, max_window alone).
+  void set_window_cap(uint32_t cap);
+  // max_window, or the advice when it is smaller.
+  uint32_t max_window() const;
   int64_t rto_ns() const;
   int64_t srtt_ns() const { return static_cast<int64_t>(srtt_); }
   int64_t rttvar_ns() const { return static_cast<int64_t>(rttvar_); }
@@ -228,6 +233,7 @@ class PathState {
 
   const TransportConfig c_;
   double cwnd_;
+  uint32_t cap_ = 0;  // the switch's advice; 0: none
   double srtt_ = 0;
   double rttvar_ = 0;
   int64_t base_rtt_ = 0;

@@ -122,6 +122,7 @@ void ToProto(const GroupInfo& g, pb::Group* out) {
   out->set_tree(g.tree);
   for (uint16_t p : g.tree_members) out->add_tree_members(p);
   if (g.uplink) out->set_uplink_port(*g.uplink);
+  out->set_window_chunks(g.window_chunks);
   for (const OffloadTiming& t : g.timings) {
     pb::OffloadTiming* o = out->add_timings();
     o->set_bin(static_cast<uint32_t>(t.bin));
@@ -146,6 +147,7 @@ GroupInfo FromProto(const pb::Group& g) {
   out.source = g.source();
   out.contended = g.contended();
   out.job = g.job();
+  out.window_chunks = static_cast<uint16_t>(std::min<uint32_t>(g.window_chunks(), UINT16_MAX));
   for (const pb::GroupMember& m : g.members()) {
     out.members.push_back(
         {static_cast<uint16_t>(m.rank()), static_cast<uint16_t>(m.port()), m.endpoint()});
@@ -177,6 +179,7 @@ void ToProto(const TreeInstall& t, pb::InstallTreeRequest* out) {
   for (uint16_t p : t.members) out->add_member_ports(p);
   if (t.uplink) out->set_uplink_port(*t.uplink);
   for (uint16_t p : t.rank_ports) out->add_rank_ports(p);
+  out->set_window_chunks(t.window_chunks);
 }
 
 absl::Status FromProto(const pb::InstallTreeRequest& t, TreeInstall* out) {
@@ -201,6 +204,11 @@ absl::Status FromProto(const pb::InstallTreeRequest& t, TreeInstall* out) {
   out->job = t.job();
   out->world_size = static_cast<uint16_t>(t.world_size());
   out->seq_base = t.seq_base();
+  if (t.window_chunks() > UINT16_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window_chunks ", t.window_chunks(), " must be at most ", UINT16_MAX));
+  }
+  out->window_chunks = static_cast<uint16_t>(t.window_chunks());
   for (uint32_t p : t.member_ports()) {
     if (auto s = port(p, "member", &out->members.emplace_back()); !s.ok()) return s;
   }

@@ -278,6 +278,7 @@ absl::Status GroupManager::InstallTree(const TreeGroup& t, dp::TimeNs now) {
   g->tree_members = t.members;
   g->tree_rank_ports = t.rank_ports;
   g->tree_uplink = t.uplink;
+  g->tree_window = t.window_chunks;
   g->formed = true;
   g->formed_at = now;
   g->seq_base = t.seq_base;

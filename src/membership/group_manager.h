@@ -178,6 +178,9 @@ struct GroupState {
   std::vector<dp::PortId> tree_members;
   std::vector<uint16_t> tree_rank_ports;
   std::optional<dp::PortId> tree_uplink;
+  // The tree's window cap from the aggregation manager (TreeGroup): the
+  // least fair share of the switches above this one. 0: none.
+  uint16_t tree_window = 0;
 
   // Port of each rank in rank order (formed groups).
   std::vector<uint16_t> rank_ports() const;
@@ -193,6 +196,10 @@ struct TreeGroup {
   std::vector<dp::PortId> members;   // the JOINed ranks' ports and the children's (bound)
   std::optional<dp::PortId> uplink;  // bound to the parent; absent at the root
   std::vector<uint16_t> rank_ports;  // world_size entries, for the JOIN replies
+  // The most chunks each rank should keep in flight so that the tree's
+  // groups fit every switch above this one (the manager's least fair share
+  // along the tree); the ranks' window advice is at most this. 0: no cap.
+  uint16_t window_chunks = 0;
 };
 
 class GroupManager {

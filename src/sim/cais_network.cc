@@ -55,6 +55,7 @@ cais::CaisConfig IncaSwitchConfig(const CaisSimScenario& s, uint64_t bytes, Virt
   cc.max_pending_chunks = s.switch_slots;
   cc.max_payload_bytes = s.chunk_size;
   cc.group_share = s.switch_group_share;
+  cc.advise_window = s.switch_advise_window;
   if (s.mode == "timing") {
     // A reduce-scatter's or all-gather's chunks stand for one block's bytes.
     *virt = {s.chunk_size,

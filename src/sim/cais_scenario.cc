@@ -153,6 +153,7 @@ const KeyDef kKeys[] = {
     INCA_CAIS_KEY(switch_mpps),
     INCA_CAIS_KEY(switch_queue_packets),
     INCA_CAIS_KEY(switch_group_share),
+    INCA_CAIS_KEY(switch_advise_window),
     INCA_CAIS_KEY(ring_step_latency_us),
     INCA_CAIS_KEY(background_load),
     {"background_flow_bytes", &SetFlowBytes},

@@ -340,19 +340,28 @@ TEST(FabricTest, SeveralJobsShareTheFabricEachExactAtItsClosedForm) {
   }
   EXPECT_NEAR(m->rows[0].mean_us / a->rows[0].mean_us, 8.0, 0.3);
   for (uint64_t d : m->rows[0].switch_drops) EXPECT_EQ(d, 0u);
-  // Fewer slots than the two jobs' windows: the reducers drop what finds
-  // no slot, each counted by its reason, and the ranks resend it.
+  // Fewer slots than the two jobs' windows (32 for 2 x 64): the switches
+  // advise each group's ranks a window of 16, its fair share, and nothing
+  // is dropped for want of a slot. Switches that do not advise drop what
+  // finds no slot, each counted by its reason, and the ranks resend it.
   CaisSimScenario tight = mixed;
   tight.backends = {"inca"};
   tight.switch_slots = 32;
-  auto t = RunCaisSimScenario(tight);
-  ASSERT_TRUE(t.ok()) << t.status();
-  const auto& drops = t->rows[0].switch_drops;
-  EXPECT_GT(drops[static_cast<size_t>(dp::DropReason::kGroupShare)] +
-                drops[static_cast<size_t>(dp::DropReason::kSlotsExhausted)],
-            0u);
-  EXPECT_GT(t->rows[0].retransmitted, 0u);
-  EXPECT_NE(CaisResultJson(tight, *t).find("\"switch_drops\":{\""), std::string::npos);
+  CaisSimScenario deaf = tight;
+  deaf.switch_advise_window = false;
+  auto t = RunCaisSimScenario(tight), d = RunCaisSimScenario(deaf);
+  ASSERT_TRUE(t.ok() && d.ok()) << t.status() << d.status();
+  const auto slot_drops = [](const CaisSimRow& r) {
+    return r.switch_drops[static_cast<size_t>(dp::DropReason::kGroupShare)] +
+           r.switch_drops[static_cast<size_t>(dp::DropReason::kSlotsExhausted)];
+  };
+  EXPECT_EQ(slot_drops(t->rows[0]), 0u);
+  EXPECT_EQ(t->rows[0].retransmitted, 0u);
+  EXPECT_EQ(t->rows[0].wrong + t->rows[0].fallback_chunks, 0u);
+  EXPECT_GT(slot_drops(d->rows[0]), 0u);
+  EXPECT_GT(d->rows[0].retransmitted, 0u);
+  EXPECT_LT(t->rows[0].mean_us, d->rows[0].mean_us);
+  EXPECT_NE(CaisResultJson(deaf, *d).find("\"switch_drops\":{\""), std::string::npos);
   // Byte-exact, interleaved: each job's sums are its own ranks' (a rank in
   // the other job's group would add the wrong inputs).
   mixed.mode = "exact";

@@ -1,5 +1,7 @@
 #include "switchd/cais_dispatcher.h"
 
+#include <algorithm>
+
 #include "inca/wire/mgmt.h"
 
 namespace inca::switchd {
@@ -48,6 +50,19 @@ bool CaisDispatcher::Lose(double p) {
   return static_cast<double>(loss_rng_() >> 11) * 0x1.0p-53 < p;
 }
 
+uint16_t WindowAdvice(const cais::CaisReducer& reducer, const membership::GroupManager& groups,
+                      uint8_t group_id) {
+  if (!reducer.config().advise_window) return 0;
+  const membership::GroupState* g = groups.group(group_id);
+  size_t cells = 1;
+  if (reducer.config().deterministic && g != nullptr) {
+    cells = g->tree ? g->tree_members.size() : g->world_size;
+  }
+  uint32_t w = reducer.FairWindow(reducer.claiming_groups() + groups.groups_forming(), cells);
+  if (g != nullptr && g->tree_window != 0) w = std::min<uint32_t>(w, g->tree_window);
+  return static_cast<uint16_t>(std::clamp<uint32_t>(w, 1, UINT16_MAX));
+}
+
 void CaisDispatcher::Management(std::span<const uint8_t> data, const net::Endpoint& source,
                                 dp::TimeNs now, Output& out) {
   ++counters_.mgmt_rx;
@@ -59,7 +74,7 @@ void CaisDispatcher::Management(std::span<const uint8_t> data, const net::Endpoi
   // A lease that ran out is gone before a JOIN is judged against it.
   groups_.Expire(now);
   const uint64_t kept = groups_.reports_accepted();
-  const std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
+  std::optional<wire::MgmtMessage> reply = groups_.Handle(request, source, now);
   if (request.type == wire::MgmtType::kReport && groups_.reports_accepted() > kept) {
     // A rank's measured operation, for the root's offload decisions: only
     // the root decides for a tree (docs/design/tree.md, "Offload").
@@ -70,6 +85,10 @@ void CaisDispatcher::Management(std::span<const uint8_t> data, const net::Endpoi
     }
   }
   if (!reply) return;
+  if ((reply->type == wire::MgmtType::kJoinReply && reply->status != wire::MgmtStatus::kRefused) ||
+      (reply->type == wire::MgmtType::kPong && reply->status == wire::MgmtStatus::kOk)) {
+    reply->window_chunks = WindowAdvice(*reducer_, groups_, reply->group_id);
+  }
   wire::SerializeMgmt(*reply, &mgmt_buf_);
   out.Reply(mgmt_buf_);
 }

@@ -11,7 +11,9 @@
 //                                  a REPORT it kept for a group that goes
 //                                  up a tree also to the uplink's port
 //                                  (reports_forwarded): the root decides
-//                                  offload for the whole tree
+//                                  offload for the whole tree; a
+//                                  JOIN_REPLY or PONG to a member carries
+//                                  the group's WindowAdvice
 //   source endpoint has no port -> dropped (unknown_sender)
 //   ingress loss injection      -> dropped (injected_ingress_loss)
 //   otherwise                   -> the port's leases renewed, then
@@ -54,6 +56,18 @@ struct DispatcherOptions {
   // The group manager's events (nullptr: kept nowhere); must outlive it.
   EventLog* log = nullptr;
 };
+
+// The window a member of `group_id` is advised (JOIN_REPLY, PONG:
+// wire::MgmtMessage::window_chunks): the reducer's FairWindow over every
+// group present here, formed (a rule names it) or forming (its ranks are
+// JOINing), each chunk one cell (one per member port with deterministic
+// reduction), and at most the tree's cap (GroupState::tree_window). So
+// groups whose members all keep to their advice never overrun this
+// switch's slots, whatever order they formed in; a group that formed
+// before others learns its smaller share from its next PONG. 0 (no advice)
+// when the switch is set not to advise (CaisConfig::advise_window).
+uint16_t WindowAdvice(const cais::CaisReducer& reducer, const membership::GroupManager& groups,
+                      uint8_t group_id);
 
 class CaisDispatcher {
  public:

@@ -139,6 +139,50 @@ TEST_F(CaisDispatcherTest, ALeafPassesItsRanksReportsUpToTheRoot) {
   EXPECT_TRUE(out_.replies.empty());
 }
 
+// Each JOIN_REPLY and PONG advises the group's members a window: the
+// switch's 128 pending chunks divided among every group here, formed or
+// still forming, at most a tree's cap, and nothing when the switch is set
+// not to advise.
+TEST_F(CaisDispatcherTest, RepliesAdviseEachGroupItsShareOfTheSlots) {
+  const auto send = [&](wire::MgmtType type, uint8_t group, uint16_t rank, uint16_t world,
+                        int host) {
+    wire::MgmtMessage m;
+    m.type = type;
+    m.group_id = group;
+    m.rank = rank;
+    m.world_size = world;
+    std::vector<uint8_t> bytes;
+    wire::SerializeMgmt(m, &bytes);
+    out_.replies.clear();
+    d_->OnDatagram(bytes, Ep(host), now_ += 1000, out_);
+    wire::MgmtMessage reply;
+    EXPECT_EQ(out_.replies.size(), 1u);
+    EXPECT_TRUE(!out_.replies.empty() && wire::ParseMgmt(out_.replies[0], &reply));
+    return reply;
+  };
+  using T = wire::MgmtType;
+  EXPECT_EQ(Form(2).window_chunks, 128);                    // alone
+  EXPECT_EQ(send(T::kJoin, 1, 0, 2, 3).window_chunks, 64);  // pending: group 1 forms
+  EXPECT_EQ(send(T::kJoin, 2, 0, 4, 4).window_chunks, 42);  // and group 2
+  // The first group learns its smaller share from its next PONG.
+  EXPECT_EQ(send(T::kPing, 0, 0, 2, 1).window_chunks, 42);
+  const wire::MgmtMessage formed = send(T::kJoin, 1, 1, 2, 5);
+  EXPECT_EQ(formed.status, wire::MgmtStatus::kOk);
+  EXPECT_EQ(formed.window_chunks, 42);
+  // A tree's cap (the least share of the switches above) bounds it.
+  ASSERT_TRUE(ports_->AddStatic(40, Ep(100)).ok());
+  const dp::PortId p = d_->groups().group(2)->ranks[0]->port;
+  ASSERT_TRUE(
+      d_->groups().InstallTree({2, 0, 4, 77, {p}, dp::PortId{40}, {p, 40, 40, 40}, 10}, now_).ok());
+  EXPECT_EQ(send(T::kPing, 2, 0, 4, 4).window_chunks, 10);
+  EXPECT_EQ(WindowAdvice(*reducer_, d_->groups(), 2), 10);
+  cais::CaisConfig quiet = reducer_->config();
+  quiet.advise_window = false;
+  ASSERT_TRUE(reducer_->UpdateConfig(quiet).ok());
+  EXPECT_EQ(send(T::kPing, 0, 0, 2, 1).window_chunks, 0);
+  EXPECT_EQ(send(T::kPing, 0, 0, 2, 9).status, wire::MgmtStatus::kUnknown);  // not a member
+}
+
 TEST_F(CaisDispatcherTest, DataFromAnEndpointWithoutAPortIsDroppedAndCounted) {
   const wire::MgmtMessage reply = Form(2);
   d_->OnDatagram(Chunk(reply.seq_base, 1), Ep(9), now_ += 1000, out_);

@@ -98,6 +98,12 @@ settings::Table<C> Cais() {
            .doc = "fraction of pending chunks and slot memory reserved, in equal parts, for "
                   "the groups with rules"},
           [](auto& c) -> auto& { return c.cais.group_share; }),
+      Bool(
+          {.key = "advise_window",
+           .runtime = true,
+           .doc = "advise each group's members a window of its fair share of the pending "
+                  "chunks (JOIN_REPLY, PONG), so that groups together fit the slots"},
+          [](auto& c) -> auto& { return c.cais.advise_window; }),
       Uint(
           {.key = "max_pending_chunks",
            .lo = 1,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "inca/control/reducer_stats.h"
+#include "switchd/cais_dispatcher.h"
 #include "switchd/port_control.h"
 #include "switchd/settings.h"
 
@@ -195,6 +196,15 @@ control::GroupInfo GroupInfoOf(const membership::GroupManager& groups,
   return info;
 }
 
+namespace {
+// GroupInfoOf, with the window the group's members are advised.
+control::GroupInfo AdvisedInfo(const ControlTarget::Control& c, const membership::GroupState& st) {
+  control::GroupInfo info = GroupInfoOf(c.groups, st, c.now);
+  if (st.formed) info.window_chunks = WindowAdvice(c.reducer, c.groups, st.group_id);
+  return info;
+}
+}  // namespace
+
 void ApplyOffload(const control::GroupOffload& g, cais::CaisReducer& reducer) {
   reducer.SetOffloadRange(g.group_id, g.min_bytes, g.max_bytes);
   reducer.SetOffloadBins(g.group_id, g.measured_bins, g.offload_bins, g.explore_bins);
@@ -208,7 +218,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::InstallTree(const control::Tre
         "--threads 1");
   }
   membership::TreeGroup tg{t.group_id, t.job,        t.world_size, t.seq_base,
-                           {},         std::nullopt, t.rank_ports};
+                           {},         std::nullopt, t.rank_ports, t.window_chunks};
   for (uint16_t p : t.members) {
     if (absl::Status s = CheckPortInRange(p); !s.ok()) return s;
     tg.members.push_back(static_cast<dp::PortId>(p));
@@ -230,7 +240,7 @@ absl::StatusOr<control::GroupInfo> SwitchControl::InstallTree(const control::Tre
       out = s;
       return;
     }
-    out = GroupInfoOf(c.groups, *c.groups.group(t.group_id), c.now);
+    out = AdvisedInfo(c, *c.groups.group(t.group_id));
   });
   return out;
 }
@@ -241,7 +251,7 @@ absl::StatusOr<std::vector<control::GroupInfo>> SwitchControl::ListGroups() {
     for (int g = 0; g < 256; ++g) {
       const membership::GroupState* st = c.groups.group(static_cast<uint8_t>(g));
       if (st == nullptr) continue;
-      out.push_back(GroupInfoOf(c.groups, *st, c.now));
+      out.push_back(AdvisedInfo(c, *st));
     }
   });
   std::lock_guard lock(mu_);

@@ -1,6 +1,7 @@
 #include "inca/tree/manager.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -189,7 +190,21 @@ absl::Status AggregationManager::CheckSettings(const TreePlan& plan,
   return absl::OkStatus();
 }
 
-void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now) {
+uint16_t AggregationManager::WindowCap(const TreePlan& plan,
+                                       const std::vector<std::bitset<256>>& present) const {
+  double cap = 0;
+  for (const SwitchInstall& in : plan.installs) {
+    const double pending = Setting(in.switch_index, "max_pending_chunks");
+    const size_t groups = present[static_cast<size_t>(in.switch_index)].count();
+    if (pending < 0 || groups == 0) continue;
+    const double fair = std::max(1.0, std::floor(pending / static_cast<double>(groups)));
+    cap = cap == 0 ? fair : std::min(cap, fair);
+  }
+  return static_cast<uint16_t>(std::min<double>(cap, UINT16_MAX));
+}
+
+void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now,
+                                 uint16_t window_cap) {
   if (absl::Status s = CheckSettings(plan, reads); !s.ok()) {
     Refuse(plan.group_id, plan.job, std::string(s.message()));
     return;
@@ -221,9 +236,9 @@ void AggregationManager::Install(const TreePlan& plan, std::vector<Read>& reads,
           return s;
         }
       }
-      control::TreeInstall ti{plan.group_id, plan.job, static_cast<uint16_t>(plan.world_size),
-                              plan.seq_base, {},       in.uplink,
-                              in.rank_ports};
+      control::TreeInstall ti{plan.group_id, plan.job,  static_cast<uint16_t>(plan.world_size),
+                              plan.seq_base, {},        in.uplink,
+                              in.rank_ports, window_cap};
       for (const PlannedMember& m : in.members) ti.members.push_back(m.port);
       return cais->InstallTree(ti).status();
     };
@@ -313,14 +328,27 @@ void AggregationManager::Tick(dp::TimeNs now) {
     if (reads.back().ok) views.push_back(reads.back().view);
   }
   Review(reads);
-  for (const PlanOutcome& o : PlanTrees(topology_, views)) {
+  const std::vector<PlanOutcome> outcomes = PlanTrees(topology_, views);
+  // The groups at each switch once this round's trees are in: what each
+  // tree's window cap divides the switches' slots among.
+  std::vector<std::bitset<256>> present(topology_.switches.size());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    for (const control::GroupInfo& g : reads[i].groups) present[i].set(g.group_id);
+  }
+  for (const PlanOutcome& o : outcomes) {
+    if (!o.plan.ok()) continue;
+    for (const SwitchInstall& in : o.plan->installs) {
+      present[static_cast<size_t>(in.switch_index)].set(o.plan->group_id);
+    }
+  }
+  for (const PlanOutcome& o : outcomes) {
     if (!o.plan.ok()) {
       // A switch of the tree has not answered yet: the next round.
       if (absl::IsUnavailable(o.plan.status())) continue;
       Refuse(o.group_id, o.job, std::string(o.plan.status().message()));
       continue;
     }
-    if (Clear(*o.plan, reads)) Install(*o.plan, reads, now);
+    if (Clear(*o.plan, reads)) Install(*o.plan, reads, now, WindowCap(*o.plan, present));
   }
   // Bounded: forget formation starts of groups no switch reports any more.
   if (first_seen_.size() > 4096) first_seen_.clear();

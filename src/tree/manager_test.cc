@@ -75,7 +75,7 @@ class FakeSwitch final : public control::ControlPlane, public control::CaisContr
   absl::StatusOr<control::GroupInfo> InstallTree(const control::TreeInstall& t) override {
     if (refuse_install) return absl::FailedPreconditionError("refused");
     membership::TreeGroup tg{t.group_id, t.job,        t.world_size, t.seq_base,
-                             {},         std::nullopt, t.rank_ports};
+                             {},         std::nullopt, t.rank_ports, t.window_chunks};
     for (uint16_t p : t.members) tg.members.push_back(p);
     if (t.uplink) tg.uplink = *t.uplink;
     if (auto s = gm_.InstallTree(tg, 0); !s.ok()) return s;
@@ -213,6 +213,37 @@ TEST_F(ManagerTest, TwoGroupsCompleteInOneRoundAreBothInstalledInIt) {
   ASSERT_TRUE(spine_.Rule(7).has_value() && spine_.Rule(8).has_value());
   EXPECT_EQ(spine_.Rule(7)->input_ports, spine_.Rule(8)->input_ports);
   EXPECT_EQ(leaf1_.Join(3, 4, ips[3], 5001, 10, 8).status, MgmtStatus::kOk);
+}
+
+// Each tree's switches get its window cap: the least of max_pending_chunks
+// over the groups at each switch of the tree, this round's trees counted.
+// Two trees through a spine of 96 pending chunks: 48 each, under the
+// leaves' 64 (128 over two groups).
+TEST_F(ManagerTest, EachTreeIsCappedAtItsLeastFairShareAlongTheTree) {
+  spine_.settings["max_pending_chunks"] = "96";
+  JoinAll();
+  const std::string ips[] = {"198.18.1.10", "198.18.1.11", "198.18.2.20", "198.18.2.21"};
+  for (int r = 0; r < 4; ++r) {
+    FakeSwitch& leaf = r < 2 ? leaf0_ : leaf1_;
+    leaf.Join(r, 4, ips[r], 5001, /*job=*/10, /*group=*/8);
+  }
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 2u);
+  for (FakeSwitch* s : {&spine_, &leaf0_, &leaf1_}) {
+    for (int g : {7, 8}) {
+      ASSERT_NE(s->groups().group(static_cast<uint8_t>(g)), nullptr);
+      EXPECT_EQ(s->groups().group(static_cast<uint8_t>(g))->tree_window, 48) << g;
+    }
+  }
+}
+
+// Switches that do not say their max_pending_chunks cap nothing.
+TEST_F(ManagerTest, ATreeOfSwitchesWithoutASlotLimitIsNotCapped) {
+  for (FakeSwitch* s : {&spine_, &leaf0_, &leaf1_}) s->settings.erase("max_pending_chunks");
+  JoinAll();
+  Tick();
+  ASSERT_EQ(manager_.trees().size(), 1u);
+  EXPECT_EQ(spine_.groups().group(7)->tree_window, 0);
 }
 
 TEST_F(ManagerTest, ADeadSwitchWithdrawsTheTreeAndARestartedOneGetsTheNext) {

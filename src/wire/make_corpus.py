@@ -30,18 +30,20 @@ def header(op=0, group=1, layer=7, chunk=0, total=4, seq=100, payload_len=None,
                        flags, (reduce_op << 4) | dtype, block) + payload
 
 
-# Management header, version 2: magic, version, type, status, nonce, group,
-# reason, rank, world_size, port, seq_base, rank_port_count, reserved, job,
-# lease_ms.
-MGMT = struct.Struct(">BBBBIBBHHHIHHQI")
+# Management header, version 3: magic, version, type, status, nonce, group,
+# reason, rank, world_size, port, seq_base, rank_port_count, shards, shard,
+# job (a JOIN_REPLY's or PONG's window_chunks in its top two bytes), lease_ms.
+MGMT = struct.Struct(">BBBBIBBHHHIHBBQI")
 assert MGMT.size == 36
 
 
 def mgmt(type_, status=0, nonce=1, group=0, reason=0, rank=0, world=4, port=0xFFFF,
-         seq_base=0, rank_ports=(), job=0, lease_ms=0, count=None, body=b""):
+         seq_base=0, rank_ports=(), job=0, lease_ms=0, count=None, body=b"", window=0):
     n = len(rank_ports) if count is None else count
+    if window:
+        job |= window << 48
     return (MGMT.pack(0xCA, 3, type_, status, nonce, group, reason, rank, world, port, seq_base,
-                      n, 0, job, lease_ms) +
+                      n, 0, 0, job, lease_ms) +
             b"".join(struct.pack(">H", p) for p in rank_ports) + body)
 
 
@@ -99,10 +101,13 @@ def corpus():
     # Management datagrams (include/inca/wire/mgmt.h).
     c["mgmt_join"] = mgmt(1, group=1, rank=1, job=0x0123456789ABCDEF)
     c["mgmt_join_reply_ok"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345,
-                                   rank_ports=(0, 1, 2, 3), lease_ms=10000)
+                                   rank_ports=(0, 1, 2, 3), lease_ms=10000, window=32)
     c["mgmt_join_reply_tree"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345, reason=1,
                                      rank_ports=(7, 7, 3, 7), lease_ms=10000)  # block order: ranks
-    c["mgmt_pong_ok"] = mgmt(4, group=1, rank=2, port=2, seq_base=12345, lease_ms=10000)
+    c["mgmt_pong_ok"] = mgmt(4, group=1, rank=2, port=2, seq_base=12345, lease_ms=10000,
+                             window=42)
+    c["mgmt_bad_advice"] = mgmt(4, group=1, rank=2, port=2, lease_ms=10000, window=42,
+                                job=1)  # the six bytes after a PONG's window are not zero
     c["mgmt_join_refused_busy"] = mgmt(2, status=2, reason=7, group=1, rank=0, world=2)
     c["mgmt_report"] = mgmt(7, rank=0, world=4, body=struct.pack(">QIB3x", 0x222E0, 256, 1))
     c["mgmt_bad_count"] = mgmt(2, group=1, rank=1, port=1, seq_base=12345, rank_ports=(0, 1, 2),

@@ -23,10 +23,18 @@ struct MgmtWire {
   Be16 rank_port_count;
   uint8_t shards;
   uint8_t shard;
+  // A JOIN_REPLY's or PONG's window_chunks (bytes 24-25, then 6 bytes
+  // zero); every other message's job.
   Be64 job;
   Be32 lease_ms;
 };
 static_assert(sizeof(MgmtWire) == kMgmtHeaderBytes);
+
+// Messages whose bytes 24-31 carry the window advice instead of a job.
+bool Advises(uint8_t type) {
+  return type == static_cast<uint8_t>(MgmtType::kJoinReply) ||
+         type == static_cast<uint8_t>(MgmtType::kPong);
+}
 
 // The body that follows a REPORT's header.
 struct ReportWire {
@@ -125,7 +133,13 @@ bool ParseMgmt(std::span<const uint8_t> d, MgmtMessage* out) {
   m.world_size = w.world_size.value();
   m.port = w.port.value();
   m.seq_base = w.seq_base.value();
-  m.job = w.job.value();
+  if (Advises(w.type)) {
+    const uint64_t v = w.job.value();
+    if ((v & 0x0000FFFFFFFFFFFFull) != 0) return false;  // the six reserved bytes
+    m.window_chunks = static_cast<uint16_t>(v >> 48);
+  } else {
+    m.job = w.job.value();
+  }
   m.lease_ms = w.lease_ms.value();
   m.shards = w.shards;
   m.shard = w.shard;
@@ -159,7 +173,7 @@ void SerializeMgmt(const MgmtMessage& m, std::vector<uint8_t>* out) {
   w.world_size.set(m.world_size);
   w.port.set(m.port);
   w.seq_base.set(m.seq_base);
-  w.job.set(m.job);
+  w.job.set(Advises(w.type) ? uint64_t{m.window_chunks} << 48 : m.job);
   w.lease_ms.set(m.lease_ms);
   if (m.type == MgmtType::kJoinReply) {
     w.shards = m.shards;

@@ -16,7 +16,7 @@ MgmtMessage Reply() {
   m.port = 5;
   m.seq_base = 0x01020304;
   m.rank_ports = {4, 9, 5};
-  m.job = 0x1112131415161718ull;
+  m.window_chunks = 0x1112;
   m.lease_ms = 0x0000C350;  // 50 s
   m.shards = 4;
   m.shard = 1;
@@ -36,9 +36,10 @@ TEST(MgmtTest, RoundTripAndLayout) {
   EXPECT_EQ(b[21], 3);     // rank_port_count low byte
   EXPECT_EQ(b[22], 4);     // shards
   EXPECT_EQ(b[23], 1);     // shard
-  EXPECT_EQ(b[24], 0x11);  // job, big-endian
-  EXPECT_EQ(b[31], 0x18);
-  EXPECT_EQ(b[34], 0xC3);  // lease_ms, big-endian
+  EXPECT_EQ(b[24], 0x11);  // window_chunks, big-endian
+  EXPECT_EQ(b[25], 0x12);
+  for (size_t i = 26; i < 32; ++i) EXPECT_EQ(b[i], 0) << i;  // reserved
+  EXPECT_EQ(b[34], 0xC3);                                    // lease_ms, big-endian
   EXPECT_EQ(b[35], 0x50);
   EXPECT_EQ(b[kMgmtHeaderBytes + 3], 9);  // second rank's port
   MgmtMessage m;
@@ -68,6 +69,36 @@ TEST(MgmtTest, AJoinReplyOkCarriesTheBlockOrderWhereOthersCarryTheReason) {
   ASSERT_TRUE(ParseMgmt(b, &m));
   EXPECT_EQ(m.reason, MgmtReason::kGroupBusy);
   EXPECT_EQ(m.block_order, BlockOrder::kPorts);
+}
+
+// Bytes 24-31 are a JOIN's job and a JOIN_REPLY's or PONG's window advice
+// (then six bytes zero): a reply carries no job, a request no advice.
+TEST(MgmtTest, RepliesCarryTheWindowAdviceWhereAJoinCarriesItsJob) {
+  MgmtMessage join;
+  join.type = MgmtType::kJoin;
+  join.job = 0x1112131415161718ull;
+  join.window_chunks = 9;  // not sent
+  std::vector<uint8_t> b;
+  SerializeMgmt(join, &b);
+  EXPECT_EQ(b[24], 0x11);
+  EXPECT_EQ(b[31], 0x18);
+  MgmtMessage m;
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m.job, join.job);
+  EXPECT_EQ(m.window_chunks, 0);
+
+  MgmtMessage pong;
+  pong.type = MgmtType::kPong;
+  pong.window_chunks = 32;
+  pong.job = 5;  // not sent
+  SerializeMgmt(pong, &b);
+  EXPECT_EQ(b[25], 32);
+  ASSERT_TRUE(ParseMgmt(b, &m));
+  EXPECT_EQ(m.window_chunks, 32);
+  EXPECT_EQ(m.job, 0u);
+  // A reply whose reserved bytes after the advice are not zero is malformed.
+  b[31] = 1;
+  EXPECT_FALSE(ParseMgmt(b, &m));
 }
 
 TEST(MgmtTest, MalformedIsRejected) {

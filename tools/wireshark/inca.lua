@@ -205,8 +205,10 @@ local m = {
   port = ProtoField.uint16("cais_mgmt.port", "port", base.DEC),
   seq_base = ProtoField.uint32("cais_mgmt.seq_base", "seq_base", base.DEC),
   rank_port_count = ProtoField.uint16("cais_mgmt.rank_port_count", "rank_port_count", base.DEC),
-  reserved = ProtoField.uint16("cais_mgmt.reserved", "reserved", base.HEX),
+  shards = ProtoField.uint8("cais_mgmt.shards", "shards", base.DEC),
+  shard = ProtoField.uint8("cais_mgmt.shard", "shard", base.DEC),
   job = ProtoField.uint64("cais_mgmt.job", "job", base.HEX),
+  window_chunks = ProtoField.uint16("cais_mgmt.window_chunks", "window_chunks", base.DEC),
   lease_ms = ProtoField.uint32("cais_mgmt.lease_ms", "lease_ms", base.DEC),
   rank_port = ProtoField.uint16("cais_mgmt.rank_port", "rank_port", base.DEC),
   report_bytes = ProtoField.uint64("cais_mgmt.report_bytes", "report_bytes", base.DEC),
@@ -242,8 +244,12 @@ function mgmt.dissector(buf, pinfo, tree)
   t:add(m.port, buf(14, 2))
   t:add(m.seq_base, buf(16, 4))
   t:add(m.rank_port_count, buf(20, 2))
-  t:add(m.reserved, buf(22, 2))
-  t:add(m.job, buf(24, 8))
+  t:add(m.shards, buf(22, 1))
+  t:add(m.shard, buf(23, 1))
+  -- Bytes 24-31: a JOIN_REPLY's or PONG's window advice (then 6 bytes
+  -- zero), every other message's job.
+  local advises = buf(2, 1):uint() == 2 or buf(2, 1):uint() == 4
+  if advises then t:add(m.window_chunks, buf(24, 2)) else t:add(m.job, buf(24, 8)) end
   t:add(m.lease_ms, buf(32, 4))
   -- The checks of ParseMgmt (src/wire/mgmt.cc), which drops what fails them.
   local n = buf(20, 2):uint()
@@ -252,7 +258,13 @@ function mgmt.dissector(buf, pinfo, tree)
   if ty < 1 or ty > 7 or st > 3 or why > (ok_reply and 1 or 8) then
     t:add_proto_expert_info(e_mgmt, "unknown type, status, reason or block order")
   end
-  if buf(22, 2):uint() ~= 0 then t:add_proto_expert_info(e_mgmt, "reserved must be 0") end
+  local shards, shard = buf(22, 1):uint(), buf(23, 1):uint()
+  if (ty ~= 2 and (shards ~= 0 or shard ~= 0)) or (shard ~= 0 and shard >= shards) then
+    t:add_proto_expert_info(e_mgmt, "shards only in a JOIN_REPLY, and shard below shards")
+  end
+  if advises and (buf(26, 2):uint() ~= 0 or buf(28, 4):uint() ~= 0) then
+    t:add_proto_expert_info(e_mgmt, "bytes 26-31 of a JOIN_REPLY or PONG must be 0")
+  end
   if ty == 7 then
     -- REPORT: 16 bytes of measurement, no rank ports.
     if n ~= 0 or len ~= H + 16 then

@@ -71,6 +71,12 @@ struct CaisConfig {
   // are dropped as group_share. Borrowed capacity is never taken back from
   // a chunk in progress. 0 = no shares. In [0, 1].
   double group_share = 0.5;
+  // JOIN_REPLYs and PONGs advise each group's members a window of the
+  // group's fair share of the pending limits (FairWindow over the groups
+  // present; docs/protocol.md, "Window advice"), which the client keeps
+  // to, so that groups together never send more chunks than there are
+  // slots. False: no advice (windows as the hosts set them).
+  bool advise_window = true;
   // Largest CAIS payload accepted (bytes, multiple of 4). The default fits a
   // 9000-byte jumbo frame: 9000 - 20 (IPv4) - 8 (UDP) - 20 (CAIS).
   uint32_t max_payload_bytes = 8952;
@@ -286,6 +292,14 @@ class CaisReducer final : public dp::Program {
   // The group's pending capacity against its share. Shares follow the rule
   // table: recomputed at the next admission after rules change.
   GroupShare share(uint8_t group_id) const;
+  // Groups a rule names (each holds a share once shares are recomputed).
+  size_t claiming_groups() const;
+  // The most chunks one group may keep pending so that `groups` groups,
+  // each as many and each chunk holding `cells_per_chunk` cells, fit the
+  // pending limits together: min(max_pending_chunks, the SRAM admission
+  // limit in cells / cells_per_chunk) / groups, at least 1. What a switch
+  // advises its members' windows (wire::MgmtMessage::window_chunks).
+  uint32_t FairWindow(size_t groups, size_t cells_per_chunk) const;
   const GroupCounters& group(uint8_t group_id) const { return groups_[group_id]; }
   const GroupCounters& totals() const { return totals_; }
   const CaisRates& rates() const { return rates_; }

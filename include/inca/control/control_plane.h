@@ -78,6 +78,11 @@ struct GroupInfo {
   // second: the offload controller does not explore then, and the switch
   // keeps such operations' REPORTs out of `timings`.
   bool contended = false;
+  // The window its members are advised now (JOIN_REPLY, PONG): the
+  // switch's fair share of its slots among the groups here, capped by the
+  // tree's (docs/protocol.md, "Window advice"). 0 from a program that
+  // advises none.
+  uint16_t window_chunks = 0;
 };
 
 // The offload decision for one group, as applied by the switch.
@@ -136,6 +141,9 @@ struct TreeInstall {
   std::optional<uint16_t> uplink;    // toward the parent; absent at the root
   std::vector<uint16_t> rank_ports;  // world_size entries: each rank's port here, or
                                      // the member or uplink port leading to it
+  // The least fair share (chunks) of the switches of the tree, which caps
+  // the window this switch advises the group's ranks. 0: no cap.
+  uint16_t window_chunks = 0;
 };
 
 class CaisControlPlane;

@@ -124,6 +124,9 @@ struct CaisSimScenario {
   // Each group's share of a switch's pending capacity (CaisConfig::
   // group_share): what several jobs on one switch are each guaranteed.
   double switch_group_share = 0.5;
+  // The reducer's advise_window: JOIN replies advise each group's ranks a
+  // window of its fair share of the slots, which the ranks keep to.
+  bool switch_advise_window = true;
   // The ring: each step's software cost α (the closed form's per-step
   // latency), added when a packet is ready to go on to the next rank.
   double ring_step_latency_us = 0;

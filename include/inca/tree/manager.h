@@ -37,6 +37,7 @@
 //      timeout.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -119,7 +120,12 @@ class AggregationManager {
   void DestroyWhereHeld(const InstalledTree& t, const std::vector<Read>& reads);
   // The ports it registers join `reads`' views: the round's later
   // installs find them bound (one port per neighbour, shared by trees).
-  void Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now);
+  // Every switch of the tree gets `window_cap` (TreeInstall::window_chunks).
+  void Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now, uint16_t window_cap);
+  // The least fair share of the tree's switches: max_pending_chunks over
+  // the groups `present` there (this round's trees included); 0 when no
+  // switch says its max_pending_chunks.
+  uint16_t WindowCap(const TreePlan& plan, const std::vector<std::bitset<256>>& present) const;
   control::CaisControlPlane* Cais(int index) const;
   // Whether every switch of `plan` is up and free for its group id (a
   // stale tree there is destroyed first). False: not this round.

@@ -109,6 +109,13 @@ struct MgmtMessage {
   // have all been silent for half a lease (a re-run after a crash); while
   // they are alive it is refused with group_busy. 0 elsewhere.
   uint64_t job = 0;
+  // JOIN_REPLY (ok, pending) and PONG ok: the most chunks each member
+  // should keep in flight, so that every group present at the switch (and,
+  // in a tree, at every switch above it) fits its slots at once: the
+  // switch's pending limits divided among its groups (docs/protocol.md,
+  // "Window advice"). On the wire in bytes 24-25, where a JOIN carries
+  // `job`. 0: no advice (a switch from before it); 0 in every other message.
+  uint16_t window_chunks = 0;
   // JOIN_REPLY (ok, pending) and PONG ok: the switch's lease period. A member
   // silent (no JOIN, PING, REPORT or data) for that long loses its group;
   // hosts send PING at least every lease_ms / 4. 0 elsewhere.
