@@ -17,9 +17,9 @@ RUNS = [("dp-llama2-full", "Full bisection"),
         ("dp-llama2-4to1", "Oversubscribed 4:1 above the edge switches"),
         ("dp-llama2-acc16", "Full bisection, 16 micro-batches a step")]
 BACKENDS = [("inca", "inca's tree"), ("tree", "NCCL's tree"), ("ring", "the ring")]
-# Full bisection, DP 64: with other traffic; as four jobs; as four jobs with
-# as many slots a switch as their windows (inca alone).
-SHARED = ["dp-llama2-background", "dp-llama2-jobs", "dp-llama2-jobs-slots"]
+# Full bisection, DP 64: with other traffic; as four jobs; as four jobs on
+# switches that do not advise windows (inca alone).
+SHARED = ["dp-llama2-background", "dp-llama2-jobs", "dp-llama2-jobs-unadvised"]
 
 
 def by_dp(run: dict) -> dict:
@@ -54,30 +54,27 @@ def human(n: int) -> str:
     return "%d MiB" % (n >> 20) if n >= 1 << 20 else "%d KiB" % (n >> 10)
 
 
-def several_jobs(j: dict, dp: int, inca: dict, slots: dict, more: int) -> str:
-    """The finding of the jobs run: what the switches' slots did to inca."""
+def several_jobs(j: dict, dp: int, inca: dict, deaf: dict) -> str:
+    """The finding of the jobs runs: the switches' slots, with and without window advice."""
     lost = inca["retransmitted"] + inca["fallback_chunks"] > 0
     head = ("- **Several jobs %s.** %d DP-%d jobs, each its own group and tree, share the "
-            "switches' %d slots with windows of %d × %d chunks" % (
-                "run out of slots before links" if lost else "share the slots", j["jobs"], dp,
-                j["switch_slots"], j["jobs"], j["window"]))
-    if not lost:
-        return head + (": no chunk resent, a bucket of %.2f ms (%.2f ms with %d slots a "
-                       "switch)." % (inca["bucket_us"] / 1e3, slots["bucket_us"] / 1e3, more))
+            "switches' %d slots with windows of %d chunks each" % (
+                "still run out of slots" if lost else "keep to their share of the slots",
+                j["jobs"], dp, j["switch_slots"], j["window"]))
+    drops = ", ".join("%s %d" % (k, v) for k, v in sorted(deaf.get("switch_drops", {}).items()))
     return head + (
-        ", more than the switches every tree crosses hold: a chunk or a leaf's partial that "
-        "finds no slot is dropped (counted by reason; its sender is not told), senders learn it "
-        "only by their timeouts, and chunks that time out at their leaf go to the host path: "
-        "%d chunks resent, %d given up to the host path (the reducers' drops: %s), a bucket of "
-        "%.1f ms against %.2f ms for the same jobs with %d slots a switch. inca-sim does not "
-        "run the host path, so that "
-        "time is a lower bound. A switch that told each group its share, so that the client's "
-        "window stayed within it (SwitchML sizes each job's slot pool for its window), would "
-        "avoid it; inca does not yet." % (
-            inca["retransmitted"], inca["fallback_chunks"],
-            ", ".join("%s %d" % (k, v) for k, v in sorted(inca.get("switch_drops", {}).items()))
-            or "none counted", inca["bucket_us"] / 1e3,
-            slots["bucket_us"] / 1e3, more))
+        ": each switch advises each group's ranks its fair share (its slots over the groups "
+        "there; the manager caps a tree at the least share along it, here %d / %d at the "
+        "root), so %d chunks are resent and %d given up to the host path, and the bucket is "
+        "%.3f of its closed form. Switches that do not advise (`switch_advise_window=false`, "
+        "as inca before the advice) drop the chunks and partials that find no slot without "
+        "telling their senders, who learn it only by their timeouts: %d chunks resent, %d "
+        "given up to the host path (the reducers' drops: %s), a bucket of %.1f ms, %.0f× the "
+        "advised one (a lower bound: inca-sim does not run the host path)." % (
+            j["switch_slots"], j["jobs"], inca["retransmitted"], inca["fallback_chunks"],
+            inca["bucket_closed_form_us"] / inca["bucket_us"], deaf["retransmitted"],
+            deaf["fallback_chunks"], drops or "none counted", deaf["bucket_us"] / 1e3,
+            deaf["bucket_us"] / inca["bucket_us"]))
 
 
 def shared(runs: dict) -> list:
@@ -86,14 +83,13 @@ def shared(runs: dict) -> list:
     dp_b, dp_j = b["rows"][0]["dp"], j["rows"][0]["dp"]  # one DP size each
     full = by_dp(runs["dp-llama2-full"])
     bg, jobs = by_dp(b)[dp_b], by_dp(j)[dp_j]
-    slots = by_dp(runs["dp-llama2-jobs-slots"])[dp_j]["inca"]
+    deaf = by_dp(runs["dp-llama2-jobs-unadvised"])[dp_j]["inca"]
     out = ["### Other traffic: %.0f %% of every downlink in %s flows (DP %d, full bisection)"
            % (100 * b["background_load"], human(b["background_flow_bytes"]), dp_b), ""]
     out += table(b) + [""]
     out += ["### %d jobs of DP %d side by side (%d hosts, ranks interleaved; full bisection)"
             % (j["jobs"], dp_j, dp_j * j["jobs"]), ""]
-    out += table(j, [("inca, %d slots a switch" % runs["dp-llama2-jobs-slots"]["switch_slots"],
-                      slots, jobs["ring"])]) + [""]
+    out += table(j, [("inca, switches not advising windows", deaf, jobs["ring"])]) + [""]
     quiet = full[dp_b]
     slow = {k: bg[k]["bucket_us"] / quiet[k]["bucket_us"] for k in ("inca", "ring", "tree")}
     findings = [
@@ -109,19 +105,19 @@ def shared(runs: dict) -> list:
             quiet["inca"]["bucket_us"] / 1e3, bg["inca"]["bucket_us"] / 1e3, slow["ring"],
             slow["tree"], bg["ring"]["step_ms"] / bg["inca"]["step_ms"],
             quiet["ring"]["step_ms"] / quiet["inca"]["step_ms"], dp_b),
-        several_jobs(j, dp_j, jobs["inca"], slots, runs["dp-llama2-jobs-slots"]["switch_slots"]),
-        "- **And then the root's links.** With slots for every window inca's bucket is %.3f "
+        several_jobs(j, dp_j, jobs["inca"], deaf),
+        "- **And then the root's links.** Within their slots inca's bucket is %.3f "
         "of its closed form and %.2f× one job's: the manager roots every tree at the "
         "topology's one root (core 0), so the links into it carry all %d jobs' tensors, while "
         "the ring's and NCCL's tree's flows spread over the cores by ECMP (their buckets "
         "%.2f× and %.2f× one job's). inca's step is %.2f× shorter than the ring's, against "
         "%.2f× for one job alone. Rooting each job's tree at a core of its own (several "
         "roots, or several trees per group) would take the shared links away; not built yet."
-        % (slots["bucket_closed_form_us"] / slots["bucket_us"],
-           slots["bucket_us"] / full[dp_j]["inca"]["bucket_us"], j["jobs"],
+        % (jobs["inca"]["bucket_closed_form_us"] / jobs["inca"]["bucket_us"],
+           jobs["inca"]["bucket_us"] / full[dp_j]["inca"]["bucket_us"], j["jobs"],
            jobs["ring"]["bucket_us"] / full[dp_j]["ring"]["bucket_us"],
            jobs["tree"]["bucket_us"] / full[dp_j]["tree"]["bucket_us"],
-           jobs["ring"]["step_ms"] / slots["step_ms"],
+           jobs["ring"]["step_ms"] / jobs["inca"]["step_ms"],
            full[dp_j]["ring"]["step_ms"] / full[dp_j]["inca"]["step_ms"]),
     ]
     return out, findings

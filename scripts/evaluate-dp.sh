@@ -2,8 +2,8 @@
 # Issue 49's data-parallel step at scale: scenarios/cais/dp-llama2.yaml on
 # inca-sim, on a full-bisection fat-tree, on one oversubscribed 4:1 above
 # the edge switches, with 16 micro-batches a step (DP 64 and 256), with
-# other traffic (DP 64), and as four jobs side by side (DP 64 each, with
-# the switches' default slots and with as many as the jobs' windows), then
+# other traffic (DP 64), and as four jobs side by side (DP 64 each, on
+# switches that advise each group's window and on switches that do not), then
 # the `cais-dp` section of docs/EVALUATION.md. About 30 minutes on 2 cores.
 #
 #   scripts/evaluate-dp.sh [OUT_DIR]       (default build/eval-dp)
@@ -22,9 +22,10 @@ scenario=scenarios/cais/dp-llama2.yaml
 # 10 % of every host's downlink in 4 MiB flows from anywhere in the fabric.
 "$sim" "$scenario" --out "$out" --set name=dp-llama2-background --set dp=64 \
   --set background_load=0.1 --set background_flow_bytes=4M
-# Four DP-64 jobs interleaved over 256 hosts; then inca alone with 256
-# slots a switch, the four jobs' windows (4 x 64 chunks).
+# Four DP-64 jobs interleaved over 256 hosts; then inca alone on switches
+# that do not advise each group's window (the four windows, 4 x 64 chunks,
+# overrun the 128 slots).
 "$sim" "$scenario" --out "$out" --set name=dp-llama2-jobs --set dp=64 --set jobs=4
-"$sim" "$scenario" --out "$out" --set name=dp-llama2-jobs-slots --set dp=64 --set jobs=4 \
-  --set backends=inca --set switch_slots=256
+"$sim" "$scenario" --out "$out" --set name=dp-llama2-jobs-unadvised --set dp=64 --set jobs=4 \
+  --set backends=inca --set switch_advise_window=false
 /usr/bin/python3 scripts/cais_dp_evaluation.py --dir "$out"
