@@ -1,8 +1,11 @@
 // BuildTree: a group's aggregation tree over a topology (inca/tree/topology.h).
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "inca/tree/topology.h"
@@ -39,12 +42,15 @@ absl::StatusOr<std::vector<int>> SwitchOfRanks(const Topology& t,
   return of;
 }
 
-// Each switch's parent index (-1 for a root), looked up once.
-std::vector<int> Parents(const Topology& t) {
+// Each switch's parent index in `plane` (-1 for a root), looked up once.
+std::vector<int> Parents(const Topology& t, int plane) {
   std::map<std::string, int> index;
   for (size_t i = 0; i < t.switches.size(); ++i) index[t.switches[i].name] = static_cast<int>(i);
   std::vector<int> out;
-  for (const SwitchSpec& s : t.switches) out.push_back(s.parent.empty() ? -1 : index.at(s.parent));
+  for (const SwitchSpec& s : t.switches) {
+    const std::string& p = s.ParentIn(plane);
+    out.push_back(p.empty() ? -1 : index.at(p));
+  }
   return out;
 }
 
@@ -55,12 +61,13 @@ int TopOf(const std::vector<int>& parent, int s) {
 
 }  // namespace
 
-absl::StatusOr<Tree> BuildTree(const Topology& topology, const std::vector<Member>& members) {
+absl::StatusOr<Tree> BuildTree(const Topology& topology, const std::vector<Member>& members,
+                               int plane) {
   if (absl::Status st = topology.Validate(); !st.ok()) return st;
   auto of = SwitchOfRanks(topology, members);
   if (!of.ok()) return of.status();
   const size_t switches = topology.switches.size();
-  const std::vector<int> parent = Parents(topology);
+  const std::vector<int> parent = Parents(topology, plane);
   // Every switch on a rank's way up is in the tree; all ways must meet.
   std::vector<char> in_tree(switches, 0);
   std::vector<std::vector<int>> ranks_at(switches);
@@ -139,6 +146,31 @@ absl::StatusOr<Tree> BuildTree(const Topology& topology, const std::vector<Membe
   };
   walk(tree.root);
   return tree;
+}
+
+absl::StatusOr<Tree> LeastLoadedTree(const Topology& topology, const std::vector<Member>& members,
+                                     const std::vector<int>& load) {
+  absl::StatusOr<Tree> best = absl::InternalError("no plane");
+  std::pair<int, int64_t> best_cost{INT_MAX, INT64_MAX};
+  for (int plane = 0; plane < topology.planes(); ++plane) {
+    absl::StatusOr<Tree> t = BuildTree(topology, members, plane);
+    if (!t.ok()) {
+      if (plane == 0) best = t.status();
+      continue;
+    }
+    std::pair<int, int64_t> cost{0, 0};
+    for (const TreeNode& n : t->nodes) {
+      const auto i = static_cast<size_t>(n.switch_index);
+      const int l = i < load.size() ? load[i] : 0;
+      cost.first = std::max(cost.first, l);
+      cost.second += l;
+    }
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = std::move(t);
+    }
+  }
+  return best;
 }
 
 }  // namespace inca::tree

@@ -44,6 +44,7 @@ AggregationManager::Read AggregationManager::ReadSwitch(int index, dp::TimeNs no
       r.groups = std::move(*groups);
       r.view.switch_index = index;
       for (const control::PortInfo& p : *ports) r.view.ports.push_back({p.port, p.endpoint});
+      r.view.groups = static_cast<int>(r.groups.size());
       for (const control::GroupInfo& g : r.groups) {
         if (g.formed || g.source != "join" || g.members.empty()) continue;
         FormingGroup f{g.group_id, g.job, g.world_size, {}};
@@ -167,24 +168,25 @@ absl::Status AggregationManager::CheckSettings(const TreePlan& plan,
            "docs/design/tree.md)\"",
            spec.name, groups, reserved, config_.window_chunks);
     }
-    const std::optional<int> parent = topology_.SwitchIndex(spec.parent);
-    if (!in.uplink || !parent) continue;
+    if (!in.uplink || in.parent_switch < 0) continue;
+    const int parent = in.parent_switch;
+    const std::string& parent_name = topology_.switches[static_cast<size_t>(parent)].name;
     const double chunk = Setting(in.switch_index, "chunk_size"),
-                 parent_chunk = Setting(*parent, "chunk_size");
+                 parent_chunk = Setting(parent, "chunk_size");
     if (chunk >= 0 && parent_chunk >= 0 && chunk > parent_chunk) {
       return absl::FailedPreconditionError(absl::StrCat(
           "switch ", spec.name, " takes chunks of up to ", chunk, " bytes, its parent ",
-          spec.parent, " only ", parent_chunk, ": its partials could not go up"));
+          parent_name, " only ", parent_chunk, ": its partials could not go up"));
     }
     const double mine = Setting(in.switch_index, "timeout_ms"),
-                 theirs = Setting(*parent, "timeout_ms");
+                 theirs = Setting(parent, "timeout_ms");
     if (mine >= 0 && theirs >= 0 && mine <= theirs &&
-        warned_.insert({"timeout", in.switch_index, *parent}).second) {
+        warned_.insert({"timeout", in.switch_index, parent}).second) {
       Emit(*log_, LogLevel::kWarn,
            "event=tree_timeouts_inverted switch={} timeout_ms={} parent={} parent_timeout_ms={} "
            "hint=\"a switch must wait longer than its parent, or its own timeout hands chunks "
            "back that the root would have completed (docs/design/tree.md)\"",
-           spec.name, mine, spec.parent, theirs);
+           spec.name, mine, parent_name, theirs);
     }
   }
   return absl::OkStatus();

@@ -82,6 +82,7 @@ absl::StatusOr<SwitchInstall> InstallAt(const Topology& t, const Tree& tree, siz
             [](const PlannedMember& a, const PlannedMember& b) { return a.port < b.port; });
   if (n.parent >= 0) {
     const int psw = tree.nodes[static_cast<size_t>(n.parent)].switch_index;
+    in.parent_switch = psw;
     in.parent_endpoint = t.switches[static_cast<size_t>(psw)].address;
     const uint16_t p = port_for(in.parent_endpoint, next);
     if (p >= dp::kMaxPorts) return no_port();
@@ -129,7 +130,11 @@ absl::StatusOr<TreePlan> PlanOne(const Topology& t, const std::vector<SwitchView
     }
     members.push_back({jr.rank, host});
   }
-  absl::StatusOr<Tree> tree = BuildTree(t, members);
+  // The plane whose switches carry the fewest groups (this round's plans
+  // before it included).
+  std::vector<int> load(t.switches.size(), 0);
+  for (const SwitchView& v : views) load[static_cast<size_t>(v.switch_index)] = v.groups;
+  absl::StatusOr<Tree> tree = LeastLoadedTree(t, members, load);
   if (!tree.ok()) return tree.status();
   TreePlan plan{group, job, g.world_size, 0, *tree, {}};
   // Above the next seq_base of every switch the ranks joined, in
@@ -212,6 +217,12 @@ std::vector<PlanOutcome> PlanTrees(const Topology& t, const std::vector<SwitchVi
           if (m.child_switch >= 0) bind(in, m.port, m.endpoint);
         }
         if (in.uplink) bind(in, *in.uplink, in.parent_endpoint);
+        // The group is at this switch now (where its ranks joined, its
+        // forming group counted it already).
+        if (std::none_of(in.members.begin(), in.members.end(),
+                         [](const PlannedMember& m) { return m.rank >= 0; })) {
+          ++working[view_of_switch[static_cast<size_t>(in.switch_index)]].groups;
+        }
       }
     }
     if (!o.plan.ok()) {

@@ -107,6 +107,52 @@ TEST(PlannerTest, ASecondTreeThroughTheSameSwitchesReusesTheirPorts) {
 // the second tree's plan sees the ports the first binds, so the leaf both
 // use keeps one port at the spine (and its uplink one port), and the other
 // leaf gets a port of its own, never one the first tree gave another.
+// Two groups over two leaves that each link to two spines, planned in one
+// round: the first is rooted at spine0, the second, seeing spine0 carry
+// the first, at spine1; each leaf gets an uplink port toward each spine.
+TEST(PlannerTest, GroupsPlannedTogetherAreRootedAtDifferentSpines) {
+  const Topology t = *Topology::FromYaml(R"(
+switches:
+  - {name: spine0, address: "198.18.0.1:9410"}
+  - {name: spine1, address: "198.18.0.2:9410"}
+  - {name: leaf0, address: "198.18.1.1:9410", parents: [spine0, spine1]}
+  - {name: leaf1, address: "198.18.2.1:9410", parents: [spine0, spine1]}
+hosts:
+  - {at: leaf0, addresses: [198.18.1.10]}
+  - {at: leaf1, addresses: [198.18.2.20]}
+)",
+                                         "t.yaml");
+  std::vector<SwitchView> views{{0, 0, {}, {}}, {1, 0, {}, {}}, {2, 0, {}, {}}, {3, 0, {}, {}}};
+  for (const uint8_t group : std::vector<uint8_t>{1, 2}) {
+    for (int leaf = 0; leaf < 2; ++leaf) {
+      SwitchView& v = views[static_cast<size_t>(leaf + 2)];
+      const auto port = static_cast<uint16_t>(v.ports.size());
+      const std::string ep =
+          absl::StrCat("198.18.", leaf + 1, ".", 10 * (leaf + 1), ":", 7000 + group);
+      v.ports.push_back({port, ep});
+      v.forming.push_back({group, group, 2, {{leaf, port, ep}}});
+      ++v.groups;
+    }
+  }
+  const auto out = PlanTrees(t, views);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].plan.ok() && out[1].plan.ok());
+  EXPECT_EQ(out[0].plan->installs[0].switch_index, 0);
+  EXPECT_EQ(out[1].plan->installs[0].switch_index, 1);
+  const SwitchInstall &a = out[0].plan->installs[1], &b = out[1].plan->installs[1];
+  EXPECT_EQ(a.switch_index, b.switch_index);
+  EXPECT_EQ(a.parent_switch, 0);
+  EXPECT_EQ(b.parent_switch, 1);
+  EXPECT_EQ(a.parent_endpoint, "198.18.0.1:9410");
+  EXPECT_EQ(b.parent_endpoint, "198.18.0.2:9410");
+  EXPECT_NE(a.uplink, b.uplink);
+  // A spine that already carries a group is passed over.
+  views[0].groups = 1;
+  const auto busy = PlanTrees(t, views);
+  ASSERT_TRUE(busy[0].plan.ok());
+  EXPECT_EQ(busy[0].plan->installs[0].switch_index, 1);
+}
+
 TEST(PlannerTest, TreesPlannedInOneRoundGiveEachNeighbourOnePort) {
   std::string yaml = "switches:\n  - {name: spine, address: \"198.18.0.1:9410\"}\n";
   std::string hosts = "hosts:\n";

@@ -58,10 +58,22 @@ absl::Status ReadSwitch(const YAML::Node& n, size_t i, std::string_view source, 
   if (!n.IsMap()) return Bad(source, absl::StrCat(where, " is not a map"));
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
-    if (k != "name" && k != "address" && k != "parent" && k != "uplink_bps" && k != "control") {
+    if (k != "name" && k != "address" && k != "parent" && k != "parents" && k != "uplink_bps" &&
+        k != "control") {
       return Bad(source, absl::StrCat(where, ": unknown key '", k,
-                                      "' (name, address, control, parent, uplink_bps)"));
+                                      "' (name, address, control, parent, parents, uplink_bps)"));
     }
+  }
+  if (const YAML::Node ps = n["parents"]) {
+    if (n["parent"]) return Bad(source, absl::StrCat(where, ": 'parent' and 'parents': give one"));
+    if (!ps.IsSequence() || ps.size() == 0) {
+      return Bad(source, absl::StrCat(where, ": 'parents' must be a list of switch names"));
+    }
+    for (const auto& p : ps) {
+      if (!p.IsScalar()) return Bad(source, absl::StrCat(where, ": a parent is not a string"));
+      s->parents.push_back(p.Scalar());
+    }
+    s->parent = s->parents[0];
   }
   if (auto st = Field(n, "name", true, source, where, &s->name); !st.ok()) return st;
   if (auto st = Field(n, "address", true, source, where, &s->address); !st.ok()) return st;
@@ -148,20 +160,31 @@ absl::Status Topology::Validate() const {
     }
   }
   for (const SwitchSpec& s : switches) {
-    if (!s.parent.empty() && !index.count(s.parent)) {
+    if (!s.parents.empty() && s.parents[0] != s.parent) {
       return absl::InvalidArgumentError(
-          absl::StrCat("switch '", s.name, "': parent '", s.parent, "' is no switch"));
+          absl::StrCat("switch '", s.name, "': its first parent must be its parent"));
+    }
+    std::vector<std::string> all = s.parents;
+    all.push_back(s.parent);
+    for (const std::string& p : all) {
+      if (!p.empty() && !index.count(p)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("switch '", s.name, "': parent '", p, "' is no switch"));
+      }
     }
   }
-  // No cycle: every walk up ends at a root within switches.size() steps.
-  for (const SwitchSpec& s : switches) {
-    const SwitchSpec* at = &s;
-    for (size_t steps = 0; !at->parent.empty(); ++steps) {
-      if (steps >= switches.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("switch '", s.name, "' is its own ancestor (a cycle of parents)"));
+  // No cycle: in every plane, every walk up ends at a root within
+  // switches.size() steps.
+  for (int plane = 0; plane < planes(); ++plane) {
+    for (const SwitchSpec& s : switches) {
+      const SwitchSpec* at = &s;
+      for (size_t steps = 0; !at->ParentIn(plane).empty(); ++steps) {
+        if (steps >= switches.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("switch '", s.name, "' is its own ancestor (a cycle of parents)"));
+        }
+        at = &switches[static_cast<size_t>(index.at(at->ParentIn(plane)))];
       }
-      at = &switches[static_cast<size_t>(index.at(at->parent))];
     }
   }
   std::set<std::array<uint8_t, 16>> seen;
@@ -180,6 +203,12 @@ absl::Status Topology::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+int Topology::planes() const {
+  size_t n = 1;
+  for (const SwitchSpec& s : switches) n = std::max(n, s.parents.size());
+  return static_cast<int>(n);
 }
 
 std::optional<int> Topology::SwitchIndex(std::string_view name) const {

@@ -74,6 +74,14 @@ TEST(TopologyTest, EveryMistakeIsOneLineNamingTheFileAndWhat) {
       {"switches: [{name: a, address: x}]\nhosts: [{at: a, addresses: 1.2.3.4}]",
        "'addresses' must be a list"},
       {"{{{", "not YAML"},
+      {"switches: [{name: a, address: x, parent: b, parents: [b]}, {name: b, address: y}]",
+       "'parent' and 'parents': give one"},
+      {"switches: [{name: a, address: x, parents: []}]", "'parents' must be a list"},
+      {"switches: [{name: a, address: x, parents: [b, c]}, {name: b, address: y}]",
+       "parent 'c' is no switch"},
+      {"switches: [{name: a, address: x, parents: [c, b]}, {name: b, address: y, parent: a},\n"
+       "  {name: c, address: z}]",
+       "a cycle of parents"},  // in plane 1 only
   };
   for (const auto& [yaml, words] : cases) {
     const auto t = Topology::FromYaml(yaml, "t.yaml");
@@ -84,6 +92,41 @@ TEST(TopologyTest, EveryMistakeIsOneLineNamingTheFileAndWhat) {
     EXPECT_EQ(m.rfind("t.yaml: ", 0), 0u) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// Leaves that list two spines: two tree planes, each rooted at a spine;
+// LeastLoadedTree takes the plane whose switches carry the fewest groups
+// (plane 0 on a tie).
+TEST(BuildTreeTest, ATopologyOfTwoSpinesHasATreePlaneRootedAtEach) {
+  const Topology t = MustParse(R"(
+switches:
+  - {name: spine0, address: "198.18.0.1:9410"}
+  - {name: spine1, address: "198.18.0.2:9410"}
+  - {name: leaf0, address: "198.18.1.1:9410", parents: [spine0, spine1]}
+  - {name: leaf1, address: "198.18.2.1:9410", parents: [spine0, spine1]}
+hosts:
+  - {at: leaf0, addresses: [198.18.1.10]}
+  - {at: leaf1, addresses: [198.18.2.20]}
+)");
+  EXPECT_EQ(t.planes(), 2);
+  EXPECT_EQ(t.switches[2].parent, "spine0");
+  const std::vector<Member> m = {{0, "198.18.1.10"}, {1, "198.18.2.20"}};
+  for (int plane : {0, 1, 2}) {
+    auto tree = BuildTree(t, m, plane);
+    ASSERT_TRUE(tree.ok()) << tree.status();
+    EXPECT_EQ(tree->nodes[0].switch_index, plane % 2) << plane;
+    EXPECT_EQ(tree->depth, 2);
+  }
+  auto tie = LeastLoadedTree(t, m, {0, 0, 1, 1});
+  ASSERT_TRUE(tie.ok());
+  EXPECT_EQ(tie->nodes[0].switch_index, 0);
+  auto busy = LeastLoadedTree(t, m, {1, 0, 1, 1});  // spine0 carries a group
+  ASSERT_TRUE(busy.ok());
+  EXPECT_EQ(busy->nodes[0].switch_index, 1);
+  // Ranks behind one leaf: one switch, whatever the plane.
+  auto alone = LeastLoadedTree(t, {{0, "198.18.1.10"}}, {1, 0, 0, 0});
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->nodes.size(), 1u);
 }
 
 TEST(BuildTreeTest, TwoRacksMeetAtTheSpineWithLeavesInTopologyOrder) {

@@ -46,6 +46,9 @@ struct SwitchView {
   uint32_t next_seq_base = 0;
   std::vector<BoundPort> ports;  // ports taken (JOINs, static registrations)
   std::vector<FormingGroup> forming;
+  // Groups at the switch, formed or forming: the load that picks each
+  // tree's plane (LeastLoadedTree).
+  int groups = 0;
 };
 
 // One member of a switch's group in a tree: a rank (at the port it JOINed)
@@ -66,6 +69,7 @@ struct SwitchInstall {
   std::vector<PlannedMember> members;  // ascending ports: the reduction order
   std::optional<uint16_t> uplink;      // below the root: the port for the parent
   std::string parent_endpoint;         // the parent's data address
+  int parent_switch = -1;              // the parent in this tree (into Topology::switches)
   // world_size entries: each rank's port here (its own, the child's leading
   // to it, else the uplink), what the ranks' JOIN replies carry.
   std::vector<uint16_t> rank_ports;

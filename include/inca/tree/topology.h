@@ -35,6 +35,16 @@ struct SwitchSpec {
   std::string control;    // its control API, "HOST:PORT" (what the manager calls)
   std::string parent;     // empty: a root
   double uplink_bps = 0;  // the link toward the parent (0: not stated)
+  // Every switch it can send up to, `parent` first (YAML `parents:`; empty
+  // or one: just `parent`). With several, the topology has planes: in
+  // plane j a switch goes up to parents[j mod their number], so a fabric
+  // whose switches each link to several above (spines, cores) has trees
+  // rooted at each of them (docs/design/tree.md, "Planes").
+  std::vector<std::string> parents;
+  // Its parent in plane `plane`.
+  const std::string& ParentIn(int plane) const {
+    return parents.size() > 1 ? parents[static_cast<size_t>(plane) % parents.size()] : parent;
+  }
 };
 
 struct HostSpec {
@@ -58,6 +68,8 @@ struct Topology {
   // The switch a host address sits behind (the address normalised, so that
   // 198.18.0.10 and ::ffff:198.18.0.10 are one host).
   std::optional<int> SwitchOfHost(std::string_view address) const;
+  // How many planes: the most parents any switch lists (at least 1).
+  int planes() const;
 };
 
 // One member of a group: its rank and its host's address.
@@ -93,10 +105,21 @@ struct Tree {
   std::optional<int> MemberToward(int node, int rank) const;
 };
 
-// The tree of a group whose ranks 0..n-1 are `members` (each rank once).
+// The tree of a group whose ranks 0..n-1 are `members` (each rank once),
+// in plane `plane` (each switch's parent is SwitchSpec::ParentIn(plane)).
 // InvalidArgument naming the rank for a host behind no switch, and naming the
 // switch when it would hold more than kMaxMembersPerSwitch members.
-absl::StatusOr<Tree> BuildTree(const Topology& topology, const std::vector<Member>& members);
+absl::StatusOr<Tree> BuildTree(const Topology& topology, const std::vector<Member>& members,
+                               int plane = 0);
+
+// The group's tree in the plane whose switches carry the fewest groups
+// already: `load[s]` groups at switch s; the plane with the least
+// load on its busiest switch, then the least load in all, then the
+// lowest. So groups planned one after another (each adding itself to the
+// switches of its tree) are rooted at different spines or cores while
+// there are free ones. Plane 0's error when no plane has a tree.
+absl::StatusOr<Tree> LeastLoadedTree(const Topology& topology, const std::vector<Member>& members,
+                                     const std::vector<int>& load);
 
 // An IP literal (v4 or v6) as 16 bytes, v4 as ::ffff:a.b.c.d; nullopt when it
 // is not one.
