@@ -18,8 +18,9 @@ RUNS = [("dp-llama2-full", "Full bisection"),
         ("dp-llama2-acc16", "Full bisection, 16 micro-batches a step")]
 BACKENDS = [("inca", "inca's tree"), ("tree", "NCCL's tree"), ("ring", "the ring")]
 # Full bisection, DP 64: with other traffic; as four jobs; as four jobs on
-# switches that do not advise windows (inca alone).
-SHARED = ["dp-llama2-background", "dp-llama2-jobs", "dp-llama2-jobs-unadvised"]
+# switches that do not advise windows, and with 256 slots a switch (inca alone).
+SHARED = ["dp-llama2-background", "dp-llama2-jobs", "dp-llama2-jobs-unadvised",
+          "dp-llama2-jobs-slots"]
 
 
 def by_dp(run: dict) -> dict:
@@ -56,25 +57,33 @@ def human(n: int) -> str:
 
 def several_jobs(j: dict, dp: int, inca: dict, deaf: dict) -> str:
     """The finding of the jobs runs: the switches' slots, with and without window advice."""
-    lost = inca["retransmitted"] + inca["fallback_chunks"] > 0
-    head = ("- **Several jobs %s.** %d DP-%d jobs, each its own group and tree, share the "
-            "switches' %d slots with windows of %d chunks each" % (
-                "still run out of slots" if lost else "keep to their share of the slots",
-                j["jobs"], dp, j["switch_slots"], j["window"]))
+    head = ("- **Several jobs and the switches' slots.** %d DP-%d jobs, each its own group and "
+            "tree, share the switches' %d slots with windows of %d chunks each. Each switch "
+            "advises each group's ranks its fair share (its slots over the groups there; the "
+            "manager caps a tree at the least share along it), and the ranks keep to it: %d "
+            "chunks resent, %d given up to the host path, the bucket %.3f of its closed form" % (
+                j["jobs"], dp, j["switch_slots"], j["window"], inca["retransmitted"],
+                inca["fallback_chunks"], inca["bucket_closed_form_us"] / inca["bucket_us"]))
     drops = ", ".join("%s %d" % (k, v) for k, v in sorted(deaf.get("switch_drops", {}).items()))
+    if deaf["retransmitted"] + deaf["fallback_chunks"] > 0:
+        return head + (
+            ". Switches that do not advise (`switch_advise_window=false`) drop the chunks and "
+            "partials that find no slot without telling their senders, who learn it only by "
+            "their timeouts: %d chunks resent, %d given up to the host path (the reducers' "
+            "drops: %s), a bucket of %.1f ms, %.1f× the advised one (a lower bound: inca-sim "
+            "does not run the host path)." % (
+                deaf["retransmitted"], deaf["fallback_chunks"], drops or "none counted",
+                deaf["bucket_us"] / 1e3, deaf["bucket_us"] / inca["bucket_us"]))
     return head + (
-        ": each switch advises each group's ranks its fair share (its slots over the groups "
-        "there; the manager caps a tree at the least share along it, here %d / %d at the "
-        "root), so %d chunks are resent and %d given up to the host path, and the bucket is "
-        "%.3f of its closed form. Switches that do not advise (`switch_advise_window=false`, "
-        "as inca before the advice) drop the chunks and partials that find no slot without "
-        "telling their senders, who learn it only by their timeouts: %d chunks resent, %d "
-        "given up to the host path (the reducers' drops: %s), a bucket of %.1f ms, %.0f× the "
-        "advised one (a lower bound: inca-sim does not run the host path)." % (
-            j["switch_slots"], j["jobs"], inca["retransmitted"], inca["fallback_chunks"],
-            inca["bucket_closed_form_us"] / inca["bucket_us"], deaf["retransmitted"],
-            deaf["fallback_chunks"], drops or "none counted", deaf["bucket_us"] / 1e3,
-            deaf["bucket_us"] / inca["bucket_us"]))
+        ". Here the advice costs: unadvised, no chunk found its switch full (%d resent) and "
+        "the bucket is %.2f ms, %.2f× the advised %.2f ms. A slot is held for less than a "
+        "rank's round trip (from the chunk's first contribution at that switch to its "
+        "result), so windows that add up past the slots can still fit them, and the advice, "
+        "which never lets them add up past the slots, holds each below what the round trip "
+        "needs. Where windows do overrun the slots the advice is what keeps the job on the "
+        "switch (docs/sim.md, \"Several jobs\")." % (
+            deaf["retransmitted"], deaf["bucket_us"] / 1e3,
+            deaf["bucket_us"] / inca["bucket_us"], inca["bucket_us"] / 1e3))
 
 
 def shared(runs: dict) -> list:
@@ -84,12 +93,16 @@ def shared(runs: dict) -> list:
     full = by_dp(runs["dp-llama2-full"])
     bg, jobs = by_dp(b)[dp_b], by_dp(j)[dp_j]
     deaf = by_dp(runs["dp-llama2-jobs-unadvised"])[dp_j]["inca"]
+    slots_run = runs["dp-llama2-jobs-slots"]
+    slots = by_dp(slots_run)[dp_j]["inca"]
     out = ["### Other traffic: %.0f %% of every downlink in %s flows (DP %d, full bisection)"
            % (100 * b["background_load"], human(b["background_flow_bytes"]), dp_b), ""]
     out += table(b) + [""]
     out += ["### %d jobs of DP %d side by side (%d hosts, ranks interleaved; full bisection)"
             % (j["jobs"], dp_j, dp_j * j["jobs"]), ""]
-    out += table(j, [("inca, switches not advising windows", deaf, jobs["ring"])]) + [""]
+    out += table(j, [("inca, switches not advising windows", deaf, jobs["ring"]),
+                     ("inca, %d slots a switch" % slots_run["switch_slots"], slots, jobs["ring"])])
+    out += [""]
     quiet = full[dp_b]
     slow = {k: bg[k]["bucket_us"] / quiet[k]["bucket_us"] for k in ("inca", "ring", "tree")}
     findings = [
@@ -106,18 +119,28 @@ def shared(runs: dict) -> list:
             slow["tree"], bg["ring"]["step_ms"] / bg["inca"]["step_ms"],
             quiet["ring"]["step_ms"] / quiet["inca"]["step_ms"], dp_b),
         several_jobs(j, dp_j, jobs["inca"], deaf),
-        "- **And then the root's links.** Within their slots inca's bucket is %.3f "
-        "of its closed form and %.2f× one job's: the manager roots every tree at the "
-        "topology's one root (core 0), so the links into it carry all %d jobs' tensors, while "
-        "the ring's and NCCL's tree's flows spread over the cores by ECMP (their buckets "
-        "%.2f× and %.2f× one job's). inca's step is %.2f× shorter than the ring's, against "
-        "%.2f× for one job alone. Rooting each job's tree at a core of its own (several "
-        "roots, or several trees per group) would take the shared links away; not built yet."
-        % (jobs["inca"]["bucket_closed_form_us"] / jobs["inca"]["bucket_us"],
-           jobs["inca"]["bucket_us"] / full[dp_j]["inca"]["bucket_us"], j["jobs"],
+        "- **Each job at a core of its own, then the edge switches' slots.** The manager "
+        "roots each job's tree in the tree plane whose switches carry the fewest groups, so "
+        "with %d planes (k/2) for %d jobs the trees go up to %s and share the edge "
+        "switches, where the jobs' ranks interleave. inca's bucket is %.2f× one job's (%.2f ms) and %.3f of "
+        "its closed form: an edge switch holding all %d groups advises each a window of "
+        "%d / %d chunks (above). With %d slots a "
+        "switch it is %.3f of its closed form and the step %.1f ms against one job's %.1f. "
+        "The ring's and NCCL's tree's buckets are %.2f× and %.2f× one job's (ECMP spreads "
+        "their flows over the cores). inca's step is %.2f× shorter than the ring's (%.2f× with "
+        "%d slots), against %.2f× for one job alone."
+        % (j["fat_tree_k"] // 2, j["jobs"],
+           "a core each" if j["jobs"] <= j["fat_tree_k"] // 2 else "every core",
+           jobs["inca"]["bucket_us"] / full[dp_j]["inca"]["bucket_us"],
+           jobs["inca"]["bucket_us"] / 1e3,
+           jobs["inca"]["bucket_closed_form_us"] / jobs["inca"]["bucket_us"], j["jobs"],
+           j["switch_slots"], j["jobs"], slots_run["switch_slots"],
+           slots["bucket_closed_form_us"] / slots["bucket_us"], slots["step_ms"],
+           full[dp_j]["inca"]["step_ms"],
            jobs["ring"]["bucket_us"] / full[dp_j]["ring"]["bucket_us"],
            jobs["tree"]["bucket_us"] / full[dp_j]["tree"]["bucket_us"],
            jobs["ring"]["step_ms"] / jobs["inca"]["step_ms"],
+           jobs["ring"]["step_ms"] / slots["step_ms"], slots_run["switch_slots"],
            full[dp_j]["ring"]["step_ms"] / full[dp_j]["inca"]["step_ms"]),
     ]
     return out, findings

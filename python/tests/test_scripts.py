@@ -165,7 +165,8 @@ def test_cais_tp_evaluation_writes_the_four_runs_beside_the_write_up(tmp_path):
 def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
     # A small model (64 MB of gradients, 3 buckets) at DP 8 and 16 on a
     # k = 4 fat-tree, full, 4:1 and with 16 micro-batches; at DP 8 with
-    # other traffic and as two jobs (on switches advising windows and not),
+    # other traffic and as two jobs (on switches advising windows and not,
+    # and with 256 slots),
     # as scripts/evaluate-dp.sh runs the real one.
     base = ["--set", "params=32e6", "--set", "tp=1", "--set", "dp=8,16", "--set", "fat_tree_k=4",
             "--out", str(tmp_path)]
@@ -177,8 +178,9 @@ def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
                                  "--set", "background_flow_bytes=256K"],
         "dp-llama2-jobs": ["--set", "dp=8", "--set", "jobs=2"],
         "dp-llama2-jobs-unadvised": ["--set", "dp=8", "--set", "jobs=2", "--set",
-                                     "backends=inca", "--set", "switch_advise_window=false"]},
-        base)
+                                     "backends=inca", "--set", "switch_advise_window=false"],
+        "dp-llama2-jobs-slots": ["--set", "dp=8", "--set", "jobs=2", "--set", "backends=inca",
+                                 "--set", "switch_slots=256"]}, base)
     doc = tmp_path / "EVAL.md"
     doc.write_text("# evaluation\n")
     script = os.path.join(ROOT, "scripts", "cais_dp_evaluation.py")
@@ -199,6 +201,8 @@ def test_cais_dp_evaluation_writes_both_fabrics_and_why(tmp_path):
     rows = [l for l in text.splitlines() if re.match(r"\| (8|16) \| (inca|tree|ring) \|", l)]
     assert len(rows) == 24, rows
     assert re.search(r"\| 8 \| inca, switches not advising windows \|", text)
+    assert re.search(r"\| 8 \| inca, 256 slots a switch \|", text)
+    assert "- **Each job at a core of its own" in text
     assert all(r.rstrip().endswith("| 1.00× |") for r in rows if "| ring |" in r)
     assert "Where in-network aggregation wins" in text and "Oversubscription" in text
     assert "Where it wins less." in text and "(DP 8, 16)" in text

@@ -2,6 +2,7 @@
 // each rank runs, and what the links between switches carry for each
 // backend (the closed forms' part; fabric.h builds the graph).
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inca/sim/cais_scenario.h"
+#include "inca/tree/topology.h"
 #include "sim/cais_network.h"
 #include "sim/fabric.h"
 #include "sim/host_collectives.h"
@@ -36,29 +38,37 @@ int CaisSimScenario::RingCrossings() const {
 int CaisSimScenario::MostTreesOnALink() const {
   if (!IsFabric()) return 0;
   const Fabric f(*this);
-  const auto& sws = f.switches();
-  std::vector<int> trees(sws.size(), 0);  // jobs whose tree uses switch i's link to its parent
+  const tree::Topology t = FabricTopology(f);
+  // The jobs' trees as the manager plans them in one round (tree::
+  // PlanTrees): in group order, each in the plane whose switches carry the
+  // fewest groups, each job counted at the edge switches its ranks join
+  // and then at the other switches of its tree.
   const int m = JobRanks();
+  std::vector<int> load(t.switches.size(), 0);
+  std::vector<std::vector<tree::Member>> groups;
   for (int base = 0; base < hosts; base += m) {
-    // Each edge switch's path to the root; the tree is every switch on
-    // them below the deepest switch all share (their lowest common
-    // ancestor).
-    std::vector<int> used(sws.size(), 0);
-    int edges = 0;
+    std::vector<tree::Member>& members = groups.emplace_back();
+    std::vector<char> at(t.switches.size(), 0);
     for (int r = base; r < base + m; ++r) {
-      const int e = f.edge_of(r);
-      if (used[static_cast<size_t>(e)] != 0) continue;
-      ++edges;
-      for (int w = e; w >= 0; w = sws[static_cast<size_t>(w)].parent)
-        ++used[static_cast<size_t>(w)];
+      members.push_back({r - base, t.hosts[static_cast<size_t>(r)].address});
+      at[static_cast<size_t>(f.edge_of(r))] = 1;
     }
-    for (size_t i = 0; i < sws.size(); ++i) {
-      // A switch on some but not every path sends its partial up a link of
-      // the tree; those on all of them are the ancestor and above it.
-      if (used[i] > 0 && used[i] < edges && sws[i].parent >= 0) ++trees[i];
+    for (size_t i = 0; i < at.size(); ++i) load[i] += at[i];
+  }
+  std::map<std::pair<int, int>, int> trees;  // (switch, its parent): jobs whose tree uses the link
+  for (const std::vector<tree::Member>& members : groups) {
+    const absl::StatusOr<tree::Tree> tr = tree::LeastLoadedTree(t, members, load);
+    if (!tr.ok()) continue;  // the run refuses it
+    for (const tree::TreeNode& n : tr->nodes) {
+      if (n.ranks.empty()) ++load[static_cast<size_t>(n.switch_index)];
+      if (n.parent >= 0) {
+        ++trees[{n.switch_index, tr->nodes[static_cast<size_t>(n.parent)].switch_index}];
+      }
     }
   }
-  return trees.empty() ? 0 : *std::max_element(trees.begin(), trees.end());
+  int most = 0;
+  for (const auto& [link, n] : trees) most = std::max(most, n);
+  return most;
 }
 
 absl::Status CaisSimScenario::ValidateFabric() const {

@@ -188,8 +188,8 @@ net::Endpoint SwitchAddress(int index) {
   return *net::Endpoint::Parse(absl::StrCat(SwitchHost(index), ":9410"));
 }
 
-// The aggregation manager's topology of the fabric: what inca-controller
-// --topology would read for it (the switches off inca's trees too).
+}  // namespace
+
 tree::Topology FabricTopology(const Fabric& f) {
   tree::Topology t;
   const auto& sws = f.switches();
@@ -198,8 +198,9 @@ tree::Topology FabricTopology(const Fabric& f) {
     w.name = sws[i].name;
     w.address = SwitchAddress(static_cast<int>(i)).ToString();
     w.control = absl::StrCat(SwitchHost(static_cast<int>(i)), ":50051");
-    if (sws[i].parent >= 0) {
-      w.parent = sws[static_cast<size_t>(sws[i].parent)].name;
+    for (int p : sws[i].parents) w.parents.push_back(sws[static_cast<size_t>(p)].name);
+    if (!w.parents.empty()) {
+      w.parent = w.parents[0];
       w.uplink_bps = sws[i].uplink_bps;
     }
     t.switches.push_back(w);
@@ -210,6 +211,8 @@ tree::Topology FabricTopology(const Fabric& f) {
   }
   return t;
 }
+
+namespace {
 
 // Links the ranks and switches of `f` (nodes by Fabric's numbering) in the
 // order Fabric numbers their ports: host links `host`, links between

@@ -19,6 +19,7 @@
 #include "inca/tree/manager.h"
 #include "inca/wire/cais.h"
 #include "sim/cais_nodes.h"
+#include "sim/fabric.h"
 
 namespace inca::sim {
 
@@ -76,6 +77,11 @@ absl::StatusOr<std::vector<BackgroundNode*>> AddBackground(const CaisSimScenario
 // each backend sends and receives per rank for an operation of `bytes`,
 // headers included. 0 without a host model, and for the tree.
 double HostSeconds(const CaisSimScenario& s, const std::string& backend, uint64_t bytes);
+
+// The aggregation manager's topology of a fabric: what inca-controller
+// --topology would read for it, every switch with all the switches it links
+// to above it (tree::SwitchSpec::parents: a plane per spine or core).
+tree::Topology FabricTopology(const Fabric& f);
 
 // On a fabric, a lower bound for `backend`'s operation of `bytes` from the
 // busiest link between switches alone (cais_fabric.cc, walking

@@ -17,21 +17,24 @@ int Fabric::AddSwitch(std::string name, bool edge) {
 }
 
 // Spine 0 (switch 0), leaves 1..racks, spines racks + j; each leaf linked
-// to every spine in spine order, its tree's parent spine 0.
+// to every spine in spine order, its parents in plane order.
 void Fabric::LeafSpine(const CaisSimScenario& s) {
   AddSwitch("spine", false);
   for (int k = 0; k < s.racks; ++k) AddSwitch(absl::StrCat("leaf", k), true);
   for (int j = 1; j < s.spines; ++j) AddSwitch(absl::StrCat("spine", j), false);
   for (int k = 1; k <= s.racks; ++k) {
-    for (int j = 0; j < s.spines; ++j) links_.emplace_back(k, j == 0 ? 0 : s.racks + j);
-    switches_[static_cast<size_t>(k)].parent = 0;
+    for (int j = 0; j < s.spines; ++j) {
+      links_.emplace_back(k, j == 0 ? 0 : s.racks + j);
+      switches_[static_cast<size_t>(k)].parents.push_back(j == 0 ? 0 : s.racks + j);
+    }
   }
 }
 
 // Core 0 (switch 0), the edge switches pod by pod, the aggregation
-// switches pod by pod, cores 1 on. inca's tree: edge -> its pod's
-// aggregation switch 0 -> core 0 (which every pod's aggregation switch 0
-// links to).
+// switches pod by pod, cores 1 on. An edge switch's parents are its pod's
+// aggregation switches; aggregation switch a's the cores a mod h x h + c:
+// in plane j every edge goes up to its pod's aggregation switch j mod h,
+// which goes up to core (j mod h)(h + 1), the same from every pod.
 void Fabric::FatTree(const CaisSimScenario& s) {
   const int h = s.fat_tree_k / 2, edges = s.hosts / h, pods = (edges + h - 1) / h;
   const int core0 = AddSwitch("core0", false);
@@ -42,15 +45,18 @@ void Fabric::FatTree(const CaisSimScenario& s) {
     agg.push_back(AddSwitch(absl::StrCat("agg", a / h, ".", a % h), false));
   for (int c = 1; c < h * h; ++c) core.push_back(AddSwitch(absl::StrCat("core", c), false));
   for (int e = 0; e < edges; ++e) {
-    for (int a = 0; a < h; ++a)
+    for (int a = 0; a < h; ++a) {
       links_.emplace_back(edge[static_cast<size_t>(e)], agg[static_cast<size_t>(e / h * h + a)]);
-    switches_[static_cast<size_t>(edge[static_cast<size_t>(e)])].parent =
-        agg[static_cast<size_t>(e / h * h)];
+      switches_[static_cast<size_t>(edge[static_cast<size_t>(e)])].parents.push_back(
+          agg[static_cast<size_t>(e / h * h + a)]);
+    }
   }
   for (int a = 0; a < pods * h; ++a) {
-    for (int c = 0; c < h; ++c)
+    for (int c = 0; c < h; ++c) {
       links_.emplace_back(agg[static_cast<size_t>(a)], core[static_cast<size_t>(a % h * h + c)]);
-    if (a % h == 0) switches_[static_cast<size_t>(agg[static_cast<size_t>(a)])].parent = core0;
+      switches_[static_cast<size_t>(agg[static_cast<size_t>(a)])].parents.push_back(
+          core[static_cast<size_t>(a % h * h + c)]);
+    }
   }
 }
 
@@ -65,10 +71,12 @@ Fabric::Fabric(const CaisSimScenario& s) {
   for (size_t i = 0; i < switches_.size(); ++i) {
     Switch& w = switches_[i];
     if (w.edge) edges.push_back(static_cast<int>(i));
-    if (w.parent >= 0) w.uplink_bps = s.UplinkGbps() * 1e9;
+    if (!w.parents.empty()) w.uplink_bps = s.UplinkGbps() * 1e9;
   }
   for (Switch& w : switches_) {  // parents come before their children or after: walk up
-    for (int p = w.parent; p >= 0; p = switches_[static_cast<size_t>(p)].parent) ++w.depth;
+    for (const Switch* p = &w; !p->parents.empty();
+         p = &switches_[static_cast<size_t>(p->parents[0])])
+      ++w.depth;
   }
   const int per = s.hosts / static_cast<int>(edges.size());
   const std::vector<int> host = s.HostOfRank();

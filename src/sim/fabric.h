@@ -12,7 +12,10 @@
 //   [a x k/2, (a+1) x k/2), k/2 hosts on each edge switch. Only the pods
 //   that hold hosts are built (the hosts fill edge switches in order).
 //
-// Switch 0 is the root of inca's trees (spine 0, core 0). The ranks' links
+// Switch 0 is spine 0 or core 0, the root of tree plane 0; each switch
+// lists every switch above it it links to (Switch::parents), so that the
+// aggregation manager roots each group's tree at the spine or core of the
+// tree plane whose switches carry the fewest groups. The ranks' links
 // come first, rank r's to the edge switch of its host (HostOfRank) on the
 // next free port, in rank order; then the links between switches, in
 // links() order. Each node numbers its ports in the order its links are
@@ -34,8 +37,11 @@ class Fabric {
  public:
   struct Switch {
     std::string name;
-    int parent = -1;  // its parent in inca's trees (-1: the root, or on none)
-    int depth = 0;    // hops below the root on inca's trees (0 off them)
+    // Every switch above it that it links to, in the order of the planes
+    // (tree::SwitchSpec::parents): the spines, its pod's aggregation
+    // switches, an aggregation switch's cores.
+    std::vector<int> parents;
+    int depth = 0;  // hops below the top (its first parents, up)
     bool edge = false;
     double uplink_bps = 0;  // the link toward `parent`
   };

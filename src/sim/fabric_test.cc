@@ -200,9 +200,17 @@ TEST(FabricTest, AFatTreesRoutesAreItsShortestPaths) {
     EXPECT_EQ(f.ports(static_cast<int>(i)).size(), 4u);
     edges += w.edge;
     if (w.edge) {
-      const auto& agg = f.switches()[static_cast<size_t>(w.parent)];
-      EXPECT_EQ(agg.name, absl::StrCat("agg", w.name.substr(4, 1), ".0"));
-      EXPECT_EQ(agg.parent, 0);
+      // Up to its pod's aggregation switches, each up to its two cores:
+      // in tree plane j to aggregation switch j mod 2 and core 3 (j mod 2).
+      ASSERT_EQ(w.parents.size(), 2u);
+      for (size_t a = 0; a < 2; ++a) {
+        const auto& agg = f.switches()[static_cast<size_t>(w.parents[a])];
+        EXPECT_EQ(agg.name, absl::StrCat("agg", w.name.substr(4, 1), ".", a));
+        ASSERT_EQ(agg.parents.size(), 2u);
+        EXPECT_EQ(f.switches()[static_cast<size_t>(agg.parents[a])].name,
+                  absl::StrCat("core", 3 * a));
+        EXPECT_EQ(agg.depth, 1);
+      }
       EXPECT_EQ(w.depth, 2);
     }
   }
@@ -300,6 +308,35 @@ TEST(FabricTest, BackgroundTrafficCrossesTheFabricAndSlowsEveryBackend) {
       EXPECT_GT(b.mean_us, 1.05 * q.mean_us);
     }
   }
+}
+
+// Several jobs on a fabric of several spines: the manager roots each
+// job's tree in the tree plane whose switches carry the fewest groups, so
+// two jobs interleaved over two racks go up to a spine each and each
+// uplink carries one tree, half the time of one spine for both; on a k = 4
+// fat-tree they go up to different aggregation switches and cores.
+TEST(FabricTest, JobsOnSeveralSpinesAreEachRootedAtOneOfTheirOwn) {
+  CaisSimScenario one = Fabric(2, 8, 25);
+  one.jobs = 2;
+  one.placement = "random";
+  one.backends = {"inca"};
+  one.mode = "timing";
+  one.sizes = {uint64_t{4} << 20};
+  CaisSimScenario two = one;
+  two.spines = 2;
+  CaisSimScenario fat = FatTree(4, 16, 25);
+  fat.jobs = 2;
+  fat.placement = "random";
+  EXPECT_EQ(one.MostTreesOnALink(), 2);
+  EXPECT_EQ(two.MostTreesOnALink(), 1);
+  EXPECT_EQ(fat.MostTreesOnALink(), 1);
+  auto a = RunCaisSimScenario(one), b = RunCaisSimScenario(two);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  for (const auto* r : {&a->rows[0], &b->rows[0]}) {
+    EXPECT_NEAR(r->of_closed_form, 1.0, 0.03);
+    EXPECT_EQ(r->wrong + r->fallback_chunks, 0u);
+  }
+  EXPECT_NEAR(a->rows[0].mean_us / b->rows[0].mean_us, 2.0, 0.1);
 }
 
 // Several jobs on one fabric, each its own group (its own JOINs and tree,
