@@ -25,7 +25,7 @@ scenario=scenarios/cais/dp-llama2.yaml
   --set background_load=0.1 --set background_flow_bytes=4M
 # Four DP-64 jobs interleaved over 256 hosts; then inca alone on switches
 # that do not advise each group's window (the four windows, 4 x 64 chunks,
-# overrun the 128 slots), and with 256 slots a switch (the four windows).
+# could overrun the 128 slots), and with 256 slots a switch (the four windows).
 "$sim" "$scenario" --out "$out" --set name=dp-llama2-jobs --set dp=64 --set jobs=4
 "$sim" "$scenario" --out "$out" --set name=dp-llama2-jobs-unadvised --set dp=64 --set jobs=4 \
   --set backends=inca --set switch_advise_window=false

@@ -43,7 +43,7 @@ class Fabric {
     std::vector<int> parents;
     int depth = 0;  // hops below the top (its first parents, up)
     bool edge = false;
-    double uplink_bps = 0;  // the link toward `parent`
+    double uplink_bps = 0;  // each link toward `parents`
   };
   // What a switch's port leads to: rank `rank`, or port `peer_port` of
   // switch `peer`.

@@ -200,7 +200,7 @@ namespace {
 // GroupInfoOf, with the window the group's members are advised.
 control::GroupInfo AdvisedInfo(const ControlTarget::Control& c, const membership::GroupState& st) {
   control::GroupInfo info = GroupInfoOf(c.groups, st, c.now);
-  if (st.formed) info.window_chunks = WindowAdvice(c.reducer, c.groups, st.group_id);
+  info.window_chunks = WindowAdvice(c.reducer, c.groups, st.group_id);
   return info;
 }
 }  // namespace

@@ -196,6 +196,12 @@ uint16_t AggregationManager::WindowCap(const TreePlan& plan,
                                        const std::vector<std::bitset<256>>& present) const {
   double cap = 0;
   for (const SwitchInstall& in : plan.installs) {
+    // A switch the ranks joined advises its own share, live (it counts the
+    // groups that come and go there); the cap is for the switches above.
+    if (std::any_of(in.members.begin(), in.members.end(),
+                    [](const PlannedMember& m) { return m.rank >= 0; })) {
+      continue;
+    }
     const double pending = Setting(in.switch_index, "max_pending_chunks");
     const size_t groups = present[static_cast<size_t>(in.switch_index)].count();
     if (pending < 0 || groups == 0) continue;

@@ -21,6 +21,10 @@ std::string HostOfEndpoint(const std::string& endpoint) {
 
 namespace {
 
+// LeastLoadedTree's load of a switch that has not reported: above any
+// number of groups a switch holds.
+constexpr int kUnreportedLoad = 1 << 20;
+
 // The ranks of one (group, job) across the switches.
 struct Gathered {
   int world_size = -1;
@@ -131,8 +135,10 @@ absl::StatusOr<TreePlan> PlanOne(const Topology& t, const std::vector<SwitchView
     members.push_back({jr.rank, host});
   }
   // The plane whose switches carry the fewest groups (this round's plans
-  // before it included).
-  std::vector<int> load(t.switches.size(), 0);
+  // before it included); a switch that has not reported (down, or no
+  // control address) weighs as full, so a plane through it is taken only
+  // when no other has a tree (and then waits for it, below).
+  std::vector<int> load(t.switches.size(), kUnreportedLoad);
   for (const SwitchView& v : views) load[static_cast<size_t>(v.switch_index)] = v.groups;
   absl::StatusOr<Tree> tree = LeastLoadedTree(t, members, load);
   if (!tree.ok()) return tree.status();

@@ -103,10 +103,6 @@ TEST(PlannerTest, ASecondTreeThroughTheSameSwitchesReusesTheirPorts) {
   EXPECT_EQ(out[0].plan->installs[2].uplink, uint16_t{2});
 }
 
-// Two groups complete in one round through different leaves of one spine:
-// the second tree's plan sees the ports the first binds, so the leaf both
-// use keeps one port at the spine (and its uplink one port), and the other
-// leaf gets a port of its own, never one the first tree gave another.
 // Two groups over two leaves that each link to two spines, planned in one
 // round: the first is rooted at spine0, the second, seeing spine0 carry
 // the first, at spine1; each leaf gets an uplink port toward each spine.
@@ -151,8 +147,21 @@ hosts:
   const auto busy = PlanTrees(t, views);
   ASSERT_TRUE(busy[0].plan.ok());
   EXPECT_EQ(busy[0].plan->installs[0].switch_index, 1);
+  // A spine that has not reported (down) is passed over too, both groups
+  // rooted at the other, instead of waiting for it.
+  views.erase(views.begin() + 1);  // spine1
+  const auto down = PlanTrees(t, views);
+  ASSERT_EQ(down.size(), 2u);
+  for (const PlanOutcome& o : down) {
+    ASSERT_TRUE(o.plan.ok()) << o.plan.status();
+    EXPECT_EQ(o.plan->installs[0].switch_index, 0);
+  }
 }
 
+// Two groups complete in one round through different leaves of one spine:
+// the second tree's plan sees the ports the first binds, so the leaf both
+// use keeps one port at the spine (and its uplink one port), and the other
+// leaf gets a port of its own, never one the first tree gave another.
 TEST(PlannerTest, TreesPlannedInOneRoundGiveEachNeighbourOnePort) {
   std::string yaml = "switches:\n  - {name: spine, address: \"198.18.0.1:9410\"}\n";
   std::string hosts = "hosts:\n";

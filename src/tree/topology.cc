@@ -164,6 +164,14 @@ absl::Status Topology::Validate() const {
       return absl::InvalidArgumentError(
           absl::StrCat("switch '", s.name, "': its first parent must be its parent"));
     }
+    std::set<std::string> seen;
+    for (const std::string& p : s.parents) {
+      if (p.empty() || !seen.insert(p).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("switch '", s.name, "': parents must name each switch once (",
+                         p.empty() ? "an empty name" : absl::StrCat("'", p, "' twice"), ")"));
+      }
+    }
     std::vector<std::string> all = s.parents;
     all.push_back(s.parent);
     for (const std::string& p : all) {

@@ -82,6 +82,9 @@ TEST(TopologyTest, EveryMistakeIsOneLineNamingTheFileAndWhat) {
       {"switches: [{name: a, address: x, parents: [c, b]}, {name: b, address: y, parent: a},\n"
        "  {name: c, address: z}]",
        "a cycle of parents"},  // in plane 1 only
+      {"switches: [{name: a, address: x, parents: [b, b]}, {name: b, address: y}]", "'b' twice"},
+      {"switches: [{name: a, address: x, parents: [b, '']}, {name: b, address: y}]",
+       "an empty name"},
   };
   for (const auto& [yaml, words] : cases) {
     const auto t = Topology::FromYaml(yaml, "t.yaml");

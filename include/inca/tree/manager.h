@@ -122,9 +122,10 @@ class AggregationManager {
   // installs find them bound (one port per neighbour, shared by trees).
   // Every switch of the tree gets `window_cap` (TreeInstall::window_chunks).
   void Install(const TreePlan& plan, std::vector<Read>& reads, dp::TimeNs now, uint16_t window_cap);
-  // The least fair share of the tree's switches: max_pending_chunks over
-  // the groups `present` there (this round's trees included); 0 when no
-  // switch says its max_pending_chunks.
+  // The least fair share of the tree's switches above its ranks' (which
+  // advise their own, live): max_pending_chunks over the groups `present`
+  // there (this round's trees included); 0 when none says its
+  // max_pending_chunks (or the tree is one switch).
   uint16_t WindowCap(const TreePlan& plan, const std::vector<std::bitset<256>>& present) const;
   control::CaisControlPlane* Cais(int index) const;
   // Whether every switch of `plan` is up and free for its group id (a
